@@ -1,0 +1,31 @@
+"""Events: frames as they travel through the fault pipeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chaosproxy.core.frames import Frame
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A frame plus what the pipeline knows about it.
+
+    ``ordinal`` is the 1-based position among the *upstream* events, fixed before any
+    fault runs; it is 0 for frames that are not events (SSE comments, blank lines) and
+    for events a fault made up. ``kinds`` comes from the provider profile.
+    """
+
+    frame: Frame
+    ordinal: int
+    kinds: frozenset[str]
+    #: Names of the faults that made or changed this event, in order.
+    faults: tuple[str, ...] = ()
+
+    @property
+    def raw(self) -> bytes:
+        return self.frame.raw
+
+    def touched(self, fault: str, frame: Frame | None = None) -> Event:
+        """This event, marked as shaped by ``fault`` (with a new frame if given)."""
+        return Event(frame or self.frame, self.ordinal, self.kinds, (*self.faults, fault))

@@ -1,0 +1,55 @@
+"""The fault registry: one module per fault in this package, found by discovery.
+
+A module defines one :class:`~chaosproxy.core.faults.base.Fault` subclass with a
+``name``; adding a fault is adding a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Sequence
+from functools import cache
+
+from chaosproxy.core.faults.base import (
+    Fault,
+    FaultConfig,
+    FaultContext,
+    fault_rng,
+)
+from chaosproxy.core.frames import Format
+from chaosproxy.core.providers import Profile
+
+
+@cache
+def registry() -> dict[str, type[Fault]]:
+    """Fault name → class, for every fault module in this package."""
+    found: dict[str, type[Fault]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, Fault)
+                and obj is not Fault
+                and obj.__module__ == module.__name__
+                and "name" in vars(obj)
+            ):
+                found[obj.name] = obj
+    return found
+
+
+def build_faults(
+    specs: Sequence[tuple[str, FaultConfig]], seed: int, fmt: Format, profile: Profile
+) -> list[Fault]:
+    """Fresh per-request instances of a scenario's faults, each with its own RNG."""
+    faults = registry()
+    return [
+        faults[name](config, FaultContext(fault_rng(seed, i, name), fmt, profile, seed, i))
+        for i, (name, config) in enumerate(specs)
+    ]
+
+
+__all__ = ["Fault", "FaultConfig", "FaultContext", "build_faults", "registry"]

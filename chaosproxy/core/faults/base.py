@@ -1,0 +1,304 @@
+"""What every fault is made of: a frozen config, per-request state, and hooks.
+
+A fault class is configured by its ``Config`` (a frozen pydantic model: the YAML
+mapping under the fault's name, validated with located errors) and instantiated once
+per request with a :class:`FaultContext`. Config is shared by every request; the
+instance holds that request's state (counters, held events, its own seeded RNG).
+
+Faults act in up to three stages, each a hook with a pass-through default:
+
+* HTTP (before the upstream answers): :meth:`Fault.before_upstream`,
+  :meth:`Fault.response_headers`;
+* event (``stage = "event"``): :meth:`Fault.on_event` / :meth:`Fault.on_event_end`,
+  events in, events out;
+* transport (``stage = "transport"``): :meth:`Fault.on_action` /
+  :meth:`Fault.on_action_end`, actions in, actions out.
+
+All data read must be passed along: a hook returns what it received unless it means
+to change it (Toxiproxy's rule).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from chaosproxy.core.actions import Action, Cut, Sleep
+from chaosproxy.core.events import Event
+from chaosproxy.core.frames import Format
+from chaosproxy.core.providers import Profile
+
+# --------------------------------------------------------------------------- config
+
+
+def parse_duration(value: Any) -> Any:
+    """Durations are milliseconds as numbers, or strings with a unit: 250ms, 2s, 1.5m."""
+    if isinstance(value, bool):
+        return value  # let the float validator reject it
+    if isinstance(value, int | float):
+        return float(value) / 1000.0
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", value)
+        if not m:
+            raise ValueError(f"not a duration: {value!r} (use a number of ms, or 250ms, 2s)")
+        number = float(m.group(1))
+        unit = m.group(2) or "ms"
+        return number * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit]
+    return value
+
+
+#: A duration, in seconds once validated.
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+
+
+class FaultConfig(BaseModel):
+    """Base of every fault's config: strict keys, immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+IntOrList = int | list[int]
+StrOrList = str | list[str]
+
+
+class SelectorConfig(FaultConfig):
+    """The event selectors of DESIGN.md section 4; all given must hold."""
+
+    kind: StrOrList | None = None
+    type: StrOrList | None = None
+    match: str | None = None
+    nth: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] | None = None
+    every: Annotated[int, Field(ge=1)] | None = None
+    range: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
+    probability: Annotated[float, Field(ge=0, le=1)] | None = None
+
+    @field_validator("match")
+    @classmethod
+    def _regex_compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return v
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: StrOrList | None) -> StrOrList | None:
+        from chaosproxy.core.providers import KINDS
+
+        for k in [v] if isinstance(v, str) else v or []:
+            if k not in KINDS:
+                raise ValueError(f"unknown kind {k!r}; one of {', '.join(KINDS)}")
+        return v
+
+    @field_validator("range")
+    @classmethod
+    def _ordered(cls, v: tuple[int, int] | None) -> tuple[int, int] | None:
+        if v is not None and v[0] > v[1]:
+            raise ValueError("range must be [first, last] with first <= last")
+        return v
+
+
+# --------------------------------------------------------------------------- selection
+
+
+class Selector:
+    """Per-request state of a fault's selectors.
+
+    The pipeline calls :meth:`observe` for every upstream event *before* any fault
+    runs, so ordinals (``nth``, ``every``, ``range``) count upstream events that pass
+    ``kind``/``type``/``match``, whatever earlier faults did to the stream, and the
+    ``probability`` draw for an event does not depend on other faults either.
+    """
+
+    __slots__ = ("_cfg", "_kinds", "_types", "_regex", "_nth", "_rng", "matched", "_selected")
+
+    def __init__(self, cfg: SelectorConfig, rng: random.Random) -> None:
+        self._cfg = cfg
+        self._kinds = _as_set(cfg.kind)
+        self._types = _as_set(cfg.type)
+        self._regex = re.compile(cfg.match) if cfg.match is not None else None
+        self._nth = _as_int_set(cfg.nth)
+        self._rng = rng
+        #: How many upstream events passed kind/type/match so far.
+        self.matched = 0
+        self._selected: set[int] = set()
+
+    def observe(self, ev: Event) -> None:
+        if ev.ordinal <= 0:
+            return
+        frame = ev.frame
+        if self._kinds is not None and not (self._kinds & ev.kinds):
+            return
+        if self._types is not None and frame.type not in self._types:
+            return
+        if self._regex is not None and not self._regex.search(frame.data or ""):
+            return
+        self.matched += 1
+        n = self.matched
+        cfg = self._cfg
+        if self._nth is not None and n not in self._nth:
+            return
+        if cfg.every is not None and n % cfg.every:
+            return
+        if cfg.range is not None and not cfg.range[0] <= n <= cfg.range[1]:
+            return
+        if cfg.probability is not None and self._rng.random() >= cfg.probability:
+            return
+        self._selected.add(ev.ordinal)
+
+    def selects(self, ev: Event) -> bool:
+        """True when ``ev`` (an upstream event, or a copy of one) is selected."""
+        return ev.ordinal in self._selected
+
+    def unreached(self) -> str | None:
+        """Why an ordinal the config names never came, or None."""
+        cfg = self._cfg
+        wanted = [*(self._nth or ()), *([cfg.range[0]] if cfg.range else [])]
+        if cfg.every is not None:
+            wanted.append(cfg.every)
+        if wanted and min(wanted) > self.matched:
+            what = "events" if self._kinds is None else f"{'/'.join(sorted(self._kinds))} events"
+            return f"ordinal {min(wanted)} never reached: the stream had {self.matched} {what}"
+        return None
+
+
+def _as_set(v: StrOrList | None) -> frozenset[str] | None:
+    if v is None:
+        return None
+    return frozenset([v] if isinstance(v, str) else v)
+
+
+def _as_int_set(v: IntOrList | None) -> frozenset[int] | None:
+    if v is None:
+        return None
+    return frozenset([v] if isinstance(v, int) else v)
+
+
+# --------------------------------------------------------------------------- context
+
+
+@dataclass(slots=True)
+class FaultContext:
+    """What a fault knows about the request it runs for."""
+
+    #: This fault's own generator, seeded from the request seed and its position.
+    rng: random.Random
+    #: The body's framing (``raw`` when no framing applies).
+    format: Format
+    #: The provider profile (the pipeline replaces it once the first event is seen
+    #: when the provider is detected from the stream).
+    profile: Profile
+    #: The request seed.
+    seed: int
+    #: The fault's position in the scenario's ``faults`` list (0-based).
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """HTTP stage: answer the client with this instead of forwarding."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+HttpAction = Respond | Sleep | Cut
+
+
+def fault_rng(seed: int, position: int, name: str) -> random.Random:
+    """The generator of the fault at ``position``: adding a fault never changes what
+    another one draws. String seeds hash with SHA-512, stable across runs."""
+    return random.Random(f"{seed}:{position}:{name}")
+
+
+# --------------------------------------------------------------------------- fault
+
+
+class Fault:
+    """Base class: every hook passes everything through unchanged."""
+
+    #: The key under ``faults:`` in a scenario.
+    name: ClassVar[str]
+    #: The pydantic model of its parameters.
+    Config: ClassVar[type[FaultConfig]]
+    #: ``event`` faults run first (they need sse/ndjson framing); ``transport`` after.
+    stage: ClassVar[Literal["event", "transport"]]
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        self.config = config
+        self.ctx = ctx
+        #: How many times the fault changed something; reported in ``faults_applied``.
+        self.applied = 0
+        #: The selector state, when the config has selectors.
+        self.selector: Selector | None = (
+            Selector(config, ctx.rng) if isinstance(config, SelectorConfig) else None
+        )
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        """True when this config cannot work on a ``raw`` stream (validation error)."""
+        return cls.stage == "event"
+
+    # -- HTTP stage
+    def before_upstream(self) -> list[HttpAction]:
+        """Actions before the request is forwarded (a canned status, a held header)."""
+        return []
+
+    def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:
+        """The response headers to send (keys in their original case)."""
+        return headers
+
+    # -- event stage
+    def observe(self, ev: Event) -> None:
+        """Called for every upstream event before any fault runs."""
+        if self.selector is not None:
+            self.selector.observe(ev)
+
+    def on_event(self, ev: Event) -> list[Event]:
+        return [ev]
+
+    def on_event_end(self) -> list[Event]:
+        """Upstream ended: release anything held."""
+        return []
+
+    # -- transport stage
+    def on_action(self, action: Action) -> list[Action]:
+        return [action]
+
+    def on_action_end(self) -> list[Action]:
+        """No more actions will come: release anything held, or end differently."""
+        return []
+
+    def deadline(self) -> float | None:
+        """When (pipeline clock, seconds) this fault wants :meth:`poll` called."""
+        return None
+
+    def poll(self, now: float) -> list[Action]:
+        """Called at or after :meth:`deadline`; returns what is due."""
+        return []
+
+    def set_clock(self, now: float) -> None:
+        """The pipeline's current time, given before each hook call that moves time."""
+        self.now = now
+
+    now: float = 0.0
+
+    # -- reporting
+    def skipped(self) -> str | None:
+        """Why the fault never applied (reported in ``faults_skipped``), or None."""
+        if self.applied:
+            return None
+        if self.selector is not None:
+            reason = self.selector.unreached()
+            if reason:
+                return reason
+            if self.selector.matched == 0:
+                return "no event matched the selectors"
+        return "never applied"

@@ -1,0 +1,88 @@
+"""Frames: the units a framer cuts an upstream body into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+Format = Literal["sse", "ndjson", "raw"]
+
+_UNPARSED: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One SSE event block, one NDJSON line, or one raw upstream read.
+
+    ``raw`` holds the exact bytes as they arrived, so joining the frames of a body
+    gives the body back byte for byte. The other fields are the parsed view.
+    """
+
+    raw: bytes
+    #: SSE: the data lines joined with "\\n" (None when the block has no data field,
+    #: e.g. a keepalive comment). NDJSON: the line without its terminator (None for a
+    #: blank line). Raw: None.
+    data: str | None = None
+    #: SSE ``event:`` field, if any.
+    event: str | None = None
+    #: SSE ``id:`` field, if any ("" when the block resets it).
+    id: str | None = None
+    #: SSE ``retry:`` field, if it was all ASCII digits.
+    retry: int | None = None
+    #: SSE comment lines (without the leading colon).
+    comments: tuple[str, ...] = ()
+    #: The line terminator this frame uses (b"\\n", b"\\r\\n" or b"\\r"); b"" if none.
+    newline: bytes = b"\n"
+    #: False for an unterminated final event that was flushed at end of body.
+    complete: bool = True
+    _json: Any = field(default=_UNPARSED, compare=False, repr=False)
+
+    @property
+    def is_event(self) -> bool:
+        """True when the frame is a logical event (SSE: it has data; NDJSON: a line)."""
+        return self.data is not None
+
+    def json(self) -> Any:
+        """The data parsed as JSON, or None when it is not JSON. Parsed once."""
+        value = self._json
+        if value is _UNPARSED:
+            value = None
+            if self.data:
+                try:
+                    value = orjson.loads(self.data)
+                except orjson.JSONDecodeError:
+                    value = None
+            object.__setattr__(self, "_json", value)
+        return value
+
+    @property
+    def type(self) -> str | None:
+        """The SSE ``event:`` name, else the JSON payload's ``type`` field."""
+        if self.event:
+            return self.event
+        payload = self.json()
+        if isinstance(payload, dict):
+            t = payload.get("type")
+            if isinstance(t, str):
+                return t
+        return None
+
+
+def format_for_content_type(content_type: str | None) -> Format:
+    """The framing a response body needs, from its Content-Type."""
+    if not content_type:
+        return "raw"
+    mime = content_type.split(";", 1)[0].strip().lower()
+    if mime == "text/event-stream":
+        return "sse"
+    if mime in {
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/x-jsonlines",
+        "application/stream+json",
+    }:
+        return "ndjson"
+    return "raw"

@@ -1,0 +1,45 @@
+"""Incremental framers: bytes in, frames out, exactly as h11 turns bytes into events.
+
+Every framer has the same two-call surface::
+
+    frames = framer.feed(chunk)   # zero or more complete frames
+    frames = framer.eof()         # whatever is left, as unterminated frames
+
+Joining ``frame.raw`` of everything returned gives back the input byte for byte,
+whatever the chunking. A line or event longer than ``max_size`` raises
+:class:`FramingError`, so a hostile upstream cannot make the proxy buffer without bound.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from chaosproxy.core.frames import Format, Frame
+
+DEFAULT_MAX_SIZE = 1024 * 1024
+
+
+class FramingError(Exception):
+    """The upstream body breaks its framing (e.g. an event over the size limit)."""
+
+
+class Framer(Protocol):
+    def feed(self, data: bytes) -> list[Frame]: ...
+
+    def eof(self) -> list[Frame]: ...
+
+
+def make_framer(fmt: Format, max_size: int = DEFAULT_MAX_SIZE) -> Framer:
+    """A new framer for one body."""
+    from chaosproxy.core.framing.ndjson import NdjsonFramer
+    from chaosproxy.core.framing.raw import RawFramer
+    from chaosproxy.core.framing.sse import SseFramer
+
+    if fmt == "sse":
+        return SseFramer(max_size)
+    if fmt == "ndjson":
+        return NdjsonFramer(max_size)
+    return RawFramer()
+
+
+__all__ = ["DEFAULT_MAX_SIZE", "Framer", "FramingError", "make_framer"]

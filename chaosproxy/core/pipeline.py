@@ -1,0 +1,170 @@
+"""The fault pipeline: upstream bytes in, actions out, for one response body.
+
+::
+
+    bytes ─► framer ─► Event (ordinal, kinds) ─► event faults ─► Send ─► transport faults ─► actions
+
+The pipeline owns no clock: callers pass ``now`` (seconds, any monotonic origin) with
+every call, and ask :meth:`deadline` when a fault (``coalesce: {window: …}``) wants to
+be woken without new input. Given the same bytes, chunking, times, faults and seed, it
+returns the same actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from chaosproxy.core.actions import Action, Cut, Send
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault
+from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
+from chaosproxy.core.providers import Profile
+
+_NO_KINDS: frozenset[str] = frozenset()
+_RAW_KINDS = frozenset({"other"})
+
+
+class Pipeline:
+    def __init__(
+        self,
+        faults: Sequence[Fault],
+        fmt: Format,
+        profile: Profile,
+        *,
+        detect_profile: Callable[[Frame], Profile] | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
+    ) -> None:
+        """``detect_profile``, when given, replaces ``profile`` from the first event."""
+        self.format: Format = fmt
+        self.profile = profile
+        self._detect = detect_profile
+        self.faults = list(faults)
+        self._event_faults = [f for f in self.faults if f.stage == "event"]
+        self._transport_faults = [f for f in self.faults if f.stage == "transport"]
+        self._framer: Framer = make_framer(fmt, max_size)
+        self._ordinal = 0
+        #: Upstream events seen, and events handed to the transport stage.
+        self.events_in = 0
+        self.events_out = 0
+        #: True once a Cut was emitted: nothing more comes out.
+        self.done = False
+
+    # ------------------------------------------------------------------ input
+
+    def feed(self, chunk: bytes, now: float) -> list[Action]:
+        """One upstream read. May raise :class:`~chaosproxy.core.framing.FramingError`."""
+        if self.done:
+            return []
+        self._set_clock(now)
+        out: list[Action] = []
+        for frame in self._framer.feed(chunk):
+            self._frame(frame, out)
+            if self.done:
+                break
+        return out
+
+    def end(self, now: float) -> list[Action]:
+        """The upstream body ended cleanly: flush framer and faults."""
+        if self.done:
+            return []
+        self._set_clock(now)
+        out: list[Action] = []
+        for frame in self._framer.eof():
+            self._frame(frame, out)
+        for i, fault in enumerate(self._event_faults):
+            if self.done:
+                break
+            for ev in fault.on_event_end():
+                self._event_from(i + 1, ev, out)
+        for i, fault in enumerate(self._transport_faults):
+            if self.done:
+                break
+            self._actions_from(i + 1, fault.on_action_end(), out)
+        return out
+
+    def deadline(self) -> float | None:
+        """The earliest time a fault wants :meth:`poll` called, or None."""
+        times = [t for f in self._transport_faults if (t := f.deadline()) is not None]
+        return min(times) if times else None
+
+    def poll(self, now: float) -> list[Action]:
+        """Release what is due at ``now`` (call when :meth:`deadline` has passed)."""
+        if self.done:
+            return []
+        self._set_clock(now)
+        out: list[Action] = []
+        for i, fault in enumerate(self._transport_faults):
+            t = fault.deadline()
+            if t is not None and t <= now:
+                self._actions_from(i + 1, fault.poll(now), out)
+        return out
+
+    # ------------------------------------------------------------------ stages
+
+    def _frame(self, frame: Frame, out: list[Action]) -> None:
+        if self.format == "raw":
+            self._ordinal += 1
+            ev = Event(frame, self._ordinal, _RAW_KINDS)
+        elif frame.is_event:
+            if self._detect is not None:
+                self.profile = self._detect(frame)
+                for fault in self.faults:
+                    fault.ctx.profile = self.profile
+                self._detect = None
+            self._ordinal += 1
+            ev = Event(frame, self._ordinal, self.profile.classify(frame))
+        else:
+            ev = Event(frame, 0, _NO_KINDS)
+        if ev.ordinal:
+            self.events_in += 1
+            for fault in self.faults:
+                fault.observe(ev)
+        self._event_from(0, ev, out)
+
+    def _event_from(self, start: int, ev: Event, out: list[Action]) -> None:
+        """Run ``ev`` through event faults ``start``…, then into the transport stage."""
+        events = [ev]
+        for fault in self._event_faults[start:]:
+            if not events:
+                return
+            events = [o for e in events for o in fault.on_event(e)]
+        for e in events:
+            if self.done:
+                return
+            if e.ordinal or e.frame.is_event:
+                self.events_out += 1
+            self._actions_from(0, [Send(e.raw, (e,), 1, e.faults)], out)
+
+    def _actions_from(self, start: int, actions: list[Action], out: list[Action]) -> None:
+        """Run actions through transport faults ``start``…, then out."""
+        for fault in self._transport_faults[start:]:
+            if not actions:
+                return
+            actions = [o for a in actions for o in fault.on_action(a)]
+        for a in actions:
+            out.append(a)
+            if isinstance(a, Cut):
+                self.done = True
+                return
+
+    def _set_clock(self, now: float) -> None:
+        for fault in self._transport_faults:
+            fault.set_clock(now)
+
+    # ------------------------------------------------------------------ report
+
+    def summary(self) -> tuple[dict[str, int], list[dict[str, object]]]:
+        """``faults_applied`` (name → count) and ``faults_skipped`` for the log."""
+        applied: dict[str, int] = {}
+        skipped: list[dict[str, object]] = []
+        for fault in self.faults:
+            if fault.applied:
+                applied[fault.name] = applied.get(fault.name, 0) + fault.applied
+            else:
+                reason = fault.skipped()
+                if reason:
+                    skipped.append(
+                        {"fault": fault.name, "position": fault.ctx.position, "reason": reason}
+                    )
+        return applied, skipped
