@@ -1,0 +1,89 @@
+"""Anthropic Messages (``POST /v1/messages``, ``stream: true``).
+
+SSE with ``event:`` and ``data:``; the data repeats the name in ``type``. Kinds, by
+event name:
+
+- ``start``: ``message_start``.
+- ``delta``: ``content_block_delta`` whose ``delta.type`` is ``text_delta``.
+- ``tool_delta``: ``content_block_delta`` whose ``delta.type`` is ``input_json_delta``
+  (the first fragment is often ``""``: it still counts).
+- ``usage``: ``message_delta`` (stop reason and cumulative usage).
+- ``ping``: ``ping``.
+- ``error``: ``error``.
+- ``terminal``: ``message_stop``.
+
+``content_block_start``/``content_block_stop`` and the other delta types
+(``thinking_delta``, ``signature_delta``, ``citations_delta``) are ``other``, as are
+unknown event types (Anthropic may add new ones).
+"""
+
+from __future__ import annotations
+
+from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.providers._wire import (
+    DELTA,
+    ERROR,
+    OTHER,
+    PING,
+    START,
+    TERMINAL,
+    TOOL_DELTA,
+    USAGE,
+    encode_event,
+    is_done_marker,
+)
+
+_KINDS: dict[str, frozenset[str]] = {
+    "message_start": START,
+    "message_delta": USAGE,
+    "ping": PING,
+    "error": ERROR,
+    "message_stop": TERMINAL,
+}
+
+_DELTA_KINDS: dict[str, frozenset[str]] = {
+    "text_delta": DELTA,
+    "input_json_delta": TOOL_DELTA,
+}
+
+#: The documented error event, byte for byte (the docs' spacing included).
+_ERROR_BODY = b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'
+
+#: Every event name the Messages stream uses; a first event with one of these names
+#: identifies the provider.
+EVENT_NAMES = frozenset(
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+    }
+)
+
+
+class AnthropicProfile:
+    name = "anthropic"
+
+    def classify(self, frame: Frame) -> frozenset[str]:
+        if frame.data is None:
+            return OTHER
+        kind = frame.type
+        if kind is None:
+            return TERMINAL if is_done_marker(frame) else OTHER
+        if kind == "content_block_delta":
+            payload = frame.json()
+            if isinstance(payload, dict):
+                delta = payload.get("delta")
+                if isinstance(delta, dict):
+                    delta_type = delta.get("type")
+                    if isinstance(delta_type, str):
+                        return _DELTA_KINDS.get(delta_type, OTHER)
+            return OTHER
+        return _KINDS.get(kind, OTHER)
+
+    def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
+        """``event: error`` with an ``overloaded_error`` (what an HTTP 529 becomes mid-stream)."""
+        return encode_event(fmt, newline, _ERROR_BODY, event="error")

@@ -1,0 +1,60 @@
+"""Ollama (``/api/chat``, ``/api/generate``): NDJSON, one JSON object per line.
+
+Kinds:
+
+- ``delta``: a non-empty ``message.content`` (chat) or ``response`` (generate).
+- ``tool_delta``: a non-empty ``message.tool_calls`` (Ollama sends whole calls).
+- ``error``: an ``error`` key (``{"error":"..."}``).
+- ``terminal``: ``"done": true`` (the object with ``done_reason`` and the timings).
+
+The final object is ``{delta, terminal}`` if it still carries text, else ``terminal``.
+``message.thinking`` (reasoning models) is ``other``. There is no ``start``, ``usage`` or
+``ping``: the counts ride on the terminal object.
+"""
+
+from __future__ import annotations
+
+from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.providers._wire import (
+    ERROR,
+    OTHER,
+    TERMINAL,
+    encode_event,
+    is_done_marker,
+)
+
+_ERROR_BODY = b'{"error":"an error was encountered while running the model"}'
+
+
+class OllamaProfile:
+    name = "ollama"
+
+    def classify(self, frame: Frame) -> frozenset[str]:
+        if frame.data is None:
+            return OTHER
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return TERMINAL if is_done_marker(frame) else OTHER
+        if "error" in payload:
+            return ERROR
+        kinds: set[str] = set()
+        message = payload.get("message")
+        if isinstance(message, dict):
+            content = message.get("content")
+            if isinstance(content, str) and content:
+                kinds.add("delta")
+            tool_calls = message.get("tool_calls")
+            if isinstance(tool_calls, list) and tool_calls:
+                kinds.add("tool_delta")
+        response = payload.get("response")
+        if isinstance(response, str) and response:
+            kinds.add("delta")
+        if payload.get("done") is True:
+            if not kinds:
+                return TERMINAL
+            kinds.add("terminal")
+        return frozenset(kinds) if kinds else OTHER
+
+    def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
+        """``{"error":"..."}`` and a newline, as the Ollama server writes it."""
+        return encode_event(fmt, newline, _ERROR_BODY, native="ndjson")

@@ -1,0 +1,69 @@
+"""OpenAI Responses (``POST /v1/responses``, ``stream: true``).
+
+SSE with ``event:`` and ``data:``; the data repeats the name in ``type`` and carries a
+``sequence_number``. There is no ``[DONE]``: the stream ends after its terminal event.
+Kinds, by event type:
+
+- ``start``: ``response.created``.
+- ``delta``: ``response.output_text.delta`` (and ``response.refusal.delta``, the refusal
+  text, as in openai-chat). Reasoning deltas (``response.reasoning_*``) are ``other``.
+- ``tool_delta``: ``response.function_call_arguments.delta`` (and the other tool-input
+  fragments: ``response.custom_tool_call_input.delta``, ``response.mcp_call_arguments.delta``).
+- ``error``: ``error`` and ``response.failed``.
+- ``terminal``: ``response.completed``, ``response.incomplete``, ``response.failed``
+  (so ``response.failed`` is ``{error, terminal}``).
+
+Everything else (``response.in_progress``, ``response.output_item.*``, ...) is ``other``.
+"""
+
+from __future__ import annotations
+
+from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.providers._wire import (
+    DELTA,
+    ERROR,
+    ERROR_TERMINAL,
+    OTHER,
+    START,
+    TERMINAL,
+    TOOL_DELTA,
+    encode_event,
+    is_done_marker,
+)
+
+_KINDS: dict[str, frozenset[str]] = {
+    "response.created": START,
+    "response.output_text.delta": DELTA,
+    "response.refusal.delta": DELTA,
+    "response.function_call_arguments.delta": TOOL_DELTA,
+    "response.custom_tool_call_input.delta": TOOL_DELTA,
+    "response.mcp_call_arguments.delta": TOOL_DELTA,
+    "error": ERROR,
+    "response.failed": ERROR_TERMINAL,
+    "response.completed": TERMINAL,
+    "response.incomplete": TERMINAL,
+}
+
+#: The documented flat ``ResponseErrorEvent``. A profile is stateless, so it cannot know
+#: the stream's next ``sequence_number``: the injected event always says 0.
+_ERROR_BODY = (
+    b'{"type":"error","code":"server_error","message":"The server had an error while '
+    b'processing your request. Sorry about that!","param":null,"sequence_number":0}'
+)
+
+
+class OpenAIResponsesProfile:
+    name = "openai-responses"
+
+    def classify(self, frame: Frame) -> frozenset[str]:
+        if frame.data is None:
+            return OTHER
+        kind = frame.type
+        if kind is None:
+            # Gateways that bolt a chat-style sentinel onto the stream.
+            return TERMINAL if is_done_marker(frame) else OTHER
+        return _KINDS.get(kind, OTHER)
+
+    def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
+        """``event: error`` with the flat ``{"type":"error","code",..,"sequence_number":0}``."""
+        return encode_event(fmt, newline, _ERROR_BODY, event="error")
