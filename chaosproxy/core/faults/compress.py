@@ -1,0 +1,96 @@
+"""``compress``: compress the body and set ``Content-Encoding``, as a CDN would.
+
+``flush: each`` compresses every write and flushes it (``Z_SYNC_FLUSH``), so the body
+still streams, one compressed write per write; ``flush: end`` lets the compressor
+buffer, writing only when zlib's buffers overflow (on a typical LLM stream: nothing
+until the final ``Z_FINISH`` tail). A Cut passes through as it is: the compressed
+body stays truncated.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Literal
+
+from chaosproxy.core.actions import Action, Send
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+
+#: zlib ``wbits`` per encoding: 31 writes a gzip wrapper; 15 the zlib format, which is
+#: what HTTP's ``deflate`` means (RFC 9110 section 8.4.1.2).
+WBITS = {"gzip": 31, "deflate": 15}
+#: The size of the stream header zlib writes first (gzip without name or extra; zlib).
+HEADER_SIZE = {"gzip": 10, "deflate": 2}
+
+
+class CompressConfig(FaultConfig):
+    encoding: Literal["gzip", "deflate"] = "gzip"
+    flush: Literal["each", "end"] = "each"
+
+
+class CompressFault(Fault):
+    name = "compress"
+    stage = "transport"
+    Config = CompressConfig
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        if not isinstance(config, CompressConfig):
+            raise TypeError(f"{self.name} needs a CompressConfig, got {type(config).__name__}")
+        self.cfg = config
+        self._z = zlib.compressobj(
+            zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, WBITS[config.encoding]
+        )
+        # flush: end — the events whose bytes are inside the compressor, not yet written.
+        self._pending: list[Event] = []
+        self._pending_ends = 0
+        self._pending_faults: dict[str, None] = {}
+        # flush: end — output not written yet: zlib writes the bare stream header at once,
+        # which is held back until compressed data follows, so the client sees nothing.
+        self._out = b""
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:
+        out = {
+            k: v
+            for k, v in headers.items()
+            if k.lower() not in ("content-encoding", "content-length")
+        }
+        out["Content-Encoding"] = self.cfg.encoding
+        return out
+
+    def on_action(self, action: Action) -> list[Action]:
+        if not isinstance(action, Send):
+            return [action]
+        self.applied += 1
+        faults = (*action.faults, self.name)
+        if self.cfg.flush == "each":
+            data = self._z.compress(action.data) + self._z.flush(zlib.Z_SYNC_FLUSH)
+            return [Send(data, action.events, action.ends, faults)]
+        self._pending += action.events
+        self._pending_ends += action.ends
+        self._pending_faults.update(dict.fromkeys(faults))
+        self._out += self._z.compress(action.data)
+        if len(self._out) > HEADER_SIZE[self.cfg.encoding]:
+            return [self._release()]
+        return []
+
+    def _release(self) -> Send:
+        send = Send(
+            self._out, tuple(self._pending), self._pending_ends, tuple(self._pending_faults)
+        )
+        self._pending, self._pending_ends, self._pending_faults = [], 0, {}
+        self._out = b""
+        return send
+
+    def on_action_end(self) -> list[Action]:
+        if not self._pending_faults:
+            self._pending_faults[self.name] = None
+        self._out += self._z.flush(zlib.Z_FINISH)
+        return [self._release()]
+
+    def skipped(self) -> str | None:
+        return None if self.applied else "the body was empty"

@@ -1,0 +1,219 @@
+"""``cut``: end the response early, at an exact point.
+
+Transport part: ``after: N`` (once N events have been sent), ``after: start|terminal``
+(once the first such event has been sent), ``before: terminal`` (instead of the write
+that carries the first terminal event) or ``after_bytes: N`` (after exactly N body
+bytes). With a ``position`` other than ``boundary``, the cut falls part-way into the
+next event. HTTP part: ``before: headers`` closes or resets before any response byte.
+
+The cut point is found on the writes this fault receives, so it is exact when ``cut``
+comes before ``rechunk``/``coalesce`` in the scenario (transport faults run in order).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from chaosproxy.core.actions import Action, Cut, Send
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, HttpAction
+
+Position = Literal["boundary", "after_id", "after_data", "mid_utf8", "mid_line"]
+
+
+class CutConfig(FaultConfig):
+    """Exactly one of ``after``, ``before``, ``after_bytes``; ``position``; ``how``."""
+
+    after: Annotated[int, Field(ge=0)] | Literal["start", "terminal"] | None = None
+    before: Literal["terminal", "headers"] | None = None
+    after_bytes: Annotated[int, Field(ge=0)] | None = None
+    position: Position = "boundary"
+    how: Literal["close", "abort", "reset"] = "abort"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CutConfig:
+        given = [k for k in ("after", "before", "after_bytes") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of after, before, after_bytes")
+        if "position" in self.model_fields_set:
+            if self.before == "headers":
+                raise ValueError("position is not allowed with before: headers")
+            if self.after_bytes is not None:
+                raise ValueError("position is not allowed with after_bytes")
+        return self
+
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+_MULTIBYTE_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
+
+
+def cut_prefix(data: bytes, position: Position) -> tuple[bytes | None, str]:
+    """The bytes of an event to send before cutting at ``position``, or None and the
+    reason when the event has no such place (the cut then falls on the boundary)."""
+    m: re.Match[bytes] | None
+    if position == "after_id":
+        start = 0
+        for eol in _EOL.finditer(data):
+            line = data[start : eol.start()]
+            if line == b"id" or line.startswith(b"id:"):
+                return data[: eol.end()], ""
+            start = eol.end()
+        return None, "the event has no id line"
+    if position == "after_data":
+        m = re.search(rb"(\r\n|\r|\n)\Z", data)
+        if m is None:
+            return None, "the event has no final line terminator"
+        return data[: m.start()], ""
+    if position == "mid_utf8":
+        m = _MULTIBYTE_LEAD.search(data)
+        if m is None:
+            return None, "the event has no multi-byte UTF-8 character"
+        return data[: m.start() + 1], ""
+    if position == "mid_line":
+        m = _EOL.search(data)
+        line_len = m.start() if m else len(data)
+        if line_len == 0:
+            return None, "the event's first line is empty"
+        return data[: max(1, line_len // 2)], ""
+    return b"", ""
+
+
+def _real(ev: Event) -> bool:
+    """An event, as opposed to a comment or a stray blank line."""
+    return ev.ordinal > 0 or ev.frame.is_event
+
+
+class CutFault(Fault):
+    name = "cut"
+    stage = "transport"
+    Config = CutConfig
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        if not isinstance(config, CutConfig):
+            raise TypeError(f"{self.name} needs a CutConfig, got {type(config).__name__}")
+        self.cfg = config
+        #: Events (ends of writes carrying real events) and body bytes sent so far.
+        self.sent_events = 0
+        self.sent_bytes = 0
+        #: The cut point is reached: cut now (boundary) or inside the next event.
+        self._armed = config.after == 0
+        self._done = False
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    # ------------------------------------------------------------------ HTTP
+
+    def before_upstream(self) -> list[HttpAction]:
+        if self.cfg.before != "headers" or self._done:
+            return []
+        self._done = True
+        self.applied += 1
+        return [Cut(self.cfg.how, fault=self.name, detail={"before": "headers"})]
+
+    # ------------------------------------------------------------------ transport
+
+    def _cut(self, **detail: object) -> list[Action]:
+        self._done = True
+        self.applied += 1
+        info: dict[str, object] = {"after_event": self.sent_events, **detail}
+        return [Cut(self.cfg.how, fault=self.name, detail=info)]
+
+    def _count(self, send: Send) -> None:
+        self.sent_bytes += len(send.data)
+        if any(_real(ev) for ev in send.events):
+            self.sent_events += send.ends
+
+    def _reached(self, send: Send) -> bool:
+        after = self.cfg.after
+        if isinstance(after, int):
+            return self.sent_events >= after
+        if after is not None:
+            return bool(send.ends) and any(after in ev.kinds for ev in send.events)
+        return False
+
+    def on_action(self, action: Action) -> list[Action]:
+        if self._done:
+            return []
+        if not isinstance(action, Send) or self.cfg.before == "headers":
+            return [action]
+        if self.cfg.after_bytes is not None:
+            return self._by_bytes(action, self.cfg.after_bytes)
+        if (
+            self.cfg.before == "terminal"
+            and not self._armed
+            and any("terminal" in ev.kinds for ev in action.events)
+        ):
+            self._armed = True  # the cut point is just before this write
+        if self._armed:
+            return self._into(action)
+        self._count(action)
+        if self._reached(action):
+            self._armed = True
+            if self.cfg.position == "boundary":
+                return [action, *self._cut(position="boundary")]
+        return [action]
+
+    def _into(self, send: Send) -> list[Action]:
+        """Cut at the armed point: now, or part-way into ``send`` if it is an event."""
+        position = self.cfg.position
+        if position == "boundary":
+            return self._cut(position=position)
+        if not any(_real(ev) for ev in send.events):
+            self._count(send)  # a comment before the next event goes through
+            return [send]
+        prefix, why = cut_prefix(send.data, position)
+        if prefix is None:
+            return self._cut(position="boundary", requested=position, fallback=why)
+        out: list[Action] = []
+        if prefix:
+            out.append(Send(prefix, send.events, 0, (*send.faults, self.name)))
+            self.sent_bytes += len(prefix)
+        return out + self._cut(position=position)
+
+    def _by_bytes(self, send: Send, limit: int) -> list[Action]:
+        remaining = limit - self.sent_bytes
+        if len(send.data) < remaining:
+            self._count(send)
+            return [send]
+        if len(send.data) == remaining:
+            self._count(send)
+            return [send, *self._cut(position="after_bytes", bytes=limit)]
+        out: list[Action] = []
+        if remaining:
+            out.append(Send(send.data[:remaining], send.events, 0, (*send.faults, self.name)))
+            self.sent_bytes += remaining
+        return out + self._cut(position="after_bytes", bytes=limit)
+
+    def on_action_end(self) -> list[Action]:
+        if self._done or self.cfg.before == "headers":
+            return []
+        # Only a zero cut point on an empty body is still pending here.
+        if self.cfg.after_bytes is not None and self.sent_bytes == self.cfg.after_bytes:
+            return self._cut(position="after_bytes", bytes=self.cfg.after_bytes)
+        if self._armed and self.cfg.position == "boundary":
+            return self._cut(position="boundary")
+        return []
+
+    # ------------------------------------------------------------------ report
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        cfg = self.cfg
+        if cfg.before == "headers":
+            return "the request never reached the upstream"
+        if cfg.after_bytes is not None:
+            return f"the body ended after {self.sent_bytes} bytes, before byte {cfg.after_bytes}"
+        if self._armed:
+            return f"no event came after event {self.sent_events} to cut into ({cfg.position})"
+        if cfg.before == "terminal":
+            return "no terminal event came"
+        if isinstance(cfg.after, int):
+            return f"only {self.sent_events} events were sent, fewer than {cfg.after}"
+        return f"no {cfg.after} event was sent"

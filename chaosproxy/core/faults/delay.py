@@ -1,0 +1,100 @@
+"""``delay``: wait before sending.
+
+Transport part: ``first_byte`` before the first write, ``per_event`` (plus a uniform
+draw in ``[0, jitter]``) before each write that carries a selected event. HTTP part:
+``headers`` holds the response headers back (the shell sleeps before sending them).
+"""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from chaosproxy.core.actions import Action, Send, Sleep
+from chaosproxy.core.faults.base import (
+    Duration,
+    Fault,
+    FaultConfig,
+    FaultContext,
+    HttpAction,
+    SelectorConfig,
+)
+
+
+class DelayConfig(SelectorConfig):
+    """At least one of ``first_byte``, ``per_event``, ``jitter``, ``headers``;
+    selectors restrict ``per_event``/``jitter`` to writes carrying a selected event."""
+
+    first_byte: Duration | None = None
+    per_event: Duration | None = None
+    jitter: Duration | None = None
+    headers: Duration | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> DelayConfig:
+        if all(v is None for v in (self.first_byte, self.per_event, self.jitter, self.headers)):
+            raise ValueError("give at least one of first_byte, per_event, jitter, headers")
+        return self
+
+
+class DelayFault(Fault):
+    name = "delay"
+    stage = "transport"
+    Config = DelayConfig
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        if not isinstance(config, DelayConfig):
+            raise TypeError(f"{self.name} needs a DelayConfig, got {type(config).__name__}")
+        self.cfg = config
+        self._first_sent = False
+        self._per_event = config.per_event is not None or config.jitter is not None
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    def _sleep(self, seconds: float) -> list[Action]:
+        if seconds <= 0:
+            return []
+        self.applied += 1
+        return [Sleep(seconds, fault=self.name)]
+
+    def before_upstream(self) -> list[HttpAction]:
+        if self.cfg.headers is None or self.cfg.headers <= 0:
+            return []
+        self.applied += 1
+        return [Sleep(self.cfg.headers, fault=self.name)]
+
+    def on_action(self, action: Action) -> list[Action]:
+        if not isinstance(action, Send):
+            return [action]
+        out: list[Action] = []
+        if not self._first_sent:
+            self._first_sent = True
+            out += self._sleep(self.cfg.first_byte or 0.0)
+        if (
+            self._per_event
+            and self.selector is not None
+            and any(self.selector.selects(ev) for ev in action.events)
+        ):
+            seconds = self.cfg.per_event or 0.0
+            if self.cfg.jitter:
+                seconds += self.ctx.rng.uniform(0.0, self.cfg.jitter)
+            out += self._sleep(seconds)
+        out.append(action)
+        return out
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        if self._per_event and self.selector is not None:
+            reason = self.selector.unreached()
+            if reason:
+                return reason
+            if self._first_sent and self.selector.matched == 0:
+                return "no event matched the selectors"
+        if not self._first_sent and (self.cfg.first_byte or self._per_event):
+            return "the body was empty: nothing to delay"
+        if self.cfg.headers:
+            return "the response headers were never sent"
+        return "every delay was 0"

@@ -1,0 +1,29 @@
+"""``hang``: after the last event, keep the connection open without ending the body."""
+
+from __future__ import annotations
+
+import math
+
+from chaosproxy.core.actions import Action, Sleep
+from chaosproxy.core.faults.base import Fault, FaultConfig
+
+
+class HangConfig(FaultConfig):
+    """No parameters (``hang: null`` or ``hang: {}``)."""
+
+
+class HangFault(Fault):
+    name = "hang"
+    stage = "transport"
+    Config = HangConfig
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    def on_action_end(self) -> list[Action]:
+        self.applied += 1
+        return [Sleep(math.inf, fault=self.name)]
+
+    def skipped(self) -> str | None:
+        return None if self.applied else "the body never ended (it was cut first)"

@@ -1,0 +1,49 @@
+"""``headers``: change the response headers (a wrong Content-Type, a stray
+Content-Encoding). Names are matched case-insensitively; ``remove`` applies first,
+then ``set`` replaces or adds."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+
+
+class HeadersConfig(FaultConfig):
+    set: dict[str, str] = Field(default_factory=dict)
+    remove: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _something(self) -> HeadersConfig:
+        if not self.set and not self.remove:
+            raise ValueError("give at least one of set, remove")
+        return self
+
+
+class HeadersFault(Fault):
+    name = "headers"
+    stage = "transport"
+    Config = HeadersConfig
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        if not isinstance(config, HeadersConfig):
+            raise TypeError(f"{self.name} needs a HeadersConfig, got {type(config).__name__}")
+        self.cfg = config
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:
+        drop = {name.lower() for name in (*self.cfg.remove, *self.cfg.set)}
+        out = {k: v for k, v in headers.items() if k.lower() not in drop}
+        out.update(self.cfg.set)
+        if out != headers:
+            self.applied += 1
+        return out
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        return "the response had none of the headers to remove, and already had those to set"

@@ -1,0 +1,146 @@
+"""``rechunk``: split the emitted bytes into writes of chosen sizes.
+
+Each incoming write is cut on its own: bytes are never held back waiting for the next
+event, so an event's last piece may be shorter than asked. The size sequence (the
+``sizes`` cycle, the ``random`` draws) runs on across writes: every piece written,
+shortened or not, uses up one entry.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from chaosproxy.core.actions import Action, Send
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+
+Size = Annotated[int, Field(ge=1)]
+
+
+class RechunkConfig(FaultConfig):
+    """Exactly one of ``size``, ``sizes``, ``random`` or ``boundaries``."""
+
+    size: Size | None = None
+    sizes: Annotated[list[Size], Field(min_length=1)] | None = None
+    random: tuple[Size, Size] | None = None
+    boundaries: Literal["hostile"] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RechunkConfig:
+        given = [
+            k for k in ("size", "sizes", "random", "boundaries") if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            raise ValueError("give exactly one of size, sizes, random, boundaries")
+        if self.random is not None and self.random[0] > self.random[1]:
+            raise ValueError("random must be [min, max] with min <= max")
+        return self
+
+
+def split_send(send: Send, cuts: Iterable[int], fault: str) -> list[Send]:
+    """``send`` cut at the given offsets (strictly inside its data, ascending).
+
+    Every piece keeps the write's events; only the last one carries its ``ends``.
+    """
+    pieces: list[Send] = []
+    faults = (*send.faults, fault)
+    start = 0
+    for cut in cuts:
+        pieces.append(Send(send.data[start:cut], send.events, 0, faults))
+        start = cut
+    pieces.append(Send(send.data[start:], send.events, send.ends, faults))
+    return pieces
+
+
+# Hostile boundaries: the places a naive client parser is most likely to get wrong.
+_EOL = re.compile(rb"\r\n|\r|\n")
+_FIELD = re.compile(rb"[A-Za-z0-9_-]+:")
+_MULTIBYTE_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
+_BRACE = re.compile(rb"[{}]")
+
+
+def hostile_cuts(data: bytes) -> list[int]:
+    """The offsets where ``boundaries: hostile`` cuts ``data`` (sorted, inside it)."""
+    cuts: set[int] = set()
+    # Inside every multi-byte UTF-8 character, right after its lead byte.
+    cuts.update(m.start() + 1 for m in _MULTIBYTE_LEAD.finditer(data))
+    # Around every JSON brace.
+    for m in _BRACE.finditer(data):
+        cuts.update((m.start(), m.end()))
+    # Inside [DONE]: [DO|NE].
+    cuts.update(m.start() + 3 for m in re.finditer(rb"\[DONE\]", data))
+    # Per line: after "data", after a field name's colon; between CR and LF; between
+    # two terminators in a row (the blank line that ends an event).
+    line_start = 0
+    prev_eol_end = -1
+    for m in _EOL.finditer(data):
+        _line_cuts(data, line_start, m.start(), cuts)
+        if m.group() == b"\r\n":
+            cuts.add(m.start() + 1)
+        if m.start() == prev_eol_end:
+            cuts.add(m.start())
+        prev_eol_end = line_start = m.end()
+    _line_cuts(data, line_start, len(data), cuts)
+    return sorted(c for c in cuts if 0 < c < len(data))
+
+
+def _line_cuts(data: bytes, start: int, end: int, cuts: set[int]) -> None:
+    if data.startswith(b"data", start) and start + 4 <= end:
+        cuts.add(start + 4)
+    m = _FIELD.match(data, start, end)
+    if m:
+        cuts.add(m.end())
+
+
+class RechunkFault(Fault):
+    name = "rechunk"
+    stage = "transport"
+    Config = RechunkConfig
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        if not isinstance(config, RechunkConfig):
+            raise TypeError(f"{self.name} needs a RechunkConfig, got {type(config).__name__}")
+        self.cfg = config
+        self._sizes = self._size_sequence()
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    def _size_sequence(self) -> Iterator[int]:
+        cfg = self.cfg
+        while True:
+            if cfg.sizes is not None:
+                yield from cfg.sizes
+            elif cfg.random is not None:
+                yield self.ctx.rng.randint(*cfg.random)
+            else:
+                yield cfg.size or 1
+
+    def _cuts(self, data: bytes) -> list[int]:
+        if self.cfg.boundaries == "hostile":
+            return hostile_cuts(data)
+        cuts: list[int] = []
+        pos = next(self._sizes)
+        while pos < len(data):
+            cuts.append(pos)
+            pos += next(self._sizes)
+        return cuts
+
+    def on_action(self, action: Action) -> list[Action]:
+        if not isinstance(action, Send) or not action.data:
+            return [action]
+        cuts = self._cuts(action.data)
+        if not cuts:
+            return [action]
+        self.applied += 1
+        return list(split_send(action, cuts, self.name))
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        return "no write was long enough to split"

@@ -1,0 +1,79 @@
+"""``stall``: send nothing for a while (or for ever), connection open.
+
+The stall starts right after the write that ends the named event: upstream ordinal
+``N`` (0: before the first byte), or the first ``start``/``terminal`` event. It fires
+once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from chaosproxy.core.actions import Action, Send, Sleep
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, FaultContext
+
+
+class StallConfig(FaultConfig):
+    """``after`` and exactly one of ``duration`` or ``forever: true``."""
+
+    after: Annotated[int, Field(ge=0)] | Literal["start", "terminal"]
+    duration: Duration | None = None
+    forever: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> StallConfig:
+        if (self.duration is None) == (self.forever is None):
+            raise ValueError("give exactly one of duration, forever (forever: true)")
+        return self
+
+
+class StallFault(Fault):
+    name = "stall"
+    stage = "transport"
+    Config = StallConfig
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        if not isinstance(config, StallConfig):
+            raise TypeError(f"{self.name} needs a StallConfig, got {type(config).__name__}")
+        self.cfg = config
+        self.seconds = math.inf if config.forever else (config.duration or 0.0)
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    def _named(self, ev: Event) -> bool:
+        after = self.cfg.after
+        if isinstance(after, int):
+            return ev.ordinal == after
+        return after in ev.kinds
+
+    def _stall(self) -> Sleep:
+        self.applied += 1
+        return Sleep(self.seconds, fault=self.name)
+
+    def on_action(self, action: Action) -> list[Action]:
+        if self.applied or not isinstance(action, Send):
+            return [action]
+        if self.cfg.after == 0:
+            return [self._stall(), action]
+        if action.ends and any(self._named(ev) for ev in action.events):
+            return [action, self._stall()]
+        return [action]
+
+    def on_action_end(self) -> list[Action]:
+        if not self.applied and self.cfg.after == 0:
+            return [self._stall()]  # an empty body still stalls before its (absent) first byte
+        return []
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        after = self.cfg.after
+        what = f"event {after}" if isinstance(after, int) else f"a {after} event"
+        return f"{what} never came: the stream ended first"

@@ -1,0 +1,65 @@
+"""``status``: answer with this status instead of forwarding (HTTP stage)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import orjson
+from pydantic import Field
+
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, HttpAction, Respond
+
+#: Statuses whose responses must not have a body (RFC 9110).
+NO_BODY = frozenset({204, 304})
+
+
+class StatusConfig(FaultConfig):
+    code: Annotated[int, Field(ge=100, le=599)]
+    headers: dict[str, str | int] = Field(default_factory=dict)
+    #: A string is sent as UTF-8 text; a mapping or list as JSON. Default: a JSON error.
+    body: str | dict[str, Any] | list[Any] | None = None
+
+
+def default_body(code: int) -> dict[str, Any]:
+    return {
+        "error": {
+            "type": "chaosproxy_injected",
+            "message": f"chaosproxy injected status {code}",
+        }
+    }
+
+
+class StatusFault(Fault):
+    name = "status"
+    stage = "transport"
+    Config = StatusConfig
+
+    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        if not isinstance(config, StatusConfig):
+            raise TypeError(f"{self.name} needs a StatusConfig, got {type(config).__name__}")
+        self.cfg = config
+
+    @classmethod
+    def needs_framing(cls, config: FaultConfig) -> bool:
+        return False
+
+    def before_upstream(self) -> list[HttpAction]:
+        cfg = self.cfg
+        headers = {k: str(v) for k, v in cfg.headers.items()}
+        body = default_body(cfg.code) if cfg.body is None else cfg.body
+        if isinstance(body, str):
+            data = body.encode()
+            content_type = "text/plain; charset=utf-8"
+        else:
+            data = orjson.dumps(body)
+            content_type = "application/json"
+        if cfg.code in NO_BODY or cfg.code < 200:
+            data = b""
+        elif not any(k.lower() == "content-type" for k in headers):
+            headers["Content-Type"] = content_type
+        self.applied += 1
+        return [Respond(cfg.code, headers, data)]
+
+    def skipped(self) -> str | None:
+        return None if self.applied else "the request never reached the upstream"

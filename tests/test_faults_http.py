@@ -1,0 +1,204 @@
+"""HTTP faults: decided before the upstream answers (``before_upstream``) or applied to
+the response headers (``response_headers``). Actions in, actions out, exact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from pydantic import ValidationError
+
+from chaosproxy.core.actions import Cut, Send, Sleep
+from chaosproxy.core.faults import build_faults
+from chaosproxy.core.faults.base import Fault, FaultConfig, Respond
+from chaosproxy.core.faults.compress import CompressConfig
+from chaosproxy.core.faults.cut import CutConfig
+from chaosproxy.core.faults.delay import DelayConfig
+from chaosproxy.core.faults.headers import HeadersConfig
+from chaosproxy.core.faults.status import StatusConfig
+from chaosproxy.core.pipeline import Pipeline
+from chaosproxy.core.providers import get_profile
+
+GENERIC = get_profile("generic")
+
+UPSTREAM_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "content-length": "44",
+    "Cache-Control": "no-cache",
+    "X-Request-Id": "abc",
+}
+
+
+def fault(name: str, config: FaultConfig) -> Fault:
+    return build_faults([(name, config)], 1, "sse", GENERIC)[0]
+
+
+# ---------------------------------------------------------------------- status
+
+
+def test_status_default_body_is_a_json_error() -> None:
+    f = fault("status", StatusConfig(code=503))
+    assert f.before_upstream() == [
+        Respond(
+            503,
+            {"Content-Type": "application/json"},
+            b'{"error":{"type":"chaosproxy_injected","message":"chaosproxy injected status 503"}}',
+        )
+    ]
+    assert f.applied == 1
+    assert f.response_headers(200, dict(UPSTREAM_HEADERS)) == UPSTREAM_HEADERS
+
+
+def test_status_429_with_retry_after_and_a_json_body() -> None:
+    cfg = StatusConfig.model_validate(
+        {"code": 429, "headers": {"Retry-After": 2}, "body": {"error": {"type": "rate_limit"}}}
+    )
+    [respond] = fault("status", cfg).before_upstream()
+    assert respond == Respond(
+        429,
+        {"Retry-After": "2", "Content-Type": "application/json"},
+        b'{"error":{"type":"rate_limit"}}',
+    )
+
+
+def test_status_text_body_and_own_content_type() -> None:
+    [respond] = fault("status", StatusConfig(code=500, body="boom é")).before_upstream()
+    assert respond == Respond(500, {"Content-Type": "text/plain; charset=utf-8"}, "boom é".encode())
+    cfg = StatusConfig(code=502, headers={"content-type": "text/html"}, body="<h1>bad gateway</h1>")
+    [respond] = fault("status", cfg).before_upstream()
+    assert respond == Respond(502, {"content-type": "text/html"}, b"<h1>bad gateway</h1>")
+    [respond] = fault("status", StatusConfig(code=400, body=[1, "x"])).before_upstream()
+    assert isinstance(respond, Respond)
+    assert orjson.loads(respond.body) == [1, "x"]
+
+
+def test_status_without_a_body_where_http_forbids_one() -> None:
+    [respond] = fault("status", StatusConfig(code=204)).before_upstream()
+    assert respond == Respond(204, {}, b"")
+
+
+def test_status_reported_skipped_when_never_asked() -> None:
+    f = fault("status", StatusConfig(code=500))
+    assert f.skipped() == "the request never reached the upstream"
+    f.before_upstream()
+    assert f.skipped() is None
+
+
+# ---------------------------------------------------------------------- headers
+
+
+def test_headers_set_and_remove_case_insensitively() -> None:
+    cfg = HeadersConfig.model_validate(
+        {
+            "set": {"content-type": "application/json", "Content-Encoding": "gzip"},
+            "remove": ["CACHE-CONTROL", "x-missing"],
+        }
+    )
+    f = fault("headers", cfg)
+    assert f.response_headers(200, dict(UPSTREAM_HEADERS)) == {
+        "content-length": "44",
+        "X-Request-Id": "abc",
+        "content-type": "application/json",
+        "Content-Encoding": "gzip",
+    }
+    assert f.applied == 1
+
+
+def test_headers_that_change_nothing_are_skipped() -> None:
+    f = fault("headers", HeadersConfig(remove=["X-Absent"]))
+    assert f.response_headers(200, dict(UPSTREAM_HEADERS)) == UPSTREAM_HEADERS
+    assert f.applied == 0
+    assert f.skipped() is not None
+
+
+# ---------------------------------------------------------------------- delay, cut
+
+
+def test_delay_headers_holds_the_response_headers_back() -> None:
+    f = fault("delay", DelayConfig.model_validate({"headers": "1.5s"}))
+    assert f.before_upstream() == [Sleep(1.5, fault="delay")]
+    assert f.applied == 1
+    # headers alone leaves the body alone.
+    p = Pipeline([f], "sse", GENERIC)
+    out = p.feed(b"data: x\n\n", 0.0) + p.end(0.0)
+    assert [(type(a), getattr(a, "data", None)) for a in out] == [(Send, b"data: x\n\n")]
+
+
+def test_delay_without_headers_does_nothing_before_upstream() -> None:
+    f = fault("delay", DelayConfig(first_byte=10))
+    assert f.before_upstream() == []
+
+
+@pytest.mark.parametrize("how", ["close", "abort", "reset"])
+def test_cut_before_headers(how: str) -> None:
+    f = fault("cut", CutConfig.model_validate({"before": "headers", "how": how}))
+    [cut] = f.before_upstream()
+    assert cut == Cut(how, fault="cut")  # type: ignore[arg-type]
+    assert cut.detail == {"before": "headers"}
+    assert f.applied == 1
+    assert f.before_upstream() == []  # once
+
+
+def test_cut_before_headers_never_touches_the_body() -> None:
+    f = fault("cut", CutConfig(before="headers"))
+    assert f.skipped() == "the request never reached the upstream"
+    p = Pipeline([f], "sse", GENERIC)
+    out = p.feed(b"data: x\n\n", 0.0)
+    assert [(type(a), getattr(a, "data", None)) for a in out] == [(Send, b"data: x\n\n")]
+    assert p.end(0.0) == []
+
+
+def test_transport_only_faults_do_nothing_before_upstream() -> None:
+    f = fault("cut", CutConfig(after=1))
+    assert f.before_upstream() == []
+    assert f.response_headers(200, dict(UPSTREAM_HEADERS)) == UPSTREAM_HEADERS
+
+
+# ---------------------------------------------------------------------- compress
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_compress_sets_content_encoding_and_drops_content_length(encoding: str) -> None:
+    f = fault("compress", CompressConfig.model_validate({"encoding": encoding}))
+    headers = {**UPSTREAM_HEADERS, "content-encoding": "identity"}
+    assert f.response_headers(200, headers) == {
+        "Content-Type": "text/event-stream",
+        "Cache-Control": "no-cache",
+        "X-Request-Id": "abc",
+        "Content-Encoding": encoding,
+    }
+
+
+# ---------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("config", "params", "message"),
+    [
+        (StatusConfig, {}, "Field required"),
+        (StatusConfig, {"code": 99}, "greater than or equal to 100"),
+        (StatusConfig, {"code": 600}, "less than or equal to 599"),
+        (StatusConfig, {"code": 500, "headers": {"X": [1]}}, "headers.X"),
+        (StatusConfig, {"code": 500, "body": 12}, "body"),
+        (StatusConfig, {"code": 500, "retry": 1}, "Extra inputs are not permitted"),
+        (HeadersConfig, {}, "give at least one of set, remove"),
+        (HeadersConfig, {"set": {}, "remove": []}, "give at least one of set, remove"),
+        (HeadersConfig, {"set": {"X": 1}}, "Input should be a valid string"),
+        (HeadersConfig, {"remove": "X-One"}, "Input should be a valid list"),
+        (DelayConfig, {"headers": "later"}, "not a duration"),
+        (CutConfig, {"before": "headers", "position": "mid_line"}, "position is not allowed"),
+    ],
+)
+def test_bad_configs_fail_with_a_clear_message(
+    config: type[FaultConfig], params: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        config.model_validate(params)
+    assert message in str(info.value)
+
+
+def test_configs_are_frozen() -> None:
+    cfg = StatusConfig(code=500)
+    with pytest.raises(ValidationError):
+        cfg.code = 501
