@@ -1,0 +1,227 @@
+"""Choosing the scenario and the seed of each request (DESIGN.md section 3).
+
+In this order, the first hit wins: the ``X-Chaos-Scenario`` header, a ``/_chaos/NAME/``
+path prefix (always removed before forwarding), the first loaded scenario whose
+``match:`` matches, the default scenario, none (pure passthrough).
+
+The seed: ``X-Chaos-Seed``, else the scenario's ``seed:``, else derived from the base
+seed and the request's ordinal, else random.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import random
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from urllib.parse import unquote
+
+from chaosproxy.scenario import MAX_SEED, Scenario, header_values
+
+SCENARIO_HEADER = "X-Chaos-Scenario"
+SEED_HEADER = "X-Chaos-Seed"
+PATH_PREFIX = "/_chaos/"
+
+#: Derived and random seeds stay below this, so they are exact in JSON (a double).
+SEED_LIMIT = 2**53
+
+_DECIMAL = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """What a request gets: its scenario, whether it applies, its seed, where it goes."""
+
+    #: The selected scenario; None for pure passthrough.
+    scenario: Scenario | None
+    #: False when the scenario's ``requests:`` excludes this ordinal: forward the
+    #: request untouched, but still report the scenario's name.
+    active: bool
+    #: 1-based count of the requests that selected this scenario (0 when none).
+    ordinal: int
+    #: The effective seed of this request.
+    seed: int
+    #: The path and query to forward (without any ``/_chaos/NAME`` prefix).
+    path: str
+
+
+class UnknownScenario(Exception):
+    """A request (or a caller) named a scenario that is not loaded."""
+
+    def __init__(self, name: str, known: list[str] | None = None) -> None:
+        self.name = name
+        close = difflib.get_close_matches(name, known or [], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        super().__init__(f"unknown scenario {name!r}{hint}")
+
+
+class ScenarioSet:
+    """The loaded scenarios, the default, and the request counters.
+
+    Safe to use from several threads (the admin API and the proxy may run apart).
+    """
+
+    def __init__(
+        self,
+        scenarios: Mapping[str, Scenario] | None = None,
+        default: str | None = None,
+        base_seed: int | None = None,
+    ) -> None:
+        self._scenarios: dict[str, Scenario] = dict(scenarios or {})
+        self._view = MappingProxyType(self._scenarios)
+        self._base_seed = base_seed
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+        self._requests = 0
+        self._random = random.SystemRandom()
+        self._default: str | None = None
+        self.set_default(default)
+
+    # -- the library
+
+    @property
+    def scenarios(self) -> Mapping[str, Scenario]:
+        """A read-only, live view, in load order."""
+        return self._view
+
+    @property
+    def default(self) -> str | None:
+        return self._default
+
+    @property
+    def base_seed(self) -> int | None:
+        return self._base_seed
+
+    def add(self, scenario: Scenario) -> None:
+        """Add a scenario, or replace the one with its name (keeping its place in the
+        ``match:`` order); its request counter starts again."""
+        with self._lock:
+            self._scenarios[scenario.name] = scenario
+            self._counts.pop(scenario.name, None)
+
+    def remove(self, name: str) -> None:
+        """Remove a scenario; if it was the default, there is no default any more."""
+        with self._lock:
+            if name not in self._scenarios:
+                raise UnknownScenario(name, list(self._scenarios))
+            del self._scenarios[name]
+            self._counts.pop(name, None)
+            if self._default == name:
+                self._default = None
+
+    def set_default(self, name: str | None) -> None:
+        with self._lock:
+            if name is not None and name not in self._scenarios:
+                raise UnknownScenario(name, list(self._scenarios))
+            self._default = name
+
+    def reset(self) -> None:
+        """Forget every request: ordinals and derived seeds start again from 1."""
+        with self._lock:
+            self._counts.clear()
+            self._requests = 0
+
+    # -- one request
+
+    def choose(self, method: str, path_qs: str, headers: Mapping[str, str]) -> Choice:
+        """Choose for one request. Raises UnknownScenario when the header or the path
+        prefix names a scenario that is not loaded, and ValueError for a bad
+        ``X-Chaos-Seed``; neither counts as a request."""
+        header_seed = _parse_seed(headers)
+        named = _first(headers, SCENARIO_HEADER)
+        prefixed, path_qs = _strip_prefix(path_qs)
+        with self._lock:
+            if named:
+                scenario: Scenario | None = self._get(named)
+            elif prefixed is not None:
+                scenario = self._get(prefixed)
+            else:
+                scenario = self._matching(method, path_qs, headers)
+            self._requests += 1
+            number = self._requests
+            ordinal = 0
+            if scenario is not None:
+                ordinal = self._counts.get(scenario.name, 0) + 1
+                self._counts[scenario.name] = ordinal
+        active = scenario is not None and (
+            scenario.requests is None or ordinal in scenario.requests
+        )
+        if header_seed is not None:
+            seed = header_seed
+        elif scenario is not None and scenario.seed is not None:
+            seed = scenario.seed
+        elif self._base_seed is not None:
+            seed = derive_seed(self._base_seed, number)
+        else:
+            seed = self._random.randrange(SEED_LIMIT)
+        return Choice(scenario, active, ordinal, seed, path_qs)
+
+    def _get(self, name: str) -> Scenario:
+        try:
+            return self._scenarios[name]
+        except KeyError:
+            raise UnknownScenario(name, list(self._scenarios)) from None
+
+    def _matching(self, method: str, path_qs: str, headers: Mapping[str, str]) -> Scenario | None:
+        path = path_qs.split("?", 1)[0]
+        for scenario in self._scenarios.values():
+            if scenario.match is not None and scenario.match.matches(method, path, headers):
+                return scenario
+        if self._default is not None:
+            return self._scenarios[self._default]
+        return None
+
+
+def derive_seed(base_seed: int, n: int) -> int:
+    """The seed of the ``n``-th request (1-based) under base seed ``base_seed``."""
+    digest = hashlib.sha256(f"{base_seed}:{n}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 11  # 53 bits: exact as a JSON number
+
+
+def _first(headers: Mapping[str, str], name: str) -> str | None:
+    values = header_values(headers, name)
+    if not values:
+        return None
+    return values[0].strip() or None
+
+
+def _parse_seed(headers: Mapping[str, str]) -> int | None:
+    raw = _first(headers, SEED_HEADER)
+    if raw is None:
+        return None
+    if not _DECIMAL.fullmatch(raw) or int(raw) > MAX_SEED:
+        raise ValueError(
+            f"{SEED_HEADER} must be a decimal integer from 0 to {MAX_SEED}, got {raw[:40]!r}"
+        )
+    return int(raw)
+
+
+def _strip_prefix(path_qs: str) -> tuple[str | None, str]:
+    """(scenario name, path to forward) for ``/_chaos/NAME/rest?query``."""
+    if not path_qs.startswith(PATH_PREFIX):
+        return None, path_qs
+    rest = path_qs[len(PATH_PREFIX) :]
+    end = len(rest)
+    for sep in "/?":
+        i = rest.find(sep)
+        if i != -1:
+            end = min(end, i)
+    name, remainder = unquote(rest[:end]), rest[end:]
+    if not remainder.startswith("/"):
+        remainder = "/" + remainder
+    return name, remainder
+
+
+__all__ = [
+    "PATH_PREFIX",
+    "SCENARIO_HEADER",
+    "SEED_HEADER",
+    "Choice",
+    "ScenarioSet",
+    "UnknownScenario",
+    "derive_seed",
+]

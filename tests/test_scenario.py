@@ -1,0 +1,551 @@
+"""Scenario files: loading, validation with located errors (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, ClassVar
+
+import orjson
+import pytest
+from pydantic import BaseModel, Field
+
+from chaosproxy.core import faults as fault_pkg
+from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, SelectorConfig
+from chaosproxy.core.providers import PROVIDER_NAMES
+from chaosproxy.scenario import (
+    MAX_FILE_BYTES,
+    MatchRule,
+    Problem,
+    Scenario,
+    ScenarioError,
+    load_scenario_file,
+    load_scenarios,
+    parse_scenario,
+    validate_paths,
+)
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def problems_of(path: Path) -> list[str]:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_file(path)
+    assert str(info.value) == "\n".join(str(p) for p in info.value.problems)
+    return [str(p) for p in info.value.problems]
+
+
+def problems_in(text: str, source: str = "s.yaml") -> list[str]:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, source, default_name="s")
+    return [str(p) for p in info.value.problems]
+
+
+# --------------------------------------------------------------------------- valid files
+
+
+def test_the_design_example_loads(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "example.yaml",
+        """\
+name: duplicate-third-delta      # default: the file's stem
+description: A replaying gateway sends the third text delta twice.
+seed: 42
+provider: openai-chat
+format: sse
+match: {method: post, path: "/v1/chat/*", headers: {X-Tenant: "team-*"}}
+requests: [1, 3]
+faults:
+  - duplicate: {kind: delta, nth: 3}
+  - rechunk: {size: 7}
+""",
+    )
+    s = load_scenario_file(path)
+    registry = fault_pkg.registry()
+    assert s.name == "duplicate-third-delta"
+    assert s.description == "A replaying gateway sends the third text delta twice."
+    assert s.seed == 42
+    assert (s.provider, s.format) == ("openai-chat", "sse")
+    assert s.match == MatchRule(method="POST", path="/v1/chat/*", headers={"x-tenant": "team-*"})
+    assert s.requests == frozenset({1, 3})
+    assert s.faults == (
+        ("duplicate", registry["duplicate"].Config.model_validate({"kind": "delta", "nth": 3})),
+        ("rechunk", registry["rechunk"].Config.model_validate({"size": 7})),
+    )
+    assert s.source == str(path)
+    assert s.needs_framing  # duplicate is an event fault
+
+
+def test_defaults_and_name_from_the_file_stem(tmp_path: Path) -> None:
+    s = load_scenario_file(write(tmp_path, "first-fail.yml", "faults:\n  - rechunk: {size: 1}\n"))
+    assert s == Scenario(
+        name="first-fail",
+        faults=(("rechunk", fault_pkg.registry()["rechunk"].Config.model_validate({"size": 1})),),
+        source=str(tmp_path / "first-fail.yml"),
+    )
+    assert (s.description, s.seed, s.provider, s.format) == ("", None, "auto", "auto")
+    assert s.match is None and s.requests is None
+    assert not s.needs_framing
+
+
+def test_faults_without_parameters_in_every_spelling() -> None:
+    s = parse_scenario("faults:\n  - bom\n  - bom: {}\n  - bom:\n  - hang: null\n", "x", "x")
+    bom = fault_pkg.registry()["bom"].Config()
+    hang = fault_pkg.registry()["hang"].Config()
+    assert s.faults == (("bom", bom), ("bom", bom), ("bom", bom), ("hang", hang))
+
+
+def test_an_empty_fault_list_is_a_passthrough_scenario() -> None:
+    s = parse_scenario("faults: []", "x", "x")
+    assert s.faults == () and not s.needs_framing
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [('"250ms"', 0.25), ('"2s"', 2.0), ("500", 0.5), ("0", 0.0), ('"1.5s"', 1.5)],
+)
+def test_durations(written: str, seconds: float) -> None:
+    s = parse_scenario(f"faults:\n  - delay: {{first_byte: {written}}}\n", "x", "x")
+    config = s.faults[0][1]
+    assert isinstance(config, fault_pkg.registry()["delay"].Config)
+    assert config.model_dump()["first_byte"] == seconds
+
+
+def test_json_text_is_accepted() -> None:
+    doc = {
+        "name": "from-json",
+        "seed": 7,
+        "match": {"path": "/v1/messages"},
+        "faults": [{"drop": {"kind": "delta", "nth": [2, 4]}}, "bom"],
+    }
+    s = parse_scenario(json.dumps(doc).encode(), "<admin>")
+    assert (s.name, s.seed, s.source) == ("from-json", 7, "<admin>")
+    assert s.match == MatchRule(path="/v1/messages")
+    assert [name for name, _ in s.faults] == ["drop", "bom"]
+
+
+def test_small_aliases_are_allowed() -> None:
+    text = "faults:\n  - drop: &third {kind: delta, nth: 3}\n  - duplicate: *third\n"
+    s = parse_scenario(text, "x", "x")
+    registry = fault_pkg.registry()
+    assert s.faults == (
+        ("drop", registry["drop"].Config.model_validate({"kind": "delta", "nth": 3})),
+        ("duplicate", registry["duplicate"].Config.model_validate({"kind": "delta", "nth": 3})),
+    )
+
+
+def test_merge_keys_work_as_in_safe_load() -> None:
+    text = "faults:\n  - duplicate:\n      <<: {kind: delta, nth: 3}\n      nth: 4\n"
+    s = parse_scenario(text, "x", "x")
+    assert s.faults[0][1] == fault_pkg.registry()["duplicate"].Config.model_validate(
+        {"kind": "delta", "nth": 4}
+    )
+
+
+def test_as_dict_is_json() -> None:
+    s = parse_scenario(
+        "seed: 3\nrequests: [2, 1]\nmatch: {method: get}\nfaults: [{rechunk: {size: 2}}]",
+        "x",
+        "x",
+    )
+    view = orjson.loads(orjson.dumps(s.as_dict()))
+    assert view["requests"] == [1, 2]
+    assert view["match"] == {"method": "GET", "path": None, "headers": {}}
+    assert view["faults"] == [{"rechunk": s.faults[0][1].model_dump(mode="json")}]
+
+
+# --------------------------------------------------------------------------- problems
+
+
+def test_every_problem_of_a_file_at_once_with_lines(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "bad.yaml",
+        """\
+name: bad
+seed: -1
+provider: openai
+format: rawr
+colour: red
+match: {method: POST, pathh: /x}
+requests: [0, 2]
+faults:
+  - dorp: {}
+  - rechunk: {size: 0}
+  - drop: {nth: [0, a], match: "("}
+  - status:
+      code: 600
+      headerz: {}
+  - duplicate: {kind: delta, tims: 2}
+""",
+    )
+    f = str(path)
+    assert problems_of(path) == [
+        f"{f}:2: seed: must be >= 0",
+        f"{f}:3: provider: must be one of: auto, {', '.join(PROVIDER_NAMES)}",
+        f"{f}:4: format: must be one of: auto, sse, ndjson, raw",
+        f"{f}:5: colour: unknown key (allowed: name, description, seed, provider, format,"
+        " match, requests, faults)",
+        f"{f}:6: match.pathh: unknown key, did you mean 'path'? (allowed: method, path, headers)",
+        f"{f}:7: requests[0]: must be >= 1",
+        f"{f}:9: faults[0]: unknown fault 'dorp' (did you mean 'drop'?)",
+        f"{f}:10: faults[1].rechunk.size: must be >= 1",
+        f"{f}:11: faults[2].drop.match: not a valid regular expression:"
+        " missing ), unterminated subpattern at position 0",
+        f"{f}:11: faults[2].drop.nth[0]: must be >= 1",
+        f"{f}:11: faults[2].drop.nth[1]: must be an integer",
+        f"{f}:13: faults[3].status.code: must be <= 599",
+        f"{f}:14: faults[3].status.headerz: unknown key, did you mean 'headers'?"
+        " (allowed: code, headers, body)",
+        f"{f}:15: faults[4].duplicate.tims: unknown key, did you mean 'times'?"
+        f" (allowed: {', '.join(fault_pkg.registry()['duplicate'].Config.model_fields)})",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("seed: x\nfaults: []", ["s.yaml:1: seed: must be an integer"]),
+        ("seed: 1.5\nfaults: []", ["s.yaml:1: seed: must be an integer"]),
+        ("seed: true\nfaults: []", ["s.yaml:1: seed: must be an integer"]),
+        (
+            "seed: 9223372036854775808\nfaults: []",
+            ["s.yaml:1: seed: must be <= 9223372036854775807"],
+        ),
+        ("name: [a]\nfaults: []", ["s.yaml:1: name: must be a string"]),
+        ("description: 5\nfaults: []", ["s.yaml:1: description: must be a string"]),
+        ("faults: {drop: {}}", ["s.yaml:1: faults: must be a list"]),
+        ("faults: []\nrequests: []", ["s.yaml:2: requests: must not be empty"]),
+        ("faults: []\nrequests: 1", ["s.yaml:2: requests: must be a list"]),
+        ("faults: []\nmatch: /v1/*", ["s.yaml:2: match: must be a mapping"]),
+        (
+            "faults: []\nmatch:\n  headers: {X-A: 1}",
+            ["s.yaml:3: match.headers.X-A: must be a string"],
+        ),
+        ("seed: 3", ["s.yaml:1: faults: required"]),
+        (
+            "faults:\n  - 5",
+            ["s.yaml:2: faults[0]: must be a fault name or a one-key mapping {name: params}"],
+        ),
+        ("faults:\n  - rechunk: 7", ["s.yaml:2: faults[0].rechunk: must be a mapping"]),
+        ("faults:\n  - status", ["s.yaml:2: faults[0].status.code: required"]),
+        (
+            "faults:\n  - status:\n      body: x",
+            ["s.yaml:2: faults[0].status.code: required"],
+        ),
+        (
+            "faults:\n  - drop: {nth: x}",
+            ["s.yaml:2: faults[0].drop.nth: must be an integer or a list"],
+        ),
+        (
+            "faults:\n  - drop: {probability: 1.5}",
+            ["s.yaml:2: faults[0].drop.probability: must be <= 1"],
+        ),
+        (
+            "faults:\n  - cut: {after: -1}",
+            ["s.yaml:2: faults[0].cut.after: must be >= 0"],
+        ),
+        (
+            "faults:\n  - cut: {after: never}",
+            ["s.yaml:2: faults[0].cut.after: must be an integer or one of: start, terminal"],
+        ),
+        (
+            "faults:\n  - cut: {after: 1, how: explode}",
+            ["s.yaml:2: faults[0].cut.how: must be one of: close, abort, reset"],
+        ),
+        (
+            "faults:\n  - delay: {first_byte: 2x}",
+            [
+                "s.yaml:2: faults[0].delay.first_byte: not a duration: '2x'"
+                " (use a number of ms, or 250ms, 2s)"
+            ],
+        ),
+        (
+            "faults:\n  - delay: {first_byte: -5}",
+            ["s.yaml:2: faults[0].delay.first_byte: must be >= 0"],
+        ),
+        (
+            "faults:\n  - rechunk: {random: [3]}",
+            ["s.yaml:2: faults[0].rechunk.random: too few items (expected at least 2)"],
+        ),
+    ],
+)
+def test_one_problem(text: str, expected: list[str]) -> None:
+    assert problems_in(text) == expected
+
+
+def test_the_line_of_a_nested_value() -> None:
+    text = "faults:\n  - bom\n  - rechunk:\n      sizes:\n        - 3\n        - 0\n"
+    assert problems_in(text) == ["s.yaml:6: faults[1].rechunk.sizes[1]: must be >= 1"]
+
+
+def test_unknown_fault_without_a_close_name_lists_the_known_ones() -> None:
+    known = ", ".join(sorted(fault_pkg.registry()))
+    assert problems_in("faults:\n  - zzzzzz: {}") == [
+        f"s.yaml:2: faults[0]: unknown fault 'zzzzzz'; known faults: {known}"
+    ]
+
+
+def test_event_faults_on_a_raw_stream() -> None:
+    text = "format: raw\nfaults:\n  - rechunk: {size: 3}\n  - drop: {kind: delta}\n  - bom\n"
+    assert problems_in(text) == [
+        "s.yaml:4: faults[1].drop: needs sse or ndjson framing; it cannot apply with format: raw",
+        "s.yaml:5: faults[2].bom: needs sse or ndjson framing; it cannot apply with format: raw",
+    ]
+    # The same faults are fine once the body is framed.
+    assert parse_scenario(text.replace("raw", "sse"), "s", "s").needs_framing
+
+
+def test_parameters_at_the_wrong_indentation() -> None:
+    text = "faults:\n  - drop:\n    kind: delta\n"
+    assert problems_in(text) == [
+        "s.yaml:2: faults[0]: one fault per item, found keys: drop, kind"
+        " (indent the parameters under 'drop'?)"
+    ]
+
+
+def test_duplicate_keys_are_reported() -> None:
+    text = "seed: 1\nfaults:\n  - rechunk: {size: 2, size: 3}\nseed: 2\n"
+    assert problems_in(text) == [
+        "s.yaml:3: duplicate key 'size' (first at line 3)",
+        "s.yaml:4: duplicate key 'seed' (first at line 1)",
+    ]
+
+
+def test_bad_names() -> None:
+    assert problems_in("name: 'has space'\nfaults: []") == [
+        "s.yaml:1: name: must be 1-128 letters, digits, '.', '_' or '-',"
+        " starting with a letter or digit"
+    ]
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario("faults: []", "<admin>")
+    assert str(info.value) == "<admin>:1: name: required"
+
+
+def test_a_file_stem_that_is_no_name(tmp_path: Path) -> None:
+    path = write(tmp_path, "my scenario.yaml", "\n\nfaults: []\n")
+    assert problems_of(path) == [
+        f"{path}:3: name: 'my scenario' (from the file name) must be 1-128 letters, digits,"
+        " '.', '_' or '-', starting with a letter or digit; set name:"
+    ]
+    write(tmp_path, "my scenario.yaml", "name: mine\nfaults: []\n")
+    assert load_scenario_file(path).name == "mine"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "name: a\nfaults: [drop\n",
+            "s.yaml:3: not valid YAML: while parsing a flow sequence,"
+            " expected ',' or ']', but got '<stream end>'",
+        ),
+        ("name: a\nseed: 1: 2\n", "s.yaml:2: not valid YAML: mapping values are not allowed here"),
+        (
+            "a: 1\n---\nb: 2\n",
+            "s.yaml:2: not valid YAML: expected a single document in the"
+            " stream, but found another document",
+        ),
+        (
+            "faults: []\nx: !!python/object:os.system {}\n",
+            "s.yaml:2: not valid YAML: could not"
+            " determine a constructor for the tag 'tag:yaml.org,2002:python/object:os.system'",
+        ),
+        ("faults: []\nx: \x01\n", "s.yaml:2: not valid YAML: special characters are not allowed"),
+        ("- drop\n- bom\n", "s.yaml:1: expected a mapping at the top level, found a list"),
+        (
+            "\n# nothing\njust text\n",
+            "s.yaml:3: expected a mapping at the top level, found a single value",
+        ),
+        ("", "s.yaml:1: empty document: expected a mapping of scenario keys"),
+        ("[" * 100, "s.yaml:1: not valid YAML: nested more than 64 levels deep"),
+        (
+            "x:\n" + "".join(" " * i + "- \n" for i in range(70)),
+            "s.yaml:65: not valid YAML: nested more than 64 levels deep",
+        ),
+    ],
+)
+def test_not_a_scenario_document(text: str, expected: str) -> None:
+    assert problems_in(text) == [expected]
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin.yaml"
+    path.write_bytes(b"faults: []\ndescription: caf\xe9\n")
+    assert problems_of(path) == [f"{path}:2: not UTF-8 text"]
+
+
+def test_files_over_one_mebibyte_are_refused(tmp_path: Path) -> None:
+    body = b"faults: []\n"
+    padding = b"#" * (MAX_FILE_BYTES - len(body) - 1) + b"\n"
+    exact = tmp_path / "exact.yaml"
+    exact.write_bytes(body + padding)
+    assert exact.stat().st_size == MAX_FILE_BYTES
+    assert load_scenario_file(exact).name == "exact"
+    big = tmp_path / "big.yaml"
+    big.write_bytes(body + b"#" + padding)
+    assert problems_of(big) == [f"{big}:0: file is larger than 1 MiB"]
+    assert problems_in((body + b"#" + padding).decode()) == ["s.yaml:0: file is larger than 1 MiB"]
+
+
+def test_alias_bombs_are_refused(tmp_path: Path) -> None:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for prev, cur in zip("abcde", "bcdef", strict=True):
+        lines.append(f"{cur}: &{cur} [{', '.join([f'*{prev}'] * 10)}]")
+    path = write(tmp_path, "lol.yaml", "\n".join(lines) + "\nfaults: []\n")
+    assert len(path.read_bytes()) < 500
+    assert problems_of(path) == [
+        f"{path}:0: aliases expand to more than 100000 nodes (an alias bomb?)"
+    ]
+
+
+def test_recursive_aliases_are_refused() -> None:
+    assert problems_in("faults: []\nx: &x [1, *x]\n") == [
+        "s.yaml:2: recursive alias: a node contains itself"
+    ]
+
+
+# --------------------------------------------------------------------------- many files
+
+
+def test_a_directory_is_a_library(tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    write(lib, "b.yaml", "faults: []\n")
+    write(lib, "a.yml", "match: {path: /x}\nfaults: []\n")
+    write(lib, "c.yaml", "name: zzz\nfaults: []\n")
+    write(lib, "notes.txt", "not a scenario")
+    write(lib, "d.json", "{}")
+    (lib / "sub").mkdir()
+    write(lib / "sub", "e.yaml", "faults: []\n")
+    extra = write(tmp_path, "extra.yaml", "faults: []\n")
+    loaded = load_scenarios([lib, extra, lib / "b.yaml"])  # b.yaml twice: loaded once
+    assert list(loaded) == ["a", "b", "zzz", "extra"]
+    assert loaded["a"].source == str(lib / "a.yml")
+    assert validate_paths([lib, extra]) == []
+
+
+def test_problems_of_all_files_are_collected(tmp_path: Path) -> None:
+    write(tmp_path, "1.yaml", "name: same\nfaults: []\n")
+    write(tmp_path, "2.yaml", "faults:\n  - rechunk: {size: 0}\n")
+    write(tmp_path, "3.yaml", "# the same name again\nname: same\nfaults: []\n")
+    write(tmp_path, "4.yaml", "seed: -2\nfaults: []\n")
+    missing = tmp_path / "missing.yaml"
+    d = str(tmp_path)
+    expected = [
+        Problem(f"{d}/2.yaml", 2, "faults[0].rechunk.size: must be >= 1"),
+        Problem(f"{d}/3.yaml", 2, f"name: duplicate scenario name 'same' (also in {d}/1.yaml:1)"),
+        Problem(f"{d}/4.yaml", 1, "seed: must be >= 0"),
+        Problem(str(missing), 0, "no such file or directory"),
+    ]
+    assert validate_paths([tmp_path, missing]) == expected
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios([tmp_path, missing])
+    assert info.value.problems == expected
+    assert str(info.value).splitlines() == [str(p) for p in expected]
+
+
+def test_a_duplicate_name_without_a_name_key(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    first = write(tmp_path, "same.yaml", "faults: []\n")
+    second = write(tmp_path / "x", "same.yaml", "\nfaults: []\n")
+    assert validate_paths([first, second]) == [
+        Problem(str(second), 2, f"name: duplicate scenario name 'same' (also in {first}:1)")
+    ]
+
+
+def test_unreadable_paths(tmp_path: Path) -> None:
+    assert validate_paths([tmp_path / "nope"]) == [
+        Problem(str(tmp_path / "nope"), 0, "no such file or directory")
+    ]
+    with pytest.raises(ScenarioError) as info:
+        load_scenario_file(tmp_path)
+    assert str(info.value) == f"{tmp_path}:0: not a regular file"
+
+
+def test_problem_and_error_strings() -> None:
+    p = Problem("a.yaml", 3, "seed: must be >= 0")
+    assert str(p) == "a.yaml:3: seed: must be >= 0"
+    err = ScenarioError([p, Problem("b.yaml", 0, "no such file or directory")])
+    assert str(err) == "a.yaml:3: seed: must be >= 0\nb.yaml:0: no such file or directory"
+
+
+# --------------------------------------------------------------------------- match rules
+
+
+def test_match_rule() -> None:
+    rule = MatchRule(method="POST", path="/v1/*", headers={"x-tenant": "team-?"})
+    hdrs = {"X-Tenant": "team-a", "Accept": "text/event-stream"}
+    assert rule.matches("post", "/v1/chat/completions", hdrs)
+    assert rule.matches("POST", "/v1/chat/completions?stream=true", hdrs)
+    assert not rule.matches("GET", "/v1/chat/completions", hdrs)
+    assert not rule.matches("POST", "/api/chat", hdrs)
+    assert not rule.matches("POST", "/v1/x", {"x-tenant": "team-ab"})
+    assert not rule.matches("POST", "/v1/x", {})
+    assert MatchRule().matches("DELETE", "/anything", {})
+    assert not MatchRule(path="/V1/*").matches("GET", "/v1/x", {})  # paths are case-sensitive
+
+
+def test_match_rule_with_a_multidict() -> None:
+    from multidict import CIMultiDict
+
+    rule = MatchRule(headers={"x-tenant": "b"})
+    assert rule.matches("GET", "/", CIMultiDict([("X-Tenant", "a"), ("x-tenant", "b")]))
+    assert not rule.matches("GET", "/", CIMultiDict([("X-Tenant", "a")]))
+
+
+# --------------------------------------------------------------------------- fake faults
+
+
+class _Inner(BaseModel):
+    model_config = {"extra": "forbid", "frozen": True}
+    event: str | None = None
+    data: str | None = None
+
+
+class _NestedConfig(FaultConfig):
+    event: _Inner | None = None
+    wait: Duration = 0.0
+    count: Annotated[int, Field(ge=1, le=10)] = 1
+
+
+class _NestedFault(Fault):
+    name: ClassVar[str] = "nested"
+    Config: ClassVar[type[FaultConfig]] = _NestedConfig
+    stage: ClassVar = "transport"
+
+
+class _EventFault(Fault):
+    name: ClassVar[str] = "evt"
+    Config: ClassVar[type[FaultConfig]] = SelectorConfig
+    stage: ClassVar = "event"
+
+
+@pytest.fixture
+def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    fakes: dict[str, type[Fault]] = {"nested": _NestedFault, "evt": _EventFault}
+    monkeypatch.setattr(fault_pkg, "registry", lambda: fakes)
+
+
+@pytest.mark.usefixtures("fake_registry")
+def test_the_registry_is_read_at_call_time() -> None:
+    text = "faults:\n  - nested:\n      event: {evnt: x}\n      count: 11\n  - evt: {kind: delta}\n"
+    assert problems_in(text) == [
+        "s.yaml:3: faults[0].nested.event.evnt: unknown key, did you mean 'event'?"
+        " (allowed: event, data)",
+        "s.yaml:4: faults[0].nested.count: must be <= 10",
+    ]
+    s = parse_scenario("faults: [{nested: {wait: 2s}}, evt]", "x", "x")
+    assert s.faults == (
+        ("nested", _NestedConfig.model_validate({"wait": "2s"})),
+        ("evt", SelectorConfig()),
+    )
+    assert s.needs_framing
+    assert problems_in("faults: [drop]") == [
+        "s.yaml:1: faults[0]: unknown fault 'drop'; known faults: evt, nested"
+    ]
