@@ -1,0 +1,491 @@
+"""The I/O shell: an aiohttp server that forwards to the upstream and executes actions.
+
+Everything that decides *what* to send lives in ``chaosproxy.core``; this module only
+moves bytes: it reads the upstream with ``readany()`` (each read as it arrives), feeds
+the pipeline, and carries out its ``Send``/``Sleep``/``Cut`` actions, awaiting every
+write so a slow client pushes back on the upstream. A request without an active
+scenario takes a fast path that writes each upstream read as it is and frames nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+import socket
+import struct
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from multidict import CIMultiDict
+
+from chaosproxy.core.actions import Action, Cut, Send, Sleep
+from chaosproxy.core.faults import Fault
+from chaosproxy.core.faults.base import Respond
+from chaosproxy.core.frames import Format, format_for_content_type
+from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
+from chaosproxy.engine import Run
+from chaosproxy.logs import FrameLog, content_fields, redact_path
+from chaosproxy.scenario import Scenario
+from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
+
+#: Hop-by-hop headers (RFC 9110 §7.6.1) plus those aiohttp recomputes.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_REQUEST_DROP = HOP_BY_HOP | {"host", "accept-encoding", "content-length"}
+_RESPONSE_DROP = HOP_BY_HOP | {"content-length"}
+
+
+@dataclass(slots=True)
+class ProxySettings:
+    upstream: str
+    scenarios: ScenarioSet
+    log: FrameLog
+    connect_timeout: float = 10.0
+    max_event_size: int = DEFAULT_MAX_SIZE
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one request did, for ``response_end``."""
+
+    outcome: str = "completed"
+    status: int = 0
+    bytes: int = 0
+    frames: int = 0
+    ttfb_ms: float | None = None
+    max_gap_ms: float = 0.0
+    error: str | None = None
+
+
+SETTINGS = web.AppKey("settings", ProxySettings)
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+
+
+class ProxyError(Exception):
+    """A failure the proxy answers itself (status + message)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def error_response(status: int, message: str, headers: Mapping[str, str] = {}) -> web.Response:
+    """The proxy's own error answer: JSON body plus ``X-Chaos-Proxy-Error``."""
+    body = {"error": {"type": "chaosproxy_error", "message": message}}
+    resp = web.json_response(body, status=status, headers=dict(headers))
+    resp.headers["X-Chaos-Proxy-Error"] = message.encode("ascii", "replace").decode()[:200]
+    return resp
+
+
+def create_proxy_app(settings: ProxySettings) -> web.Application:
+    app = web.Application(handler_args={"max_field_size": 65536})
+    app[SETTINGS] = settings
+    app.cleanup_ctx.append(_client_session)
+    app.router.add_route("*", "/{tail:.*}", _handle)
+    return app
+
+
+async def _client_session(app: web.Application) -> AsyncIterator[None]:
+    settings = app[SETTINGS]
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+    timeout = aiohttp.ClientTimeout(
+        total=None, sock_connect=settings.connect_timeout, sock_read=None
+    )
+    async with aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent", "Accept-Encoding"),
+    ) as session:
+        app[SESSION] = session
+        yield
+
+
+_ids = itertools.count(1)
+
+
+async def _handle(request: web.Request) -> web.StreamResponse:
+    settings = request.app[SETTINGS]
+    request_id = f"r-{next(_ids)}"
+    try:
+        choice = settings.scenarios.choose(request.method, request.path_qs, request.headers)
+    except UnknownScenario as exc:
+        return error_response(
+            400, f"unknown scenario {exc.name!r}", {"X-Chaos-Request-Id": request_id}
+        )
+    except ValueError as exc:
+        return error_response(400, str(exc), {"X-Chaos-Request-Id": request_id})
+    exchange = Exchange(request, settings, request_id, choice)
+    return await exchange.run()
+
+
+class Exchange:
+    """One request through the proxy: forward, stream back, log."""
+
+    def __init__(
+        self, request: web.Request, settings: ProxySettings, request_id: str, choice: Choice
+    ) -> None:
+        self.request = request
+        self.settings = settings
+        self.request_id = request_id
+        self.choice = choice
+        self.scenario: Scenario | None = choice.scenario if choice.active else None
+        self.result = Outcome()
+        self.started = time.monotonic()
+        self._last_write: float | None = None
+        self.run_: Run | None = None
+        self.faults: list[Fault] = []
+        self.fmt: Format = "raw"
+        name = choice.scenario.name if choice.scenario else None
+        self.log = settings.log.for_request(request_id=request_id, scenario=name)
+
+    # ------------------------------------------------------------------ headers
+
+    def chaos_headers(self) -> dict[str, str]:
+        return {
+            "X-Chaos-Request-Id": self.request_id,
+            "X-Chaos-Scenario": self.choice.scenario.name if self.choice.scenario else "none",
+            "X-Chaos-Seed": str(self.choice.seed),
+        }
+
+    def upstream_headers(self) -> CIMultiDict[str]:
+        headers: CIMultiDict[str] = CIMultiDict()
+        for name, value in self.request.headers.items():
+            lower = name.lower()
+            if lower in _REQUEST_DROP or lower.startswith("x-chaos-"):
+                continue
+            headers.add(name, value)
+        # Connection-specific headers named in Connection are hop-by-hop too.
+        for token in self.request.headers.get("Connection", "").split(","):
+            headers.popall(token.strip(), None)
+        if self.request.content_length is not None:
+            headers["Content-Length"] = str(self.request.content_length)
+        headers["Accept-Encoding"] = "identity"
+        return headers
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> web.StreamResponse:
+        request = self.request
+        resp: web.StreamResponse | None = None
+        self.log.info(
+            "request",
+            seed=self.choice.seed,
+            method=request.method,
+            path=redact_path(self.choice.path),
+            **({"ordinal": self.choice.ordinal} if self.choice.scenario else {}),
+            **({} if self.choice.active else {"inactive": True}),
+        )
+        try:
+            if self.scenario is not None and self.scenario.faults:
+                self.run_ = Run.start(self.scenario, self.choice.seed)
+                self.faults = self.run_.faults
+                early = await self._http_stage()
+                if early is not None:
+                    return early
+            resp = await self._forward()
+            return resp
+        except asyncio.CancelledError:
+            self.result.outcome = "client_gone"
+            raise
+        except ProxyError as exc:
+            self.result.outcome = "proxy_error"
+            self.result.status = exc.status
+            self.result.error = str(exc)
+            return error_response(exc.status, str(exc), self.chaos_headers())
+        finally:
+            self._end()
+
+    async def _http_stage(self) -> web.StreamResponse | None:
+        """HTTP faults: a canned answer, held headers, or a cut before any byte."""
+        for fault in self.faults:
+            for action in fault.before_upstream():
+                if isinstance(action, Sleep):
+                    await self._sleep(action.seconds)
+                elif isinstance(action, Respond):
+                    return await self._respond(action)
+                elif isinstance(action, Cut):
+                    self.result.outcome = "cut"
+                    self.log.info("action", action="cut", how=action.how, before="headers")
+                    await self._cut_connection(action.how)
+                    return web.Response(status=500)  # never sent: the socket is gone
+        return None
+
+    async def _respond(self, answer: Respond) -> web.StreamResponse:
+        headers = CIMultiDict(answer.headers)
+        headers.update(self.chaos_headers())
+        resp = web.StreamResponse(status=answer.status, headers=headers)
+        resp.content_length = len(answer.body)
+        self.result.status = answer.status
+        await resp.prepare(self.request)
+        if answer.body:
+            await self._write(resp, Send(answer.body))
+        await resp.write_eof()
+        return resp
+
+    async def _forward(self) -> web.StreamResponse:
+        request = self.request
+        settings = self.settings
+        session = request.app[SESSION]
+        url = settings.upstream.rstrip("/") + self.choice.path
+        data: Any = request.content if request.body_exists else None
+        try:
+            upstream = await session.request(
+                request.method,
+                url,
+                headers=self.upstream_headers(),
+                data=data,
+                allow_redirects=False,
+            )
+        except (aiohttp.ConnectionTimeoutError, asyncio.TimeoutError):
+            raise ProxyError(504, f"upstream timed out on connect: {settings.upstream}") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise ProxyError(502, f"upstream unreachable: {_describe(exc)}") from None
+        except aiohttp.ClientError as exc:
+            raise ProxyError(502, f"upstream failed before responding: {_describe(exc)}") from None
+        try:
+            return await self._stream(upstream)
+        finally:
+            # On any early exit (client gone, cut, error) this closes the upstream
+            # connection at once instead of returning it to the pool half-read.
+            if not upstream.content.at_eof():
+                upstream.close()
+            else:
+                upstream.release()
+
+    async def _stream(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+        request = self.request
+        headers = self._response_headers(upstream)
+        fast = not self.faults
+        if fast and "Content-Length" in upstream.headers:
+            headers["Content-Length"] = upstream.headers["Content-Length"]
+        resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
+        self.result.status = upstream.status
+        await resp.prepare(request)
+        try:
+            if fast:
+                await self._pump_raw(resp, upstream)
+            else:
+                await self._pump_pipeline(resp, upstream)
+        except aiohttp.ClientPayloadError as exc:
+            await self._upstream_failed(resp, f"upstream body broken: {_describe(exc)}")
+        except aiohttp.ClientError as exc:
+            await self._upstream_failed(resp, f"upstream failed mid-body: {_describe(exc)}")
+        except FramingError as exc:
+            await self._upstream_failed(resp, f"upstream broke its framing: {exc}")
+        except ConnectionResetError:
+            self.result.outcome = "client_gone"
+        return resp
+
+    def _response_headers(self, upstream: aiohttp.ClientResponse) -> CIMultiDict[str]:
+        headers: CIMultiDict[str] = CIMultiDict()
+        for name, value in upstream.headers.items():
+            if name.lower() not in _RESPONSE_DROP:
+                headers.add(name, value)
+        if self.faults:
+            encoded = upstream.headers.get("Content-Encoding", "identity").lower() != "identity"
+            self.fmt = (
+                "raw"
+                if encoded
+                else format_for_content_type(upstream.headers.get("Content-Type"))
+            )
+            plain: dict[str, str] = dict(headers.items())
+            for fault in self.faults:
+                fault.ctx.format = self.fmt
+                plain = fault.response_headers(upstream.status, plain)
+            headers = CIMultiDict(plain)
+        headers.update(self.chaos_headers())
+        return headers
+
+    # ------------------------------------------------------------------ pumps
+
+    async def _pump_raw(self, resp: web.StreamResponse, upstream: aiohttp.ClientResponse) -> None:
+        read = upstream.content.readany
+        while chunk := await read():
+            await self._write(resp, Send(chunk))
+        await resp.write_eof()
+
+    async def _pump_pipeline(
+        self, resp: web.StreamResponse, upstream: aiohttp.ClientResponse
+    ) -> None:
+        assert self.run_ is not None
+        pipeline = self.run_.begin_body(
+            self.fmt, self.choice.path, max_size=self.settings.max_event_size
+        )
+        content = upstream.content
+        clock = time.monotonic
+        while True:
+            deadline = pipeline.deadline()
+            if deadline is None:
+                chunk = await content.readany()
+            else:
+                wait = deadline - clock()
+                try:
+                    chunk = await asyncio.wait_for(content.readany(), max(wait, 0))
+                except TimeoutError:
+                    if await self._execute(resp, pipeline.poll(clock())):
+                        return
+                    continue
+            if not chunk:
+                break
+            if await self._execute(resp, pipeline.feed(chunk, clock())):
+                return
+        if await self._execute(resp, pipeline.end(clock())):
+            return
+        await resp.write_eof()
+
+    async def _execute(self, resp: web.StreamResponse, actions: list[Action]) -> bool:
+        """Carry out actions in order; True when the response has ended (a Cut)."""
+        for action in actions:
+            if isinstance(action, Send):
+                await self._write(resp, action)
+            elif isinstance(action, Sleep):
+                await self._sleep(action.seconds)
+            else:
+                await self._cut(resp, action)
+                return True
+        return False
+
+    # ------------------------------------------------------------------ effects
+
+    async def _write(self, resp: web.StreamResponse, send: Send) -> None:
+        data = send.data
+        if not data:
+            return
+        now = time.monotonic()
+        result = self.result
+        t_ms = (now - self.started) * 1000.0
+        if self._last_write is None:
+            result.ttfb_ms = round(t_ms, 3)
+        else:
+            gap = (now - self._last_write) * 1000.0
+            if gap > result.max_gap_ms:
+                result.max_gap_ms = gap
+        self._last_write = now
+        line: dict[str, Any] = {
+            "seq": result.frames,
+            "offset": result.bytes,
+            "size": len(data),
+            "t_ms": round(t_ms, 3),
+        }
+        if send.events or self.faults:
+            line["events"] = [e.ordinal for e in send.events]
+            line["kinds"] = sorted({k for e in send.events for k in e.kinds})
+            line["faults"] = list(send.faults)
+        if self.settings.log.content:
+            line.update(content_fields(data))
+        result.frames += 1
+        result.bytes += len(data)
+        self.log.info("frame", **line)
+        await resp.write(data)
+
+    async def _sleep(self, seconds: float) -> None:
+        if math.isinf(seconds):
+            # Hold the connection open until the client goes away (the handler is
+            # cancelled then) — a stall "forever" or a hang.
+            await asyncio.Event().wait()
+        await asyncio.sleep(seconds)
+
+    async def _cut(self, resp: web.StreamResponse, cut: Cut) -> None:
+        self.result.outcome = "cut"
+        self.log.info("action", action="cut", how=cut.how, fault=cut.fault, **cut.detail)
+        if cut.how == "close":
+            await resp.write_eof()
+            return
+        await self._cut_connection(cut.how)
+
+    async def _cut_connection(self, how: str) -> None:
+        """End the connection under the response: FIN without the last chunk, or RST."""
+        transport = self.request.transport
+        if transport is None or transport.is_closing():
+            return
+        if how == "reset":
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                await _drain_kernel(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()
+        else:
+            transport.close()
+
+    async def _upstream_failed(self, resp: web.StreamResponse, message: str) -> None:
+        """The upstream broke mid-body: never let the client see a clean completion."""
+        self.result.outcome = "upstream_error"
+        self.result.error = message
+        await self._cut_connection("abort")
+
+    # ------------------------------------------------------------------ end
+
+    def _end(self) -> None:
+        result = self.result
+        run = self.run_
+        line: dict[str, Any] = {
+            "outcome": result.outcome,
+            "status": result.status,
+            "bytes": result.bytes,
+            "frames": result.frames,
+        }
+        if run is not None:
+            applied, skipped = run.summary()
+            line["provider"] = run.provider
+            line["format"] = run.format
+            if run.pipeline is not None:
+                line["events_in"] = run.pipeline.events_in
+                line["events_out"] = run.pipeline.events_out
+            line["faults_applied"] = applied
+            line["faults_skipped"] = skipped
+        line["ttfb_ms"] = result.ttfb_ms
+        line["max_gap_ms"] = round(result.max_gap_ms, 3)
+        line["duration_ms"] = round((time.monotonic() - self.started) * 1000.0, 3)
+        if result.error:
+            line["error"] = result.error
+        self.log.info("response_end", **line)
+        self.settings.log.flush()
+
+
+async def _drain_kernel(sock: socket.socket, limit: float = 1.0) -> None:
+    """Wait (briefly) until the kernel has sent what we wrote, so an RST after it does
+    not discard bytes the frame log says were sent."""
+    import fcntl
+    import termios
+
+    deadline = time.monotonic() + limit
+    buf = bytearray(4)
+    while time.monotonic() < deadline:
+        try:
+            fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, buf)
+        except OSError:
+            return
+        if int.from_bytes(buf, "little") == 0:
+            return
+        await asyncio.sleep(0.001)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+__all__ = [
+    "HOP_BY_HOP",
+    "ProxySettings",
+    "create_proxy_app",
+    "error_response",
+]

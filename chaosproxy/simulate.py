@@ -1,0 +1,141 @@
+"""``chaosproxy simulate``: the core run offline, on a virtual clock.
+
+Upstream bytes come from a buffer instead of a socket, sleeps advance a virtual clock
+instead of waiting, and the result is the exact sequence of actions the live proxy
+would carry out for the same bytes, chunking, scenario and seed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaosproxy.core.actions import Action, Cut, Send, Sleep
+from chaosproxy.core.faults.base import Respond
+from chaosproxy.core.frames import Format
+from chaosproxy.engine import Run
+from chaosproxy.scenario import Scenario
+
+
+@dataclass
+class Simulation:
+    seed: int
+    format: Format
+    provider: str
+    #: (virtual time in seconds, action), in order.
+    actions: list[tuple[float, Action | Respond]] = field(default_factory=list)
+    applied: dict[str, int] = field(default_factory=dict)
+    skipped: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def body(self) -> bytes:
+        """What the client receives: every Send up to a Cut (or a Respond's body)."""
+        parts = []
+        for _, action in self.actions:
+            if isinstance(action, Send):
+                parts.append(action.data)
+            elif isinstance(action, Respond):
+                parts.append(action.body)
+        return b"".join(parts)
+
+    @property
+    def writes(self) -> list[bytes]:
+        return [a.data for _, a in self.actions if isinstance(a, Send)]
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        lines: list[dict[str, Any]] = [
+            {"event": "simulate", "seed": self.seed, "format": self.format,
+             "provider": self.provider}
+        ]
+        offset = 0
+        for t, action in self.actions:
+            line: dict[str, Any] = {"t_ms": round(t * 1000.0, 3)}
+            if isinstance(action, Send):
+                line |= {
+                    "action": "send",
+                    "offset": offset,
+                    "size": len(action.data),
+                    "events": [e.ordinal for e in action.events],
+                    "faults": list(action.faults),
+                }
+                offset += len(action.data)
+            elif isinstance(action, Sleep):
+                seconds = "forever" if math.isinf(action.seconds) else action.seconds * 1000.0
+                line |= {"action": "sleep", "ms": seconds, "fault": action.fault}
+            elif isinstance(action, Cut):
+                line |= {"action": "cut", "how": action.how, "fault": action.fault, **action.detail}
+            else:
+                line |= {"action": "respond", "status": action.status, "size": len(action.body)}
+            lines.append(line)
+        lines.append({"event": "end", "faults_applied": self.applied,
+                      "faults_skipped": self.skipped})
+        return lines
+
+
+def sniff_format(data: bytes) -> Format:
+    """Guess the framing of a body with no Content-Type."""
+    head = data.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:16]
+    if head.startswith((b"data:", b"event:", b"id:", b"retry:", b":")):
+        return "sse"
+    if head.startswith(b"{"):
+        return "ndjson"
+    return "raw"
+
+
+def simulate(
+    scenario: Scenario,
+    data: bytes,
+    *,
+    seed: int | None = None,
+    fmt: Format | None = None,
+    provider: str | None = None,
+    path: str = "/",
+    chunk: int = 0,
+) -> Simulation:
+    """Run ``scenario`` over ``data`` as the proxy would, without sockets or clocks."""
+    if seed is None:
+        seed = scenario.seed if scenario.seed is not None else random.SystemRandom().randrange(2**53)
+    run = Run.start(scenario, seed)
+    now = 0.0
+    sim = Simulation(seed, "raw", "none")
+
+    def record(actions: list[Action]) -> bool:
+        nonlocal now
+        for action in actions:
+            sim.actions.append((now, action))
+            if isinstance(action, Sleep):
+                if math.isinf(action.seconds):
+                    return True
+                now += action.seconds
+            elif isinstance(action, Cut):
+                return True
+        return False
+
+    for fault in run.faults:
+        for early in fault.before_upstream():
+            sim.actions.append((now, early))
+            if isinstance(early, Sleep):
+                now += early.seconds
+            elif isinstance(early, Respond | Cut):
+                sim.applied, sim.skipped = run.summary()
+                return sim
+    body_format = fmt or (scenario.format if scenario.format != "auto" else sniff_format(data))
+    pipeline = run.begin_body(body_format, path, provider=provider)  # type: ignore[arg-type]
+    sim.format = run.format
+    size = chunk if chunk > 0 else max(len(data), 1)
+    done = False
+    for start in range(0, len(data), size):
+        if record(pipeline.feed(data[start : start + size], now)):
+            done = True
+            break
+        deadline = pipeline.deadline()
+        if deadline is not None and deadline <= now and record(pipeline.poll(now)):
+            done = True
+            break
+    if not done:
+        record(pipeline.end(now))
+    sim.provider = run.provider
+    sim.applied, sim.skipped = run.summary()
+    return sim

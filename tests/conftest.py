@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from chaosproxy.logs import FrameLog
+from chaosproxy.scenario import parse_scenario
+from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
+from tests.upstream import ScriptedUpstream, scripted_upstream
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def fixture_bytes(name: str) -> bytes:
+    path = FIXTURES / name
+    if not path.exists():
+        pytest.skip(f"provider fixtures not found at {FIXTURES}")
+    return path.read_bytes()
+
+
+class LogCapture:
+    """Every frame-log line the proxy writes, parsed."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+
+    def __call__(self, line: bytes) -> None:
+        self.lines.append(orjson.loads(line))
+
+    def for_request(self, request_id: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines if line.get("request_id") == request_id]
+
+    def frames(self, request_id: str) -> list[dict[str, Any]]:
+        return [line for line in self.for_request(request_id) if line["event"] == "frame"]
+
+    def end(self, request_id: str) -> dict[str, Any]:
+        ends = [l for l in self.for_request(request_id) if l["event"] == "response_end"]
+        assert len(ends) == 1, self.for_request(request_id)
+        return ends[0]
+
+
+ProxyFactory = Callable[..., Awaitable[RunningProxy]]
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[ScriptedUpstream]:
+    async with scripted_upstream() as up:
+        yield up
+
+
+@pytest.fixture
+def log_capture() -> LogCapture:
+    return LogCapture()
+
+
+@pytest.fixture
+async def make_proxy(log_capture: LogCapture) -> AsyncIterator[ProxyFactory]:
+    """Start a proxy: ``await make_proxy(upstream=url, scenarios={name: yaml_text})``."""
+    started: list[RunningProxy] = []
+
+    async def factory(
+        upstream: str = "mock",
+        scenarios: dict[str, str] | None = None,
+        default: str | None = None,
+        content: bool = False,
+        seed: int | None = None,
+        **kw: Any,
+    ) -> RunningProxy:
+        log = FrameLog(None, content=content)
+        log.add_listener(log_capture)
+        parsed = {
+            name: parse_scenario(text, f"<{name}>", default_name=name)
+            for name, text in (scenarios or {}).items()
+        }
+        kw.setdefault("listen_port", 0)
+        proxy = await start_proxy(
+            ProxyOptions(
+                upstream=upstream,
+                scenarios=parsed,
+                default_scenario=default,
+                log=log,
+                seed=seed,
+                **kw,
+            )
+        )
+        started.append(proxy)
+        return proxy
+
+    yield factory
+    for proxy in started:
+        await proxy.close()

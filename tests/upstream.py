@@ -1,0 +1,106 @@
+"""A scripted upstream for end-to-end tests: it sends exactly the writes a test asks
+for, with the gaps it asks for, and ends the way it asks (EOF, or dying mid-body).
+
+It records every request it received (method, path, headers, body) and whether the
+proxy closed the connection, so tests can assert what crossed the proxy both ways.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+
+@dataclass
+class Script:
+    """What to answer: status, headers, writes (bytes, seconds to wait before it), end."""
+
+    writes: list[tuple[bytes, float]] = field(default_factory=list)
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
+    #: "eof": end the body properly; "die": drop the connection without the last chunk;
+    #: "hold": keep the body open until the client goes.
+    end: str = "eof"
+    content_length: bool = False
+
+    @classmethod
+    def events(cls, body: bytes, *, gap: float = 0.0, sep: bytes = b"\n\n", **kw: object) -> Script:
+        """One write per event (split after every ``sep``)."""
+        parts: list[bytes] = []
+        rest = body
+        while rest:
+            i = rest.find(sep)
+            if i < 0:
+                parts.append(rest)
+                break
+            parts.append(rest[: i + len(sep)])
+            rest = rest[i + len(sep) :]
+        return cls(writes=[(p, gap) for p in parts], **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class Seen:
+    method: str
+    path_qs: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class ScriptedUpstream:
+    def __init__(self) -> None:
+        self.scripts: dict[str, Script] = {}
+        self.seen: list[Seen] = []
+        self.disconnected = asyncio.Event()
+        self.url = ""
+
+    def route(self, path: str, script: Script) -> str:
+        self.scripts[path] = script
+        return path
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.seen.append(Seen(request.method, request.path_qs, dict(request.headers), body))
+        script = self.scripts.get(request.path)
+        if script is None:
+            return web.json_response({"path": request.path_qs, "body": body.decode()})
+        resp = web.StreamResponse(status=script.status, headers=script.headers)
+        if script.content_length:
+            resp.content_length = sum(len(w) for w, _ in script.writes)
+        await resp.prepare(request)
+        try:
+            for data, wait in script.writes:
+                if wait:
+                    await asyncio.sleep(wait)
+                await resp.write(data)
+            if script.end == "die":
+                assert request.transport is not None
+                request.transport.close()
+                return resp
+            if script.end == "hold":
+                await asyncio.Event().wait()
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.disconnected.set()
+            raise
+        return resp
+
+
+@asynccontextmanager
+async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
+    upstream = ScriptedUpstream()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", upstream.handle)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    upstream.url = f"http://127.0.0.1:{port}"
+    try:
+        yield upstream
+    finally:
+        await runner.cleanup()
