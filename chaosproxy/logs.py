@@ -60,6 +60,10 @@ def _render(_: Any, __: str, event_dict: dict[str, Any]) -> bytes:
     return orjson.dumps(event_dict, option=orjson.OPT_APPEND_NEWLINE)
 
 
+#: Something that wants every log line as a dict (metrics, traces, the admin API).
+Observer = Callable[[dict[str, Any]], None]
+
+
 class _Sink:
     """A structlog logger that appends rendered lines to a buffered binary stream."""
 
@@ -84,10 +88,11 @@ class FrameLog:
         self.content = content
         self._stream = stream
         self._listeners: list[Callable[[bytes], None]] = []
+        self._observers: list[Observer] = []
         sink = _Sink(stream if stream is not None else _NullStream(), self._listeners)
         self._logger: Any = structlog.wrap_logger(
             sink,
-            processors=[_render],
+            processors=[self._observe, _render],
             wrapper_class=structlog.BoundLogger,
             cache_logger_on_first_use=True,
         )
@@ -101,6 +106,18 @@ class FrameLog:
             return cls(sys.stdout.buffer, content=content)
         path = Path(target)
         return cls(path.open("ab", buffering=1 << 16), content=content)
+
+    def _observe(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        for observer in self._observers:
+            observer(event_dict)
+        return event_dict
+
+    def add_observer(self, observer: Observer) -> None:
+        """Call ``observer`` with every line as a dict, before it is rendered.
+
+        Observers must not modify the dict. Every line has ``event`` (request, frame,
+        action, response_end) and ``request_id``."""
+        self._observers.append(observer)
 
     def add_listener(self, listener: Callable[[bytes], None]) -> None:
         """Call ``listener`` with every rendered line (tests, traces, the admin API)."""

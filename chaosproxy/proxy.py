@@ -72,6 +72,7 @@ class Outcome:
     ttfb_ms: float | None = None
     max_gap_ms: float = 0.0
     error: str | None = None
+    content_type: str | None = None
 
 
 SETTINGS = web.AppKey("settings", ProxySettings)
@@ -234,6 +235,7 @@ class Exchange:
         resp = web.StreamResponse(status=answer.status, headers=headers)
         resp.content_length = len(answer.body)
         self.result.status = answer.status
+        self.result.content_type = headers.get("Content-Type")
         await resp.prepare(self.request)
         if answer.body:
             await self._write(resp, Send(answer.body))
@@ -278,6 +280,7 @@ class Exchange:
             headers["Content-Length"] = upstream.headers["Content-Length"]
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
         self.result.status = upstream.status
+        self.result.content_type = headers.get("Content-Type")
         await resp.prepare(request)
         try:
             if fast:
@@ -442,6 +445,8 @@ class Exchange:
             "bytes": result.bytes,
             "frames": result.frames,
         }
+        if result.content_type:
+            line["content_type"] = result.content_type
         if run is not None:
             applied, skipped = run.summary()
             line["provider"] = run.provider
