@@ -1,0 +1,61 @@
+"""``comment``: interleave SSE comment blocks (keepalives) between events.
+
+After every ``every``-th upstream event (by ordinal, once per ordinal even when an
+earlier fault duplicated it) a comment block ``: <text>`` and its blank line is sent,
+with the line ending of the event before it. Not after an unterminated final event:
+the comment would become part of its last line. NDJSON has no comment syntax: there
+the fault leaves the stream unchanged and reports itself skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, StrictStr
+
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.sse_text import comment_bytes, newline_of, parse_block
+
+
+class CommentConfig(FaultConfig):
+    every: Annotated[int, Field(ge=1, strict=True)] = 1
+    #: The comment text; each of its lines becomes one ``:`` line.
+    text: StrictStr = "keepalive"
+
+
+class CommentFault(Fault):
+    name = "comment"
+    stage = "event"
+    Config = CommentConfig
+
+    def __init__(self, config: CommentConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        self.cfg = config
+        self._last = 0  # the ordinal a comment last followed
+        self._seen = 0
+
+    def observe(self, ev: Event) -> None:
+        self._seen = max(self._seen, ev.ordinal)
+
+    def on_event(self, ev: Event) -> list[Event]:
+        n = ev.ordinal
+        if (
+            self.ctx.format != "sse"
+            or n <= 0
+            or n % self.cfg.every
+            or n == self._last
+            or not ev.frame.complete
+        ):
+            return [ev]
+        self._last = n
+        self.applied += 1
+        frame = parse_block(comment_bytes(self.cfg.text, newline_of(ev.frame)), "sse")
+        return [ev, Event(frame, 0, frozenset(), (self.name,))]
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        if self.ctx.format != "sse":
+            return "comments need SSE; NDJSON has no comment syntax"
+        return f"the stream had {self._seen} events, fewer than every: {self.cfg.every}"

@@ -1,0 +1,70 @@
+"""``corrupt``: make the payload of selected events malformed, keeping the framing.
+
+Modes (all deterministic, applied to the event's data whether or not it is JSON):
+
+* ``truncate_json``: keep the first half of the data's bytes, cut back to a UTF-8
+  character boundary;
+* ``invalid_json``: drop the final ``}`` or ``]`` (a document missing its closing
+  bracket); data not ending in one gets a stray ``}`` appended instead;
+* ``invalid_utf8``: insert the byte 0xFF in the middle of the data (at a character
+  boundary, so the only bad byte is that one);
+* ``empty_data``: SSE: a single empty ``data:`` line; NDJSON: the line ``{}`` (an
+  empty line would be a blank line, which NDJSON readers skip, not a payload).
+
+The event's other SSE lines and its terminators stay as they were.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, FaultContext, SelectorConfig
+from chaosproxy.core.faults.sse_text import data_bytes, replace_data
+
+Mode = Literal["truncate_json", "invalid_json", "invalid_utf8", "empty_data"]
+
+
+class CorruptConfig(SelectorConfig):
+    mode: Mode
+
+
+def char_boundary(data: bytes, at: int) -> int:
+    """The largest UTF-8 character boundary at or before ``at``."""
+    while 0 < at < len(data) and data[at] & 0xC0 == 0x80:
+        at -= 1
+    return at
+
+
+def corrupted(data: bytes, mode: Mode, fmt: str) -> bytes:
+    """``data`` (an event's data field, as sent) made malformed as ``mode`` says."""
+    if mode == "truncate_json":
+        return data[: char_boundary(data, len(data) // 2)]
+    if mode == "invalid_json":
+        body = data.rstrip()
+        if body.endswith((b"}", b"]")):
+            return body[:-1] + data[len(body) :]
+        return data + b"}"
+    if mode == "invalid_utf8":
+        mid = char_boundary(data, len(data) // 2)
+        return data[:mid] + b"\xff" + data[mid:]
+    return b"" if fmt == "sse" else b"{}"
+
+
+class CorruptFault(Fault):
+    name = "corrupt"
+    stage = "event"
+    Config = CorruptConfig
+
+    def __init__(self, config: CorruptConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        self.cfg = config
+
+    def on_event(self, ev: Event) -> list[Event]:
+        assert self.selector is not None
+        if not self.selector.selects(ev) or ev.frame.data is None:
+            return [ev]
+        fmt = self.ctx.format
+        data = corrupted(data_bytes(ev.frame, fmt), self.cfg.mode, fmt)
+        self.applied += 1
+        return [ev.touched(self.name, replace_data(ev.frame, fmt, data))]

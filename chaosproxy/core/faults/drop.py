@@ -1,0 +1,23 @@
+"""``drop``: selected events are not sent."""
+
+from __future__ import annotations
+
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, SelectorConfig
+
+
+class DropConfig(SelectorConfig):
+    """Selectors only."""
+
+
+class DropFault(Fault):
+    name = "drop"
+    stage = "event"
+    Config = DropConfig
+
+    def on_event(self, ev: Event) -> list[Event]:
+        assert self.selector is not None
+        if self.selector.selects(ev):
+            self.applied += 1  # every copy an earlier fault made is dropped too
+            return []
+        return [ev]

@@ -1,0 +1,148 @@
+"""``inject``: send a made-up event at a chosen place in the stream.
+
+The place is ``after`` or ``before`` an upstream event: an ordinal, or the first
+event of kind ``terminal`` / ``start``. The event is ``event`` (``data``, optional
+``event:`` name and ``id``), ``raw`` bytes sent verbatim, or ``kind: error``, the
+provider's own in-stream error event. Injected events have ordinal 0.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import Field, StrictStr, field_validator, model_validator
+
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.sse_text import (
+    OrdinalAnchor,
+    Position,
+    made_up,
+    newline_of,
+    parse_block,
+    sse_event_bytes,
+)
+from chaosproxy.core.frames import Frame
+
+Anchor = Annotated[int, Field(ge=1, strict=True)] | Literal["terminal", "start"]
+
+
+class InjectedEvent(FaultConfig):
+    """What to send: exactly one of ``data``, ``raw``, ``kind``."""
+
+    #: SSE ``event:`` name (with ``data`` only; NDJSON has no such field).
+    event: StrictStr | None = None
+    #: The payload: a string as is, a mapping or list as compact JSON.
+    data: StrictStr | dict[str, Any] | list[Any] | None = None
+    #: SSE ``id:`` field (with ``data`` only).
+    id: StrictStr | None = None
+    #: Bytes sent verbatim (UTF-8); their framing is the scenario author's business.
+    raw: StrictStr | None = None
+    #: ``error``: the provider profile's own in-stream error event.
+    kind: Literal["error"] | None = None
+
+    @field_validator("event", "id")
+    @classmethod
+    def _one_line(cls, v: str | None) -> str | None:
+        if v is not None and ("\n" in v or "\r" in v):
+            raise ValueError("must be one line (no CR or LF)")
+        return v
+
+    @field_validator("data")
+    @classmethod
+    def _json_encodable(cls, v: Any) -> Any:
+        if isinstance(v, dict | list):
+            try:
+                orjson.dumps(v)
+            except orjson.JSONEncodeError as exc:
+                raise ValueError(f"cannot be encoded as JSON: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _one_payload(self) -> InjectedEvent:
+        given = [k for k in ("data", "raw", "kind") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of data, raw, kind"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if given[0] != "data" and (self.event is not None or self.id is not None):
+            raise ValueError("event and id go with data, not with raw or kind")
+        return self
+
+
+class InjectConfig(FaultConfig):
+    after: Anchor | None = None
+    before: Anchor | None = None
+    event: InjectedEvent
+    #: How many copies to send at that place, adjacent.
+    times: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
+
+    @model_validator(mode="after")
+    def _one_place(self) -> InjectConfig:
+        if (self.after is None) == (self.before is None):
+            raise ValueError("give exactly one of after, before")
+        return self
+
+
+class InjectFault(Fault):
+    name = "inject"
+    stage = "event"
+    Config = InjectConfig
+
+    def __init__(self, config: InjectConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        self.cfg = config
+        where: Position = "after" if config.after is not None else "before"
+        self._where = where
+        self._target = config.after if config.after is not None else config.before
+        self._anchor = OrdinalAnchor(self._target if isinstance(self._target, int) else None)
+        self._newline = b"\n"
+
+    def observe(self, ev: Event) -> None:
+        self._anchor.observe(ev)
+        target = self._target
+        if self._anchor.ordinal is None and isinstance(target, str) and target in ev.kinds:
+            self._anchor.ordinal = ev.ordinal
+
+    def on_event(self, ev: Event) -> list[Event]:
+        self._newline = newline_of(ev.frame)
+        place = self._anchor.at(ev, self._where)
+        if place is None:
+            return [ev]
+        made = self._made(self._newline)
+        return [ev, *made] if place == "after" else [*made, ev]
+
+    def on_event_end(self) -> list[Event]:
+        if self._anchor.at_end():
+            return self._made(self._newline)
+        return []
+
+    def _made(self, newline: bytes) -> list[Event]:
+        self.applied += 1
+        frame = self._frame(newline)
+        return [made_up(frame, self.ctx.profile, self.name)] * self.cfg.times
+
+    def _frame(self, newline: bytes) -> Frame:
+        spec = self.cfg.event
+        fmt = self.ctx.format
+        if spec.raw is not None:
+            return parse_block(spec.raw.encode("utf-8"), fmt)
+        if spec.kind == "error":
+            return parse_block(self.ctx.profile.error_event(fmt, newline), fmt)
+        data = spec.data
+        text = data if isinstance(data, str) else orjson.dumps(data).decode("utf-8")
+        if fmt == "sse":
+            raw = sse_event_bytes(text, event=spec.event, id=spec.id, newline=newline)
+        else:
+            raw = text.encode("utf-8") + b"\n"
+        return parse_block(raw, fmt)
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        where = f"{self._where}: {self._target}"
+        if isinstance(self._target, str) and self._anchor.ordinal is None:
+            return f"{where} never reached: the stream had no {self._target} event"
+        return f"{where} never reached: the stream had {self._anchor.seen} events"

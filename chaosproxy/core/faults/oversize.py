@@ -1,0 +1,107 @@
+"""``oversize``: send an event whose data is ``bytes`` long, to test a client's limits.
+
+The payload is the JSON object ``{"oversize":"xxx…"}`` padded to exactly ``bytes``
+bytes (just ``x``s when ``bytes`` is under 16), so a client that can hold it parses it.
+SSE sends it as ``data: <payload>``; NDJSON as the line itself.
+
+``after: N`` sends it right after upstream event N (``0``: before the first event).
+With ``terminated: false`` the line never ends: no terminator is sent, and nothing
+more from upstream may follow (it would become part of that line), so every later
+frame is withheld; the count is in :attr:`OversizeFault.withheld`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, StrictBool
+
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.sse_text import OrdinalAnchor, newline_of
+from chaosproxy.core.frames import Frame
+
+MAX_BYTES = 64 * 1024 * 1024
+_WRAP = (b'{"oversize":"', b'"}')
+
+
+class OversizeConfig(FaultConfig):
+    after: Annotated[int, Field(ge=0, strict=True)]
+    bytes: Annotated[int, Field(ge=1, le=MAX_BYTES, strict=True)]
+    terminated: StrictBool = True
+
+
+def oversize_payload(size: int) -> bytes:
+    """Exactly ``size`` bytes: a JSON object when it fits, else ``x``s."""
+    overhead = len(_WRAP[0]) + len(_WRAP[1])
+    if size <= overhead:
+        return b"x" * size
+    return b"".join([_WRAP[0], b"x" * (size - overhead), _WRAP[1]])
+
+
+class OversizeFault(Fault):
+    name = "oversize"
+    stage = "event"
+    Config = OversizeConfig
+
+    def __init__(self, config: OversizeConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        self.cfg = config
+        self._anchor = OrdinalAnchor(config.after or None)
+        self._newline = b"\n"
+        #: True once the endless line went out (``terminated: false``).
+        self.open_line = False
+        #: Frames withheld after an endless line.
+        self.withheld = 0
+
+    def observe(self, ev: Event) -> None:
+        self._anchor.observe(ev)
+
+    def on_event(self, ev: Event) -> list[Event]:
+        if self.open_line:
+            self.withheld += 1
+            return []
+        self._newline = newline_of(ev.frame)
+        if self.applied:
+            return [ev]
+        if self.cfg.after == 0:
+            place = "before" if ev.ordinal > 0 else None
+        else:
+            place = self._anchor.at(ev, "after")
+        if place is None:
+            return [ev]
+        big = self._event()
+        if place == "after":
+            return [ev, big]
+        if not self.cfg.terminated:
+            self.withheld += 1
+            return [big]
+        return [big, ev]
+
+    def on_event_end(self) -> list[Event]:
+        if not self.applied and (self.cfg.after == 0 or self._anchor.at_end()):
+            return [self._event()]
+        return []
+
+    def _event(self) -> Event:
+        self.applied += 1
+        sse = self.ctx.format == "sse"
+        terminated = self.cfg.terminated
+        self.open_line = not terminated
+        newline = self._newline if sse else b"\n"
+        end = (newline * 2 if sse else newline) if terminated else b""
+        raw = b"".join([b"data: " if sse else b"", oversize_payload(self.cfg.bytes), end])
+        frame = Frame(
+            raw=raw,
+            data=str(memoryview(raw)[6 if sse else 0 : len(raw) - len(end)], "ascii"),
+            newline=newline,
+            complete=terminated,
+        )
+        # Classify the payload's shape, not its megabytes: the kinds are the same.
+        shape = Frame(raw=b"", data=oversize_payload(min(self.cfg.bytes, 16)).decode())
+        return Event(frame, 0, self.ctx.profile.classify(shape), (self.name,))
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        return f"after: {self.cfg.after} never reached: the stream had {self._anchor.seen} events"

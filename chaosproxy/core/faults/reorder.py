@@ -1,0 +1,71 @@
+"""``reorder``: from a selected event, hold ``window`` events and send them reversed or
+shuffled.
+
+The group is the selected event and the next ``window - 1`` frames that reach this
+fault, whatever they are (other events, comments, events made up by earlier faults).
+When upstream ends first, the partial group is released in the same mode.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.base import Fault, FaultContext, SelectorConfig
+
+
+class ReorderConfig(SelectorConfig):
+    #: How many frames one group holds (the selected event included).
+    window: Annotated[int, Field(ge=2, le=10_000, strict=True)] = 2
+    mode: Literal["reverse", "shuffle"] = "reverse"
+
+
+class ReorderFault(Fault):
+    name = "reorder"
+    stage = "event"
+    Config = ReorderConfig
+
+    def __init__(self, config: ReorderConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        self.cfg = config
+        self._held: list[Event] = []
+        #: Groups released, whether or not their order changed.
+        self.groups = 0
+
+    def on_event(self, ev: Event) -> list[Event]:
+        assert self.selector is not None
+        if self._held:
+            self._held.append(ev)
+            if len(self._held) >= self.cfg.window:
+                return self._release()
+            return []
+        if self.selector.selects(ev):
+            self._held.append(ev)
+            return []
+        return [ev]
+
+    def on_event_end(self) -> list[Event]:
+        return self._release() if self._held else []
+
+    def _release(self) -> list[Event]:
+        held, self._held = self._held, []
+        self.groups += 1
+        order = list(range(len(held)))
+        if self.cfg.mode == "reverse":
+            order.reverse()
+        else:
+            self.ctx.rng.shuffle(order)
+        if order == sorted(order):
+            return held
+        self.applied += 1
+        return [held[i].touched(self.name) for i in order]
+
+    def skipped(self) -> str | None:
+        if not self.applied and self.groups:
+            return (
+                f"{self.groups} group(s) held, none changed order"
+                " (a group of one at the end of the stream, or a shuffle that kept it)"
+            )
+        return super().skipped()
