@@ -185,7 +185,6 @@ class Exchange:
 
     async def run(self) -> web.StreamResponse:
         request = self.request
-        resp: web.StreamResponse | None = None
         self.log.info(
             "request",
             seed=self.choice.seed,
@@ -195,14 +194,15 @@ class Exchange:
             **({} if self.choice.active else {"inactive": True}),
         )
         try:
-            if self.scenario is not None and self.scenario.faults:
+            if self.scenario is not None:
+                # An active scenario always frames, even with no faults: one event per
+                # write is itself a useful scenario. Only "no scenario" is unframed.
                 self.run_ = Run.start(self.scenario, self.choice.seed)
                 self.faults = self.run_.faults
                 early = await self._http_stage()
                 if early is not None:
                     return early
-            resp = await self._forward()
-            return resp
+            return await self._forward()
         except asyncio.CancelledError:
             self.result.outcome = "client_gone"
             raise
@@ -275,7 +275,7 @@ class Exchange:
     async def _stream(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         request = self.request
         headers = self._response_headers(upstream)
-        fast = not self.faults
+        fast = self.run_ is None
         if fast and "Content-Length" in upstream.headers:
             headers["Content-Length"] = upstream.headers["Content-Length"]
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
@@ -302,18 +302,19 @@ class Exchange:
         for name, value in upstream.headers.items():
             if name.lower() not in _RESPONSE_DROP:
                 headers.add(name, value)
-        if self.faults:
+        if self.run_ is not None:
             encoded = upstream.headers.get("Content-Encoding", "identity").lower() != "identity"
             self.fmt = (
                 "raw"
                 if encoded
                 else format_for_content_type(upstream.headers.get("Content-Type"))
             )
-            plain: dict[str, str] = dict(headers.items())
-            for fault in self.faults:
-                fault.ctx.format = self.fmt
-                plain = fault.response_headers(upstream.status, plain)
-            headers = CIMultiDict(plain)
+            editors = [f for f in self.faults if type(f).response_headers is not Fault.response_headers]
+            if editors:  # (a plain dict loses repeated headers: only when a fault edits)
+                plain: dict[str, str] = dict(headers.items())
+                for fault in editors:
+                    plain = fault.response_headers(upstream.status, plain)
+                headers = CIMultiDict(plain)
         headers.update(self.chaos_headers())
         return headers
 
@@ -388,7 +389,7 @@ class Exchange:
             "size": len(data),
             "t_ms": round(t_ms, 3),
         }
-        if send.events or self.faults:
+        if self.run_ is not None:
             line["events"] = [e.ordinal for e in send.events]
             line["kinds"] = sorted({k for e in send.events for k in e.kinds})
             line["faults"] = list(send.faults)
