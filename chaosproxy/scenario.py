@@ -15,6 +15,7 @@ to YAML lines and short phrases here.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import types
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -317,7 +318,19 @@ def _parse(text: str | bytes, source: str, default_name: str | None) -> _Parsed:
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
             return _Parsed(None, [Problem(source, line, "not UTF-8 text")])
+    if "\t" in text and text.lstrip().startswith("{"):
+        text = _untab_json(text)
     return _Validator(text, source).run(default_name)
+
+
+def _untab_json(text: str) -> str:
+    """JSON indented with tabs is not YAML. In valid JSON a raw tab can only be
+    whitespace between tokens, so spaces can take its place (lines stay the same)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return text
+    return text.replace("\t", " ")
 
 
 class _Loader(yaml.SafeLoader):

@@ -129,6 +129,15 @@ def test_json_text_is_accepted() -> None:
     assert [name for name, _ in s.faults] == ["drop", "bom"]
 
 
+def test_json_indented_with_tabs() -> None:
+    doc = {"name": "tabs", "faults": [{"rechunk": {"size": 0}}], "description": "a\tb"}
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(json.dumps(doc, indent="\t"), "<admin>")
+    assert str(info.value) == "<admin>:6: faults[0].rechunk.size: must be >= 1"
+    doc["faults"] = []
+    assert parse_scenario(json.dumps(doc, indent="\t"), "<admin>").description == "a\tb"
+
+
 def test_small_aliases_are_allowed() -> None:
     text = "faults:\n  - drop: &third {kind: delta, nth: 3}\n  - duplicate: *third\n"
     s = parse_scenario(text, "x", "x")
