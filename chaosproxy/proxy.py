@@ -10,14 +10,13 @@ scenario takes a fast path that writes each upstream read as it is and frames no
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import math
 import socket
 import struct
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -256,7 +255,7 @@ class Exchange:
                 data=data,
                 allow_redirects=False,
             )
-        except (aiohttp.ConnectionTimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ConnectionTimeoutError):
             raise ProxyError(504, f"upstream timed out on connect: {settings.upstream}") from None
         except aiohttp.ClientConnectorError as exc:
             raise ProxyError(502, f"upstream unreachable: {_describe(exc)}") from None
@@ -305,11 +304,11 @@ class Exchange:
         if self.run_ is not None:
             encoded = upstream.headers.get("Content-Encoding", "identity").lower() != "identity"
             self.fmt = (
-                "raw"
-                if encoded
-                else format_for_content_type(upstream.headers.get("Content-Type"))
+                "raw" if encoded else format_for_content_type(upstream.headers.get("Content-Type"))
             )
-            editors = [f for f in self.faults if type(f).response_headers is not Fault.response_headers]
+            editors = [
+                f for f in self.faults if type(f).response_headers is not Fault.response_headers
+            ]
             if editors:  # (a plain dict loses repeated headers: only when a fault edits)
                 plain: dict[str, str] = dict(headers.items())
                 for fault in editors:

@@ -46,8 +46,12 @@ class Simulation:
 
     def log_lines(self) -> list[dict[str, Any]]:
         lines: list[dict[str, Any]] = [
-            {"event": "simulate", "seed": self.seed, "format": self.format,
-             "provider": self.provider}
+            {
+                "event": "simulate",
+                "seed": self.seed,
+                "format": self.format,
+                "provider": self.provider,
+            }
         ]
         offset = 0
         for t, action in self.actions:
@@ -69,8 +73,9 @@ class Simulation:
             else:
                 line |= {"action": "respond", "status": action.status, "size": len(action.body)}
             lines.append(line)
-        lines.append({"event": "end", "faults_applied": self.applied,
-                      "faults_skipped": self.skipped})
+        lines.append(
+            {"event": "end", "faults_applied": self.applied, "faults_skipped": self.skipped}
+        )
         return lines
 
 
@@ -96,7 +101,9 @@ def simulate(
 ) -> Simulation:
     """Run ``scenario`` over ``data`` as the proxy would, without sockets or clocks."""
     if seed is None:
-        seed = scenario.seed if scenario.seed is not None else random.SystemRandom().randrange(2**53)
+        seed = (
+            scenario.seed if scenario.seed is not None else random.SystemRandom().randrange(2**53)
+        )
     run = Run.start(scenario, seed)
     now = 0.0
     sim = Simulation(seed, "raw", "none")

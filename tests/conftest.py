@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,22 @@ class LogCapture:
 
     def __init__(self) -> None:
         self.lines: list[dict[str, Any]] = []
+        self._ended: dict[str, asyncio.Event] = {}
 
     def __call__(self, line: bytes) -> None:
-        self.lines.append(orjson.loads(line))
+        parsed = orjson.loads(line)
+        self.lines.append(parsed)
+        if parsed["event"] == "response_end":
+            self._event(parsed["request_id"]).set()
+
+    def _event(self, request_id: str) -> asyncio.Event:
+        return self._ended.setdefault(request_id, asyncio.Event())
+
+    async def wait_end(self, request_id: str) -> dict[str, Any]:
+        """The request's response_end line, once the proxy has written it."""
+        async with asyncio.timeout(5):
+            await self._event(request_id).wait()
+        return self.end(request_id)
 
     def for_request(self, request_id: str) -> list[dict[str, Any]]:
         return [line for line in self.lines if line.get("request_id") == request_id]
@@ -39,7 +53,7 @@ class LogCapture:
         return [line for line in self.for_request(request_id) if line["event"] == "frame"]
 
     def end(self, request_id: str) -> dict[str, Any]:
-        ends = [l for l in self.for_request(request_id) if l["event"] == "response_end"]
+        ends = [x for x in self.for_request(request_id) if x["event"] == "response_end"]
         assert len(ends) == 1, self.for_request(request_id)
         return ends[0]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 
@@ -15,10 +16,12 @@ from tests.upstream import Script, ScriptedUpstream
 
 
 async def read_all(url: str, **kw: object) -> tuple[aiohttp.ClientResponse, bytes]:
-    async with aiohttp.ClientSession(auto_decompress=False) as s:
-        async with s.post(url, json={"stream": True}, **kw) as resp:  # type: ignore[arg-type]
-            body = await resp.read()
-            return resp, body
+    async with (
+        aiohttp.ClientSession(auto_decompress=False) as s,
+        s.post(url, json={"stream": True}, **kw) as resp,  # type: ignore[arg-type]
+    ):
+        body = await resp.read()
+        return resp, body
 
 
 async def raw_http(port: int, request: bytes, *, limit: float = 5.0) -> bytes:
@@ -119,8 +122,9 @@ async def test_request_is_forwarded_with_body_and_clean_headers(
     upstream.route("/v1/echo", Script(writes=[(b"ok", 0)], headers={"Content-Type": "text/plain"}))
     proxy = await make_proxy(upstream=upstream.url)
     payload = b"x" * 300_000  # bigger than one read: the body is streamed through
-    async with aiohttp.ClientSession() as s:
-        async with s.post(
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
             proxy.url + "/v1/echo?a=1&b=two",
             data=payload,
             headers={
@@ -131,9 +135,10 @@ async def test_request_is_forwarded_with_body_and_clean_headers(
                 "X-Hop": "dropped",
                 "Accept-Encoding": "gzip",
             },
-        ) as resp:
-            assert await resp.read() == b"ok"
-            assert resp.headers["X-Chaos-Seed"] == "5"
+        ) as resp,
+    ):
+        assert await resp.read() == b"ok"
+        assert resp.headers["X-Chaos-Seed"] == "5"
     seen = upstream.seen[-1]
     assert seen.method == "POST"
     assert seen.path_qs == "/v1/echo?a=1&b=two"
@@ -148,7 +153,7 @@ async def test_request_is_forwarded_with_body_and_clean_headers(
 async def test_events_arrive_spread_out_in_time(
     upstream: ScriptedUpstream, make_proxy: ProxyFactory
 ) -> None:
-    body = b"".join(b"data: {\"n\": %d}\n\n" % i for i in range(6))
+    body = b"".join(b'data: {"n": %d}\n\n' % i for i in range(6))
     upstream.route("/v1/paced", Script.events(body, gap=0.08))
     proxy = await make_proxy(upstream=upstream.url)
     arrivals: list[float] = []
@@ -165,13 +170,19 @@ async def test_events_arrive_spread_out_in_time(
 async def test_mock_tokens_arrive_one_by_one(make_proxy: ProxyFactory) -> None:
     proxy = await make_proxy(mock_tokens=8, mock_interval=0.05)
     arrivals: list[float] = []
-    async with aiohttp.ClientSession() as s:
-        async with s.post(
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
             proxy.url + "/v1/chat/completions",
-            json={"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
-        ) as resp:
-            async for _ in resp.content.iter_any():
-                arrivals.append(time.monotonic())
+            json={
+                "model": "gpt-4o",
+                "stream": True,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        ) as resp,
+    ):
+        async for _ in resp.content.iter_any():
+            arrivals.append(time.monotonic())
     assert len(arrivals) >= 8
     assert arrivals[-1] - arrivals[0] >= 0.3
 
@@ -188,9 +199,7 @@ async def test_client_disconnect_closes_upstream(
         resp.close()  # the client goes away mid-stream
     async with asyncio.timeout(5):
         await upstream.disconnected.wait()
-        while not log_capture.for_request(request_id)[-1]["event"] == "response_end":
-            await asyncio.sleep(0.01)
-    assert log_capture.end(request_id)["outcome"] == "client_gone"
+    assert (await log_capture.wait_end(request_id))["outcome"] == "client_gone"
 
 
 async def test_upstream_refusing_connections_gives_502(
@@ -222,10 +231,8 @@ async def test_upstream_connect_timeout_gives_504(make_proxy: ProxyFactory) -> N
     for _ in range(4):
         f = socket.socket()
         f.setblocking(False)
-        try:
+        with contextlib.suppress(BlockingIOError):
             f.connect(("127.0.0.1", port))
-        except BlockingIOError:
-            pass
         fillers.append(f)
     try:
         proxy = await make_proxy(upstream=f"http://127.0.0.1:{port}", connect_timeout=0.3)
@@ -258,10 +265,7 @@ async def test_upstream_dying_mid_body_is_not_a_clean_end(
         request_id = resp.headers["X-Chaos-Request-Id"]
         with pytest.raises(aiohttp.ClientPayloadError):
             await resp.read()
-    async with asyncio.timeout(5):
-        while not any(l["event"] == "response_end" for l in log_capture.for_request(request_id)):
-            await asyncio.sleep(0.01)
-    end = log_capture.end(request_id)
+    end = await log_capture.wait_end(request_id)
     assert end["outcome"] == "upstream_error"
     assert end["bytes"] == len(b"data: 1\n\ndata: 2\n\n")
 
@@ -271,8 +275,11 @@ async def test_content_length_is_kept_in_passthrough(
 ) -> None:
     upstream.route(
         "/v1/models",
-        Script(writes=[(b'{"data": []}', 0)], headers={"Content-Type": "application/json"},
-               content_length=True),
+        Script(
+            writes=[(b'{"data": []}', 0)],
+            headers={"Content-Type": "application/json"},
+            content_length=True,
+        ),
     )
     proxy = await make_proxy(upstream=upstream.url)
     async with aiohttp.ClientSession() as s, s.get(proxy.url + "/v1/models") as resp:

@@ -47,8 +47,17 @@ class Pipeline:
         #: Upstream events seen, and events handed to the transport stage.
         self.events_in = 0
         self.events_out = 0
-        #: True once a Cut was emitted: nothing more comes out.
-        self.done = False
+        self._cut = False
+
+    @property
+    def done(self) -> bool:
+        """True once a Cut was emitted: nothing more comes out."""
+        return self._cut
+
+    def _stopped(self) -> bool:
+        # A method, not the property, so type checkers do not narrow it across calls
+        # that may emit a Cut.
+        return self._cut
 
     # ------------------------------------------------------------------ input
 
@@ -60,7 +69,7 @@ class Pipeline:
         out: list[Action] = []
         for frame in self._framer.feed(chunk):
             self._frame(frame, out)
-            if self.done:
+            if self._stopped():
                 break
         return out
 
@@ -73,12 +82,12 @@ class Pipeline:
         for frame in self._framer.eof():
             self._frame(frame, out)
         for i, fault in enumerate(self._event_faults):
-            if self.done:
+            if self._stopped():
                 break
             for ev in fault.on_event_end():
                 self._event_from(i + 1, ev, out)
         for i, fault in enumerate(self._transport_faults):
-            if self.done:
+            if self._stopped():
                 break
             self._actions_from(i + 1, fault.on_action_end(), out)
         return out
@@ -145,7 +154,7 @@ class Pipeline:
         for a in actions:
             out.append(a)
             if isinstance(a, Cut):
-                self.done = True
+                self._cut = True
                 return
 
     def _set_clock(self, now: float) -> None:

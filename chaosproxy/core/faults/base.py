@@ -116,7 +116,7 @@ class Selector:
     ``probability`` draw for an event does not depend on other faults either.
     """
 
-    __slots__ = ("_cfg", "_kinds", "_types", "_regex", "_nth", "_rng", "matched", "_selected")
+    __slots__ = ("_cfg", "_kinds", "_nth", "_regex", "_rng", "_selected", "_types", "matched")
 
     def __init__(self, cfg: SelectorConfig, rng: random.Random) -> None:
         self._cfg = cfg
