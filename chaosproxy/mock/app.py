@@ -1,0 +1,216 @@
+"""The mock's I/O shell: routes, knobs, and paced writes on the wire.
+
+The provider modules render a request into a list of writes; this module sends them one
+``await write()`` each, with ``asyncio.sleep(interval)`` between two writes, so a client
+really sees the tokens arrive one by one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
+from chaosproxy.mock.common import (
+    CREATED_BASE,
+    JsonObject,
+    Knobs,
+    MockRequestError,
+    Reply,
+    compact,
+)
+
+#: Requests the mock received, by path (without the query string).
+MOCK_REQUESTS = web.AppKey("mock_requests", Counter[str])
+#: The app's default knobs; ``X-Mock-Tokens``/``X-Mock-Interval-Ms`` override per request.
+MOCK_KNOBS = web.AppKey("mock_knobs", Knobs)
+
+TOKENS_HEADER = "X-Mock-Tokens"
+INTERVAL_HEADER = "X-Mock-Interval-Ms"
+MAX_TOKENS = 100_000
+MAX_INTERVAL_MS = 60_000.0
+
+MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5", "gemini-2.0-flash", "llama3.2")
+
+Render = Callable[[bytes, JsonObject, Knobs], Reply]
+ErrorBody = Callable[[int, str], JsonObject]
+
+
+def create_mock_app(tokens: int = 24, interval: float = 0.02) -> web.Application:
+    """The mock LLM upstream as an aiohttp application.
+
+    ``tokens`` is the number of text tokens (delta events) per answer, ``interval`` the
+    seconds between two events on the wire.
+    """
+    if tokens < 0 or not 0 <= interval <= MAX_INTERVAL_MS / 1000:
+        raise ValueError("tokens must be >= 0 and interval between 0 and 60 seconds")
+    app = web.Application(middlewares=[_count_requests])
+    app[MOCK_REQUESTS] = Counter()
+    app[MOCK_KNOBS] = Knobs(tokens=tokens, interval=interval)
+    app.router.add_get("/health", _health)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_post(
+        "/v1/chat/completions", _provider(openai_chat.respond, openai_chat.error_body)
+    )
+    app.router.add_post(
+        "/v1/responses", _provider(openai_responses.respond, openai_chat.error_body)
+    )
+    app.router.add_post("/v1/messages", _provider(anthropic.respond, anthropic.error_body))
+    app.router.add_post(r"/{version:v1beta|v1alpha|v1}/models/{target}", _gemini)
+    app.router.add_post("/api/chat", _ollama("chat"))
+    app.router.add_post("/api/generate", _ollama("generate"))
+    app.router.add_route("*", "/{tail:.*}", _not_found)
+    return app
+
+
+async def run_mock(host: str, port: int, *, tokens: int, interval: float) -> None:
+    """Serve the mock on ``host:port`` until cancelled."""
+    runner = web.AppRunner(create_mock_app(tokens=tokens, interval=interval))
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+@web.middleware
+async def _count_requests(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    request.app[MOCK_REQUESTS][request.path] += 1
+    return await handler(request)
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(body=compact(obj), status=status, content_type="application/json")
+
+
+async def _health(request: web.Request) -> web.Response:
+    return _json({"status": "ok"})
+
+
+async def _models(request: web.Request) -> web.Response:
+    return _json(
+        {
+            "object": "list",
+            "data": [
+                {"id": m, "object": "model", "created": CREATED_BASE, "owned_by": "chaosproxy"}
+                for m in MODELS
+            ],
+        }
+    )
+
+
+_POST_PATHS = frozenset(
+    {"/v1/chat/completions", "/v1/responses", "/v1/messages", "/api/chat", "/api/generate"}
+)
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    if request.path in _POST_PATHS:
+        message = f"Method {request.method} not allowed on {request.path}; use POST"
+        return _json(openai_chat.error_body(405, message), status=405)
+    message = f"Unknown path: {request.method} {request.path}"
+    return _json(openai_chat.error_body(404, message), status=404)
+
+
+def _knobs(request: web.Request) -> Knobs:
+    """The app's knobs with this request's header overrides."""
+    knobs = request.app[MOCK_KNOBS]
+    tokens, interval = knobs.tokens, knobs.interval
+    raw_tokens = request.headers.get(TOKENS_HEADER)
+    if raw_tokens is not None:
+        try:
+            tokens = int(raw_tokens)
+        except ValueError:
+            tokens = -1
+        if not 0 <= tokens <= MAX_TOKENS:
+            raise MockRequestError(f"{TOKENS_HEADER} must be an integer from 0 to {MAX_TOKENS}")
+    raw_interval = request.headers.get(INTERVAL_HEADER)
+    if raw_interval is not None:
+        try:
+            millis = float(raw_interval)
+        except ValueError:
+            millis = math.nan
+        if not 0 <= millis <= MAX_INTERVAL_MS:  # also rejects nan
+            raise MockRequestError(f"{INTERVAL_HEADER} must be a number from 0 to 60000")
+        interval = millis / 1000
+    return Knobs(tokens=tokens, interval=interval)
+
+
+async def _answer(
+    request: web.Request, render: Render, error_body: ErrorBody
+) -> web.StreamResponse:
+    """Parse the request, render it, and send the reply paced by the interval."""
+    try:
+        knobs = _knobs(request)
+        body = await request.read()
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise MockRequestError(f"The request body is not valid JSON: {exc}") from None
+        if not isinstance(payload, dict):
+            raise MockRequestError("The request body must be a JSON object")
+        reply = render(body, payload, knobs)
+    except MockRequestError as exc:
+        return _json(error_body(400, str(exc)), status=400)
+    if not reply.streamed:
+        response = web.Response(body=b"".join(reply.chunks), status=reply.status)
+        response.headers["Content-Type"] = reply.content_type
+        return response
+    return await _stream(request, reply, knobs.interval)
+
+
+async def _stream(request: web.Request, reply: Reply, interval: float) -> web.StreamResponse:
+    response = web.StreamResponse(
+        status=reply.status,
+        headers={"Content-Type": reply.content_type, "Cache-Control": "no-cache"},
+    )
+    try:
+        await response.prepare(request)
+        for index, chunk in enumerate(reply.chunks):
+            if index and interval > 0:
+                await asyncio.sleep(interval)
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                break  # the client went away: stop quietly
+            await response.write(chunk)
+    except ConnectionError:
+        pass  # the client went away mid-write: nothing to report
+    return response
+
+
+def _provider(
+    render: Render, error_body: ErrorBody
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await _answer(request, render, error_body)
+
+    return handler
+
+
+async def _gemini(request: web.Request) -> web.StreamResponse:
+    model, _, action = request.match_info["target"].rpartition(":")
+    if not model or action not in {"generateContent", "streamGenerateContent"}:
+        message = f"Unknown path: {request.method} {request.path}"
+        return _json(gemini.error_body(404, message), status=404)
+    alt = request.query.get("alt")
+
+    def render(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
+        return gemini.respond(body, payload, knobs, model=model, action=action, alt=alt)
+
+    return await _answer(request, render, gemini.error_body)
+
+
+def _ollama(endpoint: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def render(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
+        return ollama.respond(body, payload, knobs, endpoint=endpoint)
+
+    return _provider(render, ollama.error_body)

@@ -1,0 +1,314 @@
+"""What every provider of the mock shares: the request's plan, ids, tools, encoders.
+
+Nothing here reads the clock or a global random generator: every value is a function of
+the request body's sha256 digest and the knobs, so the same request gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from chaosproxy.mock.corpus import count_tokens, take_tokens, tokenize
+
+JsonObject = dict[str, Any]
+
+#: The earliest ``created`` timestamp the mock reports (2024-01-01T00:00:00Z).
+CREATED_BASE = 1_704_067_200
+#: ``created`` falls within this many seconds after CREATED_BASE.
+CREATED_SPAN = 31_536_000
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+_PLACES = ("San Francisco, CA", "Kyōto, Japan", "München, Germany", "São Paulo, Brazil")
+_PHRASES = ("crème brûlée recipe", "東京の天気", "weekend plans ☀️", "café near me")
+_PLACE_HINTS = ("location", "city", "place", "address", "region", "country", "where")
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """How long a mock answer is and how fast it streams."""
+
+    #: Text tokens per answer (per choice); each is one delta event.
+    tokens: int
+    #: Seconds between two events on the wire.
+    interval: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A function the request offers the model."""
+
+    name: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The call the mock makes, with its arguments as an object."""
+
+    name: str
+    arguments: JsonObject
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything a provider needs to render one deterministic answer."""
+
+    digest: bytes
+    model: str
+    created: int
+    prompt_tokens: int
+    #: Text tokens of each choice, already cut to the request's limit.
+    choices: tuple[tuple[str, ...], ...]
+    #: True when the request's max-tokens limit cut the answer short.
+    truncated: bool
+    #: The request's max-tokens limit, if any.
+    limit: int | None
+    tool: ToolCall | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text of the first choice."""
+        return "".join(self.choices[0])
+
+    def completion_tokens(self, fragments: Sequence[str] = ()) -> int:
+        """Tokens generated: every choice's text tokens plus tool argument fragments."""
+        return sum(len(c) for c in self.choices) + len(fragments)
+
+    def ident(self, label: str, length: int, alphabet: str = _BASE62) -> str:
+        """A stable id of ``length`` characters, distinct per ``label``."""
+        return derive_id(self.digest, label, length, alphabet)
+
+    def number(self, label: str, modulo: int) -> int:
+        """A stable number in ``range(modulo)``, distinct per ``label``."""
+        raw = hashlib.sha256(self.digest + label.encode()).digest()
+        return int.from_bytes(raw[:8], "big") % modulo
+
+    def fragments(self, arguments_json: str) -> tuple[list[str], bool]:
+        """Tool-argument fragments of ``arguments_json``, cut to the limit.
+
+        Returns the fragments and whether the limit cut them.
+        """
+        return limit_tokens(tokenize(arguments_json), self.limit)
+
+
+def derive_id(digest: bytes, label: str, length: int, alphabet: str = _BASE62) -> str:
+    """``length`` characters of ``alphabet`` derived from ``digest`` and ``label``."""
+    raw = hashlib.sha256(digest + b"\x00" + label.encode()).digest()
+    number = int.from_bytes(raw + hashlib.sha256(raw).digest(), "big")
+    out = []
+    for _ in range(length):
+        number, rem = divmod(number, len(alphabet))
+        out.append(alphabet[rem])
+    return "".join(out)
+
+
+def hex_id(plan: Plan, label: str, length: int) -> str:
+    """A lowercase hexadecimal id, as OpenAI's Responses API uses."""
+    return plan.ident(label, length, "0123456789abcdef")
+
+
+def base64url_id(plan: Plan, label: str, length: int) -> str:
+    """A URL-safe base64 id, as Gemini's ``responseId`` looks."""
+    raw = hashlib.sha256(plan.digest + label.encode()).digest()
+    return base64.urlsafe_b64encode(raw).decode()[:length]
+
+
+def limit_tokens(tokens: list[str], limit: int | None) -> tuple[list[str], bool]:
+    """``tokens`` cut to ``limit``, and whether it cut anything."""
+    if limit is not None and len(tokens) > limit:
+        return tokens[:limit], True
+    return tokens, False
+
+
+def make_plan(
+    body: bytes,
+    knobs: Knobs,
+    *,
+    model: str,
+    prompt_texts: Iterable[str],
+    limit: int | None = None,
+    n: int = 1,
+    tools: Sequence[ToolSpec] = (),
+    forced_tool: str | None = None,
+) -> Plan:
+    """The plan for one request.
+
+    The answer text starts at the corpus answer chosen by the body's digest; choice ``i``
+    starts ``i`` answers later. ``tools`` (already filtered to "the model may call one")
+    turn the answer into a call of ``forced_tool`` or else the first tool.
+    """
+    digest = hashlib.sha256(body).digest()
+    start = int.from_bytes(digest[:8], "big")
+    created = CREATED_BASE + int.from_bytes(digest[8:12], "big") % CREATED_SPAN
+    tool_call: ToolCall | None = None
+    if tools:
+        spec = next((t for t in tools if t.name == forced_tool), tools[0])
+        tool_call = ToolCall(spec.name, example_arguments(spec.parameters, digest))
+    truncated = False
+    choices: list[tuple[str, ...]] = []
+    if tool_call is None:
+        for i in range(max(1, n)):
+            tokens, cut = limit_tokens(take_tokens(start + i, knobs.tokens), limit)
+            truncated = truncated or cut
+            choices.append(tuple(tokens))
+    else:
+        choices = [() for _ in range(max(1, n))]
+    return Plan(
+        digest=digest,
+        model=model,
+        created=created,
+        prompt_tokens=count_tokens(list(prompt_texts)) + 3,
+        choices=tuple(choices),
+        truncated=truncated,
+        limit=limit,
+        tool=tool_call,
+    )
+
+
+def example_arguments(schema: Mapping[str, Any], digest: bytes) -> JsonObject:
+    """Plausible arguments for a JSON-schema ``object``, chosen by ``digest``."""
+    value = _example_value(schema, "", digest, 0)
+    return value if isinstance(value, dict) else {}
+
+
+def _example_value(schema: Any, name: str, digest: bytes, depth: int) -> Any:
+    if not isinstance(schema, Mapping):
+        return "value"
+    pick = digest[(depth * 7 + len(name)) % len(digest)]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[pick % len(enum)]
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    kind = str(kind).lower()  # Gemini spells types in capitals
+    if kind == "object":
+        props = schema.get("properties")
+        if not isinstance(props, Mapping) or depth > 4:
+            return {}
+        return {
+            str(key): _example_value(sub, str(key), digest, depth + 1 + i)
+            for i, (key, sub) in enumerate(props.items())
+        }
+    if kind == "array":
+        return [_example_value(schema.get("items", {}), name, digest, depth + 1)]
+    if kind == "integer":
+        return 1 + pick % 9
+    if kind == "number":
+        return round(12.5 + pick % 20, 1)
+    if kind == "boolean":
+        return pick % 2 == 0
+    if kind == "null":
+        return None
+    words = _PLACES if any(h in name.lower() for h in _PLACE_HINTS) else _PHRASES
+    return words[pick % len(words)]
+
+
+def tools_from(raw: Any) -> list[ToolSpec]:
+    """Function tools from any provider's ``tools`` list.
+
+    Understands OpenAI Chat/Ollama (``{"type":"function","function":{...}}``), OpenAI
+    Responses (``{"type":"function","name":...}``), Anthropic (``input_schema``) and
+    Gemini (``{"functionDeclarations":[...]}``). Other tools (web search...) are ignored.
+    """
+    specs: list[ToolSpec] = []
+    if not isinstance(raw, list):
+        return specs
+    for tool in raw:
+        if not isinstance(tool, Mapping):
+            continue
+        if isinstance(tool.get("function"), Mapping):
+            tool = tool["function"]
+        decls = tool.get("functionDeclarations", tool.get("function_declarations"))
+        candidates = decls if isinstance(decls, list) else [tool]
+        for decl in candidates:
+            if not isinstance(decl, Mapping) or not isinstance(decl.get("name"), str):
+                continue
+            params = decl.get(
+                "parameters", decl.get("input_schema", decl.get("parametersJsonSchema"))
+            )
+            specs.append(ToolSpec(decl["name"], params if isinstance(params, Mapping) else {}))
+    return specs
+
+
+def strings_in(value: Any, skip: frozenset[str] = frozenset()) -> list[str]:
+    """Every string inside a JSON value, depth first, skipping keys in ``skip``."""
+    out: list[str] = []
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, Mapping):
+        for key, sub in value.items():
+            if key not in skip:
+                out.extend(strings_in(sub, skip))
+    elif isinstance(value, list):
+        for sub in value:
+            out.extend(strings_in(sub, skip))
+    return out
+
+
+def int_field(payload: Mapping[str, Any], *names: str) -> int | None:
+    """The first of ``names`` in ``payload`` that holds a non-negative integer."""
+    for name in names:
+        value = payload.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def compact(obj: Any) -> bytes:
+    """Compact JSON with raw UTF-8, as OpenAI, Anthropic and Ollama send it."""
+    return orjson.dumps(obj)
+
+
+def google_json(obj: Any) -> bytes:
+    """JSON in Google's style: a space after colons, none after commas."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ": ")).encode()
+
+
+def sse(data: bytes, event: str | None = None, newline: bytes = b"\n") -> bytes:
+    """One SSE event: optional ``event:`` line, one ``data:`` line, blank line."""
+    head = b"event: " + event.encode() + newline if event is not None else b""
+    return head + b"data: " + data + newline + newline
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A rendered answer: its status, Content-Type and the writes that make its body.
+
+    A streamed answer has one item in ``chunks`` per event; the shell writes each on its
+    own, pacing them by the interval. A plain JSON answer has a single chunk.
+    """
+
+    content_type: str
+    chunks: list[bytes]
+    status: int = 200
+    streamed: bool = True
+
+
+class MockRequestError(Exception):
+    """The request cannot be answered (400): bad JSON or a missing required field."""
+
+
+def json_reply(obj: Any, status: int = 200, dumps: Any = compact) -> Reply:
+    """A non-streamed JSON answer."""
+    return Reply("application/json", [dumps(obj)], status=status, streamed=False)
+
+
+def forced_name(choice: Any) -> str | None:
+    """The function a ``tool_choice`` forces, in any provider's spelling, if any."""
+    if isinstance(choice, Mapping):
+        if isinstance(choice.get("name"), str):
+            return str(choice["name"])
+        function = choice.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            return str(function["name"])
+    return None
