@@ -127,9 +127,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     try:
         choice = settings.scenarios.choose(request.method, request.path_qs, request.headers)
     except UnknownScenario as exc:
-        return error_response(
-            400, f"unknown scenario {exc.name!r}", {"X-Chaos-Request-Id": request_id}
-        )
+        return error_response(400, str(exc), {"X-Chaos-Request-Id": request_id})
     except ValueError as exc:
         return error_response(400, str(exc), {"X-Chaos-Request-Id": request_id})
     exchange = Exchange(request, settings, request_id, choice)

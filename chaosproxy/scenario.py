@@ -43,6 +43,8 @@ MAX_SEED = 2**63 - 1
 #: Scenario names: usable as-is in a URL path segment and an HTTP header value.
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 FORMATS = ("auto", "sse", "ndjson", "raw")
+#: The scenario name that selects no scenario (``X-Chaos-Scenario: none``).
+PASSTHROUGH = "none"
 
 _NAME_RE = re.compile(NAME_PATTERN)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -177,6 +179,8 @@ class _TopLevel(BaseModel):
     def _valid_name(cls, v: str | None) -> str | None:
         if v is not None and not _NAME_RE.fullmatch(v):
             raise ValueError(_NAME_RULE)
+        if v == PASSTHROUGH:
+            raise ValueError(f"{PASSTHROUGH!r} is reserved: it selects no scenario")
         return v
 
     @field_validator("provider")
@@ -498,6 +502,12 @@ class _Validator:
         if top is not None and name is None:
             if default_name is None:
                 self.problem(_line(root), ("name",), "required")
+            elif default_name == PASSTHROUGH:
+                self.problem(
+                    _line(root),
+                    ("name",),
+                    f"{PASSTHROUGH!r} (from the file name) is reserved; set name:",
+                )
             elif not _NAME_RE.fullmatch(default_name):
                 self.problem(
                     _line(root),

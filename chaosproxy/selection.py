@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from urllib.parse import unquote
 
-from chaosproxy.scenario import MAX_SEED, Scenario, header_values
+from chaosproxy.scenario import MAX_SEED, PASSTHROUGH, Scenario, header_values
 
 SCENARIO_HEADER = "X-Chaos-Scenario"
 SEED_HEADER = "X-Chaos-Seed"
@@ -135,10 +135,11 @@ class ScenarioSet:
         named = _first(headers, SCENARIO_HEADER)
         prefixed, path_qs = _strip_prefix(path_qs)
         with self._lock:
-            if named:
-                scenario: Scenario | None = self._get(named)
-            elif prefixed is not None:
-                scenario = self._get(prefixed)
+            chosen = named or prefixed
+            if chosen == PASSTHROUGH:
+                scenario: Scenario | None = None  # explicitly none, whatever the default
+            elif chosen is not None:
+                scenario = self._get(chosen)
             else:
                 scenario = self._matching(method, path_qs, headers)
             self._requests += 1

@@ -8,7 +8,7 @@ import random
 import pytest
 from multidict import CIMultiDict
 
-from chaosproxy.scenario import Scenario, parse_scenario
+from chaosproxy.scenario import Scenario, ScenarioError, parse_scenario
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario, derive_seed
 
 CHAT = "/v1/chat/completions"
@@ -276,3 +276,18 @@ def test_scenarios_view_is_read_only(library: dict[str, Scenario]) -> None:
         chosen.scenarios["x"] = library["plain"]  # type: ignore[index]
     library.clear()  # the set keeps its own copy
     assert len(chosen.scenarios) == 7
+
+
+def test_none_selects_passthrough_over_a_default() -> None:
+    scenarios = {"dup": parse_scenario("faults: []", "<dup>", default_name="dup")}
+    chooser = ScenarioSet(scenarios, default="dup")
+    assert chooser.choose("GET", "/v1/x", {"X-Chaos-Scenario": "none"}).scenario is None
+    via_prefix = chooser.choose("GET", "/_chaos/none/v1/x", {})
+    assert via_prefix.scenario is None
+    assert via_prefix.path == "/v1/x"
+    assert chooser.choose("GET", "/v1/x", {}).scenario is scenarios["dup"]
+
+
+def test_none_is_a_reserved_scenario_name() -> None:
+    with pytest.raises(ScenarioError, match="'none' is reserved"):
+        parse_scenario("name: none\nfaults: []", "<x>")
