@@ -35,6 +35,7 @@ TOKENS_HEADER = "X-Mock-Tokens"
 INTERVAL_HEADER = "X-Mock-Interval-Ms"
 MAX_TOKENS = 100_000
 MAX_INTERVAL_MS = 60_000.0
+MAX_BODY = 64 * 1024 * 1024
 
 MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5", "gemini-2.0-flash", "llama3.2")
 
@@ -50,7 +51,8 @@ def create_mock_app(tokens: int = 24, interval: float = 0.02) -> web.Application
     """
     if tokens < 0 or not 0 <= interval <= MAX_INTERVAL_MS / 1000:
         raise ValueError("tokens must be >= 0 and interval between 0 and 60 seconds")
-    app = web.Application(middlewares=[_count_requests])
+    # Real prompts (long histories, images) can exceed aiohttp's 1 MiB default.
+    app = web.Application(middlewares=[_count_requests], client_max_size=MAX_BODY)
     app[MOCK_REQUESTS] = Counter()
     app[MOCK_KNOBS] = Knobs(tokens=tokens, interval=interval)
     app.router.add_get("/health", _health)

@@ -10,7 +10,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -72,7 +72,6 @@ class Plan:
     #: The request's max-tokens limit, if any.
     limit: int | None
     tool: ToolCall | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
