@@ -69,13 +69,14 @@ def frame_bounds(frames: Sequence[Frame]) -> list[int]:
 
 def fixture_bounds_window(bounds: Sequence[int], k: int) -> tuple[int, int]:
     """Frame indexes [lo, hi) around body offset ``k``: the frame holding byte ``k``
-    (the last frame when ``k`` is the body's end) and one frame either side."""
+    (the last frame when ``k`` is the body's end) and the frame before it, so a cut on
+    a frame boundary has a frame on either side."""
     frames = len(bounds) - 1
     holding = min(bisect.bisect_right(bounds, k) - 1, frames - 1)
-    return max(0, holding - 1), min(frames, holding + 2)
+    return max(0, holding - 1), holding + 1
 
 
-def three_way_cuts(length: int, near: int = 3, grid_points: int = 40) -> list[tuple[int, int]]:
+def three_way_cuts(length: int, near: int = 3, grid_points: int = 30) -> list[tuple[int, int]]:
     """A dense, deterministic sample of cut pairs (i, j), 0 < i < j < length: every pair
     at most ``near`` bytes apart (a CRLF, a blank line or a UTF-8 character cut twice)
     and every pair of points on an evenly spaced grid (cuts far apart)."""

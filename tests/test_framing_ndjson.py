@@ -71,7 +71,7 @@ def test_fixture_byte_by_byte(path: Path) -> None:
 # --- hypothesis ----------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.data())
 def test_random_bodies_any_split(data: st.DataObject) -> None:
     body = data.draw(ndjson_bodies(), label="body")
