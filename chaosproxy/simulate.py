@@ -15,6 +15,7 @@ from typing import Any
 from chaosproxy.core.actions import Action, Cut, Send, Sleep
 from chaosproxy.core.faults.base import Respond
 from chaosproxy.core.frames import Format
+from chaosproxy.core.providers import PROVIDER_NAMES
 from chaosproxy.engine import Run
 from chaosproxy.scenario import Scenario
 
@@ -28,6 +29,9 @@ class Simulation:
     actions: list[tuple[float, Action | Respond]] = field(default_factory=list)
     applied: dict[str, int] = field(default_factory=dict)
     skipped: list[dict[str, object]] = field(default_factory=list)
+    #: How many of the first ``actions`` came from the HTTP stage (before the response
+    #: headers: a held header, a canned status, a cut before any byte).
+    http_actions: int = 0
 
     @property
     def body(self) -> bytes:
@@ -54,8 +58,10 @@ class Simulation:
             }
         ]
         offset = 0
-        for t, action in self.actions:
+        for i, (t, action) in enumerate(self.actions):
             line: dict[str, Any] = {"t_ms": round(t * 1000.0, 3)}
+            if i < self.http_actions:
+                line["stage"] = "http"
             if isinstance(action, Send):
                 line |= {
                     "action": "send",
@@ -99,7 +105,15 @@ def simulate(
     path: str = "/",
     chunk: int = 0,
 ) -> Simulation:
-    """Run ``scenario`` over ``data`` as the proxy would, without sockets or clocks."""
+    """Run ``scenario`` over ``data`` as the proxy would, without sockets or clocks.
+
+    ``fmt`` stands in for the response's Content-Type (default: sniffed from ``data``),
+    ``path`` for the request path (it picks the provider when ``provider`` is not
+    given), and ``chunk`` for the size of upstream reads (default: one read). Raises
+    ValueError for an unknown ``provider``.
+    """
+    if provider is not None and provider not in (*PROVIDER_NAMES, "auto"):
+        raise ValueError(f"unknown provider {provider!r}; one of auto, {', '.join(PROVIDER_NAMES)}")
     if seed is None:
         seed = (
             scenario.seed if scenario.seed is not None else random.SystemRandom().randrange(2**53)
@@ -123,6 +137,7 @@ def simulate(
     for fault in run.faults:
         for early in fault.before_upstream():
             sim.actions.append((now, early))
+            sim.http_actions += 1
             if isinstance(early, Sleep):
                 now += early.seconds
             elif isinstance(early, Respond | Cut):
