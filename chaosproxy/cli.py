@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -79,12 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", type=parse_hostport, default=_env("listen", "127.0.0.1:8080"))
     serve.add_argument("--upstream", type=parse_upstream, default=_env("upstream", "mock"))
     serve.add_argument(
-        "--scenarios", action="append", metavar="PATH", default=None,
+        "--scenarios",
+        action="append",
+        metavar="PATH",
+        default=None,
         help="a scenario file or a directory of *.yaml (repeatable; default ./scenarios)",
     )
     serve.add_argument("--scenario", metavar="NAME", default=_env("scenario"))
-    serve.add_argument("--admin", type=parse_admin, default=_env("admin", "127.0.0.1:8474"))
+    serve.add_argument(
+        "--admin",
+        type=parse_admin,
+        metavar="HOST:PORT|off",
+        default=_env("admin", "127.0.0.1:8474"),
+        help="the admin API's address, or off (default 127.0.0.1:8474)",
+    )
+    serve.add_argument(
+        "--admin-token",
+        metavar="TOKEN",
+        default=_env("admin_token"),
+        help="bearer token the admin API requires (better: CHAOSPROXY_ADMIN_TOKEN)",
+    )
     serve.add_argument("--log", metavar="PATH|-", default=_env("log", "-"))
+    serve.add_argument(
+        "--log-format",
+        choices=("auto", "json", "pretty"),
+        default=_env("log_format", "auto"),
+        help="auto: pretty on a terminal, JSON lines otherwise",
+    )
     serve.add_argument("--log-content", action="store_true", default=_env_bool("log_content"))
     serve.add_argument("--trace-dir", metavar="DIR", default=_env("trace_dir"))
     serve.add_argument("--seed", type=parse_seed, default=_env("seed"))
@@ -98,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--tokens", type=int, default=24)
     mock.add_argument("--interval-ms", type=float, default=20.0)
 
+    replay = sub.add_parser(
+        "replay", help="serve a recorded trace (--trace-dir with --log-content) again"
+    )
+    replay.add_argument("trace", metavar="TRACE")
+    replay.add_argument("--listen", type=parse_hostport, default="127.0.0.1:8080")
+
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("paths", nargs="+", metavar="PATH")
 
@@ -109,7 +137,10 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--format", choices=("sse", "ndjson", "raw"), default=None)
     simulate.add_argument("--provider", default=None)
     simulate.add_argument(
-        "--chunk", type=int, default=0, metavar="N",
+        "--chunk",
+        type=int,
+        default=0,
+        metavar="N",
         help="feed stdin in reads of N bytes (default: one read)",
     )
     return parser
@@ -122,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "mock": cmd_mock,
         "validate": cmd_validate,
         "simulate": cmd_simulate,
+        "replay": cmd_replay,
     }[args.command]
     try:
         return command(args)
@@ -150,7 +182,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return fail(f"{len(exc.problems)} problem(s) in the scenarios; nothing started")
     try:
-        log = FrameLog.open(args.log, content=args.log_content)
+        log = FrameLog.open(args.log, content=args.log_content, fmt=args.log_format)
     except OSError as exc:
         return fail(f"cannot open log {args.log}: {exc.strerror or exc}")
     host, port = args.listen
@@ -164,19 +196,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
         seed=args.seed,
         mock_tokens=args.mock_tokens,
         mock_interval=args.mock_interval_ms / 1000.0,
+        admin=args.admin,
+        admin_token=args.admin_token or None,
+        trace_dir=args.trace_dir or None,
     )
 
     async def serve() -> int:
         try:
             proxy = await start_proxy(options)
         except StartupError as exc:
+            log.close()
             return fail(str(exc))
         names = ", ".join(scenarios) or "none"
-        upstream = "mock (built in, " + proxy.upstream + ")" if args.upstream == "mock" else proxy.upstream
+        upstream = (
+            f"mock (built in, {proxy.upstream})" if args.upstream == "mock" else proxy.upstream
+        )
+        admin = "off"
+        if proxy.admin_url is not None:
+            admin = proxy.admin_url + (" (bearer token)" if options.admin_token else "")
+        extras = f"; traces: {args.trace_dir}" if args.trace_dir else ""
         print(
             f"chaosproxy {__version__} listening on {proxy.url} → {upstream}; "
             f"scenarios: {names}; default: {args.scenario or 'passthrough'}; "
-            f"seed: {args.seed if args.seed is not None else 'random'}",
+            f"seed: {args.seed if args.seed is not None else 'random'}; "
+            f"admin: {admin}{extras}",
             file=sys.stderr,
             flush=True,
         )
@@ -194,10 +237,8 @@ async def _until_signalled() -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # non-POSIX
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - non-POSIX
-            pass
     await stop.wait()
 
 
@@ -226,6 +267,38 @@ def cmd_mock(args: argparse.Namespace) -> int:
         except StartupError as exc:
             return fail(str(exc))
         print(f"chaosproxy mock listening on {url}", file=sys.stderr, flush=True)
+        try:
+            await _until_signalled()
+        finally:
+            await runner.cleanup()
+        return 0
+
+    return _run(serve)
+
+
+# ---------------------------------------------------------------------------- replay
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from chaosproxy.replay import TraceError, describe, load_trace, start_replay
+    from chaosproxy.server import StartupError
+
+    try:
+        trace = load_trace(args.trace)
+    except TraceError as exc:
+        return fail(str(exc))
+    host, port = args.listen
+
+    async def serve() -> int:
+        try:
+            runner, url = await start_replay(trace, host, port)
+        except StartupError as exc:
+            return fail(str(exc))
+        print(
+            f"chaosproxy replay listening on {url}; {args.trace}: {describe(trace)}",
+            file=sys.stderr,
+            flush=True,
+        )
         try:
             await _until_signalled()
         finally:

@@ -1,0 +1,359 @@
+"""The admin API (DESIGN.md section 8): a small JSON API on its own port.
+
+``GET /health``, ``GET /scenarios``, ``POST /scenarios``, ``DELETE /scenarios/{name}``,
+``PUT /default``, ``GET /requests?limit=N``, ``GET /requests/{id}``, ``POST /reset``,
+``GET /metrics``. With a token, every endpoint wants ``Authorization: Bearer TOKEN``.
+
+Its state is the proxy's own: the :class:`~chaosproxy.selection.ScenarioSet` the proxy
+chooses from (so a change applies to the next request, never to one in flight), and a
+:class:`RequestStore` and :class:`~chaosproxy.metrics.Metrics` that observe the frame
+log. Memory is bounded: the store keeps the most recent ``history`` requests, at most
+``max_frames`` frame and action lines each, and at most ``max_content`` characters of
+payload (``--log-content``) per request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from chaosproxy import __version__
+from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
+from chaosproxy.scenario import ScenarioError, parse_scenario
+from chaosproxy.selection import ScenarioSet, UnknownScenario
+
+#: Recent requests kept by default (in flight and finished).
+DEFAULT_HISTORY = 256
+#: Frame (and action) lines kept per request by default; the rest are counted.
+DEFAULT_MAX_FRAMES = 1000
+#: Payload characters (``data`` + ``raw``) kept per request by default.
+DEFAULT_MAX_CONTENT = 256 * 1024
+#: ``GET /requests`` without ``limit``.
+DEFAULT_LIMIT = 50
+
+#: Where scenario problems from a request body say they are.
+BODY_SOURCE = "body"
+
+_FRAME_SKIP = frozenset({"event", "request_id", "scenario"})
+_CONTENT = frozenset({"data", "raw"})
+
+
+# --------------------------------------------------------------------------- the store
+
+
+@dataclass
+class RequestRecord:
+    """What the admin API knows of one request: its frame-log lines, as logged."""
+
+    #: The ``request`` line merged with the ``response_end`` line (when it came).
+    summary: dict[str, Any]
+    frames: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    #: Frame/action lines not kept (beyond ``max_frames``).
+    omitted: int = 0
+    #: Payload characters kept so far.
+    content: int = 0
+    #: Frames and bytes sent so far (the summary of a request in flight shows them).
+    sent_frames: int = 0
+    sent_bytes: int = 0
+    done: bool = False
+
+    def view(self) -> dict[str, Any]:
+        """The summary, as ``GET /requests`` shows it."""
+        view = {k: v for k, v in self.summary.items() if k != "event"}
+        if self.done:
+            view["state"] = "done"
+        else:
+            view.update(state="in_flight", bytes=self.sent_bytes, frames=self.sent_frames)
+        return view
+
+    def detail(self) -> dict[str, Any]:
+        """Summary, frames and actions, as ``GET /requests/{id}`` shows them."""
+        return {
+            "summary": self.view(),
+            "frames": [_strip(f) for f in self.frames],
+            "actions": [_strip(a) for a in self.actions],
+            "omitted_lines": self.omitted,
+        }
+
+
+def _strip(line: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in line.items() if k not in _FRAME_SKIP}
+
+
+class RequestStore:
+    """Recent requests, rebuilt from frame-log lines; call it with every line."""
+
+    def __init__(
+        self,
+        *,
+        history: int = DEFAULT_HISTORY,
+        max_frames: int = DEFAULT_MAX_FRAMES,
+        max_content: int = DEFAULT_MAX_CONTENT,
+    ) -> None:
+        if history < 1 or max_frames < 0 or max_content < 0:
+            raise ValueError("history must be >= 1, max_frames and max_content >= 0")
+        self.history = history
+        self.max_frames = max_frames
+        self.max_content = max_content
+        #: request_id -> record, oldest request first.
+        self._records: OrderedDict[str, RequestRecord] = OrderedDict()
+
+    def __call__(self, line: dict[str, Any]) -> None:
+        # Lines are kept as they are (the log never changes a line after its observers
+        # saw it); copies are made only when the API shows them.
+        event = line.get("event")
+        request_id = line.get("request_id")
+        if not isinstance(request_id, str):
+            return
+        if event == "request":
+            self._records[request_id] = RequestRecord(line)
+            while len(self._records) > self.history:
+                self._records.popitem(last=False)
+            return
+        record = self._records.get(request_id)
+        if record is None:  # forgotten (reset, or pushed out of the history)
+            return
+        if event == "frame":
+            record.sent_frames += 1
+            record.sent_bytes += line.get("size", 0)
+            self._keep(record, record.frames, line)
+        elif event == "response_end":
+            record.summary = {**record.summary, **line}
+            record.done = True
+        else:
+            self._keep(record, record.actions, line)
+
+    def _keep(
+        self, record: RequestRecord, into: list[dict[str, Any]], line: dict[str, Any]
+    ) -> None:
+        if len(record.frames) + len(record.actions) >= self.max_frames:
+            record.omitted += 1
+            return
+        raw = line.get("raw")
+        if raw is not None:
+            size = len(raw) + len(line.get("data", ""))
+            if record.content + size > self.max_content:
+                line = {k: v for k, v in line.items() if k not in _CONTENT}
+                line["content_omitted"] = True
+            else:
+                record.content += size
+        into.append(line)
+
+    def recent(self, limit: int) -> list[dict[str, Any]]:
+        """Summaries of the ``limit`` most recent requests, newest first."""
+        out: list[dict[str, Any]] = []
+        for record in reversed(self._records.values()):
+            if len(out) >= limit:
+                break
+            out.append(record.view())
+        return out
+
+    def get(self, request_id: str) -> RequestRecord | None:
+        return self._records.get(request_id)
+
+    def in_flight(self) -> int:
+        return sum(1 for r in self._records.values() if not r.done)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def reset(self) -> None:
+        """Forget every request, including those in flight (their later lines are
+        ignored)."""
+        self._records.clear()
+
+
+# --------------------------------------------------------------------------- the app
+
+
+@dataclass
+class AdminState:
+    scenarios: ScenarioSet
+    requests: RequestStore
+    metrics: Metrics
+    token: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+
+ADMIN = web.AppKey("admin", AdminState)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+def _error(status: int, kind: str, message: str, **extra: Any) -> web.Response:
+    return _json({"error": {"type": kind, "message": message}, **extra}, status)
+
+
+def _authorized(header: str | None, token: str) -> bool:
+    if not header:
+        return False
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(
+        credentials.strip().encode("utf-8", "surrogateescape"),
+        token.encode("utf-8", "surrogateescape"),
+    )
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Bearer auth (constant-time), and JSON for every error aiohttp would answer."""
+    token = request.app[ADMIN].token
+    if token is not None and not _authorized(request.headers.get("Authorization"), token):
+        response = _error(401, "unauthorized", "this admin API wants Authorization: Bearer <token>")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="chaosproxy"'
+        return response
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _error(exc.status, "http_error", exc.reason)
+
+
+def create_admin_app(state: AdminState) -> web.Application:
+    app = web.Application(middlewares=[_guard])
+    app[ADMIN] = state
+    r = app.router
+    r.add_get("/health", _health)
+    r.add_get("/scenarios", _list_scenarios)
+    r.add_post("/scenarios", _add_scenario)
+    r.add_delete("/scenarios/{name}", _delete_scenario)
+    r.add_put("/default", _put_default)
+    r.add_get("/requests", _list_requests)
+    r.add_get("/requests/{id}", _get_request)
+    r.add_post("/reset", _reset)
+    r.add_get("/metrics", _metrics)
+    return app
+
+
+async def _health(request: web.Request) -> web.Response:
+    state = request.app[ADMIN]
+    return _json(
+        {
+            "status": "ok",
+            "version": __version__,
+            "uptime_s": round(time.monotonic() - state.started, 3),
+            "scenarios": len(state.scenarios.scenarios),
+            "default": state.scenarios.default,
+            "in_flight": state.requests.in_flight(),
+        }
+    )
+
+
+async def _list_scenarios(request: web.Request) -> web.Response:
+    scenarios = request.app[ADMIN].scenarios
+    return _json(
+        {
+            "default": scenarios.default,
+            "scenarios": [s.as_dict() for s in scenarios.scenarios.values()],
+        }
+    )
+
+
+async def _add_scenario(request: web.Request) -> web.Response:
+    scenarios = request.app[ADMIN].scenarios
+    body = await request.read()
+    default_name = request.query.get("name") or None
+    try:
+        scenario = parse_scenario(body, BODY_SOURCE, default_name=default_name)
+    except ScenarioError as exc:
+        problems = [str(p) for p in exc.problems]
+        return _error(
+            400,
+            "invalid_scenario",
+            f"{len(problems)} problem(s) in the scenario; nothing changed",
+            problems=problems,
+        )
+    replaced = scenario.name in scenarios.scenarios
+    scenarios.add(scenario)
+    return _json(scenario.as_dict(), 200 if replaced else 201)
+
+
+async def _delete_scenario(request: web.Request) -> web.Response:
+    scenarios = request.app[ADMIN].scenarios
+    name = request.match_info["name"]
+    try:
+        scenarios.remove(name)
+    except UnknownScenario as exc:
+        return _error(404, "not_found", str(exc))
+    return _json({"deleted": name, "default": scenarios.default})
+
+
+async def _put_default(request: web.Request) -> web.Response:
+    scenarios = request.app[ADMIN].scenarios
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        return _error(400, "bad_request", 'expected a JSON body: {"scenario": NAME or null}')
+    if not isinstance(body, dict) or "scenario" not in body:
+        return _error(400, "bad_request", 'expected a JSON body: {"scenario": NAME or null}')
+    name = body["scenario"]
+    if name is not None and not isinstance(name, str):
+        return _error(400, "bad_request", "scenario must be a name (a string) or null")
+    try:
+        scenarios.set_default(name)
+    except UnknownScenario as exc:
+        return _error(400, "unknown_scenario", str(exc))
+    return _json({"default": scenarios.default})
+
+
+async def _list_requests(request: web.Request) -> web.Response:
+    store = request.app[ADMIN].requests
+    raw = request.query.get("limit")
+    limit = DEFAULT_LIMIT
+    if raw is not None:
+        if not raw.isdigit() or int(raw) < 1:
+            return _error(400, "bad_request", "limit must be a positive integer")
+        limit = int(raw)
+    return _json({"requests": store.recent(limit)})
+
+
+async def _get_request(request: web.Request) -> web.Response:
+    store = request.app[ADMIN].requests
+    request_id = request.match_info["id"]
+    record = store.get(request_id)
+    if record is None:
+        return _error(404, "not_found", f"no recent request {request_id!r}")
+    return _json(record.detail())
+
+
+async def _reset(request: web.Request) -> web.Response:
+    state = request.app[ADMIN]
+    state.requests.reset()
+    state.scenarios.reset()
+    return _json({"reset": True})
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    metrics = request.app[ADMIN].metrics
+    return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+__all__ = [
+    "DEFAULT_HISTORY",
+    "DEFAULT_MAX_CONTENT",
+    "DEFAULT_MAX_FRAMES",
+    "AdminState",
+    "RequestRecord",
+    "RequestStore",
+    "create_admin_app",
+]

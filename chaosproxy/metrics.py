@@ -1,0 +1,163 @@
+"""Prometheus metrics, fed by the frame log (an observer), one registry per proxy.
+
+Every number here is derived from frame-log lines, so the metrics can never disagree
+with the log: ``request`` opens a request, each ``frame`` counts one write, and
+``response_end`` gives the outcome, the faults and the timings. Each proxy has its own
+:class:`~prometheus_client.CollectorRegistry` (never the global one), so several
+proxies in one process (tests, the Python API) keep separate counts.
+
+Counters are never reset (``POST /reset`` on the admin API forgets request history,
+not metrics): Prometheus expects them to only grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+#: The ``scenario`` label of a request that selected no scenario.
+NO_SCENARIO = "none"
+
+#: Time to first byte: fast local upstreams to slow first tokens.
+TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: Whole responses: streams last seconds to minutes.
+DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+#: Upstream failures answered by the proxy itself before any body byte (502, 504).
+_CONNECT_ERROR_STATUSES = frozenset({502, 504})
+
+
+class Metrics:
+    """The proxy's metrics; call it with every frame-log line (``log.add_observer``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "chaosproxy_requests",
+            "Requests answered, by scenario and outcome "
+            "(completed, cut, client_gone, upstream_error, proxy_error).",
+            ["scenario", "outcome"],
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "chaosproxy_requests_in_flight", "Requests being answered now.", registry=r
+        )
+        self.faults_applied = Counter(
+            "chaosproxy_faults_applied",
+            "Times a fault acted, by scenario and fault.",
+            ["scenario", "fault"],
+            registry=r,
+        )
+        self.faults_skipped = Counter(
+            "chaosproxy_faults_skipped",
+            "Faults that could not apply to a response, by scenario and fault.",
+            ["scenario", "fault"],
+            registry=r,
+        )
+        # Frames and bytes are counted in plain integers (a frame line is the hot path)
+        # and exposed as counters when scraped.
+        self._sent: dict[str, list[int]] = {}
+        r.register(_SentCollector(self._sent))
+        self.client_disconnects = Counter(
+            "chaosproxy_client_disconnects",
+            "Responses ended because the client went away (outcome client_gone).",
+            ["scenario"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "chaosproxy_upstream_errors",
+            "Upstream failures: stage=connect (unreachable, timed out or broken before "
+            "the response) or stage=body (broke mid-body).",
+            ["scenario", "stage"],
+            registry=r,
+        )
+        self.ttfb = Histogram(
+            "chaosproxy_ttfb_seconds",
+            "Time from the request to the first body byte written to the client.",
+            ["scenario"],
+            buckets=TTFB_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "chaosproxy_request_duration_seconds",
+            "Time from the request to the end of its response.",
+            ["scenario"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+
+    def __call__(self, line: dict[str, Any]) -> None:
+        event = line.get("event")
+        if event == "frame":
+            scenario = line.get("scenario") or NO_SCENARIO
+            sent = self._sent.get(scenario)
+            if sent is None:
+                sent = self._sent[scenario] = [0, 0]
+            sent[0] += 1
+            sent[1] += line.get("size", 0)
+        elif event == "request":
+            self.in_flight.inc()
+        elif event == "response_end":
+            self.in_flight.dec()
+            self._end(line)
+
+    def _end(self, line: dict[str, Any]) -> None:
+        scenario = line.get("scenario") or NO_SCENARIO
+        outcome = str(line.get("outcome", "completed"))
+        self.requests.labels(scenario, outcome).inc()
+        for fault, count in (line.get("faults_applied") or {}).items():
+            self.faults_applied.labels(scenario, fault).inc(count)
+        for skipped in line.get("faults_skipped") or ():
+            self.faults_skipped.labels(scenario, str(skipped.get("fault", "?"))).inc()
+        if outcome == "client_gone":
+            self.client_disconnects.labels(scenario).inc()
+        elif outcome == "upstream_error":
+            self.upstream_errors.labels(scenario, "body").inc()
+        elif outcome == "proxy_error" and line.get("status") in _CONNECT_ERROR_STATUSES:
+            self.upstream_errors.labels(scenario, "connect").inc()
+        ttfb = line.get("ttfb_ms")
+        if ttfb is not None:
+            self.ttfb.labels(scenario).observe(ttfb / 1000.0)
+        duration = line.get("duration_ms")
+        if duration is not None:
+            self.duration.labels(scenario).observe(duration / 1000.0)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of this registry."""
+        return generate_latest(self.registry)
+
+
+class _SentCollector(Collector):
+    """``chaosproxy_frames_total`` and ``chaosproxy_bytes_sent_total`` from plain
+    per-scenario ``[frames, bytes]`` counts."""
+
+    def __init__(self, sent: dict[str, list[int]]) -> None:
+        self._sent = sent
+
+    def collect(self) -> Iterator[Metric]:
+        frames = CounterMetricFamily(
+            "chaosproxy_frames", "Writes to clients (frame-log frame lines).", labels=["scenario"]
+        )
+        sent_bytes = CounterMetricFamily(
+            "chaosproxy_bytes_sent", "Body bytes written to clients.", labels=["scenario"]
+        )
+        for scenario, (n_frames, n_bytes) in list(self._sent.items()):
+            frames.add_metric([scenario], n_frames)
+            sent_bytes.add_metric([scenario], n_bytes)
+        yield frames
+        yield sent_bytes
+
+
+__all__ = ["CONTENT_TYPE_LATEST", "NO_SCENARIO", "Metrics"]

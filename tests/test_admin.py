@@ -1,0 +1,463 @@
+"""The admin API through real sockets, and ``chaosproxy serve`` as a process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+from prometheus_client.parser import text_string_to_metric_families
+
+from chaosproxy.admin import RequestStore
+from chaosproxy.cli import build_parser
+from chaosproxy.scenario import ScenarioError, parse_scenario
+from chaosproxy.server import RunningProxy, StartupError
+from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.upstream import Script, ScriptedUpstream
+
+ADMIN = ("127.0.0.1", 0)
+SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(4))
+RECHUNK = "provider: generic\nfaults:\n  - rechunk: {size: %d}\n"
+
+
+async def call(
+    proxy: RunningProxy, method: str, path: str, *, token: str | None = None, **kw: Any
+) -> tuple[int, Any, aiohttp.ClientResponse]:
+    """One admin call; the parsed JSON body (or the text for /metrics)."""
+    assert proxy.admin_url is not None
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.request(method, proxy.admin_url + path, headers=headers, **kw) as resp,
+    ):
+        body = await resp.read()
+        if resp.content_type == "application/json":
+            return resp.status, orjson.loads(body), resp
+        return resp.status, body.decode(), resp
+
+
+async def get(url: str, **headers: str) -> tuple[aiohttp.ClientResponse, bytes]:
+    async with aiohttp.ClientSession() as s, s.post(url, headers=headers, data=b"{}") as resp:
+        return resp, await resp.read()
+
+
+@pytest.fixture
+async def sse(upstream: ScriptedUpstream) -> str:
+    upstream.route("/v1/stream", Script.events(SSE))
+    return upstream.url
+
+
+# --------------------------------------------------------------------------- endpoints
+
+
+async def test_health_and_the_admin_url(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy(scenarios={"a": RECHUNK % 3}, admin=ADMIN)
+    assert proxy.admin_url is not None and proxy.admin_url != proxy.url
+    status, body, _ = await call(proxy, "GET", "/health")
+    assert status == 200
+    assert body["status"] == "ok"
+    assert (body["scenarios"], body["default"], body["in_flight"]) == (1, None, 0)
+
+
+async def test_admin_is_off_unless_asked_for(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy()
+    assert proxy.admin_url is None
+
+
+async def test_scenarios_list_add_replace_delete(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(upstream=sse, scenarios={"a": RECHUNK % 3}, default="a", admin=ADMIN)
+    status, body, _ = await call(proxy, "GET", "/scenarios")
+    assert status == 200
+    assert body == {
+        "default": "a",
+        "scenarios": [parse_scenario(RECHUNK % 3, "<a>", default_name="a").as_dict()],
+    }
+
+    yaml_text = "name: small\ndescription: tiny writes\n" + RECHUNK % 2
+    status, body, _ = await call(proxy, "POST", "/scenarios", data=yaml_text)
+    assert status == 201
+    assert body == parse_scenario(yaml_text, "body").as_dict()
+
+    json_text = orjson.dumps(
+        {"name": "small", "provider": "generic", "faults": [{"rechunk": {"size": 4}}]}
+    )
+    status, body, _ = await call(proxy, "POST", "/scenarios", data=json_text)
+    assert status == 200  # replaced
+    assert body == parse_scenario(json_text, "body").as_dict()
+    assert body["faults"][0]["rechunk"]["size"] == 4
+
+    # A scenario added through the API is used by the next request that names it.
+    resp, received = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "small"})
+    assert resp.headers["X-Chaos-Scenario"] == "small" and received == SSE
+    frames = log_capture.frames(resp.headers["X-Chaos-Request-Id"])
+    assert max(f["size"] for f in frames) == 4
+
+    _, body, _ = await call(proxy, "GET", "/scenarios")
+    assert [s["name"] for s in body["scenarios"]] == ["a", "small"]
+
+    status, body, _ = await call(proxy, "DELETE", "/scenarios/small")
+    assert (status, body) == (200, {"deleted": "small", "default": "a"})
+    status, body, _ = await call(proxy, "DELETE", "/scenarios/small")
+    assert status == 404 and body["error"]["type"] == "not_found"
+    resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "small"})
+    assert resp.status == 400
+
+    # Deleting the default leaves no default.
+    status, body, _ = await call(proxy, "DELETE", "/scenarios/a")
+    assert (status, body) == (200, {"deleted": "a", "default": None})
+
+
+async def test_an_invalid_scenario_is_refused_with_located_problems(
+    make_proxy: ProxyFactory,
+) -> None:
+    proxy = await make_proxy(admin=ADMIN)
+    bad = "name: bad\nfaults:\n  - rechunk: {size: 0}\n  - nosuchfault: {}\n"
+    with pytest.raises(ScenarioError) as expected:
+        parse_scenario(bad, "body")
+    status, body, _ = await call(proxy, "POST", "/scenarios", data=bad)
+    assert status == 400
+    assert body["error"]["type"] == "invalid_scenario"
+    assert body["problems"] == [str(p) for p in expected.value.problems]
+    assert len(body["problems"]) == 2
+    assert all(re.match(r"body:\d+: ", p) for p in body["problems"])
+
+    # Without a name (and no ?name=) it is a problem too; ?name= supplies one.
+    nameless = "faults:\n  - rechunk: {size: 2}\n"
+    status, body, _ = await call(proxy, "POST", "/scenarios", data=nameless)
+    assert status == 400 and body["problems"]
+    status, body, _ = await call(proxy, "POST", "/scenarios?name=given", data=nameless)
+    assert status == 201 and body["name"] == "given"
+
+    _, body, _ = await call(proxy, "GET", "/scenarios")
+    assert [s["name"] for s in body["scenarios"]] == ["given"]  # nothing else changed
+
+
+async def test_put_default_validates_and_applies_to_the_next_request(
+    make_proxy: ProxyFactory, sse: str
+) -> None:
+    proxy = await make_proxy(upstream=sse, scenarios={"a": RECHUNK % 3}, admin=ADMIN)
+    status, body, _ = await call(proxy, "PUT", "/default", json={"scenario": "nope"})
+    assert status == 400 and body["error"]["type"] == "unknown_scenario"
+    for bad in (b"not json", b"[]", b'{"name": "a"}', b'{"scenario": 3}'):
+        status, body, _ = await call(proxy, "PUT", "/default", data=bad)
+        assert status == 400 and body["error"]["type"] == "bad_request", bad
+
+    resp, _ = await get(proxy.url + "/v1/stream")
+    assert resp.headers["X-Chaos-Scenario"] == "none"
+    status, body, _ = await call(proxy, "PUT", "/default", json={"scenario": "a"})
+    assert (status, body) == (200, {"default": "a"})
+    resp, _ = await get(proxy.url + "/v1/stream")
+    assert resp.headers["X-Chaos-Scenario"] == "a"
+    status, body, _ = await call(proxy, "PUT", "/default", json={"scenario": None})
+    assert (status, body) == (200, {"default": None})
+    resp, _ = await get(proxy.url + "/v1/stream")
+    assert resp.headers["X-Chaos-Scenario"] == "none"
+
+
+@asynccontextmanager
+async def gated_upstream(first: bytes, rest: bytes) -> AsyncIterator[tuple[str, asyncio.Event]]:
+    """An upstream that sends ``first``, waits for the gate, then sends ``rest``."""
+    gate = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(first)
+        await gate.wait()
+        await resp.write(rest)
+        await resp.write_eof()
+        gate.clear()  # the next request waits again
+        return resp
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}", gate
+    finally:
+        await runner.cleanup()
+
+
+async def test_changing_the_default_never_touches_a_stream_in_flight(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    split = SSE.index(b"\n\n", SSE.index(b"\n\n") + 2) + 2  # after two whole events
+    first, rest = SSE[:split], SSE[split:]
+    async with gated_upstream(first, rest) as (url, gate):
+        proxy = await make_proxy(
+            upstream=url,
+            scenarios={"five": RECHUNK % 5, "three": RECHUNK % 3},
+            default="five",
+            admin=ADMIN,
+        )
+        async with aiohttp.ClientSession() as s, s.post(proxy.url + "/v1/stream") as resp:
+            in_flight = resp.headers["X-Chaos-Request-Id"]
+            got = await resp.content.readexactly(len(first))
+            status, body, _ = await call(proxy, "GET", f"/requests/{in_flight}")
+            assert body["summary"]["state"] == "in_flight"
+            assert body["summary"]["bytes"] == len(first)
+            assert body["summary"]["frames"] == len(body["frames"]) > 0
+            _, health, _ = await call(proxy, "GET", "/health")
+            assert health["in_flight"] == 1
+            status, _, _ = await call(proxy, "PUT", "/default", json={"scenario": "three"})
+            assert status == 200
+            gate.set()
+            got += await resp.content.read()
+        assert got == SSE
+        end = await log_capture.wait_end(in_flight)
+        assert end["scenario"] == "five"
+        frames = log_capture.frames(in_flight)
+        after_switch = [f["size"] for f in frames if f["offset"] >= len(first)]
+        assert after_switch and max(after_switch) == 5  # still the old faults
+        assert list(end["faults_applied"]) == ["rechunk"]
+
+        gate.set()
+        resp2, body2 = await get(proxy.url + "/v1/stream")
+        assert body2 == SSE and resp2.headers["X-Chaos-Scenario"] == "three"
+        next_id = resp2.headers["X-Chaos-Request-Id"]
+        assert max(f["size"] for f in log_capture.frames(next_id)) == 3
+
+
+async def test_requests_recent_and_detail(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(upstream=sse, scenarios={"a": RECHUNK % 6}, admin=ADMIN)
+    ids = []
+    for _ in range(3):
+        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
+        ids.append(resp.headers["X-Chaos-Request-Id"])
+        await log_capture.wait_end(ids[-1])
+
+    status, body, _ = await call(proxy, "GET", "/requests?limit=2")
+    assert status == 200
+    assert [r["request_id"] for r in body["requests"]] == ids[::-1][:2]
+    _, body, _ = await call(proxy, "GET", "/requests")
+    assert [r["request_id"] for r in body["requests"]] == ids[::-1]
+    summary = body["requests"][0]
+    end = log_capture.end(ids[-1])
+    request_line = log_capture.for_request(ids[-1])[0]
+    expected = {k: v for k, v in {**request_line, **end}.items() if k != "event"}
+    assert summary == {**expected, "state": "done"}
+    for bad in ("0", "-1", "x"):
+        status, body, _ = await call(proxy, "GET", f"/requests?limit={bad}")
+        assert status == 400
+
+    status, body, _ = await call(proxy, "GET", f"/requests/{ids[0]}")
+    assert status == 200
+    frames = log_capture.frames(ids[0])
+    drop = {"event", "request_id", "scenario"}
+    assert body["frames"] == [{k: v for k, v in f.items() if k not in drop} for f in frames]
+    assert sum(f["size"] for f in body["frames"]) == body["summary"]["bytes"] == len(SSE)
+    assert body["actions"] == [] and body["omitted_lines"] == 0
+
+    status, body, _ = await call(proxy, "GET", "/requests/r-nope")
+    assert status == 404 and body["error"]["type"] == "not_found"
+
+
+async def test_request_history_and_frames_are_bounded(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(
+        upstream=sse, scenarios={"a": RECHUNK % 4}, admin=ADMIN, history=2, history_frames=3
+    )
+    ids = []
+    for _ in range(3):
+        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
+        ids.append(resp.headers["X-Chaos-Request-Id"])
+        await log_capture.wait_end(ids[-1])
+    _, body, _ = await call(proxy, "GET", "/requests?limit=100")
+    assert [r["request_id"] for r in body["requests"]] == ids[::-1][:2]
+    status, _, _ = await call(proxy, "GET", f"/requests/{ids[0]}")
+    assert status == 404  # pushed out of the history
+
+    _, body, _ = await call(proxy, "GET", f"/requests/{ids[-1]}")
+    total = len(log_capture.frames(ids[-1]))
+    assert total > 3
+    assert len(body["frames"]) == 3 and body["omitted_lines"] == total - 3
+    assert body["summary"]["frames"] == total  # the summary still counts them all
+
+
+def test_payload_kept_per_request_is_bounded() -> None:
+    store = RequestStore(max_content=20)
+    store({"event": "request", "request_id": "r-1"})
+    for data in ("abcd", "efgh", "ijkl"):
+        raw = base64.b64encode(data.encode()).decode()  # 8 characters
+        store({"event": "frame", "request_id": "r-1", "size": 4, "data": data, "raw": raw})
+    record = store.get("r-1")
+    assert record is not None
+    frames = record.detail()["frames"]
+    assert [f.get("data") for f in frames] == ["abcd", None, None]
+    assert [f.get("content_omitted", False) for f in frames] == [False, True, True]
+    assert all(f["size"] == 4 for f in frames)
+    assert record.view() == {"request_id": "r-1", "state": "in_flight", "bytes": 12, "frames": 3}
+
+
+async def test_reset_forgets_requests_and_restarts_scenario_ordinals(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    once = "provider: generic\nrequests: [1]\nfaults:\n  - rechunk: {size: 5}\n"
+    proxy = await make_proxy(upstream=sse, scenarios={"once": once}, default="once", admin=ADMIN)
+
+    async def ordinal_and_faults() -> tuple[int, bool]:
+        resp, _ = await get(proxy.url + "/v1/stream")
+        request_id = resp.headers["X-Chaos-Request-Id"]
+        end = await log_capture.wait_end(request_id)
+        request_line = log_capture.for_request(request_id)[0]
+        return request_line["ordinal"], bool(end.get("faults_applied"))
+
+    assert await ordinal_and_faults() == (1, True)
+    assert await ordinal_and_faults() == (2, False)
+    status, body, _ = await call(proxy, "POST", "/reset")
+    assert (status, body) == (200, {"reset": True})
+    _, body, _ = await call(proxy, "GET", "/requests")
+    assert body == {"requests": []}
+    assert await ordinal_and_faults() == (1, True)
+    _, body, _ = await call(proxy, "GET", "/requests")
+    assert len(body["requests"]) == 1
+
+
+async def test_metrics_endpoint_serves_prometheus_text(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(upstream=sse, admin=ADMIN)
+    resp, _ = await get(proxy.url + "/v1/stream")
+    await log_capture.wait_end(resp.headers["X-Chaos-Request-Id"])
+    status, text, raw = await call(proxy, "GET", "/metrics")
+    assert status == 200 and raw.headers["Content-Type"].startswith("text/plain")
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    requests = families["chaosproxy_requests"].samples
+    assert [(s.labels, s.value) for s in requests if s.name.endswith("_total")] == [
+        ({"scenario": "none", "outcome": "completed"}, 1.0)
+    ]
+
+
+async def test_unknown_routes_answer_json(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy(admin=ADMIN)
+    status, body, _ = await call(proxy, "GET", "/nope")
+    assert status == 404 and body["error"]["type"] == "http_error"
+    status, body, _ = await call(proxy, "POST", "/health")
+    assert status == 405 and body["error"]["type"] == "http_error"
+
+
+# --------------------------------------------------------------------------- auth
+
+ENDPOINTS = [
+    ("GET", "/health"),
+    ("GET", "/scenarios"),
+    ("POST", "/scenarios"),
+    ("DELETE", "/scenarios/a"),
+    ("PUT", "/default"),
+    ("GET", "/requests"),
+    ("GET", "/requests/r-1"),
+    ("POST", "/reset"),
+    ("GET", "/metrics"),
+]
+
+
+async def test_bearer_token_guards_every_endpoint(make_proxy: ProxyFactory) -> None:
+    token = "s3cret-admin-token"
+    proxy = await make_proxy(scenarios={"a": RECHUNK % 3}, admin=ADMIN, admin_token=token)
+    for method, path in ENDPOINTS:
+        for wrong in (None, "wrong", token + "x", token[:-1]):
+            status, body, resp = await call(proxy, method, path, token=wrong)
+            assert status == 401, (method, path, wrong)
+            assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+            assert body["error"]["type"] == "unauthorized"
+            assert token not in orjson.dumps(body).decode()
+    assert proxy.admin_url is not None
+    async with aiohttp.ClientSession() as s:
+        for header in (f"Basic {token}", token, f"Bearer{token}"):
+            async with s.get(proxy.admin_url + "/health", headers={"Authorization": header}) as r:
+                assert r.status == 401, header
+        async with s.get(
+            proxy.admin_url + "/health", headers={"Authorization": f"bearer  {token} "}
+        ) as r:
+            assert r.status == 200
+    status, body, _ = await call(proxy, "GET", "/scenarios", token=token)
+    assert status == 200 and body["default"] is None
+    status, _, _ = await call(proxy, "PUT", "/default", token=token, json={"scenario": "a"})
+    assert status == 200
+
+
+async def test_an_admin_port_in_use_stops_start_up(make_proxy: ProxyFactory) -> None:
+    first = await make_proxy(admin=ADMIN)
+    assert first.admin_url is not None
+    port = int(first.admin_url.rsplit(":", 1)[1])
+    with pytest.raises(StartupError, match="admin API"):
+        await make_proxy(admin=("127.0.0.1", port))
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+async def test_serve_prints_where_it_listens_and_stops_cleanly_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CHAOSPROXY_ADMIN_TOKEN": "tok-123"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "chaosproxy", "serve",
+        "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--seed", "7",
+        "--mock-interval-ms", "0",
+        cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None and proc.stdout is not None
+    try:
+        async with asyncio.timeout(15):
+            line = (await proc.stderr.readline()).decode()
+        found = re.search(r"listening on (http://127\.0\.0\.1:(\d+))", line)
+        admin = re.search(r"admin: (http://127\.0\.0\.1:(\d+)) \(bearer token\)", line)
+        assert found and admin, line
+        assert int(found.group(2)) != 0 and int(admin.group(2)) != 0
+        assert "scenarios: none" in line and "seed: 7" in line and "tok-123" not in line
+        async with aiohttp.ClientSession() as s:
+            body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+            async with s.post(found.group(1) + "/v1/chat/completions", json=body) as resp:
+                assert resp.status == 200
+                received = await resp.read()
+                request_id = resp.headers["X-Chaos-Request-Id"]
+            headers = {"Authorization": "Bearer tok-123"}
+            async with s.get(admin.group(1) + "/health", headers=headers) as resp:
+                assert resp.status == 200
+        assert received.rstrip().endswith(b"data: [DONE]")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(10):
+            stdout, stderr = await proc.communicate()
+    assert proc.returncode == 0, stderr.decode()
+    lines = [orjson.loads(x) for x in stdout.splitlines()]  # a pipe: JSON lines
+    ends = [x for x in lines if x["event"] == "response_end" and x["request_id"] == request_id]
+    assert len(ends) == 1 and ends[0]["bytes"] == len(received)
+
+
+def test_admin_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = build_parser()
+    args = parser.parse_args(["serve"])
+    assert (args.admin, args.admin_token) == (("127.0.0.1", 8474), None)
+    assert parser.parse_args(["serve", "--admin", "off"]).admin is None
+    assert parser.parse_args(["serve", "--admin", "0.0.0.0:9"]).admin == ("0.0.0.0", 9)
+    monkeypatch.setenv("CHAOSPROXY_ADMIN", "off")
+    monkeypatch.setenv("CHAOSPROXY_ADMIN_TOKEN", "t")
+    monkeypatch.setenv("CHAOSPROXY_TRACE_DIR", "/tmp/traces")
+    args = build_parser().parse_args(["serve"])
+    assert (args.admin, args.admin_token, args.trace_dir) == (None, "t", "/tmp/traces")
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["serve", "--admin", "nowhere"])
+    assert exc.value.code == 2
