@@ -1,0 +1,876 @@
+"""chaosproxy performance benchmark: one command, four targets, same run, same machine.
+
+    python benchmarks/run.py                 # full run, a few minutes
+    python benchmarks/run.py --smoke         # seconds: checks the harness works (CI)
+    python benchmarks/run.py --json out.json # results also as JSON (default: results/)
+
+Targets (each its own process; the load generator is this process):
+
+- ``direct``      the SSE upstream itself, no proxy
+- ``passthrough`` ``python -m chaosproxy serve --upstream URL --log FILE`` (no scenario)
+- ``framed``      the same with a default scenario ``duplicate: {probability: 0}``: every
+                  event is framed, run through a fault and logged, nothing changes
+- ``nginx``       nginx, ``proxy_buffering off``, when installed (skipped otherwise)
+
+Phases, per target: ``ttfb`` (sequential fresh connections, one event each),
+``throughput`` (one stream, upstream as fast as it can, ~1 KB events), ``latency``
+(200 streams x 50 events/s, latency = receive time - the event's send time),
+``fanout`` (2,000 streams x 10 events/s, all connecting at once: failures, completion
+time against the paced duration, proxy peak RSS). docs/benchmark.md explains every
+number and the targets in the pass/fail column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from loadgen import StreamResult, percentile, run_many, run_stream
+from targets import (
+    CLK_TCK,
+    HOST,
+    Process,
+    Target,
+    TargetError,
+    cpu_seconds,
+    peak_rss_mb,
+    reset_peak_rss,
+    rss_mb,
+    socket_options,
+    start_chaosproxy,
+    start_nginx,
+    start_upstream,
+    tcp_ext_counters,
+    wait_listening,
+)
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+ALL_TARGETS = ("direct", "passthrough", "framed", "nginx")
+ALL_PHASES = ("ttfb", "throughput", "latency", "fanout")
+
+
+@dataclass
+class Scale:
+    """How much load each phase makes."""
+
+    throughput_events: int = 50_000
+    event_size: int = 1024
+    repeats: int = 3
+    latency_streams: int = 200
+    latency_rate: float = 50.0
+    latency_seconds: float = 6.0
+    fanout_streams: int = 2000
+    fanout_rate: float = 10.0
+    fanout_seconds: float = 8.0
+    paced_event_size: int = 256
+    ttfb_requests: int = 300
+
+
+SMOKE = Scale(
+    throughput_events=2000,
+    repeats=1,
+    latency_streams=20,
+    latency_seconds=0.4,
+    fanout_streams=100,
+    fanout_seconds=0.5,
+    ttfb_requests=20,
+)
+
+# The targets in the pass/fail column: (target, metric, limit, how, description).
+CHECKS: list[tuple[str, str, float, str, str]] = [
+    ("passthrough", "throughput_ratio", 0.9, ">=", "throughput >= 0.9x direct"),
+    ("framed", "throughput_ratio", 0.5, ">=", "throughput >= 0.5x direct"),
+    ("passthrough", "added_p99_ms", 2.0, "<=", "p99 at 200 streams <= direct + 2 ms"),
+    ("framed", "added_p99_ms", 3.0, "<=", "p99 at 200 streams <= direct + 3 ms"),
+    ("passthrough", "fanout_failures", 0, "<=", "2,000 streams: no failures"),
+    ("framed", "fanout_failures", 0, "<=", "2,000 streams: no failures"),
+    ("passthrough", "fanout_completion_ratio", 1.2, "<=", "2,000 streams: <= 1.2x paced"),
+    ("framed", "fanout_completion_ratio", 1.2, "<=", "2,000 streams: <= 1.2x paced"),
+    ("passthrough", "fanout_peak_rss_mb", 200, "<=", "2,000 streams: peak RSS <= 200 MB"),
+    ("framed", "fanout_peak_rss_mb", 200, "<=", "2,000 streams: peak RSS <= 200 MB"),
+    ("passthrough", "added_ttfb_p50_ms", 1.0, "<=", "TTFB p50 <= direct + 1 ms"),
+    ("framed", "added_ttfb_p50_ms", 1.0, "<=", "TTFB p50 <= direct + 1 ms"),
+]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def raise_fd_limit() -> int:
+    """Soft RLIMIT_NOFILE up to the hard limit; children inherit it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem_gib = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        first = Path("/proc/meminfo").read_text().splitlines()[0]
+        mem_gib = round(int(first.split()[1]) / 1024 / 1024, 1)
+    import aiohttp
+
+    versions = {"python": platform.python_version(), "aiohttp": aiohttp.__version__}
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        versions["uvloop"] = str(getattr(uvloop, "__version__", "?"))
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": mem_gib,
+        "kernel": platform.release(),
+        **versions,
+    }
+
+
+def source_state() -> dict[str, Any]:
+    """Which chaosproxy the proxies run: its path, commit and uncommitted files."""
+    import chaosproxy
+
+    root = Path(chaosproxy.__file__).resolve().parent.parent
+    state: dict[str, Any] = {"path": str(root)}
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(root), *argv], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    state["commit"] = git("rev-parse", "--short", "HEAD") or None
+    dirty = git("status", "--porcelain", "--", "chaosproxy")
+    state["dirty"] = [line.split(maxsplit=1)[-1] for line in dirty.splitlines()]
+    return state
+
+
+def ms(ns: float) -> float:
+    return round(ns / 1e6, 3)
+
+
+def cpu_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) clock ticks of the whole machine so far, from /proc/stat."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])
+    return total - idle, total
+
+
+def machine_busy_pct(seconds: float) -> float:
+    b0, t0 = machine_jiffies()
+    time.sleep(seconds)
+    b1, t1 = machine_jiffies()
+    return 100.0 * (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+async def wait_quiet(limit_s: float, below_pct: float) -> dict[str, float]:
+    """Wait (at most ``limit_s``) until the machine is under ``below_pct`` busy, so a
+    measurement does not share the cores with someone else's work. Returns what it saw."""
+    waited = 0.0
+    busy = await asyncio.to_thread(machine_busy_pct, 0.5)
+    while busy >= below_pct and waited < limit_s:
+        busy = await asyncio.to_thread(machine_busy_pct, 1.0)
+        waited += 1.0
+    return {"busy_before_pct": round(busy, 1), "waited_s": waited}
+
+
+@contextlib.contextmanager
+def accounting(target: Target, upstream: Process, out: dict[str, Any]) -> Iterator[None]:
+    """CPU seconds of the target, the upstream and the load generator over a phase, and
+    how busy the whole machine was (``others_pct``: what none of them used, in % of
+    all cores; kernel network time not charged to a process counts there too)."""
+    pids = target.measured_pids()
+    t0, c0, u0, g0 = time.perf_counter(), cpu_seconds(pids), cpu_seconds([upstream.pid]), cpu_self()
+    mb0, mt0 = machine_jiffies()
+    yield
+    wall = time.perf_counter() - t0
+    mb1, mt1 = machine_jiffies()
+    out["wall_s"] = round(wall, 3)
+    ours = 0.0
+    if pids:
+        out["proxy_cpu_s"] = round(cpu_seconds(pids) - c0, 3)
+        out["proxy_cpu_pct"] = round(100 * out["proxy_cpu_s"] / wall, 1) if wall else None
+        ours += out["proxy_cpu_s"]
+    out["upstream_cpu_s"] = round(cpu_seconds([upstream.pid]) - u0, 3)
+    out["loadgen_cpu_s"] = round(cpu_self() - g0, 3)
+    ours += out["upstream_cpu_s"] + out["loadgen_cpu_s"]
+    if mt1 > mt0:
+        cores = os.cpu_count() or 1
+        busy_s = (mb1 - mb0) / CLK_TCK
+        out["machine_busy_pct"] = round(100.0 * (mb1 - mb0) / (mt1 - mt0), 1)
+        out["others_pct"] = round(max(0.0, 100.0 * (busy_s - ours) / (wall * cores)), 1)
+
+
+def errors_sample(results: list[StreamResult], limit: int = 3) -> list[str]:
+    counts = Counter(r.error or "?" for r in results if not r.ok)
+    return [f"{n}x {e}" for e, n in counts.most_common(limit)]
+
+
+def stream_path(n: int, rate: float, size: int, offset_ms: float = 0.0) -> str:
+    path = f"/stream?n={n}&rate={rate:g}&size={size}"
+    return path + (f"&offset={offset_ms:.3f}" if offset_ms else "")
+
+
+# ---------------------------------------------------------------------------- phases
+
+
+async def phase_warmup(target: Target) -> None:
+    for _ in range(20):
+        await run_stream(HOST, target.port, stream_path(5, 0, 256), limit_s=10)
+
+
+async def phase_ttfb(target: Target, scale: Scale) -> dict[str, Any]:
+    """Sequential fresh connections, one event each: time to the first body byte."""
+    results = []
+    for _ in range(scale.ttfb_requests):
+        results.append(
+            await run_stream(
+                HOST,
+                target.port,
+                stream_path(1, 0, scale.paced_event_size),
+                limit_s=10,
+                expect_events=1,
+            )
+        )
+    ok = [r for r in results if r.ok]
+    ttfb = sorted(r.ttfb_ns or 0 for r in ok)
+    conn = sorted(r.connect_ns or 0 for r in ok)
+    return {
+        "requests": len(results),
+        "failures": len(results) - len(ok),
+        "errors": errors_sample(results),
+        "ttfb_p50_ms": ms(percentile(ttfb, 50)),
+        "ttfb_p90_ms": ms(percentile(ttfb, 90)),
+        "ttfb_p99_ms": ms(percentile(ttfb, 99)),
+        "connect_p50_ms": ms(percentile(conn, 50)),
+    }
+
+
+async def phase_throughput(target: Target, scale: Scale) -> dict[str, Any]:
+    """One stream, the upstream writing ~1 KB events as fast as the socket takes them."""
+    runs = []
+    n = scale.throughput_events
+    timeout = max(20.0, n / 2000.0)
+    failures: list[StreamResult] = []
+    for _ in range(scale.repeats):
+        r = await run_stream(
+            HOST,
+            target.port,
+            stream_path(n, 0, scale.event_size),
+            limit_s=timeout,
+            expect_events=n,
+        )
+        if not r.ok:
+            failures.append(r)
+            continue
+        secs = (r.t_end - r.t_start) / 1e9
+        runs.append(
+            {
+                "seconds": round(secs, 4),
+                "events_per_s": n / secs,
+                "mb_per_s": r.body_bytes / secs / 1e6,
+            }
+        )
+        gc.collect()
+    out: dict[str, Any] = {
+        "events": n,
+        "event_bytes": scale.event_size,
+        "repeats": scale.repeats,
+        "failures": len(failures),
+        "errors": errors_sample(failures),
+        "runs": [{k: round(v, 1) if k != "seconds" else v for k, v in x.items()} for x in runs],
+    }
+    if runs:
+        out["events_per_s"] = round(statistics.median(x["events_per_s"] for x in runs), 1)
+        out["mb_per_s"] = round(statistics.median(x["mb_per_s"] for x in runs), 2)
+        out["best_events_per_s"] = round(max(x["events_per_s"] for x in runs), 1)
+    return out
+
+
+async def phase_paced(
+    target: Target, streams: int, rate: float, seconds: float, size: int
+) -> dict[str, Any]:
+    """``streams`` concurrent streams of ``rate`` events/s, all connecting at once.
+
+    Each stream's schedule is offset by k/(streams*rate) so the events of all streams
+    are spread evenly over time (an LLM gateway's streams are not in lock-step)."""
+    n = max(1, round(rate * seconds))
+    spread_ms = 1000.0 / rate / streams
+    paths = [stream_path(n, rate, size, k * spread_ms) for k in range(streams)]
+    paced = n / rate  # the last event of the last stream is due at about this time
+    timeout = paced * 2 + 20
+    started = time.perf_counter_ns()
+    results = await run_many(
+        HOST, target.port, paths, latency=True, limit_s=timeout, expect_events=n
+    )
+    finished = max(r.t_end for r in results)
+    ok = [r for r in results if r.ok]
+    lat = sorted(v for r in results for v in r.latencies)
+    conn = sorted(r.connect_ns or 0 for r in results if r.connect_ns is not None)
+    ttfb = sorted(r.ttfb_ns or 0 for r in results if r.ttfb_ns is not None)
+    completion = (finished - started) / 1e9
+    return {
+        "streams": streams,
+        "rate": rate,
+        "events_per_stream": n,
+        "event_bytes": size,
+        "failures": len(results) - len(ok),
+        "errors": errors_sample(results),
+        "events_received": sum(r.events for r in results),
+        "events_expected": n * streams,
+        "latency_p50_ms": ms(percentile(lat, 50)),
+        "latency_p90_ms": ms(percentile(lat, 90)),
+        "latency_p99_ms": ms(percentile(lat, 99)),
+        "latency_p999_ms": ms(percentile(lat, 99.9)),
+        "latency_max_ms": ms(lat[-1]) if lat else None,
+        "paced_s": round(paced, 3),
+        "completion_s": round(completion, 3),
+        "completion_ratio": round(completion / paced, 3),
+        "connect_p50_ms": ms(percentile(conn, 50)),
+        "connect_p99_ms": ms(percentile(conn, 99)),
+        "connect_max_ms": ms(conn[-1]) if conn else None,
+        "ttfb_p50_ms": ms(percentile(ttfb, 50)),
+        "ttfb_p99_ms": ms(percentile(ttfb, 99)),
+    }
+
+
+async def phase_latency(target: Target, scale: Scale) -> dict[str, Any]:
+    return await phase_paced(
+        target,
+        scale.latency_streams,
+        scale.latency_rate,
+        scale.latency_seconds,
+        scale.paced_event_size,
+    )
+
+
+async def phase_fanout(target: Target, scale: Scale) -> dict[str, Any]:
+    pids = target.measured_pids()
+    before = rss_mb(pids)
+    hwm_reset = reset_peak_rss(pids) if pids else False
+    overflows = tcp_ext_counters()
+    result_task = asyncio.ensure_future(
+        phase_paced(
+            target,
+            scale.fanout_streams,
+            scale.fanout_rate,
+            scale.fanout_seconds,
+            scale.paced_event_size,
+        )
+    )
+    sockets: dict[str, dict[str, int]] = {}
+    if pids:
+        # Halfway through, when every stream is connected: how are the sockets set up?
+        await asyncio.sleep(scale.fanout_seconds / 2)
+        for pid in pids:  # nginx: the master has only the listener, workers the rest
+            seen = await asyncio.to_thread(socket_options, pid, target.port) or {}
+            for side, counts in seen.items():
+                into = sockets.setdefault(side, dict.fromkeys(counts, 0))
+                for key, n in counts.items():
+                    into[key] += n
+    out = await result_task
+    after = tcp_ext_counters()
+    # Connections the kernel dropped because an accept queue was full (any listener).
+    out["listen_overflows"] = {k: after[k] - v for k, v in overflows.items() if k in after}
+    if pids:
+        out["rss_before_mb"] = before
+        out["peak_rss_mb"] = peak_rss_mb(pids)
+        out["peak_rss_since_reset"] = hwm_reset
+    out["socket_options"] = sockets
+    return out
+
+
+PHASES: dict[str, Callable[[Target, Scale], Coroutine[Any, Any, dict[str, Any]]]] = {
+    "ttfb": phase_ttfb,
+    "throughput": phase_throughput,
+    "latency": phase_latency,
+    "fanout": phase_fanout,
+}
+
+
+# ---------------------------------------------------------------------------- profiling
+
+
+class Profiler:
+    """py-spy attached to a target for one phase (``--profile DIR``)."""
+
+    def __init__(self, outdir: Path, fmt: str, rate: int) -> None:
+        self.outdir = outdir
+        self.fmt = fmt
+        self.rate = rate
+        self.binary = shutil.which("py-spy")
+        outdir.mkdir(parents=True, exist_ok=True)
+
+    @contextlib.contextmanager
+    def attach(self, target: Target, phase: str) -> Iterator[None]:
+        if (
+            self.binary is None
+            or target.process is None
+            or not target.name.startswith(("passthrough", "framed"))
+        ):
+            yield
+            return
+        ext = {"raw": "txt", "flamegraph": "svg", "speedscope": "json"}[self.fmt]
+        out = self.outdir / f"{target.name}-{phase}.{ext}"
+        proc = subprocess.Popen(
+            [
+                self.binary,
+                "record",
+                "--pid",
+                str(target.process.pid),
+                "--rate",
+                str(self.rate),
+                "--format",
+                self.fmt,
+                "--output",
+                str(out),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(0.5)  # let it attach
+        try:
+            yield
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            if proc.returncode not in (0, -signal.SIGINT) and not out.exists():
+                print(f"  py-spy failed: {err.decode(errors='replace')[-300:]}", file=sys.stderr)
+            elif self.fmt == "raw" and out.exists():
+                summary = summarise_profile(out)
+                (self.outdir / f"{target.name}-{phase}.top.txt").write_text(summary)
+                print(f"\n--- profile {target.name}/{phase} ({out})\n{summary}")
+
+
+def summarise_profile(path: Path, top: int = 25) -> str:
+    """Self and inclusive sample shares per function from py-spy's collapsed stacks."""
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [f.rsplit(":", 1)[0] + ")" if ":" in f else f for f in stack.split(";")]
+        frames = [f.replace("))", ")") for f in frames]
+        own[frames[-1]] += n
+        for f in set(frames):
+            incl[f] += n
+    if not total:
+        return "no samples"
+    lines = [f"{total} samples (busy only)", "self%  function"]
+    lines += [f"{100 * c / total:5.1f}  {f}" for f, c in own.most_common(top)]
+    lines += ["", "incl%  function"]
+    lines += [f"{100 * c / total:5.1f}  {f}" for f, c in incl.most_common(top)]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def derive(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Ratios and differences against ``direct`` per target."""
+
+    def get(t: str, phase: str, key: str) -> float | None:
+        v = results.get(t, {}).get(phase, {}).get(key)
+        return float(v) if isinstance(v, int | float) and not math.isnan(v) else None
+
+    def minus(a: float | None, b: float | None) -> float | None:
+        return round(a - b, 3) if a is not None and b is not None else None
+
+    def per_event_us(cpu: float | None, events: float | None) -> float | None:
+        return round(cpu * 1e6 / events, 2) if cpu is not None and events else None
+
+    out: dict[str, dict[str, float | None]] = {}
+    for name in results:
+        d: dict[str, float | None] = {}
+        tp, tp_direct = (
+            get(name, "throughput", "events_per_s"),
+            get("direct", "throughput", "events_per_s"),
+        )
+        d["throughput_ratio"] = round(tp / tp_direct, 3) if tp and tp_direct else None
+        for key, phase, metric in (
+            ("added_p99_ms", "latency", "latency_p99_ms"),
+            ("added_p50_ms", "latency", "latency_p50_ms"),
+            ("added_ttfb_p50_ms", "ttfb", "ttfb_p50_ms"),
+        ):
+            d[key] = minus(get(name, phase, metric), get("direct", phase, metric))
+        d["fanout_failures"] = get(name, "fanout", "failures")
+        d["fanout_completion_ratio"] = get(name, "fanout", "completion_ratio")
+        d["fanout_peak_rss_mb"] = get(name, "fanout", "peak_rss_mb")
+        d["cpu_us_per_event_200"] = per_event_us(
+            get(name, "latency", "proxy_cpu_s"), get(name, "latency", "events_received")
+        )
+        d["cpu_us_per_event_2000"] = per_event_us(
+            get(name, "fanout", "proxy_cpu_s"), get(name, "fanout", "events_received")
+        )
+        events = get(name, "throughput", "events")
+        repeats = get(name, "throughput", "repeats") or 1.0
+        d["cpu_us_per_event_saturated"] = per_event_us(
+            get(name, "throughput", "proxy_cpu_s"), events * repeats if events else None
+        )
+        others = [
+            float(v["others_pct"])
+            for v in results.get(name, {}).values()
+            if isinstance(v, dict) and v.get("others_pct") is not None
+        ]
+        d["others_max_pct"] = max(others) if others else None
+        out[name] = d
+    return out
+
+
+def evaluate(derived: dict[str, dict[str, float | None]]) -> list[dict[str, Any]]:
+    checks = []
+    for target, metric, limit, how, text in CHECKS:
+        if target not in derived:
+            continue
+        value = derived[target].get(metric)
+        passed = None if value is None else (value >= limit if how == ">=" else value <= limit)
+        checks.append(
+            {
+                "target": target,
+                "metric": metric,
+                "value": value,
+                "limit": limit,
+                "op": how,
+                "check": text,
+                "pass": passed,
+            }
+        )
+    return checks
+
+
+def fmt(v: Any, spec: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return format(v, spec) if spec else str(v)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    res = report["results"]
+    der = report["derived"]
+    m = report["machine"]
+    print(
+        f"\nchaosproxy benchmark — {m['nproc']} cores, {m['cpu_model']}, "
+        f"Python {m['python']}, aiohttp {m['aiohttp']}, uvloop {m.get('uvloop', '-')}"
+        f"{' (SMOKE: tiny loads, numbers not meaningful)' if report['smoke'] else ''}"
+    )
+    s = report["scale"]
+    print(
+        f"throughput: 1 stream x {s['throughput_events']} events of {s['event_size']} B, "
+        f"median of {s['repeats']}; latency: {s['latency_streams']} streams x "
+        f"{s['latency_rate']:g}/s; fanout: {s['fanout_streams']} streams x "
+        f"{s['fanout_rate']:g}/s; paced events {s['paced_event_size']} B\n"
+    )
+    head = (
+        f"{'target':<12} {'ev/s':>9} {'MB/s':>7} {'x dir':>6} {'cpu us/ev':>9} | "
+        f"{'p50 ms':>7} {'p99 ms':>7} {'+p99':>6} {'cpu%':>5} | "
+        f"{'fail':>5} {'compl':>6} {'RSS MB':>7} {'conn p99':>8} | {'TTFB p50':>8} {'+TTFB':>6} "
+        f"{'bg%':>4}"
+    )
+    print(head)
+    print("-" * len(head))
+    for name in res:
+        r, d = res[name], der[name]
+        tp, lt, fo, tt = (r.get(p, {}) for p in ("throughput", "latency", "fanout", "ttfb"))
+        print(
+            f"{name:<12} {fmt(tp.get('events_per_s'), ',.0f'):>9} "
+            f"{fmt(tp.get('mb_per_s'), '.1f'):>7} "
+            f"{fmt(d.get('throughput_ratio'), '.2f'):>6} "
+            f"{fmt(d.get('cpu_us_per_event_saturated'), '.1f'):>9} | "
+            f"{fmt(lt.get('latency_p50_ms'), '.2f'):>7} {fmt(lt.get('latency_p99_ms'), '.2f'):>7} "
+            f"{fmt(d.get('added_p99_ms'), '+.2f'):>6} {fmt(lt.get('proxy_cpu_pct'), '.0f'):>5} | "
+            f"{fmt(fo.get('failures')):>5} {fmt(fo.get('completion_ratio'), '.2f'):>6} "
+            f"{fmt(fo.get('peak_rss_mb'), '.1f'):>7} {fmt(fo.get('connect_p99_ms'), '.1f'):>8} | "
+            f"{fmt(tt.get('ttfb_p50_ms'), '.3f'):>8} {fmt(d.get('added_ttfb_p50_ms'), '+.3f'):>6} "
+            f"{fmt(d.get('others_max_pct'), '.0f'):>4}"
+        )
+    for name, reason in report["skipped"].items():
+        print(f"{name:<12} skipped: {reason}")
+    problems = [
+        f"{n}/{p}: {', '.join(v['errors'])}"
+        for n, phases in res.items()
+        for p, v in phases.items()
+        if isinstance(v, dict) and v.get("errors")
+    ]
+    if problems:
+        print("\nfailures:\n  " + "\n  ".join(problems))
+    noisy = [n for n, d in der.items() if (d.get("others_max_pct") or 0) > 15]
+    if noisy:
+        print(
+            f"\nwarning: other work used the machine during {', '.join(noisy)} (bg% = the "
+            "largest share of all cores used by none of the benchmark's processes in a "
+            "phase); latency and completion numbers are then unreliable"
+        )
+    src = report.get("source", {})
+    if src.get("dirty"):
+        print(
+            f"\nnote: chaosproxy at {src.get('commit')} with uncommitted {', '.join(src['dirty'])}"
+        )
+    if report["checks"]:
+        print(f"\n{'check':<12} {'target':<40} {'value':>9}  result")
+        for c in report["checks"]:
+            verdict = {True: "PASS", False: "FAIL", None: "n/a"}[c["pass"]]
+            print(f"{c['target']:<12} {c['check']:<40} {fmt(c['value']):>9}  {verdict}")
+    sock = {n: r.get("fanout", {}).get("socket_options") for n, r in res.items()}
+    sock = {n: v for n, v in sock.items() if v}
+    if sock:
+        print("\nsockets during fanout (count with TCP_NODELAY / TCP_CORK set):")
+        for n, sides in sock.items():
+            parts = [
+                f"{side} {c['sockets']} sockets, nodelay {c['nodelay']}, cork {c['cork']}"
+                for side, c in sides.items()
+            ]
+            print(f"  {n:<12} " + "; ".join(parts))
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="chaosproxy performance benchmark (see docs/benchmark.md)"
+    )
+    p.add_argument("--smoke", action="store_true", help="tiny loads, seconds; checks it runs")
+    p.add_argument("--json", metavar="PATH", help="write results here (default: results/)")
+    p.add_argument(
+        "--targets",
+        default=",".join(ALL_TARGETS),
+        help=f"comma-separated subset of {','.join(ALL_TARGETS)}",
+    )
+    p.add_argument(
+        "--phases",
+        default=",".join(ALL_PHASES),
+        help=f"comma-separated subset of {','.join(ALL_PHASES)}",
+    )
+    p.add_argument("--no-nginx", action="store_true", help="skip nginx even when installed")
+    p.add_argument(
+        "--variant",
+        metavar="NAME",
+        help="run the chaosproxy targets through benchmarks/variants.py NAME (experiments)",
+    )
+    p.add_argument("--profile", metavar="DIR", help="attach py-spy to the chaosproxy targets")
+    p.add_argument("--profile-format", choices=("raw", "flamegraph", "speedscope"), default="raw")
+    p.add_argument("--profile-rate", type=int, default=200)
+    p.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=None,
+        metavar="S",
+        help="before each measurement wait up to S s for the machine to be quiet "
+        "(default 10, 0 with --smoke)",
+    )
+    p.add_argument(
+        "--quiet-below",
+        type=float,
+        default=15.0,
+        metavar="PCT",
+        help="quiet means under PCT%% of all cores busy (default 15)",
+    )
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs)")
+    for f in dataclasses.fields(Scale):
+        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None)
+    return p.parse_args(argv)
+
+
+async def bench(args: argparse.Namespace, scale: Scale, workdir: Path) -> dict[str, Any]:
+    want = [t.strip() for t in args.targets.split(",") if t.strip()]
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    for name in want:
+        if name not in ALL_TARGETS:
+            raise SystemExit(f"unknown target {name!r}")
+    for name in phases:
+        if name not in ALL_PHASES:
+            raise SystemExit(f"unknown phase {name!r}")
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    upstream, up_port = start_upstream(workdir)
+    targets: list[Target] = []
+    skipped: dict[str, str] = {}
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for name in want:
+            if name == "direct":
+                targets.append(Target("direct", up_port, "the upstream, no proxy"))
+            elif name in ("passthrough", "framed"):
+                targets.append(
+                    start_chaosproxy(
+                        name, up_port, workdir, framed=name == "framed", variant=args.variant
+                    )
+                )
+            elif name == "nginx":
+                if args.no_nginx:
+                    skipped["nginx"] = "--no-nginx"
+                    continue
+                t = start_nginx(up_port, workdir, nofile=nofile)
+                if t is None:
+                    skipped["nginx"] = "nginx not installed (apt-get install -y nginx)"
+                else:
+                    targets.append(t)
+        ready: list[Target] = []
+        for t in targets:
+            try:
+                wait_listening(t)
+                await phase_warmup(t)
+                ready.append(t)
+            except TargetError as exc:
+                if t.name == "nginx":
+                    skipped["nginx"] = f"did not start: {exc}"
+                    t.stop()
+                else:
+                    raise
+        targets = ready
+        profiler = (
+            Profiler(Path(args.profile), args.profile_format, args.profile_rate)
+            if args.profile
+            else None
+        )
+        for t in targets:
+            results[t.name] = {"description": t.description}
+        for phase in phases:
+            for t in targets:
+                print(f"  {phase:<10} {t.name:<12}", end=" ", flush=True, file=sys.stderr)
+                if t.process is not None and not t.process.alive():
+                    raise TargetError(f"{t.name} died:\n{t.process.stderr_tail()}")
+                acct: dict[str, Any] = {}
+                gc.collect()
+                if args.quiet_wait > 0:
+                    acct.update(await wait_quiet(args.quiet_wait, args.quiet_below))
+                prof = profiler.attach(t, phase) if profiler else contextlib.nullcontext()
+                with prof, accounting(t, upstream, acct):
+                    out = await PHASES[phase](t, scale)
+                results[t.name][phase] = {**out, **acct}
+                print(f"{acct.get('wall_s', 0):6.1f}s", file=sys.stderr)
+                await asyncio.sleep(0.3)
+        for t in targets:
+            if t.log_path is not None and t.log_path.exists():
+                results[t.name]["frame_log_bytes"] = t.log_path.stat().st_size
+    finally:
+        for t in targets:
+            t.stop()
+        upstream.stop()
+    return {"results": results, "skipped": skipped}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    scale = dataclasses.replace(SMOKE) if args.smoke else Scale()
+    for f in dataclasses.fields(Scale):
+        value = getattr(args, f.name)
+        if value is not None:
+            setattr(scale, f.name, value)
+    if args.quiet_wait is None:
+        args.quiet_wait = 0.0 if args.smoke else 10.0
+    nofile = raise_fd_limit()
+    needed = 3 * scale.fanout_streams + 256
+    if nofile < needed:
+        print(f"warning: RLIMIT_NOFILE is {nofile}, fanout needs about {needed}", file=sys.stderr)
+    started = time.time()
+    tmp = Path(tempfile.mkdtemp(prefix="chaosproxy-bench-"))
+    print(
+        f"chaosproxy benchmark{' (smoke)' if args.smoke else ''}; work dir {tmp}", file=sys.stderr
+    )
+    try:
+        try:
+            import uvloop
+
+            runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+        except ImportError:  # pragma: no cover
+            runner = asyncio.Runner()
+        with runner:
+            outcome = runner.run(bench(args, scale, tmp))
+    except TargetError as exc:
+        print(f"benchmark could not run: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if args.keep:
+            print(f"kept {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    results = outcome["results"]
+    derived = derive(results)
+    report: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "duration_s": round(time.time() - started, 1),
+        "smoke": args.smoke,
+        "variant": args.variant,
+        "profiled": bool(args.profile),
+        "machine": machine(),
+        "source": source_state(),
+        "fd_limit": nofile,
+        "scale": dataclasses.asdict(scale),
+        "results": results,
+        "derived": derived,
+        "skipped": outcome["skipped"],
+        "checks": evaluate(derived),
+    }
+    print_report(report)
+    path = (
+        Path(args.json) if args.json else RESULTS / ("smoke.json" if args.smoke else "latest.json")
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nresults: {path} ({report['duration_s']} s)")
+    # "Ran" means: every target measured something in every phase.
+    broken = [
+        f"{n}/{p}"
+        for n, phases in results.items()
+        for p, v in phases.items()
+        if isinstance(v, dict)
+        and v.get("failures")
+        and v.get("failures") == v.get("streams", v.get("requests", v.get("repeats")))
+    ]
+    if broken:
+        print(f"every stream failed in: {', '.join(broken)}", file=sys.stderr)
+        return 1
+    if args.strict and any(c["pass"] is False for c in report["checks"]):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Benchmark-only experiments: run ``chaosproxy`` with proposed hot-path changes patched in.
+
+    python benchmarks/run.py --variant fastlog --targets direct,passthrough,framed
+    python benchmarks/variants.py fastlog,merge serve --upstream … # what run.py starts
+
+Nothing here changes the package: each variant monkeypatches ``chaosproxy.proxy`` /
+``chaosproxy.logs`` in this process only, then hands over to ``chaosproxy.cli.main``.
+They exist to measure a proposed change before anyone makes it (docs/benchmark.md has
+the numbers). They copy the shape of today's ``Exchange._write``/``_execute``; when
+those change, a variant may need updating — ``baseline`` never does.
+
+Variants (comma-separate to combine):
+
+- ``baseline``: no change (checks the wrapper costs nothing).
+- ``fastlog``: frame-log lines without structlog's per-line machinery: the request's
+  bound fields are kept in a plain dict and each line is one dict merge, the same
+  processors (error redaction, observers) and the same orjson bytes. Output identical.
+- ``merge``: when the pipeline has no transport fault, the ``Send`` actions produced by
+  one upstream read are written as one write (one frame-log line listing all their
+  events), like passthrough mirrors upstream reads. Changes the frame granularity.
+- ``noobservers``: detach the frame-log observers (admin request store, metrics):
+  shows what they cost. Not a proposal by itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+
+def _fastlog() -> None:
+    from chaosproxy import logs
+
+    class FastBound:
+        """What ``FrameLog.for_request`` returns: ``info(event, **fields)`` only."""
+
+        __slots__ = ("_ctx", "_log")
+
+        def __init__(self, log: logs.FrameLog, ctx: dict[str, Any]) -> None:
+            self._log = log
+            self._ctx = ctx
+
+        def bind(self, **more: Any) -> FastBound:
+            return FastBound(self._log, {**self._ctx, **more})
+
+        def info(self, event: str, **fields: Any) -> None:
+            line = self._ctx.copy()
+            line.update(fields)
+            line["event"] = event  # structlog puts it last, so do we
+            log = self._log
+            if "error" in line:
+                line["error"] = logs.redact_text(str(line["error"]))
+            for observer in log._observers:
+                try:
+                    observer(line)
+                except Exception:  # as FrameLog._observe: never break the request
+                    log.observer_errors += 1
+            data = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+            log._fast_write(data)  # type: ignore[attr-defined]
+            for listener in log._listeners:
+                listener(data)
+
+    original_init = logs.FrameLog.__init__
+
+    def init(self: logs.FrameLog, stream: Any, **kw: Any) -> None:
+        original_init(self, stream, **kw)
+        out = stream if stream is not None else logs._NullStream()
+        self._fast_write = out.write  # type: ignore[attr-defined]
+
+    def for_request(self: logs.FrameLog, **bound: Any) -> Any:
+        if self.pretty:  # people at a terminal: keep structlog's console renderer
+            return self._logger.bind(**bound)
+        return FastBound(self, dict(bound))
+
+    logs.FrameLog.__init__ = init  # type: ignore[method-assign]
+    logs.FrameLog.for_request = for_request  # type: ignore[method-assign]
+
+
+def _merge() -> None:
+    from chaosproxy import proxy
+    from chaosproxy.core.actions import Action, Send, Sleep
+
+    original = proxy.Exchange._execute
+
+    async def execute(self: proxy.Exchange, resp: Any, actions: list[Action]) -> bool:
+        pipeline = self.run_.pipeline if self.run_ is not None else None
+        if (
+            len(actions) < 2
+            or pipeline is None
+            or pipeline._transport_faults
+            or not all(type(a) is Send for a in actions)
+        ):
+            return await original(self, resp, actions)
+        sends = [a for a in actions if isinstance(a, Send)]
+        merged = Send(
+            b"".join(s.data for s in sends),
+            tuple(e for s in sends for e in s.events),
+            sum(s.ends for s in sends),
+            tuple(dict.fromkeys(f for s in sends for f in s.faults)),
+        )
+        await self._write(resp, merged)
+        return False
+
+    proxy.Exchange._execute = execute  # type: ignore[method-assign]
+    del Sleep
+
+
+def _noobservers() -> None:
+    from chaosproxy import logs
+
+    def add_observer(self: logs.FrameLog, observer: Any) -> None:
+        return None
+
+    logs.FrameLog.add_observer = add_observer  # type: ignore[method-assign]
+
+
+VARIANTS: dict[str, Callable[[], None]] = {
+    "baseline": lambda: None,
+    "fastlog": _fastlog,
+    "merge": _merge,
+    "noobservers": _noobservers,
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    names = [n for n in argv[0].split(",") if n]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        print(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}", file=sys.stderr)
+        return 2
+    for name in names:
+        VARIANTS[name]()
+    from chaosproxy.cli import main as cli_main
+
+    return cli_main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
