@@ -897,3 +897,54 @@ async def test_frame_sizes_sum_to_what_the_client_received(
     assert_frames_cover(log_capture, request_id, body)
     assert b"".join(writes(log_capture, request_id)) == body
     assert sum(f["size"] for f in log_capture.frames(request_id)) == line["bytes"] == len(body)
+
+
+# ---------------------------------------------------------------------------- NDJSON
+
+
+OLLAMA = [
+    b'{"model":"m","message":{"role":"assistant","content":"Hel"},"done":false}\n',
+    b'{"model":"m","message":{"role":"assistant","content":"lo"},"done":false}\n',
+    b'{"model":"m","message":{"role":"assistant","content":""},"done":true}\n',
+]
+
+
+async def test_ndjson_event_faults_and_a_cut_inside_a_line(live: Live) -> None:
+    proxy = await live.start(
+        "faults:\n  - duplicate: {kind: delta, nth: 1}"
+        "\n  - inject: {after: 1, event: {kind: error}}"
+        "\n  - cut: {after: 4, position: after_data, how: close}",
+        events=OLLAMA,
+        headers={"Content-Type": "application/x-ndjson"},
+        path="/api/chat",
+    )
+    raw, ending = await raw_request(proxy, "/api/chat")
+    head, body, terminated = split_response(raw)
+    assert b"application/x-ndjson" in head
+    lines = body.split(b"\n")
+    # event 1, the injected error line (it follows the first copy, as documented), the
+    # copy, event 2: four events sent; then event 3 without its newline, a record a line
+    # reader never completes
+    assert lines[0] == lines[2] == OLLAMA[0][:-1]
+    assert orjson.loads(lines[1]).keys() == {"error"}
+    assert lines[3:] == [OLLAMA[1][:-1], OLLAMA[2][:-1]]
+    assert (ending, terminated) == ("eof", True)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="proxy.py: when the upstream dies mid-event the framer's partial event is"
+    " dropped with a scenario active (passthrough forwards it); DESIGN.md s.5: framing"
+    " waits for the end of an event, never longer",
+)
+async def test_upstream_dying_mid_event_forwards_what_arrived(
+    live: Live, log_capture: LogCapture
+) -> None:
+    partial = E2[:30]
+    proxy = await live.start("faults:\n  - drop: {nth: 9}", events=[E1, partial], end="die")
+    raw, _ = await raw_request(proxy)
+    head, body, terminated = split_response(raw)
+    request_id = head.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
+    assert (await wait_end(log_capture, request_id))["outcome"] == "upstream_error"
+    assert not terminated
+    assert body == E1 + partial  # as without a scenario
