@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import secrets
 import socket
 import struct
 import time
@@ -29,7 +30,7 @@ from chaosproxy.core.faults.base import Respond
 from chaosproxy.core.frames import Format, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
 from chaosproxy.engine import Run
-from chaosproxy.logs import FrameLog, content_fields, redact_path
+from chaosproxy.logs import FrameLog, content_fields, redact_path, redact_text
 from chaosproxy.scenario import Scenario
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
 
@@ -72,6 +73,7 @@ class Outcome:
     max_gap_ms: float = 0.0
     error: str | None = None
     content_type: str | None = None
+    content_encoding: str | None = None
 
 
 SETTINGS = web.AppKey("settings", ProxySettings)
@@ -118,20 +120,30 @@ async def _client_session(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
+#: Request ids are ``r-<process tag>-<n>``: short, ordered within a run, and unique
+#: across restarts, so trace files of two runs never collide.
+_PROCESS_TAG = secrets.token_hex(2)
 _ids = itertools.count(1)
+
+
+def next_request_id() -> str:
+    return f"r-{_PROCESS_TAG}-{next(_ids)}"
 
 
 async def _handle(request: web.Request) -> web.StreamResponse:
     settings = request.app[SETTINGS]
-    request_id = f"r-{next(_ids)}"
+    request_id = next_request_id()
+    refusal: str | None = None
     try:
         choice = settings.scenarios.choose(request.method, request.path_qs, request.headers)
-    except UnknownScenario as exc:
-        return error_response(400, str(exc), {"X-Chaos-Request-Id": request_id})
-    except ValueError as exc:
-        return error_response(400, str(exc), {"X-Chaos-Request-Id": request_id})
+    except (UnknownScenario, ValueError) as exc:
+        # Answered by the proxy itself, never forwarded; still logged and labelled.
+        refusal = str(exc)
+        choice = Choice(None, False, 0, secrets.randbelow(2**53), request.path_qs)
     exchange = Exchange(request, settings, request_id, choice)
-    return await exchange.run()
+    if isinstance(refusal, str) and "X-Chaos-Scenario" in request.headers:
+        exchange.label = request.headers["X-Chaos-Scenario"][:128]
+    return await exchange.run(refusal)
 
 
 class Exchange:
@@ -151,15 +163,18 @@ class Exchange:
         self.run_: Run | None = None
         self.faults: list[Fault] = []
         self.fmt: Format = "raw"
-        name = choice.scenario.name if choice.scenario else None
-        self.log = settings.log.for_request(request_id=request_id, scenario=name)
+        #: The scenario name reported in X-Chaos-Scenario and the log.
+        self.label = choice.scenario.name if choice.scenario else "none"
+        self.log = settings.log.for_request(
+            request_id=request_id, scenario=choice.scenario.name if choice.scenario else None
+        )
 
     # ------------------------------------------------------------------ headers
 
     def chaos_headers(self) -> dict[str, str]:
         return {
             "X-Chaos-Request-Id": self.request_id,
-            "X-Chaos-Scenario": self.choice.scenario.name if self.choice.scenario else "none",
+            "X-Chaos-Scenario": self.label,
             "X-Chaos-Seed": str(self.choice.seed),
         }
 
@@ -180,7 +195,8 @@ class Exchange:
 
     # ------------------------------------------------------------------ run
 
-    async def run(self) -> web.StreamResponse:
+    async def run(self, refusal: str | None = None) -> web.StreamResponse:
+        """Forward and stream back; with ``refusal``, answer 400 with that reason."""
         request = self.request
         self.log.info(
             "request",
@@ -191,6 +207,8 @@ class Exchange:
             **({} if self.choice.active else {"inactive": True}),
         )
         try:
+            if refusal is not None:
+                raise ProxyError(400, refusal)
             if self.scenario is not None:
                 # An active scenario always frames, even with no faults: one event per
                 # write is itself a useful scenario. Only "no scenario" is unframed.
@@ -233,6 +251,7 @@ class Exchange:
         resp.content_length = len(answer.body)
         self.result.status = answer.status
         self.result.content_type = headers.get("Content-Type")
+        self.result.content_encoding = headers.get("Content-Encoding")
         await resp.prepare(self.request)
         if answer.body:
             await self._write(resp, Send(answer.body))
@@ -289,7 +308,7 @@ class Exchange:
         except aiohttp.ClientError as exc:
             await self._upstream_failed(resp, f"upstream failed mid-body: {_describe(exc)}")
         except FramingError as exc:
-            await self._upstream_failed(resp, f"upstream broke its framing: {exc}")
+            await self._upstream_failed(resp, f"upstream broke its framing: {exc}", salvage=False)
         except ConnectionResetError:
             self.result.outcome = "client_gone"
         return resp
@@ -420,16 +439,24 @@ class Exchange:
         if how == "reset":
             sock = transport.get_extra_info("socket")
             if sock is not None:
-                await _drain_kernel(sock)
+                await drain_send_queue(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             transport.abort()
         else:
             transport.close()
 
-    async def _upstream_failed(self, resp: web.StreamResponse, message: str) -> None:
-        """The upstream broke mid-body: never let the client see a clean completion."""
+    async def _upstream_failed(
+        self, resp: web.StreamResponse, message: str, *, salvage: bool = True
+    ) -> None:
+        """The upstream broke mid-body: send what did arrive of an unfinished event (as
+        passthrough would), then end without a clean completion."""
         self.result.outcome = "upstream_error"
         self.result.error = message
+        pipeline = self.run_.pipeline if self.run_ is not None else None
+        if salvage and pipeline is not None:
+            cut = await self._execute(resp, pipeline.salvage(time.monotonic()))
+            if cut:
+                return
         await self._cut_connection("abort")
 
     # ------------------------------------------------------------------ end
@@ -445,6 +472,8 @@ class Exchange:
         }
         if result.content_type:
             line["content_type"] = result.content_type
+        if result.content_encoding:
+            line["content_encoding"] = result.content_encoding
         if run is not None:
             applied, skipped = run.summary()
             line["provider"] = run.provider
@@ -463,7 +492,7 @@ class Exchange:
         self.settings.log.flush()
 
 
-async def _drain_kernel(sock: socket.socket, limit: float = 1.0) -> None:
+async def drain_send_queue(sock: socket.socket, limit: float = 1.0) -> None:
     """Wait (briefly) until the kernel has sent what we wrote, so an RST after it does
     not discard bytes the frame log says were sent."""
     import fcntl
@@ -482,8 +511,9 @@ async def _drain_kernel(sock: socket.socket, limit: float = 1.0) -> None:
 
 
 def _describe(exc: BaseException) -> str:
+    """One line about ``exc``, safe to show: aiohttp quotes URLs, with their ``key=``."""
     text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:300]
+    return redact_text(text.splitlines()[0])[:300]
 
 
 __all__ = [

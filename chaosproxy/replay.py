@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from chaosproxy.proxy import _drain_kernel, error_response
+from chaosproxy.proxy import drain_send_queue, error_response
 
 #: A trace larger than this is refused (it is read whole into memory).
 MAX_TRACE_BYTES = 512 * 1024 * 1024
@@ -239,7 +239,7 @@ async def _cut(request: web.Request, how: str) -> None:
     if how == "reset":
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            await _drain_kernel(sock)
+            await drain_send_queue(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         transport.abort()
     else:

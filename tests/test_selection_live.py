@@ -206,11 +206,6 @@ async def test_the_same_scenario_by_prefix_keeps_its_query_and_body(
     assert (seen.path_qs, orjson.loads(seen.body)) == (PATH + "?stream=true", {"stream": True})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="proxy.py _handle answers UnknownScenario/bad seed with X-Chaos-Request-Id only;"
-    " DESIGN.md s.3: every response carries X-Chaos-Request-Id, -Scenario and -Seed",
-)
 async def test_the_400_carries_every_chaos_header(
     upstream: ScriptedUpstream, make_proxy: ProxyFactory
 ) -> None:

@@ -92,6 +92,17 @@ class Pipeline:
             self._actions_from(i + 1, fault.on_action_end(), out)
         return out
 
+    def salvage(self, now: float) -> list[Action]:
+        """The upstream failed mid-body: the unfinished event that did arrive, through
+        the faults, without ending them (nothing is flushed that the body did not send)."""
+        if self.done:
+            return []
+        self._set_clock(now)
+        out: list[Action] = []
+        for frame in self._framer.eof():
+            self._frame(frame, out)
+        return out
+
     def deadline(self) -> float | None:
         """The earliest time a fault wants :meth:`poll` called, or None."""
         times = [t for f in self._transport_faults if (t := f.deadline()) is not None]
