@@ -931,12 +931,6 @@ async def test_ndjson_event_faults_and_a_cut_inside_a_line(live: Live) -> None:
     assert (ending, terminated) == ("eof", True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="proxy.py: when the upstream dies mid-event the framer's partial event is"
-    " dropped with a scenario active (passthrough forwards it); DESIGN.md s.5: framing"
-    " waits for the end of an event, never longer",
-)
 async def test_upstream_dying_mid_event_forwards_what_arrived(
     live: Live, log_capture: LogCapture
 ) -> None:
