@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from chaosproxy import __version__
+from chaosproxy.core.providers import PROVIDER_NAMES
 
 EXIT_USAGE = 2
 
@@ -135,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("scenario", metavar="SCENARIO")
     simulate.add_argument("--seed", type=parse_seed, default=None)
     simulate.add_argument("--format", choices=("sse", "ndjson", "raw"), default=None)
-    simulate.add_argument("--provider", default=None)
+    simulate.add_argument(
+        "--provider", default=None, choices=("auto", *PROVIDER_NAMES), metavar="PROVIDER"
+    )
     simulate.add_argument(
         "--chunk",
         type=int,
