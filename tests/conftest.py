@@ -13,6 +13,8 @@ from chaosproxy.scenario import parse_scenario
 from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
 from tests.upstream import ScriptedUpstream, scripted_upstream
 
+pytest_plugins = ["pytester"]
+
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
 REPO = Path(__file__).resolve().parents[1]
 

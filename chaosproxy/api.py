@@ -1,0 +1,171 @@
+"""``ChaosProxy``: the proxy in-process, for tests (DESIGN.md section 8).
+
+::
+
+    async with ChaosProxy(scenarios=["scenarios/"]) as proxy:      # in a running loop
+        client = AsyncOpenAI(base_url=proxy.url + "/v1", api_key="test")
+
+    with ChaosProxy(upstream="mock", scenarios=["scenarios/"]) as proxy:   # sync tests
+        requests.post(proxy.url + "/v1/chat/completions", headers={"X-Chaos-Scenario": …})
+
+The sync form runs the proxy on its own event loop in a background thread. Either way
+the proxy listens on a free port of 127.0.0.1, and every frame-log line is kept in
+memory (:attr:`ChaosProxy.lines`) so a test can see exactly what its client received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from chaosproxy.logs import FrameLog
+from chaosproxy.scenario import Scenario, load_scenarios
+from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
+
+
+class ChaosProxy:
+    """A proxy on a free local port, started and stopped by a ``with`` block."""
+
+    def __init__(
+        self,
+        upstream: str = "mock",
+        scenarios: Sequence[str | Path] | Iterable[Scenario] = (),
+        *,
+        scenario: str | None = None,
+        seed: int | None = None,
+        log: str | None = None,
+        log_content: bool = False,
+        trace_dir: str | Path | None = None,
+        mock_tokens: int = 24,
+        mock_interval: float = 0.02,
+    ) -> None:
+        items = list(scenarios)
+        parsed = [s for s in items if isinstance(s, Scenario)]
+        paths = [s for s in items if not isinstance(s, Scenario)]
+        loaded = load_scenarios(paths) if paths else {}
+        loaded.update({s.name: s for s in parsed})
+        self._log = FrameLog.open(log, content=log_content) if log else FrameLog(None)
+        #: Every frame-log line of every request, as dicts, in order.
+        self.lines: list[dict[str, Any]] = []
+        self._changed = threading.Condition()
+        self._log.add_observer(self._keep)
+        self._options = ProxyOptions(
+            listen_port=0,
+            upstream=upstream,
+            scenarios=loaded,
+            default_scenario=scenario,
+            log=self._log,
+            seed=seed,
+            trace_dir=trace_dir,
+            mock_tokens=mock_tokens,
+            mock_interval=mock_interval,
+        )
+        self._running: RunningProxy | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ access
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``: point clients here."""
+        if self._running is None:
+            raise RuntimeError("the proxy is not running: use it in a with block")
+        return self._running.url
+
+    def _keep(self, line: dict[str, Any]) -> None:
+        with self._changed:
+            self.lines.append(dict(line))
+            self._changed.notify_all()
+
+    def summary(self, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The ``response_end`` line of a request (from its ``X-Chaos-Request-Id``).
+
+        A client can see the last byte a moment before the proxy logs the end, so this
+        waits up to ``timeout`` seconds for the line (from sync code only)."""
+
+        def find() -> dict[str, Any] | None:
+            for line in reversed(self.lines):
+                if line.get("request_id") == request_id and line["event"] == "response_end":
+                    return line
+            return None
+
+        with self._changed:
+            found = self._changed.wait_for(find, timeout)
+        if found is None:
+            raise KeyError(request_id)
+        return found
+
+    def frames(self, request_id: str) -> list[dict[str, Any]]:
+        """The ``frame`` lines of a request, one per write to the client, in order."""
+        return [
+            line
+            for line in self.lines
+            if line.get("request_id") == request_id and line["event"] == "frame"
+        ]
+
+    # ------------------------------------------------------------------ async
+
+    async def start(self) -> ChaosProxy:
+        self._running = await start_proxy(self._options)
+        return self
+
+    async def stop(self) -> None:
+        if self._running is not None:
+            await self._running.close()
+            self._running = None
+        self._log.close()
+
+    async def __aenter__(self) -> ChaosProxy:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ sync
+
+    def __enter__(self) -> ChaosProxy:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self.start())
+            except BaseException as exc:  # reported to the caller of __enter__
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="chaosproxy", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._thread = None
