@@ -95,7 +95,7 @@ class ChaosProxy:
             return None
 
         with self._changed:
-            found = self._changed.wait_for(find, timeout)
+            found: dict[str, Any] | None = self._changed.wait_for(find, timeout)
         if found is None:
             raise KeyError(request_id)
         return found
