@@ -89,8 +89,9 @@ class ChaosProxy:
         waits up to ``timeout`` seconds for the line (from sync code only)."""
 
         def find() -> dict[str, Any] | None:
+            line: dict[str, Any]
             for line in reversed(self.lines):
-                if line.get("request_id") == request_id and line["event"] == "response_end":
+                if line.get("request_id") == request_id and line.get("event") == "response_end":
                     return line
             return None
 
