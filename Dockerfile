@@ -14,7 +14,7 @@ COPY scenarios /scenarios
 RUN pip install . \
     && useradd --system --uid 10001 --no-create-home chaosproxy
 
-USER chaosproxy
+USER 10001:10001
 EXPOSE 8080 8474
 ENTRYPOINT ["chaosproxy"]
 CMD ["serve", "--listen", "0.0.0.0:8080", "--admin", "0.0.0.0:8474"]
