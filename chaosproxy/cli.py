@@ -14,12 +14,15 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from chaosproxy import __version__
 from chaosproxy.core.providers import PROVIDER_NAMES
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 EXIT_USAGE = 2
 
@@ -258,25 +261,14 @@ def _run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def cmd_mock(args: argparse.Namespace) -> int:
-    from chaosproxy.server import StartupError, start_mock
+    from chaosproxy.server import start_mock
 
     host, port = args.listen
-
-    async def serve() -> int:
-        try:
-            runner, url = await start_mock(
-                host, port, tokens=args.tokens, interval=args.interval_ms / 1000.0
-            )
-        except StartupError as exc:
-            return fail(str(exc))
-        print(f"chaosproxy mock listening on {url}", file=sys.stderr, flush=True)
-        try:
-            await _until_signalled()
-        finally:
-            await runner.cleanup()
-        return 0
-
-    return _run(serve)
+    interval = args.interval_ms / 1000.0
+    return _serve_app(
+        lambda: start_mock(host, port, tokens=args.tokens, interval=interval),
+        lambda url: f"chaosproxy mock listening on {url}",
+    )
 
 
 # ---------------------------------------------------------------------------- replay
@@ -284,24 +276,31 @@ def cmd_mock(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from chaosproxy.replay import TraceError, describe, load_trace, start_replay
-    from chaosproxy.server import StartupError
 
     try:
         trace = load_trace(args.trace)
     except TraceError as exc:
         return fail(str(exc))
     host, port = args.listen
+    return _serve_app(
+        lambda: start_replay(trace, host, port),
+        lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe(trace)}",
+    )
+
+
+def _serve_app(
+    start: Callable[[], Awaitable[tuple[web.AppRunner, str]]],
+    banner: Callable[[str], str],
+) -> int:
+    """Start an app, print its start-up line, serve until SIGINT/SIGTERM, clean up."""
+    from chaosproxy.server import StartupError
 
     async def serve() -> int:
         try:
-            runner, url = await start_replay(trace, host, port)
+            runner, url = await start()
         except StartupError as exc:
             return fail(str(exc))
-        print(
-            f"chaosproxy replay listening on {url}; {args.trace}: {describe(trace)}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(banner(url), file=sys.stderr, flush=True)
         try:
             await _until_signalled()
         finally:

@@ -432,18 +432,7 @@ class Exchange:
         await self._cut_connection(cut.how)
 
     async def _cut_connection(self, how: str) -> None:
-        """End the connection under the response: FIN without the last chunk, or RST."""
-        transport = self.request.transport
-        if transport is None or transport.is_closing():
-            return
-        if how == "reset":
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                await drain_send_queue(sock)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            transport.abort()
-        else:
-            transport.close()
+        await cut_connection(self.request, how)
 
     async def _upstream_failed(
         self, resp: web.StreamResponse, message: str, *, salvage: bool = True
@@ -490,6 +479,22 @@ class Exchange:
             line["error"] = result.error
         self.log.info("response_end", **line)
         self.settings.log.flush()
+
+
+async def cut_connection(request: web.BaseRequest, how: str) -> None:
+    """End the connection under a response: ``abort`` closes it without the last chunk
+    (a FIN), ``reset`` sends a TCP RST once what was written has left the kernel."""
+    transport = request.transport
+    if transport is None or transport.is_closing():
+        return
+    if how == "reset":
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            await drain_send_queue(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+    else:
+        transport.close()
 
 
 async def drain_send_queue(sock: socket.socket, limit: float = 1.0) -> None:

@@ -30,8 +30,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import socket
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from chaosproxy.proxy import drain_send_queue, error_response
+from chaosproxy.proxy import cut_connection, error_response
 
 #: A trace larger than this is refused (it is read whole into memory).
 MAX_TRACE_BYTES = 512 * 1024 * 1024
@@ -184,7 +182,7 @@ async def _serve(request: web.Request) -> web.StreamResponse:
 
     if trace.cut_before_headers:
         await until(trace.end_ms)
-        await _cut(request, trace.cut_how or "close")
+        await cut_connection(request, trace.cut_how or "close")
         return web.Response(status=500)  # never sent: the connection is gone
     if trace.outcome == "proxy_error" and not trace.frames and trace.status:
         await until(trace.end_ms)
@@ -209,7 +207,7 @@ async def _serve(request: web.Request) -> web.StreamResponse:
     if how == "close":
         await resp.write_eof()
     else:
-        await _cut(request, how)
+        await cut_connection(request, how)
     return resp
 
 
@@ -230,20 +228,6 @@ def _ending(trace: Trace) -> str:
     if trace.outcome == "client_gone":
         return "hold"
     return "close"
-
-
-async def _cut(request: web.Request, how: str) -> None:
-    transport = request.transport
-    if transport is None or transport.is_closing():
-        return
-    if how == "reset":
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            await drain_send_queue(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        transport.abort()
-    else:
-        transport.close()
 
 
 async def start_replay(trace: Trace, host: str, port: int) -> tuple[web.AppRunner, str]:
