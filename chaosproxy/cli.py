@@ -184,9 +184,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         scenarios = load_scenarios(paths)
     except ScenarioError as exc:
+        # One line per problem, each a complete reason: FILE:LINE: path: message.
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return fail(f"{len(exc.problems)} problem(s) in the scenarios; nothing started")
+            fail(str(problem))
+        return EXIT_USAGE
     try:
         log = FrameLog.open(args.log, content=args.log_content, fmt=args.log_format)
     except OSError as exc:
