@@ -29,6 +29,9 @@ from chaosproxy.trace import TraceWriter
 
 #: Connections the kernel may queue before accept(); a burst of thousands must fit.
 BACKLOG = 4096
+#: On shutdown, streams in flight get this long to finish before they are cancelled
+#: (a ``hang`` or ``stall: {forever: true}`` stream never finishes on its own).
+SHUTDOWN_GRACE = 2.0
 
 
 class StartupError(Exception):
@@ -93,7 +96,9 @@ class RunningProxy:
 async def _site(
     app: web.Application, host: str, port: int, *, what: str = ""
 ) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    runner = web.AppRunner(
+        app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=BACKLOG)
     try:
