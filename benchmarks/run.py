@@ -78,7 +78,7 @@ class Scale:
 
     throughput_events: int = 50_000
     event_size: int = 1024
-    repeats: int = 3
+    repeats: int = 5
     latency_streams: int = 200
     latency_rate: float = 50.0
     latency_seconds: float = 6.0
