@@ -114,10 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-content", action="store_true", default=_env_bool("log_content"))
     serve.add_argument("--trace-dir", metavar="DIR", default=_env("trace_dir"))
     serve.add_argument("--seed", type=parse_seed, default=_env("seed"))
-    serve.add_argument("--mock-tokens", type=int, default=int(_env("mock_tokens", 24)))
-    serve.add_argument(
-        "--mock-interval-ms", type=float, default=float(_env("mock_interval_ms", 20))
-    )
+    # String defaults go through ``type`` too, so a bad environment value is a usage error.
+    serve.add_argument("--mock-tokens", type=int, default=_env("mock_tokens", "24"))
+    serve.add_argument("--mock-interval-ms", type=float, default=_env("mock_interval_ms", "20"))
 
     mock = sub.add_parser("mock", help="run the built-in mock LLM upstream alone")
     mock.add_argument("--listen", type=parse_hostport, default="127.0.0.1:8000")

@@ -57,9 +57,13 @@ def test_bad_input_stops_startup_with_one_line(args: list[str], reason: str) -> 
     assert reason in one_line_error(run(*args))
 
 
-def test_environment_variables_are_flags_too() -> None:
-    line = one_line_error(run("serve", env={"CHAOSPROXY_LISTEN": "still-nonsense"}))
-    assert "still-nonsense" in line
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("CHAOSPROXY_LISTEN", "still-nonsense"), ("CHAOSPROXY_MOCK_TOKENS", "many")],
+)
+def test_environment_variables_are_flags_too(variable: str, value: str) -> None:
+    line = one_line_error(run("serve", env={variable: value}))
+    assert value in line
 
 
 def test_a_port_in_use_is_one_line() -> None:
