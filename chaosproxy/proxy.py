@@ -160,6 +160,7 @@ class Exchange:
         self.result = Outcome()
         self.started = time.monotonic()
         self._last_write: float | None = None
+        self._prepared = False
         self.run_: Run | None = None
         self.faults: list[Fault] = []
         self.fmt: Format = "raw"
@@ -226,6 +227,14 @@ class Exchange:
             self.result.status = exc.status
             self.result.error = str(exc)
             return error_response(exc.status, str(exc), self.chaos_headers())
+        except Exception as exc:  # a bug of ours: explained, logged, never a traceback
+            self.result.outcome = "proxy_error"
+            self.result.error = f"internal error: {type(exc).__name__}: {_describe(exc)}"
+            if self._prepared:  # the head is out: all we can do is not end cleanly
+                await self._cut_connection("abort")
+                return web.Response(status=500)  # never sent
+            self.result.status = 500
+            return error_response(500, self.result.error, self.chaos_headers())
         finally:
             self._end()
 
@@ -252,7 +261,7 @@ class Exchange:
         self.result.status = answer.status
         self.result.content_type = headers.get("Content-Type")
         self.result.content_encoding = headers.get("Content-Encoding")
-        await resp.prepare(self.request)
+        await self._prepare(resp)
         if answer.body:
             await self._write(resp, Send(answer.body))
         await resp.write_eof()
@@ -289,7 +298,6 @@ class Exchange:
                 upstream.release()
 
     async def _stream(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        request = self.request
         headers = self._response_headers(upstream)
         fast = self.run_ is None
         if fast and "Content-Length" in upstream.headers:
@@ -297,7 +305,7 @@ class Exchange:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
         self.result.status = upstream.status
         self.result.content_type = headers.get("Content-Type")
-        await resp.prepare(request)
+        await self._prepare(resp)
         try:
             if fast:
                 await self._pump_raw(resp, upstream)
@@ -333,6 +341,10 @@ class Exchange:
                 headers = CIMultiDict(plain)
         headers.update(self.chaos_headers())
         return headers
+
+    async def _prepare(self, resp: web.StreamResponse) -> None:
+        await resp.prepare(self.request)
+        self._prepared = True
 
     # ------------------------------------------------------------------ pumps
 

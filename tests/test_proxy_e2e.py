@@ -302,3 +302,54 @@ async def _json(body: bytes) -> dict[str, object]:
     value = orjson.loads(body)
     assert isinstance(value, dict)
     return value
+
+
+async def test_a_bug_before_the_response_is_a_500_with_a_reason(
+    upstream: ScriptedUpstream,
+    make_proxy: ProxyFactory,
+    log_capture: LogCapture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chaosproxy.engine import Run
+
+    def broken(*args: object, **kw: object) -> Run:
+        raise RuntimeError("a bug in a fault")
+
+    monkeypatch.setattr(Run, "start", broken)
+    upstream.route("/v1/s", Script.events(b"data: 1\n\n"))
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: []"})
+    resp, body = await read_all(proxy.url + "/v1/s", headers={"X-Chaos-Scenario": "s"})
+    assert resp.status == 500
+    message = (await _json(body))["error"]["message"]  # type: ignore[index]
+    assert message == "internal error: RuntimeError: a bug in a fault"
+    end = await log_capture.wait_end(resp.headers["X-Chaos-Request-Id"])
+    assert (end["outcome"], end["error"]) == ("proxy_error", message)
+
+
+async def test_a_bug_mid_stream_never_ends_cleanly(
+    upstream: ScriptedUpstream,
+    make_proxy: ProxyFactory,
+    log_capture: LogCapture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chaosproxy.core.pipeline import Pipeline
+
+    feed = Pipeline.feed
+
+    def feed_then_break(self: Pipeline, chunk: bytes, now: float) -> list[object]:
+        if self.events_in >= 1:
+            raise RuntimeError("a bug in a fault")
+        return feed(self, chunk, now)  # type: ignore[return-value]
+
+    monkeypatch.setattr(Pipeline, "feed", feed_then_break)
+    upstream.route("/v1/s", Script(writes=[(b"data: 1\n\n", 0), (b"data: 2\n\n", 0.05)]))
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: []"})
+    port = int(proxy.url.rsplit(":", 1)[1])
+    raw = await raw_http(port, b"GET /v1/s HTTP/1.1\r\nHost: x\r\nX-Chaos-Scenario: s\r\n\r\n")
+    head, _, chunked = raw.partition(b"\r\n\r\n")
+    decoded, terminated = dechunk(chunked)
+    assert (decoded, terminated) == (b"data: 1\n\n", False)
+    request_id = head.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
+    end = await log_capture.wait_end(request_id)
+    assert end["outcome"] == "proxy_error"
+    assert end["bytes"] == len(decoded)
