@@ -311,15 +311,22 @@ class Exchange:
                 await self._pump_raw(resp, upstream)
             else:
                 await self._pump_pipeline(resp, upstream)
-        except aiohttp.ClientPayloadError as exc:
-            await self._upstream_failed(resp, f"upstream body broken: {_describe(exc)}")
-        except aiohttp.ClientError as exc:
-            await self._upstream_failed(resp, f"upstream failed mid-body: {_describe(exc)}")
+        except (aiohttp.ClientError, ConnectionResetError) as exc:
+            # aiohttp's "cannot write to closing transport" is a ClientError too: look
+            # at the client's side before blaming the upstream.
+            if self._client_gone():
+                self.result.outcome = "client_gone"
+            elif isinstance(exc, aiohttp.ClientPayloadError):
+                await self._upstream_failed(resp, f"upstream body broken: {_describe(exc)}")
+            else:
+                await self._upstream_failed(resp, f"upstream failed mid-body: {_describe(exc)}")
         except FramingError as exc:
             await self._upstream_failed(resp, f"upstream broke its framing: {exc}", salvage=False)
-        except ConnectionResetError:
-            self.result.outcome = "client_gone"
         return resp
+
+    def _client_gone(self) -> bool:
+        transport = self.request.transport
+        return transport is None or transport.is_closing()
 
     def _response_headers(self, upstream: aiohttp.ClientResponse) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()

@@ -353,3 +353,34 @@ async def test_a_bug_mid_stream_never_ends_cleanly(
     end = await log_capture.wait_end(request_id)
     assert end["outcome"] == "proxy_error"
     assert end["bytes"] == len(decoded)
+
+
+async def test_a_write_to_a_departed_client_is_client_gone_not_upstream_error(
+    upstream: ScriptedUpstream,
+    make_proxy: ProxyFactory,
+    log_capture: LogCapture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race handler cancellation usually wins: the client's socket closes while a
+    # write is under way, and aiohttp raises ClientConnectionResetError (a ClientError).
+    from aiohttp import web
+
+    write = web.StreamResponse.write
+
+    async def write_then_client_leaves(self: web.StreamResponse, data: bytes) -> None:
+        if data == b"data: 2\n\n" and "X-Chaos-Request-Id" in self.headers:  # the proxy's
+            transport = self._req.transport if self._req else None  # type: ignore[attr-defined]
+            assert transport is not None
+            transport.close()
+            raise aiohttp.ClientConnectionResetError("Cannot write to closing transport")
+        await write(self, data)
+
+    monkeypatch.setattr(web.StreamResponse, "write", write_then_client_leaves)
+    upstream.route("/v1/s", Script(writes=[(b"data: 1\n\n", 0), (b"data: 2\n\n", 0.02)]))
+    proxy = await make_proxy(upstream=upstream.url)
+    port = int(proxy.url.rsplit(":", 1)[1])
+    raw = await raw_http(port, b"GET /v1/s HTTP/1.1\r\nHost: x\r\n\r\n")
+    request_id = raw.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
+    end = await log_capture.wait_end(request_id)
+    assert end["outcome"] == "client_gone"
+    assert "error" not in end
