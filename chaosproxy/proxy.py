@@ -1,10 +1,13 @@
 """The I/O shell: an aiohttp server that forwards to the upstream and executes actions.
 
 Everything that decides *what* to send lives in ``chaosproxy.core``; this module only
-moves bytes: it reads the upstream with ``readany()`` (each read as it arrives), feeds
-the pipeline, and carries out its ``Send``/``Sleep``/``Cut`` actions, awaiting every
-write so a slow client pushes back on the upstream. A request without an active
-scenario takes a fast path that writes each upstream read as it is and frames nothing.
+moves bytes. The upstream is reached with chaosproxy's own small HTTP/1.1 client
+(:mod:`chaosproxy.upstream`), which hands over each socket read of the body as a
+callback; :class:`_Pump` feeds it to the pipeline and writes the resulting ``Send``
+actions to the client's transport at once, in that callback. Only what needs time (a
+``Sleep``, a ``Cut``, a client that cannot keep up, the end of the body) goes through
+the request's task, in order, and a slow client pushes back on the upstream. A request
+without an active scenario frames nothing: each upstream read is written as it is.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import secrets
 import socket
 import struct
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections import deque
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict
 
 from chaosproxy.core.actions import Action, Cut, Send, Sleep
@@ -29,10 +34,19 @@ from chaosproxy.core.faults import Fault
 from chaosproxy.core.faults.base import Respond
 from chaosproxy.core.frames import Format, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
+from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.engine import Run
 from chaosproxy.logs import FrameLog, content_fields, redact_path, redact_text
 from chaosproxy.scenario import Scenario
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
+from chaosproxy.upstream import (
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamPool,
+    UpstreamProtocolError,
+    UpstreamResponse,
+    UpstreamTimeout,
+)
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) plus those aiohttp recomputes.
 HOP_BY_HOP = frozenset(
@@ -50,6 +64,12 @@ HOP_BY_HOP = frozenset(
 )
 _REQUEST_DROP = HOP_BY_HOP | {"host", "accept-encoding", "content-length"}
 _RESPONSE_DROP = HOP_BY_HOP | {"content-length"}
+
+#: Request bodies up to this size are read whole before they are forwarded.
+BUFFERED_REQUEST_BODY = 2**20
+#: Upstream body bytes held while the client's side catches up, before the upstream
+#: connection is paused (as aiohttp's own stream reader does).
+INBOX_LIMIT = 2**16
 
 
 @dataclass(slots=True)
@@ -77,7 +97,7 @@ class Outcome:
 
 
 SETTINGS = web.AppKey("settings", ProxySettings)
-SESSION = web.AppKey("session", aiohttp.ClientSession)
+UPSTREAM = web.AppKey("upstream", UpstreamPool)
 
 
 class ProxyError(Exception):
@@ -106,18 +126,12 @@ def create_proxy_app(settings: ProxySettings) -> web.Application:
 
 async def _client_session(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
-    timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=settings.connect_timeout, sock_read=None
-    )
-    async with aiohttp.ClientSession(
-        connector=connector,
-        timeout=timeout,
-        auto_decompress=False,
-        skip_auto_headers=("User-Agent", "Accept-Encoding"),
-    ) as session:
-        app[SESSION] = session
+    pool = UpstreamPool(settings.upstream, connect_timeout=settings.connect_timeout)
+    app[UPSTREAM] = pool
+    try:
         yield
+    finally:
+        await pool.close()
 
 
 #: Request ids are ``r-<process tag>-<n>``: short, ordered within a run, and unique
@@ -189,8 +203,6 @@ class Exchange:
         # Connection-specific headers named in Connection are hop-by-hop too.
         for token in self.request.headers.get("Connection", "").split(","):
             headers.popall(token.strip(), None)
-        if self.request.content_length is not None:
-            headers["Content-Length"] = str(self.request.content_length)
         headers["Accept-Encoding"] = "identity"
         return headers
 
@@ -263,41 +275,49 @@ class Exchange:
         self.result.content_encoding = headers.get("Content-Encoding")
         await self._prepare(resp)
         if answer.body:
-            await self._write(resp, Send(answer.body))
+            self.log_frame(answer.body, None)
+            await resp.write(answer.body)
         await resp.write_eof()
         return resp
 
     async def _forward(self) -> web.StreamResponse:
         request = self.request
         settings = self.settings
-        session = request.app[SESSION]
-        url = settings.upstream.rstrip("/") + self.choice.path
-        data: Any = request.content if request.body_exists else None
+        body, length = await self._request_body()
         try:
-            upstream = await session.request(
+            upstream = await request.app[UPSTREAM].request(
                 request.method,
-                url,
-                headers=self.upstream_headers(),
-                data=data,
-                allow_redirects=False,
+                self.choice.path,
+                self.upstream_headers().items(),
+                body,
+                content_length=length,
             )
-        except (TimeoutError, aiohttp.ConnectionTimeoutError):
+        except UpstreamTimeout:
             raise ProxyError(504, f"upstream timed out on connect: {settings.upstream}") from None
-        except aiohttp.ClientConnectorError as exc:
+        except UpstreamConnectError as exc:
             raise ProxyError(502, f"upstream unreachable: {_describe(exc)}") from None
-        except aiohttp.ClientError as exc:
+        except UpstreamError as exc:
             raise ProxyError(502, f"upstream failed before responding: {_describe(exc)}") from None
         try:
             return await self._stream(upstream)
         finally:
-            # On any early exit (client gone, cut, error) this closes the upstream
-            # connection at once instead of returning it to the pool half-read.
-            if not upstream.content.at_eof():
+            # On any early exit (client gone, cut, error) this drops the upstream
+            # connection at once; a body read to its end is already back in the pool.
+            if not upstream.complete:
                 upstream.close()
-            else:
-                upstream.release()
 
-    async def _stream(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    async def _request_body(self) -> tuple[bytes | AsyncIterable[bytes] | None, int | None]:
+        """The client's request body: read whole when small (so a request on a stale
+        keep-alive connection can be sent again), else streamed."""
+        request = self.request
+        if not request.body_exists:
+            return None, None
+        length = request.content_length
+        if length is not None and length <= BUFFERED_REQUEST_BODY:
+            return await request.content.read(), None
+        return request.content.iter_chunked(2**16), length
+
+    async def _stream(self, upstream: UpstreamResponse) -> web.StreamResponse:
         headers = self._response_headers(upstream)
         fast = self.run_ is None
         if fast and "Content-Length" in upstream.headers:
@@ -305,30 +325,34 @@ class Exchange:
         resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
         self.result.status = upstream.status
         self.result.content_type = headers.get("Content-Type")
-        await self._prepare(resp)
+        writer = await self._prepare(resp)
+        pipeline = None
+        if self.run_ is not None:
+            pipeline = self.run_.begin_body(
+                self.fmt, self.choice.path, max_size=self.settings.max_event_size
+            )
+        transport = self.request.transport
+        if writer is None or transport is None:  # the client left during prepare()
+            self.result.outcome = "client_gone"
+            return resp
+        pump = _Pump(self, resp, writer, transport, upstream, pipeline)
         try:
-            if fast:
-                await self._pump_raw(resp, upstream)
-            else:
-                await self._pump_pipeline(resp, upstream)
-        except (aiohttp.ClientError, ConnectionResetError) as exc:
-            # aiohttp's "cannot write to closing transport" is a ClientError too: look
-            # at the client's side before blaming the upstream.
-            if self._client_gone():
-                self.result.outcome = "client_gone"
-            elif isinstance(exc, aiohttp.ClientPayloadError):
-                await self._upstream_failed(resp, f"upstream body broken: {_describe(exc)}")
-            else:
-                await self._upstream_failed(resp, f"upstream failed mid-body: {_describe(exc)}")
+            await pump.run()
+        except (aiohttp.ClientError, ConnectionResetError):
+            # Only the client's side is written to here (aiohttp's "cannot write to
+            # closing transport" is a ClientError); anything else is a bug of ours.
+            if not self._client_gone():
+                raise
+            self.result.outcome = "client_gone"
         except FramingError as exc:
-            await self._upstream_failed(resp, f"upstream broke its framing: {exc}", salvage=False)
+            await pump.upstream_failed(f"upstream broke its framing: {exc}", salvage=False)
         return resp
 
     def _client_gone(self) -> bool:
         transport = self.request.transport
         return transport is None or transport.is_closing()
 
-    def _response_headers(self, upstream: aiohttp.ClientResponse) -> CIMultiDict[str]:
+    def _response_headers(self, upstream: UpstreamResponse) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()
         for name, value in upstream.headers.items():
             if name.lower() not in _RESPONSE_DROP:
@@ -349,65 +373,15 @@ class Exchange:
         headers.update(self.chaos_headers())
         return headers
 
-    async def _prepare(self, resp: web.StreamResponse) -> None:
-        await resp.prepare(self.request)
+    async def _prepare(self, resp: web.StreamResponse) -> AbstractStreamWriter | None:
+        writer = await resp.prepare(self.request)
         self._prepared = True
-
-    # ------------------------------------------------------------------ pumps
-
-    async def _pump_raw(self, resp: web.StreamResponse, upstream: aiohttp.ClientResponse) -> None:
-        read = upstream.content.readany
-        while chunk := await read():
-            await self._write(resp, Send(chunk))
-        await resp.write_eof()
-
-    async def _pump_pipeline(
-        self, resp: web.StreamResponse, upstream: aiohttp.ClientResponse
-    ) -> None:
-        assert self.run_ is not None
-        pipeline = self.run_.begin_body(
-            self.fmt, self.choice.path, max_size=self.settings.max_event_size
-        )
-        content = upstream.content
-        clock = time.monotonic
-        while True:
-            deadline = pipeline.deadline()
-            if deadline is None:
-                chunk = await content.readany()
-            else:
-                wait = deadline - clock()
-                try:
-                    chunk = await asyncio.wait_for(content.readany(), max(wait, 0))
-                except TimeoutError:
-                    if await self._execute(resp, pipeline.poll(clock())):
-                        return
-                    continue
-            if not chunk:
-                break
-            if await self._execute(resp, pipeline.feed(chunk, clock())):
-                return
-        if await self._execute(resp, pipeline.end(clock())):
-            return
-        await resp.write_eof()
-
-    async def _execute(self, resp: web.StreamResponse, actions: list[Action]) -> bool:
-        """Carry out actions in order; True when the response has ended (a Cut)."""
-        for action in actions:
-            if isinstance(action, Send):
-                await self._write(resp, action)
-            elif isinstance(action, Sleep):
-                await self._sleep(action.seconds)
-            else:
-                await self._cut(resp, action)
-                return True
-        return False
+        return writer
 
     # ------------------------------------------------------------------ effects
 
-    async def _write(self, resp: web.StreamResponse, send: Send) -> None:
-        data = send.data
-        if not data:
-            return
+    def log_frame(self, data: bytes, send: Send | None) -> None:
+        """The frame-log line for one write of ``data`` (``send`` names its events)."""
         now = time.monotonic()
         result = self.result
         t_ms = (now - self.started) * 1000.0
@@ -424,7 +398,7 @@ class Exchange:
             "size": len(data),
             "t_ms": round(t_ms, 3),
         }
-        if self.run_ is not None:
+        if self.run_ is not None and send is not None:
             line["events"] = [e.ordinal for e in send.events]
             line["kinds"] = sorted({k for e in send.events for k in e.kinds})
             line["faults"] = list(send.faults)
@@ -433,7 +407,6 @@ class Exchange:
         result.frames += 1
         result.bytes += len(data)
         self.log.info("frame", **line)
-        await resp.write(data)
 
     async def _sleep(self, seconds: float) -> None:
         if math.isinf(seconds):
@@ -452,20 +425,6 @@ class Exchange:
 
     async def _cut_connection(self, how: str) -> None:
         await cut_connection(self.request, how)
-
-    async def _upstream_failed(
-        self, resp: web.StreamResponse, message: str, *, salvage: bool = True
-    ) -> None:
-        """The upstream broke mid-body: send what did arrive of an unfinished event (as
-        passthrough would), then end without a clean completion."""
-        self.result.outcome = "upstream_error"
-        self.result.error = message
-        pipeline = self.run_.pipeline if self.run_ is not None else None
-        if salvage and pipeline is not None:
-            cut = await self._execute(resp, pipeline.salvage(time.monotonic()))
-            if cut:
-                return
-        await self._cut_connection("abort")
 
     # ------------------------------------------------------------------ end
 
@@ -498,6 +457,266 @@ class Exchange:
             line["error"] = result.error
         self.log.info("response_end", **line)
         self.settings.log.flush()
+
+
+class _Pump:
+    """Streams one upstream body to the client: the upstream connection's body sink.
+
+    Upstream reads arrive as callbacks from the upstream protocol (:meth:`body_data`).
+    While nothing asynchronous is pending, a read goes through the pipeline and its
+    sends are written to the client's transport right there, synchronously: no task
+    wakes up per event, which is most of what a Python proxy spends per event. Whatever
+    needs time (a ``Sleep``, a ``Cut``, a client whose buffer is full, the end of the
+    body, a fault's deadline that falls due mid-work) is handed, in order, to
+    :meth:`run` in the request's own task; reads that arrive meanwhile wait in an inbox
+    (the upstream is paused beyond ``INBOX_LIMIT``) and are fed in order once it has
+    caught up. Either way the pipeline sees the same reads at the same moments as a
+    read loop would, so the writes are the same.
+    """
+
+    def __init__(
+        self,
+        exchange: Exchange,
+        resp: web.StreamResponse,
+        writer: AbstractStreamWriter,
+        transport: asyncio.Transport,
+        upstream: UpstreamResponse,
+        pipeline: Pipeline | None,
+    ) -> None:
+        self.exchange = exchange
+        self.resp = resp
+        self.writer = writer
+        self.transport = transport
+        self.upstream = upstream
+        self.pipeline = pipeline
+        # aiohttp chooses chunked framing at prepare() (HTTP/1.1, no Content-Length) and
+        # says so in the head it sent; the body bytes are framed here to match.
+        self.chunked = "chunked" in resp.headers.get("Transfer-Encoding", "").lower()
+        self._high = transport.get_write_buffer_limits()[1]
+        self._loop = asyncio.get_running_loop()
+        self._waiter: asyncio.Future[None] | None = None
+        #: Actions of a read the callback could not finish (from a Sleep or Cut on).
+        self._carry: list[Action] = []
+        self._inbox: deque[bytes] = deque()
+        self._inbox_bytes = 0
+        self._paused = False
+        self._drain = False
+        self._due = False
+        self._ended = False
+        self._end_error: UpstreamError | None = None
+        self._failure: BaseException | None = None
+        #: Stop: nothing more is fed (the body ended, failed, was cut, or the client left).
+        self._over = False
+        #: The response itself has ended (a cut, or the client left): no more writes.
+        self._closed = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+
+    # ------------------------------------------------------------------ the task side
+
+    async def run(self) -> None:
+        """Deliver the body; returns when the response has ended (or was cut)."""
+        self.upstream.start(self)
+        try:
+            while not self._over:
+                if not self._has_work():
+                    self._waiter = self._loop.create_future()
+                    try:
+                        await self._waiter
+                    finally:
+                        self._waiter = None
+                await self._work()
+        finally:
+            self._over = True
+            if self._timer is not None:
+                self._timer.cancel()
+
+    def _has_work(self) -> bool:
+        return bool(
+            self._failure is not None
+            or self._drain
+            or self._carry
+            or self._inbox
+            or self._due
+            or self._ended
+            or self._over
+        )
+
+    async def _work(self) -> None:
+        while not self._over:
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure
+            if self._drain:
+                self._drain = False
+                await self.writer.drain()
+            elif self._carry:
+                actions, self._carry = self._carry, []
+                await self._run_actions(actions)
+            elif self._inbox:
+                data = self._inbox.popleft()
+                self._inbox_bytes -= len(data)
+                if self._paused and not self._inbox:
+                    self._paused = False
+                    self.upstream.resume_reading()
+                await self._run_actions(self._feed(data))
+            elif self._due:
+                self._due = False
+                if self.pipeline is not None:
+                    await self._run_actions(self.pipeline.poll(time.monotonic()))
+            elif self._ended:
+                await self._finish()
+                self._over = True
+            else:
+                self._arm_timer()
+                return
+
+    async def _run_actions(self, actions: list[Action]) -> None:
+        """Carry out actions in order; sets ``_over`` when the response has ended."""
+        for action in actions:
+            if isinstance(action, Send):
+                if not self._send(action):
+                    return
+                if self._congested():
+                    await self.writer.drain()
+            elif isinstance(action, Sleep):
+                await self.exchange._sleep(action.seconds)
+            else:
+                await self.exchange._cut(self.resp, action)
+                self._closed = self._over = True
+                return
+
+    async def _finish(self) -> None:
+        error = self._end_error
+        if isinstance(error, UpstreamProtocolError):
+            await self.upstream_failed(f"upstream body broken: {_describe(error)}")
+        elif error is not None:
+            await self.upstream_failed(f"upstream failed mid-body: {_describe(error)}")
+        else:
+            if self.pipeline is not None:
+                await self._run_actions(self.pipeline.end(time.monotonic()))
+            if not self._closed:
+                await self.resp.write_eof()
+
+    async def upstream_failed(self, message: str, *, salvage: bool = True) -> None:
+        """The upstream broke mid-body: send what did arrive of an unfinished event (as
+        passthrough would), then end without a clean completion."""
+        self._over = True  # nothing more from the upstream is fed
+        result = self.exchange.result
+        result.outcome = "upstream_error"
+        result.error = message
+        if salvage and self.pipeline is not None:
+            await self._run_actions(self.pipeline.salvage(time.monotonic()))
+        if not self._closed:
+            await self.exchange._cut_connection("abort")
+
+    # ------------------------------------------------------------------ the callback side
+
+    def body_data(self, data: bytes) -> None:
+        if self._over:
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():  # the task is busy: keep the order
+            self._inbox.append(data)
+            self._inbox_bytes += len(data)
+            if not self._paused and self._inbox_bytes > INBOX_LIMIT:
+                self._paused = True
+                self.upstream.pause_reading()
+            self._wake()
+            return
+        try:
+            self._drive(self._feed(data))
+        except Exception as exc:  # FramingError, or a bug: the task reports it
+            self._failure = exc
+            self._wake()
+
+    def body_end(self, error: UpstreamError | None) -> None:
+        if self._over:
+            return
+        self._ended = True
+        self._end_error = error
+        self._wake()
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        if self._over or self.pipeline is None:
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self._due = True
+            self._wake()
+            return
+        try:
+            self._drive(self.pipeline.poll(time.monotonic()))
+        except Exception as exc:
+            self._failure = exc
+            self._wake()
+
+    def _drive(self, actions: list[Action]) -> None:
+        """Write the sends now; from the first thing that needs time on, hand over."""
+        for i, action in enumerate(actions):
+            if not isinstance(action, Send):
+                self._carry = actions[i:]
+                self._wake()
+                return
+            if not self._send(action):
+                self._wake()
+                return
+            if self._congested():
+                self._drain = True
+                self._carry = actions[i + 1 :]
+                self._wake()
+                return
+        self._arm_timer()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _feed(self, data: bytes) -> list[Action]:
+        if self.pipeline is None:
+            return [Send(data)]
+        return self.pipeline.feed(data, time.monotonic())
+
+    def _send(self, send: Send) -> bool:
+        """Log and write one frame; False (and the response over) if the client left."""
+        data = send.data
+        if not data:
+            return True
+        transport = self.transport
+        if transport.is_closing():
+            self.exchange.result.outcome = "client_gone"
+            self._closed = self._over = True
+            return False
+        self.exchange.log_frame(data, send)
+        if not self.chunked:
+            transport.write(data)
+        elif len(data) < 4096:
+            transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        else:
+            transport.writelines((b"%x\r\n" % len(data), data, b"\r\n"))
+        return True
+
+    def _congested(self) -> bool:
+        return self.transport.get_write_buffer_size() > self._high
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _arm_timer(self) -> None:
+        pipeline = self.pipeline
+        if pipeline is None:
+            return
+        deadline = pipeline.deadline()
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is not None:
+            delay = max(deadline - time.monotonic(), 0.0)
+            self._timer = self._loop.call_later(delay, self._on_timer)
 
 
 async def cut_connection(request: web.BaseRequest, how: str) -> None:

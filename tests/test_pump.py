@@ -1,0 +1,131 @@
+"""The body pump: flow control and ordering between the upstream's reads (callbacks)
+and the client's writes, through real sockets.
+
+A client that does not read must stop the upstream (the proxy holds a bounded amount,
+never the whole body), and once it reads again it must get every byte, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from tests.conftest import LogCapture, ProxyFactory
+
+#: Far more than every buffer between upstream and client (kernel socket buffers on
+#: both hops, the proxy's inbox and transport buffer) can hold together.
+BODY_MIB = 48
+EVENT = b"data: " + b"x" * 1016 + b"\n\n"  # 1 KiB events
+
+
+class BigUpstream:
+    """Streams BODY_MIB of 1 KiB SSE events as fast as the socket takes them, and says
+    when its last write went out."""
+
+    def __init__(self) -> None:
+        self.finished = asyncio.Event()
+        self.written = 0
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        block = EVENT * 64
+        for _ in range(BODY_MIB * 16):
+            await resp.write(block)
+            self.written += len(block)
+        await resp.write_eof()
+        self.finished.set()
+        return resp
+
+
+@pytest.fixture
+async def big_upstream() -> AsyncIterator[BigUpstream]:
+    up = BigUpstream()
+    app = web.Application()
+    app.router.add_get("/big", up.handle)
+    runner = web.AppRunner(app, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    up.url = f"http://127.0.0.1:{port}"
+    yield up
+    await runner.cleanup()
+
+
+async def read_head(reader: asyncio.StreamReader) -> bytes:
+    return await reader.readuntil(b"\r\n\r\n")
+
+
+@pytest.mark.parametrize("scenario", [None, "framed"])
+async def test_a_client_that_does_not_read_stops_the_upstream_then_gets_everything(
+    big_upstream: BigUpstream,
+    make_proxy: ProxyFactory,
+    log_capture: LogCapture,
+    scenario: str | None,
+) -> None:
+    proxy = await make_proxy(upstream=big_upstream.url, scenarios={"framed": "faults: []"})
+    port = int(proxy.url.rsplit(":", 1)[1])
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=2**20)
+    pick = f"X-Chaos-Scenario: {scenario}\r\n" if scenario else ""
+    writer.write(f"GET /big HTTP/1.1\r\nHost: x\r\n{pick}Connection: close\r\n\r\n".encode())
+    head = await read_head(reader)
+    assert b" 200 " in head.split(b"\r\n")[0]
+    request_id = head.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
+
+    # Not reading: the upstream must come to a standstill well before the end of its
+    # body. (A proxy that buffered without limit would let it write all of it.)
+    total = BODY_MIB * 2**20
+    stalled = await standstill(big_upstream)
+    assert stalled < total // 2, stalled
+
+    # Reading again: everything arrives, in order, and the stream ends cleanly.
+    body = bytearray()
+    async with asyncio.timeout(60):
+        while chunk := await reader.read(2**20):
+            body += chunk
+    writer.close()
+    decoded = dechunk_all(bytes(body))
+    assert len(decoded) == total
+    assert hashlib.sha256(decoded).digest() == hashlib.sha256(EVENT * (total // len(EVENT))).digest()
+    end = await log_capture.wait_end(request_id)
+    assert (end["outcome"], end["bytes"]) == ("completed", total)
+    if scenario:
+        assert end["frames"] == total // len(EVENT)  # still one write per event
+
+
+async def standstill(upstream: BigUpstream, *, every: float = 0.1, polls: int = 5) -> int:
+    """How much the upstream had written once it made no progress for ``polls``
+    consecutive looks ``every`` seconds apart (fails if it finished instead)."""
+    last, same = -1, 0
+    async with asyncio.timeout(60):
+        while same < polls:
+            assert not upstream.finished.is_set(), "the upstream wrote its whole body"
+            same = same + 1 if upstream.written == last else 0
+            last = upstream.written
+            await asyncio.sleep(every)
+    return last
+
+
+def dechunk_all(body: bytes) -> bytes:
+    out = bytearray()
+    pos = 0
+    while True:
+        eol = body.index(b"\r\n", pos)
+        size = int(body[pos:eol], 16)
+        if size == 0:
+            assert body[eol:] == b"\r\n\r\n"
+            return bytes(out)
+        out += body[eol + 2 : eol + 2 + size]
+        assert body[eol + 2 + size : eol + 4 + size] == b"\r\n"
+        pos = eol + 4 + size
