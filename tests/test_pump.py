@@ -97,7 +97,8 @@ async def test_a_client_that_does_not_read_stops_the_upstream_then_gets_everythi
     writer.close()
     decoded = dechunk_all(bytes(body))
     assert len(decoded) == total
-    assert hashlib.sha256(decoded).digest() == hashlib.sha256(EVENT * (total // len(EVENT))).digest()
+    expected = EVENT * (total // len(EVENT))
+    assert hashlib.sha256(decoded).digest() == hashlib.sha256(expected).digest()
     end = await log_capture.wait_end(request_id)
     assert (end["outcome"], end["bytes"]) == ("completed", total)
     if scenario:
