@@ -1,0 +1,284 @@
+"""Per-event CPU of chaosproxy's sans-IO core, in-process: ``python benchmarks/micro.py``.
+
+Times :meth:`Pipeline.feed` (plus the one :meth:`Pipeline.end` per body) on pipelines
+built as the proxy builds them (``Run.start(scenario, seed).begin_body(fmt, path)``),
+over whole bodies, and prints microseconds per upstream event: the minimum over
+``--repeats`` repeats, each timing ``--bodies`` fresh pipelines with
+``time.perf_counter_ns`` (the garbage collector off while timing, as ``timeit`` does).
+Building the pipeline is not timed.
+
+Cases:
+
+- ``bench``: the benchmark upstream's stream (``data: {"t": ..., "i": n, "pad":
+  "xxx…"}`` events of ~1 KB on ``/stream``, see ``benchmarks/upstream.py``) under the
+  benchmark's ``bench-framed`` scenario (``duplicate: {probability: 0}``), fed in
+  64 KiB reads (a saturated stream) and one event per read (a paced one); also under no
+  fault at all;
+- ``ndjson``: the same payloads as NDJSON lines;
+- each real provider capture in ``shared/fixtures/providers/`` (skipped when absent),
+  under ``faults: []`` and under ``duplicate: {nth: 2}``, in 64 KiB reads and one event
+  per read;
+- the constructors ``Frame``, ``Event`` and ``Send``, per object.
+
+Nothing here opens a socket; a run takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaosproxy.core.actions import Send
+from chaosproxy.core.events import Event
+from chaosproxy.core.frames import Format, Frame
+from chaosproxy.engine import Run
+from chaosproxy.scenario import Scenario, parse_scenario
+
+HERE = Path(__file__).resolve().parent
+READ_SIZE = 64 * 1024
+
+BENCH_FRAMED = "name: bench-framed\nfaults:\n  - duplicate: {probability: 0}\n"
+NO_FAULTS = "name: no-faults\nfaults: []\n"
+DUPLICATE_NTH = "name: duplicate-nth\nfaults:\n  - duplicate: {nth: 2}\n"
+
+#: Fixture file prefix -> the request path its provider answers (picks the profile).
+FIXTURE_PATHS = {
+    "openai_chat": "/v1/chat/completions",
+    "openai_responses": "/v1/responses",
+    "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/gemini-2.0-flash:streamGenerateContent",
+    "ollama_chat": "/api/chat",
+    "ollama_generate": "/api/generate",
+    "ollama": "/api/chat",
+    "cohere": "/v2/chat",  # no rule: detected from the first event (generic)
+}
+
+
+def fixtures_dir() -> Path | None:
+    """``shared/fixtures/providers`` beside the checkout, or $CHAOSPROXY_FIXTURES."""
+    candidates = [
+        os.environ.get("CHAOSPROXY_FIXTURES", ""),
+        str(HERE.parent.parent / "shared" / "fixtures" / "providers"),
+        "/work/shared/fixtures/providers",
+    ]
+    for c in candidates:
+        if c and Path(c).is_dir():
+            return Path(c)
+    return None
+
+
+def bench_events(n: int, size: int = 1024) -> list[bytes]:
+    """The benchmark upstream's events (``benchmarks/upstream.py``), fixed timestamps."""
+    overhead = len(b'data: {"t": 1700000000000000000, "i": 0, "pad": ""}\n\n')
+    pad = b"x" * max(0, size - overhead - len(str(n)))
+    t0 = 1_700_000_000_000_000_000
+    return [
+        b'data: {"t": %d, "i": %d, "pad": "%b"}\n\n' % (t0 + i * 1000, i, pad) for i in range(n)
+    ]
+
+
+def ndjson_events(n: int, size: int = 1024) -> list[bytes]:
+    return [ev[len(b"data: ") : -1] for ev in bench_events(n, size)]
+
+
+def split_events(body: bytes, fmt: Format) -> list[bytes]:
+    """The body cut after each event's terminator (one read per event)."""
+    if fmt == "ndjson":
+        return body.splitlines(keepends=True)
+    nl = b"\r\n" if b"\r\n\r\n" in body else b"\n"
+    sep = nl + nl
+    pieces = body.split(sep)
+    out = [p + sep for p in pieces[:-1]]
+    if pieces[-1]:
+        out.append(pieces[-1])
+    return out
+
+
+def in_reads(body: bytes, size: int = READ_SIZE) -> list[bytes]:
+    return [body[i : i + size] for i in range(0, len(body), size)]
+
+
+@dataclass
+class Case:
+    name: str
+    scenario: Scenario
+    fmt: Format
+    path: str
+    reads: list[bytes]
+
+
+def time_case(case: Case, bodies: int, repeats: int) -> tuple[float, int]:
+    """(min over repeats of us per upstream event, events per body)."""
+    best = float("inf")
+    events = 0
+    reads = case.reads
+    start = Run.start
+    clock = time.perf_counter_ns
+    for _ in range(repeats):
+        elapsed = 0
+        total = 0
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(bodies):
+                p = start(case.scenario, 1234).begin_body(case.fmt, case.path)
+                feed = p.feed
+                t0 = clock()
+                for chunk in reads:
+                    feed(chunk, 0.0)
+                p.end(0.0)
+                elapsed += clock() - t0
+                total += p.events_in
+                events = p.events_in
+        finally:
+            gc.enable()
+        best = min(best, elapsed / 1000 / max(total, 1))
+    return best, events
+
+
+def time_ctor(make: Callable[[], object], n: int, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                make()
+            elapsed = time.perf_counter_ns() - t0
+        finally:
+            gc.enable()
+        best = min(best, elapsed / 1000 / n)
+    return best
+
+
+def reference_loop() -> float:
+    """ms for a fixed pure-Python loop: how fast this machine is right now."""
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        total = 0
+        for i in range(200_000):
+            total += i
+        best = min(best, (time.perf_counter_ns() - t0) / 1e6)
+    return best
+
+
+@dataclass
+class Row:
+    name: str
+    fmt: Format
+    path: str
+    body: bytes
+    per_event: list[bytes]
+    #: Column label -> scenario.
+    scenarios: dict[str, Scenario]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=7, help="timed repeats, min taken (7)")
+    ap.add_argument("--events", type=int, default=2000, help="events of the bench stream")
+    ap.add_argument(
+        "--per-repeat", type=int, default=3000, help="upstream events timed per repeat (3000)"
+    )
+    ap.add_argument("--only", default="", help="run only rows whose name contains this")
+    args = ap.parse_args(argv)
+
+    bench = parse_scenario(BENCH_FRAMED, "micro")
+    none = parse_scenario(NO_FAULTS, "micro")
+    dup = parse_scenario(DUPLICATE_NTH, "micro")
+    sse_events = bench_events(args.events)
+    nd_events = ndjson_events(args.events)
+
+    rows = [
+        Row(
+            "bench stream (sse, /stream)",
+            "sse",
+            "/stream",
+            b"".join(sse_events),
+            sse_events,
+            {"bench-framed": bench, "no faults": none},
+        ),
+        Row(
+            "bench payloads as ndjson",
+            "ndjson",
+            "/stream",
+            b"".join(nd_events),
+            nd_events,
+            {"bench-framed": bench, "no faults": none},
+        ),
+    ]
+    fixtures = fixtures_dir()
+    if fixtures is None:
+        print("(provider fixtures not found: skipped)", file=sys.stderr)
+    else:
+        for f in sorted(fixtures.iterdir()):
+            if f.suffix not in (".sse", ".ndjson", ".txt"):
+                continue
+            fmt: Format = "ndjson" if f.suffix == ".ndjson" else "sse"
+            prefix = next((p for p in FIXTURE_PATHS if f.name.startswith(p)), "")
+            body = f.read_bytes()
+            rows.append(
+                Row(
+                    f.name,
+                    fmt,
+                    FIXTURE_PATHS.get(prefix, "/"),
+                    body,
+                    split_events(body, fmt),
+                    {"no faults": none, "dup nth:2": dup},
+                )
+            )
+
+    print(f"reference loop: {reference_loop():.2f} ms (lower is a faster machine right now)")
+    print(
+        "us per upstream event, Pipeline.feed (+ end), min of "
+        f"{args.repeats}; columns: scenario / reads"
+    )
+    for title, row_filter in (("benchmark", rows[:2]), ("provider captures", rows[2:])):
+        shown = [r for r in row_filter if args.only in r.name]
+        if not shown:
+            continue
+        labels = list(shown[0].scenarios)
+        head = [f"{lab} / {how}" for lab in labels for how in ("64K", "event")]
+        print()
+        print(f"{title:<48} {'events':>6} " + " ".join(f"{h:>19}" for h in head))
+        for row in shown:
+            cells = []
+            events = 0
+            for scen in row.scenarios.values():
+                for reads in (in_reads(row.body), row.per_event):
+                    case = Case(row.name, scen, row.fmt, row.path, reads)
+                    _, events = time_case(case, 1, 1)  # warm-up; events per body
+                    bodies = max(1, args.per_repeat // max(events, 1))
+                    us, events = time_case(case, bodies, args.repeats)
+                    cells.append(us)
+            print(
+                f"{row.name:<48} {events:>6} " + " ".join(f"{c:>19.2f}" for c in cells), flush=True
+            )
+
+    frame = Frame(raw=sse_events[0], data="x")
+    ev = Event(frame, 1, frozenset({"other"}))
+    ctors: list[tuple[str, Callable[[], object]]] = [
+        (
+            "Frame(raw=, data=, newline=, complete=)",
+            lambda: Frame(raw=b"data: x\n\n", data="x", newline=b"\n", complete=True),
+        ),
+        ("Event(frame, ordinal, kinds)", lambda: Event(frame, 1, frozenset())),
+        ("Send(data, (event,), 1, faults)", lambda: Send(b"x", (ev,), 1, ())),
+    ]
+    print()
+    print(f"{'constructor':<48} {'us/object':>9}")
+    for name, make in ctors:
+        print(f"{name:<48} {time_ctor(make, 20000, args.repeats):>9.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
