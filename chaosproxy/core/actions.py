@@ -10,9 +10,12 @@ from chaosproxy.core.events import Event
 CutHow = Literal["close", "abort", "reset"]
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, for the cost of construction (one Send per event; see Frame);
+# immutable by convention.
+@dataclass(slots=True, unsafe_hash=True)
 class Send:
-    """Write ``data`` to the client as one write (one frame-log line)."""
+    """Write ``data`` to the client as one write (one frame-log line). Treat it as
+    immutable."""
 
     data: bytes
     #: The events whose bytes this write carries (in order; may be partial pieces).

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from chaosproxy.core.frames import Frame
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, for the cost of construction (see Frame); immutable by convention.
+@dataclass(slots=True, unsafe_hash=True)
 class Event:
-    """A frame plus what the pipeline knows about it.
+    """A frame plus what the pipeline knows about it (treat it as immutable).
 
     ``ordinal`` is the 1-based position among the *upstream* events, fixed before any
     fault runs; it is 0 for frames that are not events (SSE comments, blank lines) and

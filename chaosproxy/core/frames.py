@@ -12,12 +12,17 @@ Format = Literal["sse", "ndjson", "raw"]
 _UNPARSED: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
+# Not ``frozen=True``: a frozen dataclass sets every field through
+# ``object.__setattr__`` (about 4 us per frame, once per upstream event). Frames are
+# immutable by convention (nothing assigns to one; faults build a new frame), and
+# ``unsafe_hash`` keeps the hash a frozen dataclass had.
+@dataclass(slots=True, unsafe_hash=True)
 class Frame:
     """One SSE event block, one NDJSON line, or one raw upstream read.
 
     ``raw`` holds the exact bytes as they arrived, so joining the frames of a body
     gives the body back byte for byte. The other fields are the parsed view.
+    Treat a frame as immutable: build a new one instead of assigning to a field.
     """
 
     raw: bytes
@@ -54,7 +59,7 @@ class Frame:
                     value = orjson.loads(self.data)
                 except orjson.JSONDecodeError:
                     value = None
-            object.__setattr__(self, "_json", value)
+            self._json = value
         return value
 
     @property
