@@ -37,9 +37,61 @@ class NdjsonFramer:
 
     def feed(self, data: bytes) -> list[Frame]:
         """Take the next bytes of the body; return the lines they complete."""
-        self._raise_if_failed()
+        if self._error is not None:
+            raise self._error
         if not data:
             return []
+        if type(data) is not bytes:
+            return self._feed_buffered(data)
+        if not self._buf and data.find(b"\n") == len(data) - 1 and len(data) <= self.max_size:
+            return [_line_frame(data, complete=True)]  # one whole line: the usual paced read
+        frames: list[Frame] = []
+        start = 0
+        if self._buf:
+            # Finish the pending line the general way; the rest is cut from ``data``.
+            start = data.find(b"\n") + 1
+            if not start:
+                return self._feed_buffered(data)
+            frames = self._feed_buffered(data[:start])  # exactly one line
+            if start == len(data) or self._error is not None:
+                return frames
+        # Cut the complete lines straight from ``data`` (no copy into the buffer); the
+        # unterminated rest, or a line over max_size, goes to the general path.
+        append = frames.append
+        find = data.find
+        end = len(data)
+        max_size = self.max_size
+        while (newline_at := find(b"\n", start)) >= 0:
+            stop = newline_at + 1
+            if stop - start > max_size:
+                break
+            # _line_frame, inlined.
+            if newline_at > start and data[newline_at - 1] == _CR:
+                line_end = newline_at - 1
+                newline = b"\r\n"
+            else:
+                line_end = newline_at
+                newline = b"\n"
+            if line_end > start and data[start] not in _ASCII_SPACE:
+                value: str | None = data[start:line_end].decode("utf-8", "replace")
+            else:
+                line = data[start:line_end]
+                value = line.decode("utf-8", "replace") if line.strip() else None
+            raw = data if stop - start == end else data[start:stop]
+            append(Frame(raw, value, None, None, None, (), newline, True))
+            start = stop
+        if start == end:
+            return frames
+        try:
+            more = self._feed_buffered(data[start:] if start else data)
+        except FramingError:
+            if frames:
+                return frames  # the error is raised by the next call
+            raise
+        return frames + more if frames else more
+
+    def _feed_buffered(self, data: bytes) -> list[Frame]:
+        """The general path: append to the buffer and cut the complete lines."""
         buf = self._buf
         buf += data
         max_size = self.max_size
@@ -84,13 +136,28 @@ class NdjsonFramer:
         self._scan = 0
 
 
+_CR = 0x0D
+#: What ``bytes.strip()`` strips (and ``bytes.isspace()`` tests): ASCII whitespace.
+_ASCII_SPACE = frozenset(b" \t\n\r\x0b\x0c")
+
+
 def _line_frame(raw: bytes, *, complete: bool) -> Frame:
-    if raw.endswith(b"\r\n"):
-        newline = b"\r\n"
-    elif raw.endswith(b"\n"):
-        newline = b"\n"
+    end = len(raw)
+    if raw.endswith(b"\n"):
+        if end > 1 and raw[-2] == _CR:
+            line_end = end - 2
+            newline = b"\r\n"
+        else:
+            line_end = end - 1
+            newline = b"\n"
     else:
+        line_end = end
         newline = b""
-    line = raw[: len(raw) - len(newline)]
-    data = line.decode("utf-8", "replace") if line.strip() else None
-    return Frame(raw=raw, data=data, newline=newline, complete=complete)
+    # A line of only whitespace has no data; a line whose first byte is not
+    # whitespace needs no strip() (a copy of the line) to tell.
+    if line_end and raw[0] not in _ASCII_SPACE:
+        data: str | None = raw[:line_end].decode("utf-8", "replace")
+    else:
+        line = raw[:line_end]
+        data = line.decode("utf-8", "replace") if line.strip() else None
+    return Frame(raw, data, None, None, None, (), newline, complete)

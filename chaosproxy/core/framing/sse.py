@@ -82,9 +82,68 @@ class SseFramer:
 
     def feed(self, data: bytes) -> list[Frame]:
         """Take the next bytes of the body; return the frames they complete."""
-        self._raise_if_failed()
+        if self._error is not None:
+            raise self._error
         if not data:
             return []
+        if type(data) is not bytes:
+            return self._feed_buffered(data)
+        # The fast path: a read that uses one line ending throughout is cut straight
+        # from ``data`` (see _cut_uniform), once the pending frame, if any, is done.
+        if b"\r" not in data:
+            if not self._buf and not self._at_body_start:
+                # The usual paced read: one "data: ..." line and the blank line.
+                first = data.find(b"\n")
+                if (
+                    first == len(data) - 2
+                    and data[-1] == _LF
+                    and data.startswith(b"data: ")
+                    and first + 2 <= self.max_size
+                ):
+                    value = data[6:first].decode("utf-8", "replace")
+                    return [Frame(data, value, None, None, None, (), b"\n", True)]
+            nl = b"\n"
+        elif data.count(b"\r") == data.count(b"\n") == data.count(b"\r\n"):
+            nl = b"\r\n"
+        else:
+            return self._feed_buffered(data)
+        frames: list[Frame] = []
+        start = 0
+        if self._buf or self._at_body_start:
+            if not self._buf and data[0] != _BOM[0]:
+                self._at_body_start = False  # what _skip_bom decides for this read
+            else:
+                # Finish the pending frame (or the BOM) the general way, up to the
+                # first blank line of this read: the pending frame ends at or before it.
+                hit = data.find(nl + nl)
+                if hit < 0:
+                    return self._feed_buffered(data)
+                start = hit + 2 * len(nl)
+                frames = self._feed_buffered(data[:start])
+                if start == len(data):
+                    return frames
+                if self._buf or self._error is not None:
+                    return self._then_buffered(frames, data[start:])
+        stop = _cut_uniform(data, start, nl, self.max_size, frames)
+        if stop == len(data):
+            return frames
+        return self._then_buffered(frames, data[stop:] if stop else data)
+
+    def _then_buffered(self, frames: list[Frame], rest: bytes) -> list[Frame]:
+        """``frames``, then what the general path makes of ``rest``; a size error in
+        ``rest`` is raised by the next call when ``frames`` is not empty."""
+        if self._error is not None:
+            return frames  # frames is not empty: _feed_buffered raised otherwise
+        try:
+            more = self._feed_buffered(rest)
+        except FramingError:
+            if frames:
+                return frames
+            raise
+        return frames + more if frames else more
+
+    def _feed_buffered(self, data: bytes) -> list[Frame]:
+        """The general path: append to the buffer and cut what is complete."""
         self._buf += data
         if self._at_body_start and not self._skip_bom(final=False):
             return []
@@ -208,6 +267,57 @@ class SseFramer:
             message = f"SSE event longer than max_size ({self.max_size} bytes)"
         self._error = FramingError(message)
         self._buf = bytearray()
+
+
+def _cut_uniform(data: bytes, start: int, nl: bytes, max_size: int, frames: list[Frame]) -> int:
+    """Append the complete frames of ``data[start:]`` to ``frames``; return where the
+    rest begins.
+
+    A frame starts at ``start``, past the start of the body, and every line ending in
+    ``data`` is ``nl`` (b"\\n", or b"\\r\\n" with no lone CR or LF), so a frame ends at
+    the first ``nl + nl`` after a non-empty first line, and no CR can be the first half
+    of a CRLF still to come. Gives the same frames as :meth:`SseFramer._process`; a
+    frame over ``max_size`` and the unterminated rest are left to it.
+    """
+    append = frames.append
+    find = data.find
+    end = len(data)
+    width = len(nl)
+    blank = nl + nl
+    first_byte = nl[0]
+    while start < end:
+        if data[start] == first_byte:
+            # An empty first line: a stray blank line, a frame of its own.
+            if width > max_size:
+                break
+            stop = start + width
+            append(Frame(data[start:stop], None, None, None, None, (), nl, True))
+            start = stop
+            continue
+        first = find(nl, start)
+        if first < 0:
+            break
+        if data.startswith(nl, first + width):
+            stop = first + 2 * width  # one line, then the blank line
+            if stop - start > max_size:
+                break
+            raw = data if stop - start == end else data[start:stop]
+            if data.startswith(b"data: ", start):
+                value = data[start + 6 : first].decode("utf-8", "replace")
+                append(Frame(raw, value, None, None, None, (), nl, True))
+            else:
+                append(_frame(raw, raw.splitlines(), nl, complete=True))
+        else:
+            hit = find(blank, first)
+            if hit < 0:
+                break
+            stop = hit + 2 * width
+            if stop - start > max_size:
+                break
+            raw = data if stop - start == end else data[start:stop]
+            append(_frame(raw, raw.splitlines(), nl, complete=True))
+        start = stop
+    return start
 
 
 def _frame(raw: bytes, lines: list[bytes], newline: bytes, *, complete: bool) -> Frame:
