@@ -42,6 +42,15 @@ class Pipeline:
         self.faults = list(faults)
         self._event_faults = [f for f in self.faults if f.stage == "event"]
         self._transport_faults = [f for f in self.faults if f.stage == "transport"]
+        # Per event, every fault's observe() runs; the base one only feeds the
+        # selector, so call that directly and skip faults that observe nothing.
+        self._observers: list[Callable[[Event], None]] = []
+        for f in self.faults:
+            if type(f).observe is not Fault.observe:
+                self._observers.append(f.observe)
+            elif f.selector is not None:
+                self._observers.append(f.selector.observe)
+        self._raw = fmt == "raw"
         self._framer: Framer = make_framer(fmt, max_size)
         self._ordinal = 0
         #: Upstream events seen, and events handed to the transport stage.
@@ -63,9 +72,10 @@ class Pipeline:
 
     def feed(self, chunk: bytes, now: float) -> list[Action]:
         """One upstream read. May raise :class:`~chaosproxy.core.framing.FramingError`."""
-        if self.done:
+        if self._cut:
             return []
-        self._set_clock(now)
+        if self._transport_faults:
+            self._set_clock(now)
         out: list[Action] = []
         for frame in self._framer.feed(chunk):
             self._frame(frame, out)
@@ -105,6 +115,8 @@ class Pipeline:
 
     def deadline(self) -> float | None:
         """The earliest time a fault wants :meth:`poll` called, or None."""
+        if not self._transport_faults:
+            return None
         times = [t for f in self._transport_faults if (t := f.deadline()) is not None]
         return min(times) if times else None
 
@@ -123,10 +135,13 @@ class Pipeline:
     # ------------------------------------------------------------------ stages
 
     def _frame(self, frame: Frame, out: list[Action]) -> None:
-        if self.format == "raw":
+        if self._raw:
             self._ordinal += 1
             ev = Event(frame, self._ordinal, _RAW_KINDS)
-        elif frame.is_event:
+        elif frame.data is None:  # not frame.is_event
+            self._event_from(0, Event(frame, 0, _NO_KINDS), out)
+            return
+        else:
             if self._detect is not None:
                 self.profile = self._detect(frame)
                 for fault in self.faults:
@@ -134,34 +149,54 @@ class Pipeline:
                 self._detect = None
             self._ordinal += 1
             ev = Event(frame, self._ordinal, self.profile.classify(frame))
-        else:
-            ev = Event(frame, 0, _NO_KINDS)
-        if ev.ordinal:
-            self.events_in += 1
-            for fault in self.faults:
-                fault.observe(ev)
+        self.events_in += 1
+        for observe in self._observers:
+            observe(ev)
         self._event_from(0, ev, out)
 
     def _event_from(self, start: int, ev: Event, out: list[Action]) -> None:
         """Run ``ev`` through event faults ``start``…, then into the transport stage."""
         events = [ev]
-        for fault in self._event_faults[start:]:
+        for fault in self._event_faults[start:] if start else self._event_faults:
+            # Usually one event goes in and one comes out: no list to flatten then.
+            if len(events) == 1:
+                events = fault.on_event(events[0])
+            else:
+                flat: list[Event] = []
+                for e in events:
+                    flat += fault.on_event(e)
+                events = flat
             if not events:
                 return
-            events = [o for e in events for o in fault.on_event(e)]
+        if self._cut:
+            return
+        if not self._transport_faults:
+            # Straight out: a Send never ends the response, so nothing can stop it.
+            for e in events:
+                frame = e.frame
+                if e.ordinal or frame.data is not None:
+                    self.events_out += 1
+                out.append(Send(frame.raw, (e,), 1, e.faults))
+            return
         for e in events:
-            if self.done:
+            if self._stopped():
                 return
-            if e.ordinal or e.frame.is_event:
+            if e.ordinal or e.frame.data is not None:
                 self.events_out += 1
-            self._actions_from(0, [Send(e.raw, (e,), 1, e.faults)], out)
+            self._actions_from(0, [Send(e.frame.raw, (e,), 1, e.faults)], out)
 
     def _actions_from(self, start: int, actions: list[Action], out: list[Action]) -> None:
         """Run actions through transport faults ``start``…, then out."""
-        for fault in self._transport_faults[start:]:
+        for fault in self._transport_faults[start:] if start else self._transport_faults:
             if not actions:
                 return
-            actions = [o for a in actions for o in fault.on_action(a)]
+            if len(actions) == 1:
+                actions = fault.on_action(actions[0])
+            else:
+                flat: list[Action] = []
+                for a in actions:
+                    flat += fault.on_action(a)
+                actions = flat
         for a in actions:
             out.append(a)
             if isinstance(a, Cut):

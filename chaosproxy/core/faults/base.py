@@ -116,7 +116,21 @@ class Selector:
     ``probability`` draw for an event does not depend on other faults either.
     """
 
-    __slots__ = ("_cfg", "_kinds", "_nth", "_regex", "_rng", "_selected", "_types", "matched")
+    __slots__ = (
+        "_cfg",
+        "_every",
+        "_filtered",
+        "_kinds",
+        "_nth",
+        "_positional",
+        "_probability",
+        "_range",
+        "_regex",
+        "_rng",
+        "_selected",
+        "_types",
+        "matched",
+    )
 
     def __init__(self, cfg: SelectorConfig, rng: random.Random) -> None:
         self._cfg = cfg
@@ -124,6 +138,18 @@ class Selector:
         self._types = _as_set(cfg.type)
         self._regex = re.compile(cfg.match) if cfg.match is not None else None
         self._nth = _as_int_set(cfg.nth)
+        # Copies of the config's fields: observe() runs per event.
+        self._every = cfg.every
+        self._range = cfg.range
+        self._probability = cfg.probability
+        #: Whether kind/type/match filter at all (else every event counts).
+        self._filtered = (
+            self._kinds is not None or self._types is not None or self._regex is not None
+        )
+        #: Whether nth/every/range pick among the events that count.
+        self._positional = (
+            self._nth is not None or self._every is not None or self._range is not None
+        )
         self._rng = rng
         #: How many upstream events passed kind/type/match so far.
         self.matched = 0
@@ -132,23 +158,26 @@ class Selector:
     def observe(self, ev: Event) -> None:
         if ev.ordinal <= 0:
             return
-        frame = ev.frame
-        if self._kinds is not None and not (self._kinds & ev.kinds):
-            return
-        if self._types is not None and frame.type not in self._types:
-            return
-        if self._regex is not None and not self._regex.search(frame.data or ""):
-            return
+        if self._filtered:
+            frame = ev.frame
+            if self._kinds is not None and not (self._kinds & ev.kinds):
+                return
+            if self._types is not None and frame.type not in self._types:
+                return
+            if self._regex is not None and not self._regex.search(frame.data or ""):
+                return
         self.matched += 1
-        n = self.matched
-        cfg = self._cfg
-        if self._nth is not None and n not in self._nth:
-            return
-        if cfg.every is not None and n % cfg.every:
-            return
-        if cfg.range is not None and not cfg.range[0] <= n <= cfg.range[1]:
-            return
-        if cfg.probability is not None and self._rng.random() >= cfg.probability:
+        if self._positional:
+            n = self.matched
+            if self._nth is not None and n not in self._nth:
+                return
+            if self._every is not None and n % self._every:
+                return
+            if self._range is not None and not self._range[0] <= n <= self._range[1]:
+                return
+        # Drawn for every event that gets here, selected or not (probability 0
+        # included), so a seed gives the same selection whatever the other faults do.
+        if self._probability is not None and self._rng.random() >= self._probability:
             return
         self._selected.add(ev.ordinal)
 

@@ -23,10 +23,11 @@ class DuplicateFault(Fault):
     def __init__(self, config: DuplicateConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self.cfg = config
+        assert self.selector is not None
+        self._selects = self.selector.selects
 
     def on_event(self, ev: Event) -> list[Event]:
-        assert self.selector is not None
-        if not self.selector.selects(ev):
+        if not self._selects(ev):
             return [ev]
         self.applied += 1
         # The original goes out as it came; the copies carry the fault's name.

@@ -8,17 +8,22 @@ terminal}``, ``inject: {after: terminal}``) for unknown providers too.
 from __future__ import annotations
 
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers._wire import OTHER, TERMINAL, encode_event, is_done_marker
+from chaosproxy.core.providers._wire import DONE_MARKER, OTHER, TERMINAL, encode_event
 
 
 class GenericProfile:
     name = "generic"
 
     def classify(self, frame: Frame) -> frozenset[str]:
-        if frame.data is None:
+        data = frame.data
+        if data is None:
             return OTHER
-        if is_done_marker(frame):
+        if data == DONE_MARKER or data.strip() == DONE_MARKER:  # is_done_marker, inlined
             return TERMINAL
+        # ``"done": true`` needs the literal ``true`` and the key spelled out (or
+        # escaped): without them no parse can find it. Most events stop here.
+        if "true" not in data or ("done" not in data and "\\" not in data):
+            return OTHER
         payload = frame.json()
         if isinstance(payload, dict) and payload.get("done") is True:
             return TERMINAL
