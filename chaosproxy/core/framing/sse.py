@@ -103,10 +103,23 @@ class SseFramer:
                     value = data[6:first].decode("utf-8", "replace")
                     return [Frame(data, value, None, None, None, (), b"\n", True)]
             nl = b"\n"
-        elif data.count(b"\r") == data.count(b"\n") == data.count(b"\r\n"):
-            nl = b"\r\n"
         else:
-            return self._feed_buffered(data)
+            if not self._buf and not self._at_body_start:
+                # The same with CRLF (Gemini): "data: ...\r\n\r\n".
+                first = data.find(b"\r")
+                if (
+                    first == len(data) - 4
+                    and data.endswith(b"\r\n\r\n")
+                    and data.find(b"\n", 0, first) < 0
+                    and data.startswith(b"data: ")
+                    and first + 4 <= self.max_size
+                ):
+                    value = data[6:first].decode("utf-8", "replace")
+                    return [Frame(data, value, None, None, None, (), b"\r\n", True)]
+            if data.count(b"\r") == data.count(b"\n") == data.count(b"\r\n"):
+                nl = b"\r\n"
+            else:
+                return self._feed_buffered(data)
         frames: list[Frame] = []
         start = 0
         if self._buf or self._at_body_start:
@@ -315,19 +328,46 @@ def _cut_uniform(data: bytes, start: int, nl: bytes, max_size: int, frames: list
             if stop - start > max_size:
                 break
             raw = data if stop - start == end else data[start:stop]
-            append(_frame(raw, raw.splitlines(), nl, complete=True))
+            second = first + width
+            if (
+                hit == find(nl, second)  # two lines, then the blank line
+                and data.startswith(b"event: ", start)
+                and data.startswith(b"data: ", second)
+            ):
+                value = data[second + 6 : hit].decode("utf-8", "replace")
+                name = data[start + 7 : first].decode("utf-8", "replace")
+                append(Frame(raw, value, name, None, None, (), nl, True))
+            else:
+                append(_frame(raw, raw.splitlines(), nl, complete=True))
         start = stop
     return start
 
 
 def _frame(raw: bytes, lines: list[bytes], newline: bytes, *, complete: bool) -> Frame:
     """A frame with the fields of its lines (WHATWG field rules), decoded."""
-    # Fast path: the usual event is one "data: ..." line (plus the blank line).
-    if len(lines) <= 2 and lines and (len(lines) == 1 or not lines[1]):
+    # Fast paths: the usual event is one "data: ..." line (plus the blank line), or an
+    # "event: ..." line and a "data: ..." line (Anthropic, OpenAI Responses).
+    count = len(lines)
+    if count <= 2 and lines and (count == 1 or not lines[1]):
         line = lines[0]
         if line.startswith(b"data: "):
             data = line[6:].decode("utf-8", "replace")
-            return Frame(raw=raw, data=data, newline=newline, complete=complete)
+            return Frame(raw, data, None, None, None, (), newline, complete)
+    elif (
+        ((count == 3 and not lines[2]) or count == 2)
+        and lines[0].startswith(b"event: ")
+        and lines[1].startswith(b"data: ")
+    ):
+        return Frame(
+            raw,
+            lines[1][6:].decode("utf-8", "replace"),
+            lines[0][7:].decode("utf-8", "replace"),
+            None,
+            None,
+            (),
+            newline,
+            complete,
+        )
     data_lines: list[bytes] | None = None
     event: bytes | None = None
     id_: bytes | None = None

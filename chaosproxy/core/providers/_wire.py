@@ -20,6 +20,21 @@ ERROR_TERMINAL = frozenset({"error", "terminal"})
 
 DONE_MARKER = "[DONE]"
 
+_SHARED = {s: s for s in (OTHER, START, DELTA, TOOL_DELTA, USAGE, PING, ERROR, TERMINAL)}
+
+
+def mask_table(*names: str) -> tuple[frozenset[str], ...]:
+    """Every combination of ``names`` as a kind set, indexed by bit mask (bit ``i`` is
+    ``names[i]``); the empty one is ``OTHER``, single kinds are the shared sets above.
+
+    Lets a profile collect kinds as bits and return a shared frozenset per event.
+    """
+    table = []
+    for mask in range(1 << len(names)):
+        kinds = frozenset(n for i, n in enumerate(names) if mask >> i & 1) or OTHER
+        table.append(_SHARED.get(kinds, kinds))
+    return tuple(table)
+
 
 def is_done_marker(frame: Frame) -> bool:
     """True for the universal SSE sentinel ``data: [DONE]`` (surrounding blanks allowed)."""

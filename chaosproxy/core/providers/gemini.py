@@ -26,6 +26,7 @@ from chaosproxy.core.providers._wire import (
     TERMINAL,
     encode_event,
     is_done_marker,
+    mask_table,
 )
 
 _ERROR_BODY = (
@@ -34,25 +35,31 @@ _ERROR_BODY = (
 )
 
 
-def _candidate_kinds(candidate: Any, kinds: set[str]) -> None:
+# A candidate's kinds as bits, and each combination as one shared frozenset (classify
+# runs per event: no set to build and freeze each time).
+_DELTA, _TOOL_DELTA, _TERMINAL = 1, 2, 4
+_BY_MASK = mask_table("delta", "tool_delta", "terminal")
+
+
+def _candidate_kinds(candidate: Any) -> int:
     if not isinstance(candidate, dict):
-        return
-    if candidate.get("finishReason"):
-        kinds.add("terminal")
+        return 0
+    mask = _TERMINAL if candidate.get("finishReason") else 0
     content = candidate.get("content")
     if not isinstance(content, dict):
-        return
+        return mask
     parts = content.get("parts")
     if not isinstance(parts, list):
-        return
+        return mask
     for part in parts:
         if not isinstance(part, dict):
             continue
         text = part.get("text")
         if isinstance(text, str) and text and not part.get("thought"):
-            kinds.add("delta")
+            mask |= _DELTA
         if "functionCall" in part:
-            kinds.add("tool_delta")
+            mask |= _TOOL_DELTA
+    return mask
 
 
 class GeminiProfile:
@@ -69,14 +76,10 @@ class GeminiProfile:
         candidates = payload.get("candidates")
         if not isinstance(candidates, list):
             return OTHER
-        kinds: set[str] = set()
+        mask = 0
         for candidate in candidates:
-            _candidate_kinds(candidate, kinds)
-        if not kinds:
-            return OTHER
-        if kinds == {"terminal"}:
-            return TERMINAL
-        return frozenset(kinds)
+            mask |= _candidate_kinds(candidate)
+        return _BY_MASK[mask]
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``data: {"error": {"code": 503, ..., "status": "UNAVAILABLE"}}``; pass

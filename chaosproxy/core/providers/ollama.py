@@ -21,9 +21,14 @@ from chaosproxy.core.providers._wire import (
     TERMINAL,
     encode_event,
     is_done_marker,
+    mask_table,
 )
 
 _ERROR_BODY = b'{"error":"an error was encountered while running the model"}'
+
+# Kinds as bits, each combination one shared frozenset (no set built per event).
+_DELTA, _TOOL_DELTA, _TERMINAL = 1, 2, 4
+_BY_MASK = mask_table("delta", "tool_delta", "terminal")
 
 
 class OllamaProfile:
@@ -37,23 +42,21 @@ class OllamaProfile:
             return TERMINAL if is_done_marker(frame) else OTHER
         if "error" in payload:
             return ERROR
-        kinds: set[str] = set()
+        mask = 0
         message = payload.get("message")
         if isinstance(message, dict):
             content = message.get("content")
             if isinstance(content, str) and content:
-                kinds.add("delta")
+                mask = _DELTA
             tool_calls = message.get("tool_calls")
             if isinstance(tool_calls, list) and tool_calls:
-                kinds.add("tool_delta")
+                mask |= _TOOL_DELTA
         response = payload.get("response")
         if isinstance(response, str) and response:
-            kinds.add("delta")
+            mask |= _DELTA
         if payload.get("done") is True:
-            if not kinds:
-                return TERMINAL
-            kinds.add("terminal")
-        return frozenset(kinds) if kinds else OTHER
+            mask |= _TERMINAL
+        return _BY_MASK[mask]
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``{"error":"..."}`` and a newline, as the Ollama server writes it."""

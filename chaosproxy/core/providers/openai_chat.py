@@ -24,12 +24,13 @@ from typing import Any
 
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import (
+    DONE_MARKER,
     ERROR,
     OTHER,
     TERMINAL,
     USAGE,
     encode_event,
-    is_done_marker,
+    mask_table,
 )
 
 _ERROR_BODY = (
@@ -38,32 +39,42 @@ _ERROR_BODY = (
 )
 
 
-def _choice_kinds(choice: Any, kinds: set[str]) -> None:
+# A choice's kinds as bits, and each combination as one shared frozenset (classify runs
+# per event: no set to build and freeze each time).
+_START, _DELTA, _TOOL_DELTA = 1, 2, 4
+_BY_MASK = mask_table("start", "delta", "tool_delta")
+
+
+def _choice_kinds(choice: Any) -> int:
     if not isinstance(choice, dict):
-        return
+        return 0
     delta = choice.get("delta")
     if not isinstance(delta, dict):
-        return
-    if delta.get("role"):
-        kinds.add("start")
+        return 0
+    mask = _START if delta.get("role") else 0
     content = delta.get("content")
-    refusal = delta.get("refusal")
-    if (isinstance(content, str) and content) or (isinstance(refusal, str) and refusal):
-        kinds.add("delta")
+    if isinstance(content, str) and content:
+        mask |= _DELTA
+    else:
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            mask |= _DELTA
     tool_calls = delta.get("tool_calls")
     if (isinstance(tool_calls, list) and tool_calls) or isinstance(
         delta.get("function_call"), dict
     ):
-        kinds.add("tool_delta")
+        mask |= _TOOL_DELTA
+    return mask
 
 
 class OpenAIChatProfile:
     name = "openai-chat"
 
     def classify(self, frame: Frame) -> frozenset[str]:
-        if frame.data is None:
+        data = frame.data
+        if data is None:
             return OTHER
-        if is_done_marker(frame):
+        if data == DONE_MARKER or data.strip() == DONE_MARKER:  # is_done_marker, inlined
             return TERMINAL
         payload = frame.json()
         if not isinstance(payload, dict):
@@ -75,10 +86,12 @@ class OpenAIChatProfile:
             return OTHER
         if not choices:
             return USAGE if isinstance(payload.get("usage"), dict) else OTHER
-        kinds: set[str] = set()
+        if len(choices) == 1:
+            return _BY_MASK[_choice_kinds(choices[0])]
+        mask = 0
         for choice in choices:
-            _choice_kinds(choice, kinds)
-        return frozenset(kinds) if kinds else OTHER
+            mask |= _choice_kinds(choice)
+        return _BY_MASK[mask]
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``data: {"error": {...}}``: the shape the SDK raises ``APIError`` on."""
