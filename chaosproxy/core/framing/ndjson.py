@@ -12,6 +12,12 @@ A frame longer than ``max_size`` bytes (terminator included) raises
 :class:`FramingError`, checked as bytes arrive. Lines before it are returned first and
 the error is raised by the next call, so any split of a body yields the same frames
 before the same error.
+
+Fast path: the complete lines of a ``bytes`` read are cut straight from it, with no
+copy into the buffer; only the line pending from the previous read (finished at the
+read's first LF), a line over ``max_size`` and the unterminated tail go through the
+buffer. A read that is not ``bytes`` (a ``bytearray``, a ``memoryview``) takes the
+general path only. Both give the same frames.
 """
 
 from __future__ import annotations

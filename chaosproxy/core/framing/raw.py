@@ -20,7 +20,7 @@ class RawFramer:
         """Return the read as one frame (none for an empty read)."""
         if not data:
             return []
-        return [Frame(raw=bytes(data), data=None, newline=b"")]
+        return [Frame(bytes(data), None, None, None, None, (), b"", True)]
 
     def eof(self) -> list[Frame]:
         """Nothing is ever buffered, so nothing is left at eof."""

@@ -39,6 +39,14 @@ Cost: the buffer is searched for blank lines with ``bytes.find`` (or, once a CR 
 up, a compiled regex) from a saved offset, so each byte is searched a bounded number of
 times and a long event fed in tiny reads stays linear. Lines are parsed, in Python,
 once per frame; the usual one-``data:``-line event takes a shortcut.
+
+Fast path: a ``bytes`` read whose line endings are all LF, or all CRLF, is cut
+straight from the read, with no copy into the buffer: a frame there ends at the first
+blank line, and no CR can still turn into a CRLF. Only the frame pending from the
+previous read (finished up to the read's first blank line), a leading BOM, a frame
+over ``max_size`` and the unterminated tail go through the buffer. A read with mixed
+line endings or a lone CR, and any read that is not ``bytes`` (a ``bytearray``, a
+``memoryview``), take the general path only. Both give the same frames.
 """
 
 from __future__ import annotations
