@@ -12,6 +12,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import cast
 
 from hypothesis import strategies as st
 
@@ -39,6 +40,13 @@ def frame_chunks(framer: Framer, chunks: Iterable[bytes]) -> list[Frame]:
         frames += framer.feed(chunk)
     frames += framer.eof()
     return frames
+
+
+def general_path(chunks: Iterable[bytes]) -> list[bytes]:
+    """The same reads as ``bytearray`` objects, which the framers always take through
+    their general (buffered) path: their fast path is for ``bytes`` reads only."""
+    # Framer.feed is typed for bytes; a bytearray is a bytes-like read it accepts.
+    return cast(list[bytes], [bytearray(chunk) for chunk in chunks])
 
 
 def frame_until_error(framer: Framer, chunks: Iterable[bytes]) -> tuple[list[Frame], bool]:
@@ -180,6 +188,27 @@ _SSE_TOKENS = [
 ]
 
 
+# Tokens without line endings, and the usual event shapes whole, for uniform bodies.
+_SSE_LINE_TOKENS = [t for t in _SSE_TOKENS if "\r" not in t and "\n" not in t]
+_SSE_SHAPES = ["data: {}{nl}{nl}", "event: e{nl}data: {}{nl}{nl}", "data: a{nl}data: b{nl}{nl}"]
+
+
+@st.composite
+def uniform_sse_bodies(draw: st.DrawFn) -> bytes:
+    """Random SSE bodies whose line endings are all LF or all CRLF: what the SSE
+    framer cuts straight from a read (its fast path). Usual event shapes, any field,
+    comments, stray blank lines, a BOM, an unterminated tail."""
+    nl = draw(st.sampled_from(["\n", "\r\n"]))
+    bom = draw(st.sampled_from(["", "", "\ufeff"]))
+    token = st.one_of(
+        st.sampled_from(_SSE_LINE_TOKENS),
+        st.sampled_from([nl, nl, nl + nl, nl * 3]),
+        st.sampled_from(_SSE_SHAPES).map(lambda shape: shape.replace("{nl}", nl)),
+    )
+    tokens = draw(st.lists(token, max_size=40))
+    return (bom + "".join(tokens)).encode("utf-8")
+
+
 @st.composite
 def sse_bodies(draw: st.DrawFn) -> bytes:
     """Random SSE bodies: fields, comments, mixed line endings, UTF-8, BOMs, a tail."""
@@ -200,7 +229,10 @@ byte_soup = st.lists(
 ).map(b"".join)
 
 
-_NDJSON_LINES = ['{"text": "a"}', '{"text": "é€😀"}', "[1, 2]", "", " ", "\t", "\r", "x\ry"]
+_NDJSON_LINES = [
+    *['{"text": "a"}', '{"text": "é€😀"}', "[1, 2]", "", " ", "\t", "\r", "x\ry"],
+    *[' {"a": 1}', "\x0b1", "\x0c", "\x85", "\u3000"],  # leading (non-)ASCII whitespace
+]
 _NDJSON_TERMINATED_LINES = [line + end for line in _NDJSON_LINES for end in ("\n", "\r\n")]
 
 

@@ -18,6 +18,7 @@ from tests.framing_helpers import (
     fixture_paths,
     frame_chunks,
     frame_until_error,
+    general_path,
     ndjson_bodies,
     reference_ndjson_frames,
     three_way_cuts,
@@ -93,6 +94,52 @@ def test_size_limit_is_independent_of_chunking(data: st.DataObject) -> None:
     assert whole == (reference[: too_long[0] if too_long else None], bool(too_long))
     chunks = cut(body, cut_points(data, body))
     assert frame_until_error(NdjsonFramer(max_size), chunks) == whole
+
+
+# --- the fast path: complete lines cut straight from a bytes read --------------------
+# A bytearray read always goes through the buffer (general_path).
+
+
+@pytest.mark.parametrize("path", fixture_params)
+def test_fast_path_equals_general_path_at_every_split(path: Path) -> None:
+    lf = path.read_bytes().replace(b"\r\n", b"\n")
+    for body in (lf, lf.replace(b"\n", b"\r\n")):
+        expected = reference_ndjson_frames(body)
+        per_line = body.splitlines(keepends=True)
+        assert frame_chunks(NdjsonFramer(), per_line) == expected
+        assert frame_chunks(NdjsonFramer(), general_path(per_line)) == expected
+        for k in range(len(body) + 1):
+            chunks = cut(body, [k])
+            assert frame_chunks(NdjsonFramer(), chunks) == expected, f"split at {k}"
+            assert frame_chunks(NdjsonFramer(), general_path(chunks)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_fast_path_equals_general_path_on_random_bodies(data: st.DataObject) -> None:
+    body = data.draw(ndjson_bodies(), label="body")
+    max_size = data.draw(st.sampled_from([1024, 1, 2, 5, 10, 20]), label="max_size")
+    reference = reference_ndjson_frames(body)
+    too_long = [i for i, f in enumerate(reference) if len(f.raw) > max_size]
+    expected = (reference[: too_long[0] if too_long else None], bool(too_long))
+    per_line = [f.raw for f in reference]
+    for chunks in ([body], cut(body, cut_points(data, body)), per_line):
+        assert frame_until_error(NdjsonFramer(max_size), chunks) == expected
+        assert frame_until_error(NdjsonFramer(max_size), general_path(chunks)) == expected
+
+
+def test_one_line_per_read_is_not_copied() -> None:
+    line = b'{"i": 1, "pad": "' + b"x" * 1000 + b'"}\n'
+    (frame,) = NdjsonFramer().feed(line)
+    assert frame.raw is line
+    assert frame.json()["i"] == 1
+
+
+def test_a_line_pending_across_reads_then_the_fast_path() -> None:
+    lines = [b'{"i": %d, "pad": "%b"}\n' % (i, b"x" * 1000) for i in range(200)]
+    body = b"".join(lines)
+    frames = frame_chunks(NdjsonFramer(), cut(body, range(65536, len(body), 65536)))
+    assert [f.raw for f in frames] == lines
 
 
 # --- edge cases ----------------------------------------------------------------------

@@ -28,9 +28,11 @@ from tests.framing_helpers import (
     frame_bounds,
     frame_chunks,
     frame_until_error,
+    general_path,
     reference_sse_frames,
     sse_bodies,
     three_way_cuts,
+    uniform_sse_bodies,
 )
 
 #: Fixtures up to this size are re-framed from the start at every split point; longer
@@ -458,6 +460,151 @@ def test_event_of_exactly_max_size_is_fine() -> None:
 def test_max_size_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_size"):
         SseFramer(max_size=0)
+
+
+# --- the fast path: bytes reads with one line ending ----------------------------------
+# A bytes read with only LF or only CRLF line endings is cut straight from the read;
+# anything else, and every bytearray read, goes through the buffer (general_path).
+
+
+def _variants(body: bytes) -> list[bytes]:
+    """The body as it is, with every line ending LF, and with every one CRLF."""
+    lf = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return [body, lf, lf.replace(b"\n", b"\r\n")]
+
+
+@pytest.mark.parametrize("path", params([p for p in SSE_FIXTURES if p.stat().st_size <= 2048]))
+def test_fast_path_equals_general_path_at_every_split(path: Path) -> None:
+    """Short fixtures, as captured and with LF or CRLF throughout: every two-way split,
+    and one read per event, give the reference frames through both paths."""
+    for body in _variants(path.read_bytes()):
+        expected = reference_sse_frames(body)
+        per_event = cut(body, frame_bounds(expected)[1:-1])
+        assert frame_chunks(SseFramer(), per_event) == expected
+        assert frame_chunks(SseFramer(), general_path(per_event)) == expected
+        for k in range(len(body) + 1):
+            chunks = cut(body, [k])
+            assert frame_chunks(SseFramer(), chunks) == expected, f"split at {k}"
+            assert frame_chunks(SseFramer(), general_path(chunks)) == expected, f"split at {k}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fast_path_equals_general_path_on_random_bodies(data: st.DataObject) -> None:
+    body = data.draw(st.one_of(uniform_sse_bodies(), sse_bodies()), label="body")
+    expected = reference_sse_frames(body)
+    chunks = cut(body, cut_points(data, body))
+    assert frame_chunks(SseFramer(), chunks) == expected
+    assert frame_chunks(SseFramer(), general_path(chunks)) == expected
+    per_event = cut(body, frame_bounds(expected)[1:-1])
+    assert frame_chunks(SseFramer(), per_event) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_fast_path_size_limit_equals_general_path(data: st.DataObject) -> None:
+    body = data.draw(uniform_sse_bodies(), label="body")
+    max_size = data.draw(st.integers(min_value=1, max_value=40), label="max_size")
+    reference = reference_sse_frames(body)
+    too_long = [i for i, f in enumerate(reference) if len(f.raw) > max_size]
+    expected = (reference[: too_long[0] if too_long else None], bool(too_long))
+    for chunks in (
+        [body],
+        cut(body, cut_points(data, body)),
+        cut(body, frame_bounds(reference)[1:-1]),
+    ):
+        assert frame_until_error(SseFramer(max_size), chunks) == expected
+        assert frame_until_error(SseFramer(max_size), general_path(chunks)) == expected
+
+
+@pytest.mark.parametrize("nl", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        b"data: xyz{nl}{nl}",
+        b"event: e{nl}data: xyz{nl}{nl}",
+        b"data: a{nl}data: b{nl}{nl}",
+        b"{nl}",
+    ],
+    ids=["data", "event-data", "two-data", "blank"],
+)
+def test_fast_path_size_limit_at_the_boundary(nl: bytes, shape: bytes) -> None:
+    """An event of exactly max_size passes and one byte more fails, whether it is a
+    read of its own, shares a read, or follows a pending frame, on both paths."""
+    event = shape.replace(b"{nl}", nl)
+    first = b"data: 1" + nl + nl
+    body = first + event + first
+    for max_size in range(max(1, len(event) - 1), len(event) + 2):
+        reference = reference_sse_frames(body)
+        too_long = [i for i, f in enumerate(reference) if len(f.raw) > max_size]
+        expected = (reference[: too_long[0] if too_long else None], bool(too_long))
+        for chunks in (
+            [first, event, first],
+            [body],
+            [first[:-1], first[-1:] + event, first],
+            [first + event[:1], event[1:] + first],
+        ):
+            got = frame_until_error(SseFramer(max_size), chunks)
+            assert got == expected, (max_size, chunks)
+            assert frame_until_error(SseFramer(max_size), general_path(chunks)) == expected
+
+
+def _no_buffer(self: SseFramer, data: bytes) -> list[Frame]:
+    raise AssertionError(f"took the general path for {data!r}")
+
+
+@pytest.mark.parametrize("nl", [b"\n", b"\r\n"], ids=["lf", "crlf"])
+def test_uniform_reads_never_touch_the_buffer(nl: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests above compare two different paths: whole events in LF or CRLF, one per
+    read or many per read, are cut without the general path."""
+    events = [
+        b"data: " + b"x" * 1000 + nl + nl,
+        b"event: delta" + nl + b"data: {}" + nl + nl,
+        b": keepalive" + nl + nl,
+        nl,
+        b"id: 7" + nl + b"data: a" + nl + b"data: b" + nl + nl,
+        b"data: \xc3\xa9" + nl + nl,
+    ]
+    expected = reference_sse_frames(b"".join(events))
+    monkeypatch.setattr(SseFramer, "_feed_buffered", _no_buffer)
+    framer = SseFramer()
+    frames = [frame for event in events for frame in framer.feed(event)]
+    assert frames == expected
+    assert frames[0].raw is events[0]  # a read that is one event is not even copied
+    framer = SseFramer()
+    assert framer.feed(b"".join(events)) == expected
+    assert framer.eof() == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"data: a\r\n\n", b"data: a\r\r", b"data: a\n\r\n", BOM + b"data: a\n\n"],
+    ids=["crlf-then-lf", "cr", "lf-then-crlf", "bom"],
+)
+def test_mixed_endings_and_a_bom_take_the_general_path(
+    body: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[bytes] = []
+    general = SseFramer._feed_buffered
+
+    def spy(self: SseFramer, data: bytes) -> list[Frame]:
+        calls.append(bytes(data))
+        return general(self, data)
+
+    monkeypatch.setattr(SseFramer, "_feed_buffered", spy)
+    assert frame_chunks(SseFramer(), [body]) == reference_sse_frames(body)
+    assert calls == [body]
+
+
+def test_a_frame_pending_across_reads_then_the_fast_path() -> None:
+    """A 64 KiB read ends mid-event: the next read finishes it through the buffer and
+    cuts the rest straight from the read."""
+    events = [b'data: {"i": %d, "pad": "%b"}\n\n' % (i, b"x" * 1000) for i in range(200)]
+    body = b"".join(events)
+    reads = cut(body, range(65536, len(body), 65536))
+    frames = frame_chunks(SseFramer(), reads)
+    assert [f.raw for f in frames] == events
+    assert [f.data for f in frames] == [e[6:-2].decode() for e in events]
 
 
 # --- performance guards (linear, not quadratic) --------------------------------------
