@@ -99,7 +99,8 @@ class SseFramer:
         # The fast path: a read that uses one line ending throughout is cut straight
         # from ``data`` (see _cut_uniform), once the pending frame, if any, is done.
         if b"\r" not in data:
-            if not self._buf and not self._at_body_start:
+            # (A read that starts "data: " has no BOM to decide at the body's start.)
+            if not self._buf:
                 # The usual paced read: one "data: ..." line and the blank line.
                 first = data.find(b"\n")
                 if (
@@ -108,11 +109,12 @@ class SseFramer:
                     and data.startswith(b"data: ")
                     and first + 2 <= self.max_size
                 ):
+                    self._at_body_start = False
                     value = data[6:first].decode("utf-8", "replace")
                     return [Frame(data, value, None, None, None, (), b"\n", True)]
             nl = b"\n"
         else:
-            if not self._buf and not self._at_body_start:
+            if not self._buf:
                 # The same with CRLF (Gemini): "data: ...\r\n\r\n".
                 first = data.find(b"\r")
                 if (
@@ -122,6 +124,7 @@ class SseFramer:
                     and data.startswith(b"data: ")
                     and first + 4 <= self.max_size
                 ):
+                    self._at_body_start = False
                     value = data[6:first].decode("utf-8", "replace")
                     return [Frame(data, value, None, None, None, (), b"\r\n", True)]
             if data.count(b"\r") == data.count(b"\n") == data.count(b"\r\n"):
@@ -176,6 +179,8 @@ class SseFramer:
     def eof(self) -> list[Frame]:
         """The body ended: return what is left, the unterminated part as incomplete."""
         self._raise_if_failed()
+        if not self._buf and not self._at_body_start:
+            return []  # nothing pending (the usual end of a body)
         if self._at_body_start:
             self._skip_bom(final=True)
         frames = self._process(final=True)
