@@ -309,22 +309,20 @@ def _cut_uniform(data: bytes, start: int, nl: bytes, max_size: int, frames: list
     find = data.find
     end = len(data)
     width = len(nl)
+    two = 2 * width
     blank = nl + nl
-    first_byte = nl[0]
     while start < end:
-        if data[start] == first_byte:
+        first = find(nl, start)
+        if first < 0:
+            break
+        if first == start:
             # An empty first line: a stray blank line, a frame of its own.
             if width > max_size:
                 break
             stop = start + width
             append(Frame(data[start:stop], None, None, None, None, (), nl, True))
-            start = stop
-            continue
-        first = find(nl, start)
-        if first < 0:
-            break
-        if data.startswith(nl, first + width):
-            stop = first + 2 * width  # one line, then the blank line
+        elif data.startswith(nl, first + width):
+            stop = first + two  # one line, then the blank line
             if stop - start > max_size:
                 break
             raw = data if stop - start == end else data[start:stop]
@@ -337,7 +335,7 @@ def _cut_uniform(data: bytes, start: int, nl: bytes, max_size: int, frames: list
             hit = find(blank, first)
             if hit < 0:
                 break
-            stop = hit + 2 * width
+            stop = hit + two
             if stop - start > max_size:
                 break
             raw = data if stop - start == end else data[start:stop]
