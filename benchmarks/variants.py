@@ -20,6 +20,14 @@ Variants (comma-separate to combine):
 - ``merge``: when the pipeline has no transport fault, the ``Send`` actions produced by
   one upstream read are written as one write (one frame-log line listing all their
   events), like passthrough mirrors upstream reads. Changes the frame granularity.
+- ``nolog``: no frame-log lines at all (``Exchange.log_frame`` does nothing): what the
+  log costs per write. Breaks the product's promise; a measurement only.
+- ``nocore``: framed requests skip the sans-IO core: each read is cut at ``\n\n`` and
+  every piece written on its own. With ``nolog``, the floor of "one write per event" in
+  this I/O shell: what no change to the core or the log can go below.
+- ``deferlog``: frame-log lines are queued and rendered in a batch at the end of the
+  event-loop iteration (``call_soon``), in order, instead of inside each write.
+- ``nogc``: Python's cyclic garbage collector off (measures what its passes cost).
 - ``noobservers``: detach the frame-log observers (admin request store, metrics):
   shows what they cost. Not a proposal by itself.
 """
@@ -109,6 +117,84 @@ def _merge() -> None:
     proxy._Pump._feed = feed  # type: ignore[method-assign]
 
 
+def _nolog() -> None:
+    from chaosproxy import proxy
+    from chaosproxy.core.actions import Send
+
+    def log_frame(self: proxy.Exchange, data: bytes, send: Send | None) -> None:
+        return None
+
+    proxy.Exchange.log_frame = log_frame  # type: ignore[method-assign]
+
+
+def _nocore() -> None:
+    from chaosproxy import proxy
+    from chaosproxy.core.actions import Action, Send
+
+    original = proxy._Pump._feed
+
+    def feed(self: proxy._Pump, data: bytes) -> list[Action]:
+        if self.pipeline is None:
+            return original(self, data)
+        out: list[Action] = []
+        start = 0
+        while (end := data.find(b"\n\n", start)) >= 0:
+            out.append(Send(data[start : end + 2]))
+            start = end + 2
+        if start < len(data):
+            out.append(Send(data[start:]))
+        return out
+
+    proxy._Pump._feed = feed  # type: ignore[method-assign]
+
+
+def _nogc() -> None:
+    import gc
+
+    gc.disable()
+
+
+def _deferlog() -> None:
+    import asyncio
+
+    from chaosproxy import logs
+
+    pending: list[tuple[Any, str, dict[str, Any]]] = []
+
+    def drain() -> None:
+        batch = pending[:]
+        pending.clear()
+        for logger, event, fields in batch:
+            logger.info(event, **fields)
+
+    class Deferred:
+        __slots__ = ("_logger",)
+
+        def __init__(self, logger: Any) -> None:
+            self._logger = logger
+
+        def bind(self, **more: Any) -> Deferred:
+            return Deferred(self._logger.bind(**more))
+
+        def info(self, event: str, **fields: Any) -> None:
+            if not pending:
+                asyncio.get_running_loop().call_soon(drain)
+            pending.append((self._logger, event, fields))
+
+    original = logs.FrameLog.for_request
+    original_flush = logs.FrameLog.flush
+
+    def for_request(self: logs.FrameLog, **bound: Any) -> Any:
+        return Deferred(original(self, **bound))
+
+    def flush(self: logs.FrameLog) -> None:
+        drain()
+        original_flush(self)
+
+    logs.FrameLog.for_request = for_request  # type: ignore[method-assign]
+    logs.FrameLog.flush = flush  # type: ignore[method-assign]
+
+
 def _noobservers() -> None:
     from chaosproxy import logs
 
@@ -122,6 +208,10 @@ VARIANTS: dict[str, Callable[[], None]] = {
     "baseline": lambda: None,
     "fastlog": _fastlog,
     "merge": _merge,
+    "deferlog": _deferlog,
+    "nocore": _nocore,
+    "nogc": _nogc,
+    "nolog": _nolog,
     "noobservers": _noobservers,
 }
 
