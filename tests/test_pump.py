@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
+import aiohttp
 import pytest
 from aiohttp import web
 
+from chaosproxy.proxy import UPSTREAM
+from chaosproxy.server import RunningProxy
+from chaosproxy.upstream import UpstreamPool
 from tests.conftest import LogCapture, ProxyFactory
+from tests.upstream import Script, ScriptedUpstream
 
 #: Far more than every buffer between upstream and client (kernel socket buffers on
 #: both hops, the proxy's inbox and transport buffer) can hold together.
@@ -130,3 +135,52 @@ def dechunk_all(body: bytes) -> bytes:
         out += body[eol + 2 : eol + 2 + size]
         assert body[eol + 2 + size : eol + 4 + size] == b"\r\n"
         pos = eol + 4 + size
+
+
+async def until(condition: Callable[[], bool], *, limit: float = 5.0) -> None:
+    """Wait (bounded) until ``condition()`` holds; connection teardown is asynchronous."""
+    for _ in range(int(limit / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"still not true after {limit} s")
+
+
+def upstream_pool(proxy: RunningProxy) -> UpstreamPool:
+    pools = [
+        r.app[UPSTREAM] for r in proxy.runners if isinstance(r, web.AppRunner) and UPSTREAM in r.app
+    ]
+    assert len(pools) == 1
+    return pools[0]
+
+
+async def test_upstream_connections_are_reused_and_dropped_when_the_client_leaves(
+    upstream: ScriptedUpstream, make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    upstream.route("/v1/s", Script.events(b"data: 1\n\ndata: 2\n\n"))
+    upstream.route("/v1/hold", Script(writes=[(b"data: 1\n\n", 0)], end="hold"))
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: []"})
+    pool = upstream_pool(proxy)
+    async with aiohttp.ClientSession() as session:
+        for pick in ({}, {"X-Chaos-Scenario": "s"}) * 3:
+            async with session.get(proxy.url + "/v1/s", headers=pick) as resp:
+                assert await resp.read() == b"data: 1\n\ndata: 2\n\n"
+    # One after the other, six requests share one upstream connection.
+    assert (pool.stats.opened, pool.stats.reused) == (1, 5)
+
+    # Clients that leave mid-stream: their upstream connections are dropped, not pooled
+    # half-read and not left open.
+    port = int(proxy.url.rsplit(":", 1)[1])
+    ids = []
+    for _ in range(5):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /v1/hold HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        ids.append(head.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode())
+        assert await reader.readuntil(b"data: 1\n\n\r\n")
+        writer.close()
+    for request_id in ids:
+        assert (await log_capture.wait_end(request_id))["outcome"] == "client_gone"
+    # (The first of them took the idle pooled connection; the other four opened their own.)
+    await until(lambda: pool.stats.active == 0)
+    assert (pool.stats.opened, pool.stats.reused, pool.stats.idle) == (5, 6, 0)
