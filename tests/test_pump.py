@@ -8,6 +8,7 @@ never the whole body), and once it reads again it must get every byte, in order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -123,6 +124,18 @@ async def standstill(upstream: BigUpstream, *, every: float = 0.1, polls: int = 
     return last
 
 
+def dechunk_open(body: bytes) -> bytes:
+    """Decode whole chunks; fails if the body has its terminating zero-size chunk."""
+    out = bytearray()
+    while body:
+        size_line, _, rest = body.partition(b"\r\n")
+        size = int(size_line, 16)
+        assert size > 0, "the body ended cleanly"
+        out += rest[:size]
+        body = rest[size + 2 :]
+    return bytes(out)
+
+
 def dechunk_all(body: bytes) -> bytes:
     out = bytearray()
     pos = 0
@@ -184,3 +197,67 @@ async def test_upstream_connections_are_reused_and_dropped_when_the_client_leave
     # (The first of them took the idle pooled connection; the other four opened their own.)
     await until(lambda: pool.stats.active == 0)
     assert (pool.stats.opened, pool.stats.reused, pool.stats.idle) == (5, 6, 0)
+
+
+@contextlib.asynccontextmanager
+async def raw_upstream(answer: bytes) -> AsyncIterator[str]:
+    """An upstream that reads one request head, writes ``answer`` and closes."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+BROKEN_CHUNKS = (
+    SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\nzz\r\n"
+)
+SHORT_LENGTH = SSE_HEAD + b"Content-Length: 100\r\n\r\ndata: 1\n\ndata: 2\n\n"
+
+
+@pytest.mark.parametrize("scenario", [None, "framed"])
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (BROKEN_CHUNKS, "upstream body broken: "),
+        (SHORT_LENGTH, "upstream failed mid-body: "),
+    ],
+    ids=["bad-chunk-size", "short-content-length"],
+)
+async def test_an_upstream_that_breaks_http_mid_body_is_an_explained_unclean_end(
+    make_proxy: ProxyFactory,
+    log_capture: LogCapture,
+    answer: bytes,
+    error: str,
+    scenario: str | None,
+) -> None:
+    async with raw_upstream(answer) as url:
+        proxy = await make_proxy(upstream=url, scenarios={"framed": "faults: []"})
+        port = int(proxy.url.rsplit(":", 1)[1])
+        pick = f"X-Chaos-Scenario: {scenario}\r\n" if scenario else ""
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET /v1/s HTTP/1.1\r\nHost: x\r\n{pick}\r\n".encode())
+        raw = b""
+        async with asyncio.timeout(5):
+            while chunk := await reader.read(65536):
+                raw += chunk
+        writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    # What did arrive reaches the client, and the body never ends cleanly.
+    if b"Content-Length: 100" in head:
+        assert body == b"data: 1\n\ndata: 2\n\n"  # 18 of the 100 promised bytes
+    else:
+        assert dechunk_open(body) == b"data: 1\n\ndata: 2\n\n"
+    request_id = head.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
+    end = await log_capture.wait_end(request_id)
+    assert (end["outcome"], end["bytes"]) == ("upstream_error", 18)
+    assert end["error"].startswith(error)
