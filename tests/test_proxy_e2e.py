@@ -43,17 +43,18 @@ async def raw_http(port: int, request: bytes, *, limit: float = 5.0) -> bytes:
 
 def dechunk(body: bytes) -> tuple[bytes, bool]:
     """Decode a chunked body; True when it ended with the terminating zero chunk."""
-    out = b""
-    while body:
-        line, sep, rest = body.partition(b"\r\n")
-        if not sep:
-            return out, False
-        size = int(line.split(b";")[0], 16)
+    out = bytearray()
+    pos = 0
+    while pos < len(body):
+        eol = body.find(b"\r\n", pos)
+        if eol < 0:
+            break
+        size = int(body[pos:eol].split(b";")[0], 16)
         if size == 0:
-            return out, True
-        out += rest[:size]
-        body = rest[size + 2 :]
-    return out, False
+            return bytes(out), True
+        out += body[eol + 2 : eol + 2 + size]
+        pos = eol + 4 + size
+    return bytes(out), False
 
 
 def assert_frames_cover(log: LogCapture, request_id: str, received: bytes) -> None:

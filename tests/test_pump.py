@@ -8,7 +8,6 @@ never the whole body), and once it reads again it must get every byte, in order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -21,7 +20,8 @@ from chaosproxy.proxy import UPSTREAM
 from chaosproxy.server import RunningProxy
 from chaosproxy.upstream import UpstreamPool
 from tests.conftest import LogCapture, ProxyFactory
-from tests.upstream import Script, ScriptedUpstream
+from tests.test_proxy_e2e import dechunk, raw_http
+from tests.upstream import Script, ScriptedUpstream, raw_upstream
 
 #: Far more than every buffer between upstream and client (kernel socket buffers on
 #: both hops, the proxy's inbox and transport buffer) can hold together.
@@ -101,7 +101,8 @@ async def test_a_client_that_does_not_read_stops_the_upstream_then_gets_everythi
         while chunk := await reader.read(2**20):
             body += chunk
     writer.close()
-    decoded = dechunk_all(bytes(body))
+    decoded, terminated = dechunk(bytes(body))
+    assert terminated
     assert len(decoded) == total
     expected = EVENT * (total // len(EVENT))
     assert hashlib.sha256(decoded).digest() == hashlib.sha256(expected).digest()
@@ -122,32 +123,6 @@ async def standstill(upstream: BigUpstream, *, every: float = 0.1, polls: int = 
             last = upstream.written
             await asyncio.sleep(every)
     return last
-
-
-def dechunk_open(body: bytes) -> bytes:
-    """Decode whole chunks; fails if the body has its terminating zero-size chunk."""
-    out = bytearray()
-    while body:
-        size_line, _, rest = body.partition(b"\r\n")
-        size = int(size_line, 16)
-        assert size > 0, "the body ended cleanly"
-        out += rest[:size]
-        body = rest[size + 2 :]
-    return bytes(out)
-
-
-def dechunk_all(body: bytes) -> bytes:
-    out = bytearray()
-    pos = 0
-    while True:
-        eol = body.index(b"\r\n", pos)
-        size = int(body[pos:eol], 16)
-        if size == 0:
-            assert body[eol:] == b"\r\n\r\n"
-            return bytes(out)
-        out += body[eol + 2 : eol + 2 + size]
-        assert body[eol + 2 + size : eol + 4 + size] == b"\r\n"
-        pos = eol + 4 + size
 
 
 async def until(condition: Callable[[], bool], *, limit: float = 5.0) -> None:
@@ -199,24 +174,6 @@ async def test_upstream_connections_are_reused_and_dropped_when_the_client_leave
     assert (pool.stats.opened, pool.stats.reused, pool.stats.idle) == (5, 6, 0)
 
 
-@contextlib.asynccontextmanager
-async def raw_upstream(answer: bytes) -> AsyncIterator[str]:
-    """An upstream that reads one request head, writes ``answer`` and closes."""
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(answer)
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    finally:
-        server.close()
-        await server.wait_closed()
-
-
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
 BROKEN_CHUNKS = (
     SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\nzz\r\n"
@@ -244,19 +201,13 @@ async def test_an_upstream_that_breaks_http_mid_body_is_an_explained_unclean_end
         proxy = await make_proxy(upstream=url, scenarios={"framed": "faults: []"})
         port = int(proxy.url.rsplit(":", 1)[1])
         pick = f"X-Chaos-Scenario: {scenario}\r\n" if scenario else ""
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"GET /v1/s HTTP/1.1\r\nHost: x\r\n{pick}\r\n".encode())
-        raw = b""
-        async with asyncio.timeout(5):
-            while chunk := await reader.read(65536):
-                raw += chunk
-        writer.close()
+        raw = await raw_http(port, f"GET /v1/s HTTP/1.1\r\nHost: x\r\n{pick}\r\n".encode())
     head, _, body = raw.partition(b"\r\n\r\n")
     # What did arrive reaches the client, and the body never ends cleanly.
     if b"Content-Length: 100" in head:
         assert body == b"data: 1\n\ndata: 2\n\n"  # 18 of the 100 promised bytes
     else:
-        assert dechunk_open(body) == b"data: 1\n\ndata: 2\n\n"
+        assert dechunk(body) == (b"data: 1\n\ndata: 2\n\n", False)  # never terminated
     request_id = head.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
     end = await log_capture.wait_end(request_id)
     assert (end["outcome"], end["bytes"]) == ("upstream_error", 18)

@@ -9,10 +9,9 @@ echoes them, so any hit is the proxy's own leak.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pytest
 from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
-from tests.upstream import Script, ScriptedUpstream, scripted_upstream
+from tests.upstream import Script, ScriptedUpstream, raw_upstream, scripted_upstream
 
 AUTH = "sk-SECRET-AUTHORIZATION-1a2b"
 X_API_KEY = "SECRET-X-API-KEY-3c4d"
@@ -73,23 +72,9 @@ class Evidence:
                 assert secret.lower().encode() not in lowered, f"{secret} leaked in {where}"
 
 
-@asynccontextmanager
-async def malformed_upstream() -> AsyncIterator[str]:
-    """Answers every request with a broken header line: aiohttp's error then quotes
-    the whole upstream URL, query string and all."""
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nBad Header\x01: x\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    finally:
-        server.close()
-        await server.wait_closed()
+#: A broken header line: an HTTP client's error may then quote the whole upstream URL,
+#: query string and all.
+MALFORMED = b"HTTP/1.1 200 OK\r\nBad Header\x01: x\r\n\r\n"
 
 
 def dead_url() -> str:
@@ -208,7 +193,7 @@ async def test_no_secret_reaches_logs_traces_admin_or_errors(world: World) -> No
         assert seen.headers["api-key"] == API_KEY
         assert COOKIE in seen.headers["Cookie"]
 
-    async with malformed_upstream() as url:
+    async with raw_upstream(MALFORMED) as url:
         broken = await world.start("broken", url)
         status, _ = await world.request(broken, GEMINI_PATH + QUERY, where="malformed")
         assert status == 502
@@ -237,7 +222,7 @@ async def test_no_secret_reaches_logs_traces_admin_or_errors(world: World) -> No
 
 async def test_upstream_error_answer_hides_the_key(tmp_path: Path) -> None:
     world = World(tmp_path, content=False)
-    async with malformed_upstream() as url:
+    async with raw_upstream(MALFORMED) as url:
         proxy = await world.start("broken", url)
         try:
             status, _ = await world.request(proxy, GEMINI_PATH + QUERY, where="malformed")

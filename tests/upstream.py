@@ -104,3 +104,22 @@ async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
         yield upstream
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def raw_upstream(answer: bytes) -> AsyncIterator[str]:
+    """An upstream that reads each request's head, writes ``answer`` byte for byte (a
+    broken head, a body cut short: whatever a test needs) and closes."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+        await server.wait_closed()
