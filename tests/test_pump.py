@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -21,7 +21,7 @@ from chaosproxy.server import RunningProxy
 from chaosproxy.upstream import UpstreamPool
 from tests.conftest import LogCapture, ProxyFactory
 from tests.test_proxy_e2e import dechunk, raw_http
-from tests.upstream import Script, ScriptedUpstream, raw_upstream
+from tests.upstream import Script, ScriptedUpstream, raw_upstream, until
 
 #: Far more than every buffer between upstream and client (kernel socket buffers on
 #: both hops, the proxy's inbox and transport buffer) can hold together.
@@ -123,15 +123,6 @@ async def standstill(upstream: BigUpstream, *, every: float = 0.1, polls: int = 
             last = upstream.written
             await asyncio.sleep(every)
     return last
-
-
-async def until(condition: Callable[[], bool], *, limit: float = 5.0) -> None:
-    """Wait (bounded) until ``condition()`` holds; connection teardown is asynchronous."""
-    for _ in range(int(limit / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"still not true after {limit} s")
 
 
 def upstream_pool(proxy: RunningProxy) -> UpstreamPool:

@@ -32,6 +32,7 @@ from chaosproxy.upstream import (
     UpstreamResponse,
     UpstreamTimeout,
 )
+from tests.upstream import until
 
 pytestmark = pytest.mark.timeout(20)
 
@@ -75,13 +76,6 @@ async def read_all(resp: UpstreamResponse) -> Sink:
     await sink.wait()
     assert len(sink.ends) == 1
     return sink
-
-
-async def until(cond: Callable[[], bool]) -> None:
-    """Yield to the loop until ``cond()`` holds (a bounded wait on a state, not a sleep)."""
-    async with asyncio.timeout(5):
-        while not cond():  # noqa: ASYNC110 - kernel and pool state, no event to await
-            await asyncio.sleep(0)
 
 
 def only_socket(pool: UpstreamPool) -> Any:

@@ -8,7 +8,7 @@ proxy closed the connection, so tests can assert what crossed the proxy both way
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -123,3 +123,11 @@ async def raw_upstream(answer: bytes) -> AsyncIterator[str]:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def until(condition: Callable[[], bool], *, limit: float = 5.0) -> None:
+    """Wait (bounded) until ``condition()`` holds: for kernel and connection-pool state
+    that changes asynchronously and has no event to await."""
+    async with asyncio.timeout(limit):
+        while not condition():  # noqa: ASYNC110 - no event to await
+            await asyncio.sleep(0.005)
