@@ -119,12 +119,12 @@ def error_response(status: int, message: str, headers: Mapping[str, str] = {}) -
 def create_proxy_app(settings: ProxySettings) -> web.Application:
     app = web.Application(handler_args={"max_field_size": 65536})
     app[SETTINGS] = settings
-    app.cleanup_ctx.append(_client_session)
+    app.cleanup_ctx.append(_upstream_pool)
     app.router.add_route("*", "/{tail:.*}", _handle)
     return app
 
 
-async def _client_session(app: web.Application) -> AsyncIterator[None]:
+async def _upstream_pool(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     pool = UpstreamPool(settings.upstream, connect_timeout=settings.connect_timeout)
     app[UPSTREAM] = pool
