@@ -29,9 +29,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDict
 
-from chaosproxy.core.actions import Action, Cut, Send, Sleep
+from chaosproxy.core.actions import Action, Cut, Respond, Send, Sleep
 from chaosproxy.core.faults import Fault
-from chaosproxy.core.faults.base import Respond
 from chaosproxy.core.frames import Format, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
 from chaosproxy.core.pipeline import Pipeline

@@ -12,8 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaosproxy.core.actions import Action, Cut, Send, Sleep
-from chaosproxy.core.faults.base import Respond
+from chaosproxy.core.actions import Action, Cut, Respond, Send, Sleep
 from chaosproxy.core.frames import Format
 from chaosproxy.core.providers import PROVIDER_NAMES
 from chaosproxy.engine import Run

@@ -9,9 +9,9 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from chaosproxy.core.actions import Cut, Send, Sleep
+from chaosproxy.core.actions import Cut, Respond, Send, Sleep
 from chaosproxy.core.faults import build_faults
-from chaosproxy.core.faults.base import Fault, FaultConfig, Respond
+from chaosproxy.core.faults.base import Fault, FaultConfig
 from chaosproxy.core.faults.compress import CompressConfig
 from chaosproxy.core.faults.cut import CutConfig
 from chaosproxy.core.faults.delay import DelayConfig

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.core.actions import Cut, Send, Sleep
-from chaosproxy.core.faults.base import Respond, fault_rng
+from chaosproxy.core.actions import Cut, Respond, Send, Sleep
+from chaosproxy.core.faults.base import fault_rng
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.simulate import Simulation, simulate
 from tests.test_faults_live import BODY, E1, E2, E3, EVENTS, PATH, upto, without

@@ -45,4 +45,15 @@ class Cut:
     detail: dict[str, object] = field(default_factory=dict, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """HTTP stage: answer the client with this instead of forwarding."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
 Action = Send | Sleep | Cut
+#: What the HTTP stage (before the upstream answers) may ask for.
+HttpAction = Respond | Sleep | Cut

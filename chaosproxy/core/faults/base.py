@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from chaosproxy.core.actions import Action, Cut, Sleep
+from chaosproxy.core.actions import Action, HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format
 from chaosproxy.core.providers import Profile
@@ -227,18 +227,6 @@ class FaultContext:
     seed: int
     #: The fault's position in the scenario's ``faults`` list (0-based).
     position: int
-
-
-@dataclass(frozen=True, slots=True)
-class Respond:
-    """HTTP stage: answer the client with this instead of forwarding."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-HttpAction = Respond | Sleep | Cut
 
 
 def fault_rng(seed: int, position: int, name: str) -> random.Random:

@@ -17,9 +17,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from chaosproxy.core.actions import Action, Cut, Send
+from chaosproxy.core.actions import Action, Cut, HttpAction, Send
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, HttpAction
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 
 Position = Literal["boundary", "after_id", "after_data", "mid_utf8", "mid_line"]
 

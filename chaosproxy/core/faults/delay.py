@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from pydantic import model_validator
 
-from chaosproxy.core.actions import Action, Send, Sleep
+from chaosproxy.core.actions import Action, HttpAction, Send, Sleep
 from chaosproxy.core.faults.base import (
     Duration,
     Fault,
     FaultConfig,
     FaultContext,
-    HttpAction,
     SelectorConfig,
 )
 

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 import orjson
 from pydantic import Field
 
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, HttpAction, Respond
+from chaosproxy.core.actions import HttpAction, Respond
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 
 #: Statuses whose responses must not have a body (RFC 9110).
 NO_BODY = frozenset({204, 304})
