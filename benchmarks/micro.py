@@ -1,7 +1,7 @@
 """Per-event CPU of chaosproxy's sans-IO core, in-process: ``python benchmarks/micro.py``.
 
 Times :meth:`Pipeline.feed` (plus the one :meth:`Pipeline.end` per body) on pipelines
-built as the proxy builds them (``Run.start(scenario, seed).begin_body(fmt, path)``),
+built as the proxy builds them (a :class:`~chaosproxy.core.session.Session` given a head),
 over whole bodies, and prints microseconds per upstream event: the minimum over
 ``--repeats`` repeats, each timing enough fresh pipelines for ``--per-repeat`` events
 with ``time.perf_counter_ns`` (the garbage collector off while timing, as ``timeit``
@@ -41,8 +41,10 @@ from pathlib import Path
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.engine import Run
+from chaosproxy.core.pipeline import Pipeline
+from chaosproxy.core.session import Session
 from chaosproxy.scenario import Scenario, parse_scenario
+from chaosproxy.simulate import CONTENT_TYPES
 
 HERE = Path(__file__).resolve().parent
 READ_SIZE = 64 * 1024
@@ -117,12 +119,21 @@ class Case:
     reads: list[bytes]
 
 
+def body_pipeline(scenario: Scenario, seed: int, fmt: Format, path: str) -> Pipeline:
+    """The pipeline the proxy builds for a body of ``fmt`` answering ``path``."""
+    session = Session("bench", scenario=scenario, seed=seed, path=path)
+    session.start(0.0)
+    session.response_head(200, "OK", [("Content-Type", CONTENT_TYPES[fmt])])
+    assert session.pipeline is not None
+    return session.pipeline
+
+
 def time_case(case: Case, bodies: int, repeats: int) -> tuple[float, int]:
     """(min over repeats of us per upstream event, events per body)."""
     best = float("inf")
     events = 0
     reads = case.reads
-    start = Run.start
+    start = body_pipeline
     clock = time.perf_counter_ns
     for _ in range(repeats):
         elapsed = 0
@@ -131,7 +142,7 @@ def time_case(case: Case, bodies: int, repeats: int) -> tuple[float, int]:
         gc.disable()
         try:
             for _ in range(bodies):
-                p = start(case.scenario, 1234).begin_body(case.fmt, case.path)
+                p = start(case.scenario, 1234, case.fmt, case.path)
                 feed = p.feed
                 t0 = clock()
                 for chunk in reads:

@@ -90,13 +90,13 @@ def _fastlog() -> None:
 
 
 def _merge() -> None:
-    from chaosproxy import proxy
     from chaosproxy.core.actions import Action, Send
+    from chaosproxy.core.session import Session
 
-    original = proxy._Pump._feed
+    original = Session.feed
 
-    def feed(self: proxy._Pump, data: bytes) -> list[Action]:
-        actions = original(self, data)
+    def feed(self: Session, data: bytes, now: float) -> list[Action]:
+        actions = original(self, data, now)
         pipeline = self.pipeline
         if (
             len(actions) < 2
@@ -114,28 +114,28 @@ def _merge() -> None:
         )
         return [merged]
 
-    proxy._Pump._feed = feed  # type: ignore[method-assign]
+    Session.feed = feed  # type: ignore[method-assign]
 
 
 def _nolog() -> None:
-    from chaosproxy import proxy
     from chaosproxy.core.actions import Send
+    from chaosproxy.exchange import Exchange
 
-    def log_frame(self: proxy.Exchange, data: bytes, send: Send | None) -> None:
+    def log_frame(self: Exchange, send: Send, now: float) -> None:
         return None
 
-    proxy.Exchange.log_frame = log_frame  # type: ignore[method-assign]
+    Exchange.log_frame = log_frame  # type: ignore[method-assign]
 
 
 def _nocore() -> None:
-    from chaosproxy import proxy
     from chaosproxy.core.actions import Action, Send
+    from chaosproxy.core.session import Session
 
-    original = proxy._Pump._feed
+    original = Session.feed
 
-    def feed(self: proxy._Pump, data: bytes) -> list[Action]:
+    def feed(self: Session, data: bytes, now: float) -> list[Action]:
         if self.pipeline is None:
-            return original(self, data)
+            return original(self, data, now)
         out: list[Action] = []
         start = 0
         while (end := data.find(b"\n\n", start)) >= 0:
@@ -145,7 +145,7 @@ def _nocore() -> None:
             out.append(Send(data[start:]))
         return out
 
-    proxy._Pump._feed = feed  # type: ignore[method-assign]
+    Session.feed = feed  # type: ignore[method-assign]
 
 
 def _nogc() -> None:

@@ -22,13 +22,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from chaosproxy.config import Config
 from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios
-from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
+from chaosproxy.server import RunningProxy, start_proxy
+
+#: What differs from ``chaosproxy serve`` when the proxy runs inside a test: a free
+#: port, no admin API, no log file (the lines are kept in memory instead).
+EMBEDDED = Config(listen=("127.0.0.1", 0), admin=None, log=None)
 
 
 class ChaosProxy:
-    """A proxy on a free local port, started and stopped by a ``with`` block."""
+    """A proxy on a free local port, started and stopped by a ``with`` block.
+
+    Every setting of :class:`~chaosproxy.config.Config` (each ``chaosproxy serve``
+    flag) is a keyword argument: ``ChaosProxy(connect_timeout=0.5, seed=7)``.
+    """
 
     def __init__(
         self,
@@ -40,30 +49,33 @@ class ChaosProxy:
         log: str | None = None,
         log_content: bool = False,
         trace_dir: str | Path | None = None,
-        mock_tokens: int = 24,
-        mock_interval: float = 0.02,
+        **settings: Any,
     ) -> None:
         items = list(scenarios)
         parsed = [s for s in items if isinstance(s, Scenario)]
-        paths = [s for s in items if not isinstance(s, Scenario)]
-        loaded = load_scenarios(paths) if paths else {}
+        paths = tuple(str(s) for s in items if not isinstance(s, Scenario))
+        self.config = EMBEDDED.replace(
+            upstream=upstream,
+            scenarios=paths,
+            scenario=scenario,
+            seed=seed,
+            log=log,
+            log_content=log_content,
+            trace_dir=None if trace_dir is None else str(trace_dir),
+            **settings,
+        )
+        loaded = load_scenarios(list(paths)) if paths else {}
         loaded.update({s.name: s for s in parsed})
-        self._log = FrameLog.open(log, content=log_content) if log else FrameLog(None)
+        self._scenarios = loaded
+        self._log = (
+            FrameLog.open(log, content=log_content, fmt=self.config.log_format)
+            if log
+            else FrameLog(None, content=log_content)
+        )
         #: Every frame-log line of every request, as dicts, in order.
         self.lines: list[dict[str, Any]] = []
         self._changed = threading.Condition()
         self._log.add_observer(self._keep)
-        self._options = ProxyOptions(
-            listen_port=0,
-            upstream=upstream,
-            scenarios=loaded,
-            default_scenario=scenario,
-            log=self._log,
-            seed=seed,
-            trace_dir=trace_dir,
-            mock_tokens=mock_tokens,
-            mock_interval=mock_interval,
-        )
         self._running: RunningProxy | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -112,7 +124,7 @@ class ChaosProxy:
     # ------------------------------------------------------------------ async
 
     async def start(self) -> ChaosProxy:
-        self._running = await start_proxy(self._options)
+        self._running = await start_proxy(self.config, scenarios=self._scenarios, log=self._log)
         return self
 
     async def stop(self) -> None:

@@ -11,14 +11,22 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from chaosproxy import __version__
+from chaosproxy.config import (
+    NAMES,
+    Config,
+    ConfigError,
+    flags,
+    from_environment,
+    parse_hostport,
+    parse_seed,
+)
 from chaosproxy.core.providers import PROVIDER_NAMES
 
 if TYPE_CHECKING:
@@ -32,47 +40,51 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _env(flag: str, default: Any = None) -> Any:
-    return os.environ.get("CHAOSPROXY_" + flag.upper().replace("-", "_"), default)
+def _argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A Config parser as an argparse ``type``: its ConfigError is a usage error."""
+
+    def convert(value: str) -> Any:
+        try:
+            return parse(value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__.removeprefix("parse_")
+    return convert
 
 
-def _env_bool(flag: str) -> bool:
-    return str(_env(flag, "")).lower() in {"1", "true", "yes", "on"}
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """One option per :class:`~chaosproxy.config.Config` field that has a flag. An
+    option not given stays out of the namespace, so the environment can fill it."""
+    for name, flag, _ in flags():
+        common: dict[str, Any] = {"dest": name, "help": flag.help, "default": argparse.SUPPRESS}
+        if flag.kind == "switch":
+            parser.add_argument(flag.name, action="store_true", **common)
+        elif flag.kind == "append":
+            parser.add_argument(
+                flag.name,
+                action="append",
+                type=_argtype(flag.parse),
+                metavar=flag.metavar,
+                **common,
+            )
+        else:
+            parser.add_argument(
+                flag.name,
+                type=_argtype(flag.parse),
+                metavar=flag.metavar,
+                choices=flag.choices,
+                **common,
+            )
 
 
-def _env_list(flag: str) -> list[str] | None:
-    value = _env(flag)
-    if not value:
-        return None
-    return [p for p in value.split(os.pathsep) if p]
-
-
-def parse_hostport(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
-
-
-def parse_upstream(value: str) -> str:
-    if value == "mock":
-        return value
-    if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-        raise argparse.ArgumentTypeError(f"expected an http(s) URL or 'mock', got {value!r}")
-    return value.rstrip("/")
-
-
-def parse_admin(value: str) -> tuple[str, int] | None:
-    if value == "off":
-        return None
-    return parse_hostport(value)
-
-
-def parse_seed(value: str) -> int:
-    if not value.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value!r}")
-    return int(value)
+def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Config:
+    """The configuration of ``serve``: its flags over ``CHAOSPROXY_*`` over defaults.
+    Raises ConfigError for a bad environment value."""
+    given = {k: v for k, v in vars(args).items() if k in NAMES}
+    if "scenarios" in given:
+        given["scenarios"] = tuple(given["scenarios"])
+    return Config(**{**from_environment(environ), **given})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,45 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     serve = sub.add_parser("serve", help="run the proxy")
-    serve.add_argument("--listen", type=parse_hostport, default=_env("listen", "127.0.0.1:8080"))
-    serve.add_argument("--upstream", type=parse_upstream, default=_env("upstream", "mock"))
-    serve.add_argument(
-        "--scenarios",
-        action="append",
-        metavar="PATH",
-        default=None,
-        help="a scenario file or a directory of *.yaml (repeatable; default ./scenarios)",
-    )
-    serve.add_argument("--scenario", metavar="NAME", default=_env("scenario"))
-    serve.add_argument(
-        "--admin",
-        type=parse_admin,
-        metavar="HOST:PORT|off",
-        default=_env("admin", "127.0.0.1:8474"),
-        help="the admin API's address, or off (default 127.0.0.1:8474)",
-    )
-    serve.add_argument(
-        "--admin-token",
-        metavar="TOKEN",
-        default=_env("admin_token"),
-        help="bearer token the admin API requires (better: CHAOSPROXY_ADMIN_TOKEN)",
-    )
-    serve.add_argument("--log", metavar="PATH|-", default=_env("log", "-"))
-    serve.add_argument(
-        "--log-format",
-        choices=("auto", "json", "pretty"),
-        default=_env("log_format", "auto"),
-        help="auto: pretty on a terminal, JSON lines otherwise",
-    )
-    serve.add_argument("--log-content", action="store_true", default=_env_bool("log_content"))
-    serve.add_argument("--trace-dir", metavar="DIR", default=_env("trace_dir"))
-    serve.add_argument("--seed", type=parse_seed, default=_env("seed"))
-    # String defaults go through ``type`` too, so a bad environment value is a usage error.
-    serve.add_argument("--mock-tokens", type=int, default=_env("mock_tokens", "24"))
-    serve.add_argument("--mock-interval-ms", type=float, default=_env("mock_interval_ms", "20"))
+    add_setting_flags(serve)
 
     mock = sub.add_parser("mock", help="run the built-in mock LLM upstream alone")
-    mock.add_argument("--listen", type=parse_hostport, default="127.0.0.1:8000")
+    mock.add_argument("--listen", type=_argtype(parse_hostport), default="127.0.0.1:8000")
     mock.add_argument("--tokens", type=int, default=24)
     mock.add_argument("--interval-ms", type=float, default=20.0)
 
@@ -127,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         "replay", help="serve a recorded trace (--trace-dir with --log-content) again"
     )
     replay.add_argument("trace", metavar="TRACE")
-    replay.add_argument("--listen", type=parse_hostport, default="127.0.0.1:8080")
+    replay.add_argument("--listen", type=_argtype(parse_hostport), default="127.0.0.1:8080")
 
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("paths", nargs="+", metavar="PATH")
@@ -136,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="run a scenario offline: upstream bytes on stdin, emitted on stdout"
     )
     simulate.add_argument("scenario", metavar="SCENARIO")
-    simulate.add_argument("--seed", type=parse_seed, default=None)
+    simulate.add_argument("--seed", type=_argtype(parse_seed), default=None)
     simulate.add_argument("--format", choices=("sse", "ndjson", "raw"), default=None)
     simulate.add_argument(
         "--provider", default=None, choices=("auto", *PROVIDER_NAMES), metavar="PROVIDER"
@@ -175,56 +152,48 @@ def fail(message: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from chaosproxy.logs import FrameLog
+    from chaosproxy.logs import FrameLog, redact_url
     from chaosproxy.scenario import ScenarioError, load_scenarios
-    from chaosproxy.server import ProxyOptions, StartupError, default_scenario_paths, start_proxy
+    from chaosproxy.server import StartupError, default_scenario_paths, start_proxy
 
-    paths = args.scenarios or _env_list("scenarios") or default_scenario_paths()
     try:
-        scenarios = load_scenarios(paths)
+        config = config_from(args)
+    except ConfigError as exc:
+        return fail(str(exc))
+    if not config.scenarios:
+        config = config.replace(scenarios=tuple(str(p) for p in default_scenario_paths()))
+    try:
+        scenarios = load_scenarios(list(config.scenarios))
     except ScenarioError as exc:
         # One line per problem, each a complete reason: FILE:LINE: path: message.
         for problem in exc.problems:
             fail(str(problem))
         return EXIT_USAGE
     try:
-        log = FrameLog.open(args.log, content=args.log_content, fmt=args.log_format)
+        log = FrameLog.open(config.log, content=config.log_content, fmt=config.log_format)
     except OSError as exc:
-        return fail(f"cannot open log {args.log}: {exc.strerror or exc}")
-    host, port = args.listen
-    options = ProxyOptions(
-        listen_host=host,
-        listen_port=port,
-        upstream=args.upstream,
-        scenarios=scenarios,
-        default_scenario=args.scenario,
-        log=log,
-        seed=args.seed,
-        mock_tokens=args.mock_tokens,
-        mock_interval=args.mock_interval_ms / 1000.0,
-        admin=args.admin,
-        admin_token=args.admin_token or None,
-        trace_dir=args.trace_dir or None,
-    )
+        return fail(f"cannot open log {config.log}: {exc.strerror or exc}")
 
     async def serve() -> int:
         try:
-            proxy = await start_proxy(options)
+            proxy = await start_proxy(config, scenarios=scenarios, log=log)
         except StartupError as exc:
             log.close()
             return fail(str(exc))
         names = ", ".join(scenarios) or "none"
         upstream = (
-            f"mock (built in, {proxy.upstream})" if args.upstream == "mock" else proxy.upstream
+            f"mock (built in, {proxy.upstream})"
+            if config.upstream == "mock"
+            else redact_url(proxy.upstream)
         )
         admin = "off"
         if proxy.admin_url is not None:
-            admin = proxy.admin_url + (" (bearer token)" if options.admin_token else "")
-        extras = f"; traces: {args.trace_dir}" if args.trace_dir else ""
+            admin = proxy.admin_url + (" (bearer token)" if config.admin_token else "")
+        extras = f"; traces: {config.trace_dir}" if config.trace_dir else ""
         print(
             f"chaosproxy {__version__} listening on {proxy.url} → {upstream}; "
-            f"scenarios: {names}; default: {args.scenario or 'passthrough'}; "
-            f"seed: {args.seed if args.seed is not None else 'random'}; "
+            f"scenarios: {names}; default: {config.scenario or 'passthrough'}; "
+            f"seed: {config.seed if config.seed is not None else 'random'}; "
             f"admin: {admin}{extras}",
             file=sys.stderr,
             flush=True,

@@ -77,6 +77,25 @@ def redact_text(text: str) -> str:
     return _SECRET_IN_TEXT.sub(_mask_match, text)
 
 
+def redact_url(url: str) -> str:
+    """``url`` with the password of its user info masked (``https://user:***@host``)
+    and credential-like query parameters masked."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return redact_path(url)
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, hostpart = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = userinfo.split(":", 1)[0] + ":***@" + hostpart
+    return redact_path(f"{scheme}://{authority}{slash}{tail}")
+
+
+def describe(exc: BaseException) -> str:
+    """One line about ``exc``, safe to show: error texts may quote a URL, ``key=`` and all."""
+    text = str(exc) or type(exc).__name__
+    return redact_text(text.splitlines()[0])[:300]
+
+
 def _mask_match(match: re.Match[str]) -> str:
     lead = match.group("lead")
     if lead is not None:

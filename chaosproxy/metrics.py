@@ -35,7 +35,6 @@ TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 #: Upstream failures answered by the proxy itself before any body byte (502, 504).
-_CONNECT_ERROR_STATUSES = frozenset({502, 504})
 
 
 class Metrics:
@@ -124,9 +123,7 @@ class Metrics:
         if outcome == "client_gone":
             self.client_disconnects.labels(scenario).inc()
         elif outcome == "upstream_error":
-            self.upstream_errors.labels(scenario, "body").inc()
-        elif outcome == "proxy_error" and line.get("status") in _CONNECT_ERROR_STATUSES:
-            self.upstream_errors.labels(scenario, "connect").inc()
+            self.upstream_errors.labels(scenario, str(line.get("stage", "body"))).inc()
         ttfb = line.get("ttfb_ms")
         if ttfb is not None:
             self.ttfb.labels(scenario).observe(ttfb / 1000.0)

@@ -37,7 +37,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from chaosproxy.proxy import cut_connection, error_response
+from chaosproxy.core.session import error_answer
+from chaosproxy.exchange import answer
+from chaosproxy.net import cut_connection, hostport, listen
 
 #: A trace larger than this is refused (it is read whole into memory).
 MAX_TRACE_BYTES = 512 * 1024 * 1024
@@ -184,9 +186,10 @@ async def _serve(request: web.Request) -> web.StreamResponse:
         await until(trace.end_ms)
         await cut_connection(request, trace.cut_how or "close")
         return web.Response(status=500)  # never sent: the connection is gone
-    if trace.outcome == "proxy_error" and not trace.frames and trace.status:
+    if trace.outcome in ("proxy_error", "upstream_error") and not trace.frames and trace.status:
         await until(trace.end_ms)
-        return error_response(trace.status, trace.error or "proxy error", _headers(trace))
+        message = trace.error or trace.outcome.replace("_", " ")
+        return answer(error_answer(trace.status, message, _headers(trace).items()))
     if not trace.status:  # the original never answered: the client left first
         await asyncio.Event().wait()
     headers = _headers(trace)
@@ -232,10 +235,8 @@ def _ending(trace: Trace) -> str:
 
 async def start_replay(trace: Trace, host: str, port: int) -> tuple[web.AppRunner, str]:
     """Serve ``trace`` on ``host:port`` (0 for a free port); returns (runner, url)."""
-    from chaosproxy.server import _hostport, _site
-
-    runner, bound = await _site(create_replay_app(trace), host, port)
-    return runner, f"http://{_hostport(host, bound)}"
+    runner, bound = await listen(create_replay_app(trace), host, port)
+    return runner, f"http://{hostport(host, bound)}"
 
 
 def describe(trace: Trace) -> str:

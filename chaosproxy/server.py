@@ -1,71 +1,38 @@
-"""Starting and stopping a proxy (and its mock upstream) inside a running event loop.
+"""Starting and stopping a proxy (and its mock upstream and admin API) in a running
+event loop, from one :class:`~chaosproxy.config.Config`.
 
-Used by the CLI, by the tests and by anything embedding chaosproxy: one place knows how
-the pieces are wired together.
+Used by the CLI, :class:`~chaosproxy.ChaosProxy`, the tests and anything embedding
+chaosproxy: one place knows how the pieces are wired together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
 
-from chaosproxy.admin import (
-    DEFAULT_HISTORY,
-    DEFAULT_MAX_FRAMES,
-    AdminState,
-    RequestStore,
-    create_admin_app,
-)
+from chaosproxy.admin import AdminState, RequestStore, create_admin_app
+from chaosproxy.config import Config
 from chaosproxy.logs import FrameLog, Observer
 from chaosproxy.metrics import Metrics
-from chaosproxy.proxy import ProxySettings, create_proxy_app
-from chaosproxy.scenario import Scenario
+from chaosproxy.net import StartupError, hostport, listen
+from chaosproxy.proxy import ProxyState, create_proxy_app
+from chaosproxy.scenario import Scenario, load_scenarios
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
-
-#: Connections the kernel may queue before accept(); a burst of thousands must fit.
-BACKLOG = 4096
-#: On shutdown, streams in flight get this long to finish before they are cancelled
-#: (a ``hang`` or ``stall: {forever: true}`` stream never finishes on its own).
-SHUTDOWN_GRACE = 2.0
-
-
-class StartupError(Exception):
-    """Start-up cannot go on; the message is the one-line reason."""
-
-
-@dataclass
-class ProxyOptions:
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 8080
-    upstream: str = "mock"
-    scenarios: dict[str, Scenario] = field(default_factory=dict)
-    default_scenario: str | None = None
-    log: FrameLog = field(default_factory=lambda: FrameLog(None))
-    seed: int | None = None
-    mock_tokens: int = 24
-    mock_interval: float = 0.02
-    connect_timeout: float = 10.0
-    #: Where the admin API listens ((host, 0) for a free port); None: no admin API.
-    admin: tuple[str, int] | None = None
-    #: Bearer token the admin API wants; None: no auth.
-    admin_token: str | None = None
-    #: Write one JSONL trace per request into this directory (made if missing).
-    trace_dir: str | Path | None = None
-    #: Recent requests the admin API keeps, and frame lines kept per request.
-    history: int = DEFAULT_HISTORY
-    history_frames: int = DEFAULT_MAX_FRAMES
+from chaosproxy.upstream import Upstream
 
 
 @dataclass
 class RunningProxy:
     url: str
+    #: The upstream's base URL (the mock's own when the upstream is the mock).
     upstream: str
-    settings: ProxySettings
+    state: ProxyState
     runners: list[web.BaseRunner]
     _flusher: asyncio.Task[None] | None = None
     #: The admin API's base URL, or None when it is off.
@@ -77,8 +44,19 @@ class RunningProxy:
     #: The trace writer, when ``trace_dir`` was given.
     traces: TraceWriter | None = None
     _observers: list[Observer] = field(default_factory=list)
+    #: Whether :meth:`close` closes the log (start_proxy opened it).
+    _owns_log: bool = False
+
+    @property
+    def config(self) -> Config:
+        return self.state.config
+
+    @property
+    def log(self) -> FrameLog:
+        return self.state.log
 
     async def close(self) -> None:
+        self.state.stopping = True
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -87,31 +65,13 @@ class RunningProxy:
             await runner.cleanup()
         # Every response has ended (and been logged) by now: detach from the log.
         for observer in self._observers:
-            self.settings.log.remove_observer(observer)
+            self.log.remove_observer(observer)
         if self.traces is not None:
             self.traces.close()
-        self.settings.log.flush()
-
-
-async def _site(
-    app: web.Application, host: str, port: int, *, what: str = ""
-) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(
-        app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE
-    )
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=BACKLOG)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        reason = exc.strerror or str(exc)
-        for_what = f" for {what}" if what else ""
-        raise StartupError(f"cannot listen{for_what} on {host}:{port}: {reason}") from None
-    sockets = getattr(site._server, "sockets", None)  # an asyncio or a uvloop Server
-    assert sockets
-    bound = sockets[0].getsockname()[1]
-    return runner, int(bound)
+        if self._owns_log:
+            self.log.close()
+        else:
+            self.log.flush()
 
 
 async def start_mock(
@@ -119,76 +79,99 @@ async def start_mock(
 ) -> tuple[web.AppRunner, str]:
     from chaosproxy.mock import create_mock_app
 
-    runner, bound = await _site(create_mock_app(tokens=tokens, interval=interval), host, port)
-    return runner, f"http://{_hostport(host, bound)}"
+    runner, bound = await listen(create_mock_app(tokens=tokens, interval=interval), host, port)
+    return runner, f"http://{hostport(host, bound)}"
 
 
-async def start_proxy(options: ProxyOptions) -> RunningProxy:
-    """Start the proxy (and the mock upstream when ``upstream == "mock"``, and the
-    admin API when ``options.admin`` is set)."""
-    runners: list[web.BaseRunner] = []
-    upstream = options.upstream
-    if options.default_scenario is not None and options.default_scenario not in options.scenarios:
-        raise StartupError(f"--scenario {options.default_scenario!r} is not a loaded scenario")
-    traces: TraceWriter | None = None
-    if options.trace_dir is not None:
+async def start_proxy(
+    config: Config,
+    *,
+    scenarios: Mapping[str, Scenario] | None = None,
+    log: FrameLog | None = None,
+    upstream_factory: Callable[[], Upstream] | None = None,
+) -> RunningProxy:
+    """Start the proxy (and the mock upstream when ``config.upstream`` is ``mock``, and
+    the admin API unless ``config.admin`` is None).
+
+    ``scenarios`` are the loaded scenarios (default: loaded from ``config.scenarios``,
+    raising :class:`~chaosproxy.scenario.ScenarioError`); ``log`` the frame log
+    (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
+    client (a test double). Raises :class:`StartupError` with a one-line reason.
+    """
+    if scenarios is None:
+        scenarios = load_scenarios(list(config.scenarios))
+    if config.scenario is not None and config.scenario not in scenarios:
+        raise StartupError(f"--scenario {config.scenario!r} is not a loaded scenario")
+    owns_log = log is None
+    if log is None:
         try:
-            traces = TraceWriter.create(options.trace_dir)
+            log = FrameLog.open(config.log, content=config.log_content, fmt=config.log_format)
+        except OSError as exc:
+            raise StartupError(f"cannot open log {config.log}: {exc.strerror or exc}") from None
+    traces: TraceWriter | None = None
+    if config.trace_dir is not None:
+        try:
+            traces = TraceWriter.create(config.trace_dir)
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            raise StartupError(f"cannot use --trace-dir {options.trace_dir}: {reason}") from None
-    store = RequestStore(history=options.history, max_frames=options.history_frames)
+            raise StartupError(f"cannot use --trace-dir {config.trace_dir}: {reason}") from None
+    store = RequestStore(history=config.history, max_frames=config.history_frames)
     metrics = Metrics()
     observers: list[Observer] = [store, metrics]
     if traces is not None:
         observers.append(traces)
     for observer in observers:  # before the first request can arrive
-        options.log.add_observer(observer)
+        log.add_observer(observer)
+    runners: list[web.BaseRunner] = []
     admin_url: str | None = None
     try:
+        upstream = config.upstream
         if upstream == "mock":
             mock_runner, upstream = await start_mock(
-                "127.0.0.1", 0, tokens=options.mock_tokens, interval=options.mock_interval
+                "127.0.0.1", 0, tokens=config.mock_tokens, interval=config.mock_interval
             )
             runners.append(mock_runner)
-        settings = ProxySettings(
-            upstream=upstream,
-            scenarios=ScenarioSet(options.scenarios, options.default_scenario, options.seed),
-            log=options.log,
-            connect_timeout=options.connect_timeout,
+        state = ProxyState(
+            config=config,
+            upstream_url=upstream,
+            scenarios=ScenarioSet(scenarios, config.scenario, config.seed),
+            log=log,
+            upstream_factory=upstream_factory,
         )
-        runner, bound = await _site(
-            create_proxy_app(settings), options.listen_host, options.listen_port
-        )
+        host, port = config.listen
+        runner, bound = await listen(create_proxy_app(state), host, port)
         runners.append(runner)
-        if options.admin is not None:
-            admin_host, admin_port = options.admin
-            state = AdminState(settings.scenarios, store, metrics, token=options.admin_token)
-            admin_runner, admin_bound = await _site(
-                create_admin_app(state), admin_host, admin_port, what="the admin API"
+        if config.admin is not None:
+            admin_host, admin_port = config.admin
+            admin = AdminState(state.scenarios, store, metrics, token=config.admin_token)
+            admin_runner, admin_bound = await listen(
+                create_admin_app(admin), admin_host, admin_port, what="the admin API"
             )
             runners.append(admin_runner)
-            admin_url = f"http://{_hostport(admin_host, admin_bound)}"
+            admin_url = f"http://{hostport(admin_host, admin_bound)}"
     except BaseException:
         for r in reversed(runners):
             await r.cleanup()
         for observer in observers:
-            options.log.remove_observer(observer)
+            log.remove_observer(observer)
         if traces is not None:
             traces.close()
+        if owns_log:
+            log.close()
         raise
     proxy = RunningProxy(
-        url=f"http://{_hostport(options.listen_host, bound)}",
+        url=f"http://{hostport(host, bound)}",
         upstream=upstream,
-        settings=settings,
+        state=state,
         runners=runners,
         admin_url=admin_url,
         requests=store,
         metrics=metrics,
         traces=traces,
         _observers=observers,
+        _owns_log=owns_log,
     )
-    proxy._flusher = asyncio.create_task(_flush_periodically(options.log, traces))
+    proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     return proxy
 
 
@@ -202,14 +185,15 @@ async def _flush_periodically(
             traces.flush()
 
 
-def _hostport(host: str, port: int) -> str:
-    if host in ("0.0.0.0", ""):
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{host}:{port}"
-
-
 def default_scenario_paths() -> list[Path]:
     here = Path("scenarios")
     return [here] if here.is_dir() else []
+
+
+__all__ = [
+    "RunningProxy",
+    "StartupError",
+    "default_scenario_paths",
+    "start_mock",
+    "start_proxy",
+]

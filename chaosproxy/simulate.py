@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from chaosproxy.core.actions import Action, Cut, Respond, Send, Sleep
 from chaosproxy.core.frames import Format
 from chaosproxy.core.providers import PROVIDER_NAMES
-from chaosproxy.engine import Run
+from chaosproxy.core.session import Session
 from chaosproxy.scenario import Scenario
 
 
@@ -84,6 +85,14 @@ class Simulation:
         return lines
 
 
+#: The Content-Type a body of each format would have come with.
+CONTENT_TYPES: dict[str, str] = {
+    "sse": "text/event-stream",
+    "ndjson": "application/x-ndjson",
+    "raw": "application/octet-stream",
+}
+
+
 def sniff_format(data: bytes) -> Format:
     """Guess the framing of a body with no Content-Type."""
     head = data.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:16]
@@ -117,46 +126,47 @@ def simulate(
         seed = (
             scenario.seed if scenario.seed is not None else random.SystemRandom().randrange(2**53)
         )
-    run = Run.start(scenario, seed)
-    now = 0.0
+    session = Session("simulate", scenario=scenario, seed=seed, path=path, provider=provider)
     sim = Simulation(seed, "raw", "none")
+    now = 0.0
 
-    def record(actions: list[Action]) -> bool:
+    def record(actions: Sequence[Action | Respond], *, http: bool = False) -> bool:
+        """Note the actions on the virtual clock; True once the response is over."""
         nonlocal now
         for action in actions:
             sim.actions.append((now, action))
+            sim.http_actions += http
             if isinstance(action, Sleep):
                 if math.isinf(action.seconds):
+                    session.client_gone()  # a hang: only the client can end it
                     return True
                 now += action.seconds
             elif isinstance(action, Cut):
+                session.cut(action)
+                return True
+            elif isinstance(action, Respond):
+                session.respond(action)
+                session.finish()
                 return True
         return False
 
-    for fault in run.faults:
-        for early in fault.before_upstream():
-            sim.actions.append((now, early))
-            sim.http_actions += 1
-            if isinstance(early, Sleep):
-                now += early.seconds
-            elif isinstance(early, Respond | Cut):
-                sim.applied, sim.skipped = run.summary()
-                return sim
-    body_format = fmt or (scenario.format if scenario.format != "auto" else sniff_format(data))
-    pipeline = run.begin_body(body_format, path, provider=provider)  # type: ignore[arg-type]
-    sim.format = run.format
-    size = chunk if chunk > 0 else max(len(data), 1)
-    done = False
-    for start in range(0, len(data), size):
-        if record(pipeline.feed(data[start : start + size], now)):
-            done = True
-            break
-        deadline = pipeline.deadline()
-        if deadline is not None and deadline <= now and record(pipeline.poll(now)):
-            done = True
-            break
-    if not done:
-        record(pipeline.end(now))
-    sim.provider = run.provider
-    sim.applied, sim.skipped = run.summary()
+    if not record(session.start(now), http=True):
+        body_format = fmt or (scenario.format if scenario.format != "auto" else sniff_format(data))
+        session.response_head(200, "OK", [("Content-Type", CONTENT_TYPES[body_format])])
+        size = chunk if chunk > 0 else max(len(data), 1)
+        done = False
+        for start in range(0, len(data), size):
+            if record(session.feed(data[start : start + size], now)):
+                done = True
+                break
+            deadline = session.deadline()
+            if deadline is not None and deadline <= now and record(session.poll(now)):
+                done = True
+                break
+        if not done and not record(session.body_end(now)):
+            session.finish()
+        sim.format = session.format
+        sim.provider = session.provider
+    summary = session.summary(now)
+    sim.applied, sim.skipped = summary["faults_applied"], summary["faults_skipped"]
     return sim

@@ -974,3 +974,6 @@ def _retrieve(task: asyncio.Task[list[tuple[int, str]]]) -> None:
     """Mark a shared lookup's failure as seen (its waiters may all have been cancelled)."""
     if not task.cancelled():
         task.exception()
+
+
+Upstream = UpstreamPool  # TEMP until the upstream package lands

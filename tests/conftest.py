@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
+from chaosproxy.api import EMBEDDED
 from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
+from chaosproxy.server import RunningProxy, start_proxy
 from tests.upstream import ScriptedUpstream, scripted_upstream
 
 pytest_plugins = ["pytester"]
@@ -93,17 +94,8 @@ async def make_proxy(log_capture: LogCapture) -> AsyncIterator[ProxyFactory]:
             name: parse_scenario(text, f"<{name}>", default_name=name)
             for name, text in (scenarios or {}).items()
         }
-        kw.setdefault("listen_port", 0)
-        proxy = await start_proxy(
-            ProxyOptions(
-                upstream=upstream,
-                scenarios=parsed,
-                default_scenario=default,
-                log=log,
-                seed=seed,
-                **kw,
-            )
-        )
+        config = EMBEDDED.replace(upstream=upstream, scenario=default, seed=seed, **kw)
+        proxy = await start_proxy(config, scenarios=parsed, log=log)
         started.append(proxy)
         return proxy
 

@@ -20,7 +20,8 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaosproxy.admin import RequestStore
-from chaosproxy.cli import build_parser
+from chaosproxy.cli import build_parser, config_from
+from chaosproxy.config import Config
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.server import RunningProxy, StartupError
 from tests.conftest import REPO, LogCapture, ProxyFactory
@@ -448,16 +449,16 @@ async def test_serve_prints_where_it_listens_and_stops_cleanly_on_sigterm(
 
 
 def test_admin_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    parser = build_parser()
-    args = parser.parse_args(["serve"])
-    assert (args.admin, args.admin_token) == (("127.0.0.1", 8474), None)
-    assert parser.parse_args(["serve", "--admin", "off"]).admin is None
-    assert parser.parse_args(["serve", "--admin", "0.0.0.0:9"]).admin == ("0.0.0.0", 9)
+    def config(*argv: str) -> Config:
+        return config_from(build_parser().parse_args(["serve", *argv]))
+
+    assert (config().admin, config().admin_token) == (("127.0.0.1", 8474), None)
+    assert config("--admin", "off").admin is None
+    assert config("--admin", "0.0.0.0:9").admin == ("0.0.0.0", 9)
     monkeypatch.setenv("CHAOSPROXY_ADMIN", "off")
     monkeypatch.setenv("CHAOSPROXY_ADMIN_TOKEN", "t")
     monkeypatch.setenv("CHAOSPROXY_TRACE_DIR", "/tmp/traces")
-    args = build_parser().parse_args(["serve"])
-    assert (args.admin, args.admin_token, args.trace_dir) == (None, "t", "/tmp/traces")
+    assert (config().admin, config().admin_token, config().trace_dir) == (None, "t", "/tmp/traces")
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["serve", "--admin", "nowhere"])
     assert exc.value.code == 2

@@ -48,18 +48,22 @@ def test_lines_become_metrics() -> None:
     )  # fmt: skip
     metrics({"event": "request", "request_id": "r-2", "scenario": None})
     metrics(
-        {"event": "response_end", "request_id": "r-2", "scenario": None, "outcome": "proxy_error",
-         "status": 502, "ttfb_ms": None, "duration_ms": 1.0}
+        {"event": "response_end", "request_id": "r-2", "scenario": None,
+         "outcome": "upstream_error", "stage": "connect", "status": 502, "ttfb_ms": None,
+         "duration_ms": 1.0}
     )  # fmt: skip
     metrics({"event": "request", "request_id": "r-3", "scenario": None})
     metrics(
         {"event": "response_end", "request_id": "r-3", "scenario": None,
-         "outcome": "upstream_error", "status": 200, "ttfb_ms": 1.0, "duration_ms": 2.0}
+         "outcome": "upstream_error", "stage": "body", "status": 200, "ttfb_ms": 1.0,
+         "duration_ms": 2.0}
     )  # fmt: skip
 
     assert value(metrics, "chaosproxy_requests_in_flight") == 0
     assert value(metrics, "chaosproxy_requests_total", scenario="s", outcome="cut") == 1
-    assert value(metrics, "chaosproxy_requests_total", scenario="none", outcome="proxy_error") == 1
+    assert (
+        value(metrics, "chaosproxy_requests_total", scenario="none", outcome="upstream_error") == 2
+    )
     assert value(metrics, "chaosproxy_frames_total", scenario="s") == 2
     assert value(metrics, "chaosproxy_bytes_sent_total", scenario="s") == 15
     assert value(metrics, "chaosproxy_faults_applied_total", scenario="s", fault="rechunk") == 3

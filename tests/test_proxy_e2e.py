@@ -219,7 +219,8 @@ async def test_upstream_refusing_connections_gives_502(
     assert "unreachable" in error["message"]
     assert "unreachable" in resp.headers["X-Chaos-Proxy-Error"]
     end = log_capture.end(resp.headers["X-Chaos-Request-Id"])
-    assert end["outcome"] == "proxy_error"
+    # The upstream's fault, not the proxy's (DESIGN.md section 6).
+    assert end["outcome"] == "upstream_error"
     assert end["status"] == 502
 
 
@@ -295,7 +296,7 @@ async def test_port_in_use_is_a_startup_error(make_proxy: ProxyFactory) -> None:
         s.listen()
         port = s.getsockname()[1]
         with pytest.raises(StartupError, match=f"cannot listen on 127.0.0.1:{port}"):
-            await make_proxy(listen_port=port)
+            await make_proxy(listen=("127.0.0.1", port))
 
 
 async def _json(body: bytes) -> dict[str, object]:
@@ -312,12 +313,12 @@ async def test_a_bug_before_the_response_is_a_500_with_a_reason(
     log_capture: LogCapture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from chaosproxy.engine import Run
+    from chaosproxy.core.session import Session
 
-    def broken(*args: object, **kw: object) -> Run:
+    def broken(*args: object, **kw: object) -> list[object]:
         raise RuntimeError("a bug in a fault")
 
-    monkeypatch.setattr(Run, "start", broken)
+    monkeypatch.setattr(Session, "start", broken)
     upstream.route("/v1/s", Script.events(b"data: 1\n\n"))
     proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: []"})
     resp, body = await read_all(proxy.url + "/v1/s", headers={"X-Chaos-Scenario": "s"})
@@ -366,16 +367,16 @@ async def test_a_write_to_a_departed_client_is_client_gone_not_upstream_error(
     # The race handler cancellation usually wins: the client's socket is already closing
     # when the next event is to be written. That is the client's doing, not the
     # upstream's, and the event that could not be written is not logged as a frame.
-    from chaosproxy import proxy as proxy_module
+    from chaosproxy.pump import BodyPump
 
-    send = proxy_module._Pump._send
+    send = BodyPump._send
 
-    def client_leaves_before_second(self: proxy_module._Pump, action: Send) -> bool:
+    def client_leaves_before_second(self: BodyPump, action: Send) -> bool:
         if action.data == b"data: 2\n\n":
             self.transport.close()
         return send(self, action)
 
-    monkeypatch.setattr(proxy_module._Pump, "_send", client_leaves_before_second)
+    monkeypatch.setattr(BodyPump, "_send", client_leaves_before_second)
     upstream.route("/v1/s", Script(writes=[(b"data: 1\n\n", 0), (b"data: 2\n\n", 0.02)]))
     proxy = await make_proxy(upstream=upstream.url)
     port = int(proxy.url.rsplit(":", 1)[1])

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from chaosproxy.proxy import UPSTREAM
+from chaosproxy.proxy import STATE
 from chaosproxy.server import RunningProxy
 from chaosproxy.upstream import UpstreamPool
 from tests.conftest import LogCapture, ProxyFactory
@@ -127,9 +127,12 @@ async def standstill(upstream: BigUpstream, *, every: float = 0.1, polls: int = 
 
 def upstream_pool(proxy: RunningProxy) -> UpstreamPool:
     pools = [
-        r.app[UPSTREAM] for r in proxy.runners if isinstance(r, web.AppRunner) and UPSTREAM in r.app
+        r.app[STATE].upstream
+        for r in proxy.runners
+        if isinstance(r, web.AppRunner) and STATE in r.app
     ]
     assert len(pools) == 1
+    assert isinstance(pools[0], UpstreamPool)
     return pools[0]
 
 

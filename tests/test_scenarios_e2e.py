@@ -37,6 +37,7 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseTextDeltaEvent
 
+from chaosproxy.api import EMBEDDED
 from chaosproxy.core.faults import FaultConfig
 from chaosproxy.core.faults.delay import DelayConfig
 from chaosproxy.core.faults.stall import StallConfig
@@ -45,7 +46,7 @@ from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.logs import FrameLog
 from chaosproxy.mock import MOCK_REQUESTS
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
-from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
+from chaosproxy.server import RunningProxy, start_proxy
 from tests.conftest import LogCapture
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,13 +172,7 @@ async def lab(library: dict[str, Scenario], log_capture: LogCapture) -> AsyncIte
     log = FrameLog(None)
     log.add_listener(log_capture)
     proxy = await start_proxy(
-        ProxyOptions(
-            listen_port=0,
-            scenarios=library,
-            log=log,
-            mock_tokens=TOKENS,
-            mock_interval=INTERVAL,
-        )
+        EMBEDDED.replace(mock_tokens=TOKENS, mock_interval=INTERVAL), scenarios=library, log=log
     )
     lab = Lab(proxy, log_capture, library)
     try:

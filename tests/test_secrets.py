@@ -19,9 +19,10 @@ import aiohttp
 import orjson
 import pytest
 
+from chaosproxy.api import EMBEDDED
 from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import ProxyOptions, RunningProxy, start_proxy
+from chaosproxy.server import RunningProxy, start_proxy
 from tests.upstream import Script, ScriptedUpstream, raw_upstream, scripted_upstream
 
 AUTH = "sk-SECRET-AUTHORIZATION-1a2b"
@@ -99,15 +100,14 @@ class World:
         log = FrameLog.open(str(self.tmp / f"{name}.log"), content=self.content)
         self.logs.append(log)
         proxy = await start_proxy(
-            ProxyOptions(
-                listen_port=0,
+            EMBEDDED.replace(
                 upstream=upstream,
-                scenarios={n: parse_scenario(t, n, default_name=n) for n, t in SCENARIOS.items()},
-                log=log,
                 admin=("127.0.0.1", 0),
                 admin_token=ADMIN_TOKEN,
-                trace_dir=self.tmp / "traces",
-            )
+                trace_dir=str(self.tmp / "traces"),
+            ),
+            scenarios={n: parse_scenario(t, n, default_name=n) for n, t in SCENARIOS.items()},
+            log=log,
         )
         self.proxies[name] = proxy
         return proxy

@@ -59,6 +59,11 @@ class Pipeline:
         self._cut = False
 
     @property
+    def detecting(self) -> bool:
+        """True while the provider is still to be recognised from the first event."""
+        return self._detect is not None
+
+    @property
     def done(self) -> bool:
         """True once a Cut was emitted: nothing more comes out."""
         return self._cut
@@ -211,15 +216,20 @@ class Pipeline:
 
     def summary(self) -> tuple[dict[str, int], list[dict[str, object]]]:
         """``faults_applied`` (name → count) and ``faults_skipped`` for the log."""
-        applied: dict[str, int] = {}
-        skipped: list[dict[str, object]] = []
-        for fault in self.faults:
-            if fault.applied:
-                applied[fault.name] = applied.get(fault.name, 0) + fault.applied
-            else:
-                reason = fault.skipped()
-                if reason:
-                    skipped.append(
-                        {"fault": fault.name, "position": fault.ctx.position, "reason": reason}
-                    )
-        return applied, skipped
+        return fault_summary(self.faults)
+
+
+def fault_summary(faults: Sequence[Fault]) -> tuple[dict[str, int], list[dict[str, object]]]:
+    """``faults_applied`` (name → count) and ``faults_skipped`` of a request's faults."""
+    applied: dict[str, int] = {}
+    skipped: list[dict[str, object]] = []
+    for fault in faults:
+        if fault.applied:
+            applied[fault.name] = applied.get(fault.name, 0) + fault.applied
+        else:
+            reason = fault.skipped()
+            if reason:
+                skipped.append(
+                    {"fault": fault.name, "position": fault.ctx.position, "reason": reason}
+                )
+    return applied, skipped

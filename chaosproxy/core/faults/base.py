@@ -263,6 +263,9 @@ class Fault:
         """True when this config cannot work on a ``raw`` stream (validation error)."""
         return cls.stage == "event"
 
+    #: True when :meth:`response_headers` may change the headers.
+    edits_headers: ClassVar[bool] = False
+
     # -- HTTP stage
     def before_upstream(self) -> list[HttpAction]:
         """Actions before the request is forwarded (a canned status, a held header)."""

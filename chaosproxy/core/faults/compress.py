@@ -53,6 +53,8 @@ class CompressFault(Fault):
     def needs_framing(cls, config: FaultConfig) -> bool:
         return False
 
+    edits_headers = True
+
     def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:
         out = {
             k: v

@@ -35,6 +35,8 @@ class HeadersFault(Fault):
     def needs_framing(cls, config: FaultConfig) -> bool:
         return False
 
+    edits_headers = True
+
     def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:
         drop = {name.lower() for name in (*self.cfg.remove, *self.cfg.set)}
         out = {k: v for k, v in headers.items() if k.lower() not in drop}

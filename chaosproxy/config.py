@@ -1,0 +1,296 @@
+"""One configuration for the proxy, however it is started.
+
+The command line (``chaosproxy serve``), the ``CHAOSPROXY_*`` environment, the Python
+API (:class:`chaosproxy.ChaosProxy`) and the pytest plugin all fill one :class:`Config`.
+Each setting is one field; a field with a ``flag`` is also a ``serve`` option and an
+environment variable (``--connect-timeout`` ↔ ``CHAOSPROXY_CONNECT_TIMEOUT``), parsed by
+the same function either way. Adding a setting is adding a field here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from chaosproxy.core.framing import DEFAULT_MAX_SIZE
+from chaosproxy.logs import LogFormat
+
+HostPort = tuple[str, int]
+ENV_PREFIX = "CHAOSPROXY_"
+
+
+class ConfigError(ValueError):
+    """A setting's value is not valid; the message is one line."""
+
+
+# --------------------------------------------------------------------------- parsers
+# Each takes the text of a flag or an environment variable.
+
+
+def parse_hostport(value: str) -> HostPort:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def parse_upstream(value: str) -> str:
+    if value == "mock":
+        return value
+    if not value.startswith(("http://", "https://")) or not value.split("://", 1)[1]:
+        raise ConfigError(f"expected an http(s) URL or 'mock', got {value!r}")
+    return value.rstrip("/")
+
+
+def parse_admin(value: str) -> HostPort | None:
+    return None if value == "off" else parse_hostport(value)
+
+
+def parse_seed(value: str) -> int:
+    if not value.isdigit():
+        raise ConfigError(f"expected a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def parse_positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def parse_number(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(f"expected a number, got {value!r}") from None
+    if not number >= 0:
+        raise ConfigError(f"expected a number >= 0, got {value!r}")
+    return number
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0}
+
+
+def parse_duration(value: str) -> float:
+    """``250ms``, ``2s``, ``1m`` → seconds. A bare number is refused, so nobody takes
+    seconds for milliseconds."""
+    m = _DURATION.fullmatch(value.strip())
+    if m is None:
+        raise ConfigError(f"expected a duration with a unit (250ms, 2s, 1m), got {value!r}")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(f"expected true or false, got {value!r}")
+
+
+def _text(value: str) -> str:
+    return value
+
+
+# --------------------------------------------------------------------------- fields
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """How a field appears on the command line and in the environment."""
+
+    name: str
+    help: str
+    parse: Callable[[str], Any] = _text
+    metavar: str | None = None
+    #: ``store``: one value; ``append``: repeatable (the environment separates values
+    #: with ``os.pathsep``); ``switch``: a flag without a value.
+    kind: Literal["store", "append", "switch"] = "store"
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.removeprefix("--").upper().replace("-", "_")
+
+
+def option(
+    name: str, help: str, parse: Callable[[str], Any] = _text, metavar: str | None = None, **kw: Any
+) -> dict[str, Flag]:
+    """The metadata of a :class:`Config` field that is also a ``serve`` option."""
+    return {"flag": Flag(name, help, parse, metavar, **kw)}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting of a running proxy. Defaults are those of ``chaosproxy serve``;
+    :class:`chaosproxy.ChaosProxy` changes a few (a free port, no admin, no log file)."""
+
+    listen: HostPort = field(
+        default=("127.0.0.1", 8080),
+        metadata=option(
+            "--listen", "address to listen on (default 127.0.0.1:8080)", parse_hostport, "HOST:PORT"
+        ),
+    )
+    upstream: str = field(
+        default="mock",
+        metadata=option(
+            "--upstream",
+            "the upstream's base URL, or mock for the built-in mock LLM (default mock)",
+            parse_upstream,
+            "URL|mock",
+        ),
+    )
+    scenarios: tuple[str, ...] = field(
+        default=(),
+        metadata=option(
+            "--scenarios",
+            "a scenario file or a directory of *.yaml (repeatable; default ./scenarios)",
+            metavar="PATH",
+            kind="append",
+        ),
+    )
+    scenario: str | None = field(
+        default=None,
+        metadata=option(
+            "--scenario",
+            "default scenario for requests that select none (default: passthrough)",
+            metavar="NAME",
+        ),
+    )
+    admin: HostPort | None = field(
+        default=("127.0.0.1", 8474),
+        metadata=option(
+            "--admin",
+            "the admin API's address, or off (default 127.0.0.1:8474)",
+            parse_admin,
+            "HOST:PORT|off",
+        ),
+    )
+    admin_token: str | None = field(
+        default=None,
+        metadata=option(
+            "--admin-token",
+            "bearer token the admin API requires (better: CHAOSPROXY_ADMIN_TOKEN)",
+            metavar="TOKEN",
+        ),
+    )
+    log: str | None = field(
+        default="-",
+        metadata=option(
+            "--log",
+            "where the frame log goes: a file, or - for stdout (default -)",
+            metavar="PATH|-",
+        ),
+    )
+    log_format: LogFormat = field(
+        default="auto",
+        metadata=option(
+            "--log-format",
+            "auto: pretty on a terminal, JSON lines otherwise",
+            choices=("auto", "json", "pretty"),
+        ),
+    )
+    log_content: bool = field(
+        default=False,
+        metadata=option(
+            "--log-content", "include payload text in the log", parse_bool, kind="switch"
+        ),
+    )
+    trace_dir: str | None = field(
+        default=None,
+        metadata=option(
+            "--trace-dir", "write one JSONL trace file per request here", metavar="DIR"
+        ),
+    )
+    seed: int | None = field(
+        default=None,
+        metadata=option("--seed", "base seed (default random; always logged)", parse_seed, "N"),
+    )
+    connect_timeout: float = field(
+        default=10.0,
+        metadata=option(
+            "--connect-timeout",
+            "DNS + TCP + TLS to the upstream, at most (default 10s)",
+            parse_duration,
+            "DURATION",
+        ),
+    )
+    mock_tokens: int = field(
+        default=24,
+        metadata=option(
+            "--mock-tokens", "text deltas per mock answer (default 24)", parse_positive_int, "N"
+        ),
+    )
+    mock_interval: float = field(
+        default=0.02,
+        metadata=option(
+            "--mock-interval-ms",
+            "milliseconds between the mock's events (default 20)",
+            lambda v: parse_number(v) / 1000.0,
+            "MS",
+        ),
+    )
+    #: The largest event (or line) the framers hold before refusing a stream.
+    max_event_size: int = field(default=DEFAULT_MAX_SIZE)
+    #: Recent requests the admin API keeps, and frame lines kept per request.
+    history: int = field(default=256)
+    history_frames: int = field(default=1000)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with ``changes`` (field names); unknown names are a TypeError."""
+        unknown = set(changes) - NAMES
+        if unknown:
+            raise TypeError(f"unknown field(default=s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **changes)
+
+
+NAMES = frozenset(f.name for f in dataclasses.fields(Config))
+
+
+def flags() -> list[tuple[str, Flag, Any]]:
+    """(field name, flag, default) for every setting that is a ``serve`` option."""
+    return [
+        (f.name, f.metadata["flag"], f.default)
+        for f in dataclasses.fields(Config)
+        if "flag" in f.metadata
+    ]
+
+
+def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings the ``CHAOSPROXY_*`` environment gives, parsed (ConfigError)."""
+    env = os.environ if environ is None else environ
+    found: dict[str, Any] = {}
+    for name, flag, _ in flags():
+        raw = env.get(flag.env)
+        if raw is None or (raw == "" and flag.kind != "switch"):
+            continue
+        try:
+            if flag.kind == "append":
+                found[name] = tuple(flag.parse(p) for p in raw.split(os.pathsep) if p)
+            elif flag.kind == "switch":
+                found[name] = parse_bool(raw)
+            else:
+                value = flag.parse(raw)
+                if flag.choices is not None and value not in flag.choices:
+                    raise ConfigError(f"expected one of {', '.join(flag.choices)}, got {raw!r}")
+                found[name] = value
+        except ConfigError as exc:
+            raise ConfigError(f"{flag.env}: {exc}") from None
+    return found
+
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Flag",
+    "flags",
+    "from_environment",
+    "parse_duration",
+    "parse_hostport",
+]

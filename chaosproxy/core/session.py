@@ -1,0 +1,547 @@
+"""One request's lifecycle, decided in one place.
+
+The I/O shell (:mod:`chaosproxy.exchange`) tells a :class:`Session` what happened — the
+request cannot be served, the upstream's head arrived, a read of its body, its end or
+failure, the client left, the proxy is stopping, a bug of ours — and carries out what
+the session returns. Everything that decides what happens to one request lives here:
+the faults of its scenario, the HTTP stage, the response head (headers, framing and
+provider, decided once), the body pipeline, the outcome and the ``response_end``
+summary. Time is data: every call that needs it takes ``now`` (seconds, monotonic).
+
+The states and the events that move between them are one table, :data:`TRANSITIONS`
+(as h11 keeps all connection state in ``_state.py``). An event the table does not
+allow in the current phase raises :class:`SessionError`: that is a bug in the shell,
+never something a peer can cause. The outcome is set exactly once, by the transition
+into ``ENDED``; later reports (a client that leaves after its stream was cut) find no
+change to make::
+
+    START ─start─► HTTP ─head / respond─► BODY ─finish─► ENDED (completed)
+      │             │                       │
+      refuse        unavailable, cut        cut, upstream_failed
+      ▼             ▼                       ▼
+    ENDED         ENDED                   ENDED
+    (and from any phase but ENDED: client_gone, shutdown, internal_error)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+
+from chaosproxy.core.actions import Action, Cut, HttpAction, Respond, Send
+from chaosproxy.core.faults import Fault, FaultConfig, build_faults
+from chaosproxy.core.frames import Format, Frame, format_for_content_type
+from chaosproxy.core.framing import DEFAULT_MAX_SIZE
+from chaosproxy.core.pipeline import Pipeline, fault_summary
+from chaosproxy.core.providers import (
+    Profile,
+    get_profile,
+    provider_for_event,
+    provider_for_path,
+)
+
+Outcome = Literal["completed", "cut", "client_gone", "upstream_error", "shutdown", "proxy_error"]
+
+RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
+
+#: Hop-by-hop headers (RFC 9110 §7.6.1): never forwarded in either direction.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+#: Request headers the proxy sets itself (or that describe the client's hop only).
+REQUEST_DROP = HOP_BY_HOP | {"host", "accept-encoding", "content-length"}
+#: Response headers recomputed for the client (a framed body changes its length).
+RESPONSE_DROP = HOP_BY_HOP | {"content-length"}
+
+Headers = Sequence[tuple[str, str]]
+
+
+class ScenarioLike(Protocol):
+    """What a session needs of a scenario (:class:`chaosproxy.scenario.Scenario`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def faults(self) -> Sequence[tuple[str, FaultConfig]]: ...
+
+
+class Phase(enum.Enum):
+    #: Created: nothing decided yet.
+    START = "start"
+    #: The scenario's HTTP faults run; the upstream has not answered.
+    HTTP = "http"
+    #: The response head is decided (and being sent); the body flows.
+    BODY = "body"
+    #: The outcome is set; only the bytes of a salvage or an error answer may follow.
+    ENDED = "ended"
+
+
+class SessionError(Exception):
+    """The shell reported an event the current phase does not allow (a bug)."""
+
+
+#: (phase, event) → next phase. Anything absent is illegal.
+TRANSITIONS: dict[tuple[Phase, str], Phase] = {
+    (Phase.START, "start"): Phase.HTTP,
+    (Phase.START, "refuse"): Phase.ENDED,
+    (Phase.HTTP, "respond"): Phase.BODY,
+    (Phase.HTTP, "head"): Phase.BODY,
+    (Phase.HTTP, "unavailable"): Phase.ENDED,
+    (Phase.HTTP, "cut"): Phase.ENDED,
+    (Phase.BODY, "cut"): Phase.ENDED,
+    (Phase.BODY, "upstream_failed"): Phase.ENDED,
+    (Phase.BODY, "finish"): Phase.ENDED,
+    # Reports that can race with any other end: the first end wins, later ones are
+    # no-ops (a client leaving a stream that was already cut is still a cut).
+    **{(phase, event): Phase.ENDED for phase in Phase for event in ("client_gone", "shutdown")},
+    **{(phase, "internal_error"): Phase.ENDED for phase in Phase},
+}
+
+#: The outcome each ending event sets.
+OUTCOMES: dict[str, Outcome] = {
+    "refuse": "proxy_error",
+    "unavailable": "upstream_error",
+    "cut": "cut",
+    "upstream_failed": "upstream_error",
+    "finish": "completed",
+    "client_gone": "client_gone",
+    "shutdown": "shutdown",
+    "internal_error": "proxy_error",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The response head to send: decided once, by :meth:`Session.response_head`."""
+
+    status: int
+    reason: str | None
+    headers: list[tuple[str, str]]
+    #: Whether the body goes through the fault pipeline (else each read as it is).
+    framed: bool
+
+
+def forwarded_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The request headers sent upstream: without hop-by-hop headers (and those the
+    client's ``Connection`` names), ``X-Chaos-*``, ``Host`` and ``Content-Length``;
+    ``Accept-Encoding: identity``, so the body can be framed."""
+    items = list(headers)
+    named = {
+        token.strip().lower()
+        for name, value in items
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    out = [
+        (name, value)
+        for name, value in items
+        if (lower := name.lower()) not in REQUEST_DROP
+        and lower not in named
+        and not lower.startswith("x-chaos-")
+    ]
+    out.append(("Accept-Encoding", "identity"))
+    return out
+
+
+def error_answer(status: int, message: str, headers: Iterable[tuple[str, str]] = ()) -> Respond:
+    """An answer the proxy gives itself: a JSON error body, the reason also in
+    ``X-Chaos-Proxy-Error``, plus ``headers``."""
+    body = orjson.dumps({"error": {"type": "chaosproxy_error", "message": message}})
+    out = {
+        "Content-Type": "application/json; charset=utf-8",
+        "X-Chaos-Proxy-Error": message.encode("ascii", "replace").decode()[:200],
+    }
+    out.update(headers)
+    return Respond(status, out, body)
+
+
+class Session:
+    """One request through the proxy; see the module docstring."""
+
+    def __init__(
+        self,
+        request_id: str,
+        *,
+        scenario: ScenarioLike | None,
+        seed: int,
+        path: str,
+        active: bool = True,
+        label: str | None = None,
+        provider: str | None = None,
+        max_event_size: int = DEFAULT_MAX_SIZE,
+    ) -> None:
+        """``scenario`` is the one chosen (None: passthrough); ``active`` False when
+        its ``requests:`` leave this request alone (forwarded untouched, but
+        reported under the scenario's name). ``path`` is the path and query that
+        will be forwarded; ``label`` the name reported when there is no scenario
+        (the name a refused request asked for); ``provider`` overrides the
+        scenario's (``chaosproxy simulate --provider``)."""
+        self.request_id = request_id
+        self.seed = seed
+        self.path = path
+        self.scenario = scenario
+        self._run = scenario if (scenario is not None and active) else None
+        self.label = scenario.name if scenario is not None else (label or "none")
+        self._provider_override = provider
+        self._max_event_size = max_event_size
+        self.phase = Phase.START
+        self.outcome: Outcome | None = None
+        self.error: str | None = None
+        self.faults: list[Fault] = []
+        self.pipeline: Pipeline | None = None
+        #: The response head, once decided.
+        self.head: Head | None = None
+        #: Faults left out because the body has no events to act on.
+        self._unframed: list[Fault] = []
+        self._provider: str | None = None
+        self._format: Format | None = None
+        # What the client was sent, for the summary.
+        self.status = 0
+        self.content_type: str | None = None
+        self.content_encoding: str | None = None
+        self.frames = 0
+        self.bytes = 0
+        self._started: float | None = None
+        self._last_write: float | None = None
+        self._ttfb_ms: float | None = None
+        self._max_gap_ms = 0.0
+
+    # ------------------------------------------------------------------ state
+
+    def _move(self, event: str) -> bool:
+        """Take the transition for ``event``; True when it set the outcome."""
+        try:
+            target = TRANSITIONS[(self.phase, event)]
+        except KeyError:
+            raise SessionError(f"{event} is not allowed in phase {self.phase.name}") from None
+        if self.phase is Phase.ENDED:
+            return False  # already ended: the first end stands
+        self.phase = target
+        if target is Phase.ENDED:
+            self.outcome = OUTCOMES[event]
+            return True
+        return False
+
+    @property
+    def ended(self) -> bool:
+        return self.phase is Phase.ENDED
+
+    @property
+    def framed(self) -> bool:
+        return self.pipeline is not None
+
+    def chaos_headers(self) -> list[tuple[str, str]]:
+        """``X-Chaos-*`` headers on every response, so a test finds its request."""
+        return [
+            ("X-Chaos-Request-Id", self.request_id),
+            ("X-Chaos-Scenario", self.label),
+            ("X-Chaos-Seed", str(self.seed)),
+        ]
+
+    # ------------------------------------------------------------------ before the head
+
+    def start(self, now: float) -> list[HttpAction]:
+        """The request is going ahead: the HTTP stage's actions, in order (a held
+        header, a canned answer, a cut before any byte), empty to forward at once."""
+        self._move("start")
+        self._started = now
+        if self._run is None:
+            return []
+        self.faults = build_faults(self._run.faults, self.seed, "raw", get_profile("generic"))
+        actions: list[HttpAction] = []
+        for fault in self.faults:
+            for action in fault.before_upstream():
+                actions.append(action)
+                if isinstance(action, Respond | Cut):
+                    return actions  # nothing after a canned answer or a cut happens
+        return actions
+
+    def refuse(self, status: int, message: str, now: float) -> Respond:
+        """The request cannot be served (an unknown scenario, a bad seed)."""
+        self._started = now
+        self._move("refuse")
+        return self._error_answer(status, message)
+
+    def unavailable(self, status: int, message: str) -> Respond:
+        """The upstream could not be reached or failed before its head (502, 504)."""
+        self._move("unavailable")
+        return self._error_answer(status, message)
+
+    def _error_answer(self, status: int, message: str) -> Respond:
+        self.status = status
+        self.error = message
+        respond = error_answer(status, message, self.chaos_headers())
+        self.content_type = respond.headers["Content-Type"]
+        return respond
+
+    def respond(self, answer: Respond) -> Head:
+        """The head of a canned answer (the ``status`` fault) about to be sent."""
+        self._move("respond")
+        headers = [*answer.headers.items(), *self.chaos_headers()]
+        headers.append(("Content-Length", str(len(answer.body))))
+        return self._decided(Head(answer.status, None, headers, framed=False))
+
+    def response_head(self, status: int, reason: str | None, headers: Headers) -> Head:
+        """The upstream's head arrived: decide the client's head and, under an active
+        scenario, the body's framing, provider and pipeline (once, here)."""
+        self._move("head")
+        out = [(k, v) for k, v in headers if k.lower() not in RESPONSE_DROP]
+        if self._run is None:
+            length = [(k, v) for k, v in headers if k.lower() == "content-length"]
+            out += length[:1]  # passthrough keeps the upstream's length
+        else:
+            self._begin_body(headers)
+            out = self._edit_headers(status, out)
+        out += self.chaos_headers()
+        return self._decided(Head(status, reason, out, framed=self._run is not None))
+
+    def _decided(self, head: Head) -> Head:
+        self.head = head
+        self.status = head.status
+        for name, value in head.headers:
+            lower = name.lower()
+            if lower == "content-type" and self.content_type is None:
+                self.content_type = value
+            elif lower == "content-encoding" and self.content_encoding is None:
+                self.content_encoding = value
+        return head
+
+    def _edit_headers(self, status: int, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        editors = [f for f in self.faults if f.edits_headers]
+        if not editors:
+            return headers
+        plain = dict(headers)  # (a dict loses repeated headers: only when a fault edits)
+        for fault in editors:
+            plain = fault.response_headers(status, plain)
+        return list(plain.items())
+
+    def _begin_body(self, headers: Headers) -> None:
+        assert self._run is not None
+        lookup = {k.lower(): v for k, v in headers}
+        encoded = lookup.get("content-encoding", "identity").lower() != "identity"
+        fmt: Format = "raw" if encoded else format_for_content_type(lookup.get("content-type"))
+        if self._run.format != "auto":
+            fmt = self._run.format  # type: ignore[assignment]
+        name = self._provider_override or self._run.provider
+        if name == "auto":
+            name = provider_for_path(self.path.partition("?")[0]) or "auto"
+        detect: Callable[[Frame], Profile] | None = None
+        if name == "auto":
+            profile = get_profile("generic")
+
+            def detect(frame: Frame) -> Profile:
+                return get_profile(provider_for_event(frame))
+
+        else:
+            profile = get_profile(name)
+            self._provider = name
+        active = []
+        for fault in self.faults:
+            fault.ctx.format = fmt
+            fault.ctx.profile = profile
+            if fmt == "raw" and fault.needs_framing(fault.config):
+                self._unframed.append(fault)
+            else:
+                active.append(fault)
+        self._format = fmt
+        self.pipeline = Pipeline(
+            active, fmt, profile, detect_profile=detect, max_size=self._max_event_size
+        )
+
+    # ------------------------------------------------------------------ the body
+
+    def _pipeline(self) -> Pipeline | None:
+        if self.phase is not Phase.BODY:
+            raise SessionError(f"body data is not allowed in phase {self.phase.name}")
+        return self.pipeline
+
+    def feed(self, data: bytes, now: float) -> list[Action]:
+        """One upstream read; the actions to carry out for it, in order. May raise
+        :class:`~chaosproxy.core.framing.FramingError` (report it as
+        :meth:`upstream_failed` without salvage)."""
+        pipeline = self._pipeline()
+        if pipeline is None:
+            return [Send(data)]
+        return pipeline.feed(data, now)
+
+    def deadline(self) -> float | None:
+        """When :meth:`poll` wants calling without new input (a coalesce window)."""
+        pipeline = self.pipeline
+        return None if pipeline is None or self.ended else pipeline.deadline()
+
+    def poll(self, now: float) -> list[Action]:
+        pipeline = self._pipeline()
+        return [] if pipeline is None else pipeline.poll(now)
+
+    def body_end(self, now: float) -> list[Action]:
+        """The upstream body ended cleanly: what the faults still hold. Once they
+        are carried out, report :meth:`finish` (or :meth:`cut` for a Cut)."""
+        pipeline = self._pipeline()
+        return [] if pipeline is None else pipeline.end(now)
+
+    def finish(self) -> None:
+        """The response ended cleanly: the last byte was handed to the client."""
+        self._move("finish")
+
+    def upstream_failed(self, message: str, now: float, *, salvage: bool = True) -> list[Send]:
+        """The upstream broke mid-body (or broke its framing). Returns what did
+        arrive of an unfinished event, to send before the connection is aborted
+        (never a clean end): as passthrough would have sent it."""
+        pipeline = self.pipeline
+        if not self._move("upstream_failed"):
+            return []
+        self.error = message
+        if not salvage or pipeline is None:
+            return []
+        return [a for a in pipeline.salvage(now) if isinstance(a, Send)]
+
+    def cut(self, cut: Cut) -> dict[str, Any]:
+        """A Cut is being carried out; the fields of its ``action`` log line."""
+        self._move("cut")
+        return {"action": "cut", "how": cut.how, "fault": cut.fault, **cut.detail}
+
+    # ------------------------------------------------------------------ any time
+
+    def client_gone(self) -> None:
+        """The client left (its connection closed or a write to it failed)."""
+        self._move("client_gone")
+
+    def shutdown(self) -> None:
+        """The proxy is stopping and ends this response."""
+        self._move("shutdown")
+
+    def internal_error(self, message: str) -> bool:
+        """A bug of ours. Returns True when the head was already sent (the shell
+        can only end uncleanly then), False when a 500 can still be answered."""
+        head_sent = self.head is not None
+        if self._move("internal_error"):
+            self.error = message
+            if not head_sent:
+                self.status = 500
+        return head_sent
+
+    def error_answer(self) -> Respond:
+        """The 500 for :meth:`internal_error` before the head."""
+        if self.outcome != "proxy_error" or self.error is None or self.head is not None:
+            raise SessionError("error_answer() is only for an internal error")
+        return self._error_answer(500, self.error)
+
+    # ------------------------------------------------------------------ accounting
+
+    def wrote(self, send: Send, now: float) -> dict[str, Any]:
+        """One write to the client is about to happen: account for it, and return
+        the fields of its ``frame`` log line."""
+        if self.phase is Phase.START or self.phase is Phase.HTTP:
+            raise SessionError(f"a write is not allowed in phase {self.phase.name}")
+        data = send.data
+        t_ms = self._ms_since_start(now)
+        last = self._last_write
+        if last is None:
+            self._ttfb_ms = round(t_ms, 3)
+        else:
+            gap = (now - last) * 1000.0
+            if gap > self._max_gap_ms:
+                self._max_gap_ms = gap
+        self._last_write = now
+        line: dict[str, Any] = {
+            "seq": self.frames,
+            "offset": self.bytes,
+            "size": len(data),
+            "t_ms": round(t_ms, 3),
+        }
+        if self.pipeline is not None and send.events:
+            line["events"] = [e.ordinal for e in send.events]
+            line["kinds"] = sorted({k for e in send.events for k in e.kinds})
+            line["faults"] = list(send.faults)
+        self.frames += 1
+        self.bytes += len(data)
+        return line
+
+    def _ms_since_start(self, now: float) -> float:
+        return 0.0 if self._started is None else (now - self._started) * 1000.0
+
+    def summary(self, now: float) -> dict[str, Any]:
+        """The fields of the ``response_end`` line (only once ended)."""
+        if not self.ended:
+            raise SessionError(f"summary() before the end (phase {self.phase.name})")
+        line: dict[str, Any] = {
+            "outcome": self.outcome,
+            "status": self.status,
+            "bytes": self.bytes,
+            "frames": self.frames,
+        }
+        if self.content_type:
+            line["content_type"] = self.content_type
+        if self.content_encoding:
+            line["content_encoding"] = self.content_encoding
+        if self._run is not None:
+            pipeline = self.pipeline
+            line["provider"] = self.provider
+            line["format"] = self._format or "raw"
+            if pipeline is not None:
+                line["events_in"] = pipeline.events_in
+                line["events_out"] = pipeline.events_out
+            applied, skipped = fault_summary(
+                pipeline.faults if pipeline is not None else self.faults
+            )
+            skipped += [
+                {"fault": f.name, "position": f.ctx.position, "reason": RAW_SKIP_REASON}
+                for f in self._unframed
+            ]
+            line["faults_applied"] = applied
+            line["faults_skipped"] = skipped
+        line["ttfb_ms"] = self._ttfb_ms
+        line["max_gap_ms"] = round(self._max_gap_ms, 3)
+        line["duration_ms"] = round(self._ms_since_start(now), 3)
+        if self.error:
+            line["error"] = self.error
+        if self.outcome == "upstream_error":
+            # Before the head (unreachable, timed out, broken) or mid-body.
+            line["stage"] = "body" if self.head is not None else "connect"
+        return line
+
+    @property
+    def provider(self) -> str:
+        """The provider profile in use: decided by the scenario or the path, else by
+        the first event (``auto`` while none has come)."""
+        if self._provider is not None:
+            return self._provider
+        pipeline = self.pipeline
+        if pipeline is not None and not pipeline.detecting:
+            return pipeline.profile.name
+        return "auto"
+
+    @property
+    def format(self) -> Format:
+        return self._format or "raw"
+
+
+__all__ = [
+    "HOP_BY_HOP",
+    "TRANSITIONS",
+    "Head",
+    "Outcome",
+    "Phase",
+    "Session",
+    "SessionError",
+    "error_answer",
+    "forwarded_request_headers",
+]

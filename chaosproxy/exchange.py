@@ -1,0 +1,241 @@
+"""One request through the I/O shell: the aiohttp side of a :class:`Session`.
+
+The exchange reports what happens to its request to the session (the request cannot
+be served, the upstream's head, its failure, the client left, the proxy is stopping,
+a bug of ours) and carries out what the session decides: the HTTP stage's sleeps,
+canned answers and cuts, the response head, the body (through the
+:class:`~chaosproxy.pump.BodyPump`), and the log lines. It sets no outcome itself.
+
+Errors are told apart by type: upstream failures arrive as
+:class:`~chaosproxy.upstream.UpstreamError`, a client that left as a ``ConnectionError``
+(or a cancelled handler), and anything else is a bug of ours (``proxy_error``: a 500
+with the reason before the head, an unclean end after it; never a traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncIterable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from chaosproxy.core.actions import Cut, Respond, Send, Sleep
+from chaosproxy.core.framing import FramingError
+from chaosproxy.core.session import Session, forwarded_request_headers
+from chaosproxy.logs import content_fields, describe, redact_path
+from chaosproxy.net import cut_connection
+from chaosproxy.pump import BodyPump
+from chaosproxy.upstream import (
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamResponse,
+    UpstreamTimeout,
+)
+
+if TYPE_CHECKING:
+    from chaosproxy.proxy import ProxyState
+    from chaosproxy.selection import Choice
+
+#: Request bodies up to this size are read whole before they are forwarded (so a
+#: request on a stale keep-alive connection can be sent again).
+BUFFERED_REQUEST_BODY = 2**20
+
+
+def answer(respond: Respond) -> web.Response:
+    """An answer the proxy gives itself (its errors), for aiohttp to send."""
+    return web.Response(status=respond.status, headers=respond.headers, body=respond.body)
+
+
+class Exchange:
+    """Forward one request, stream the answer back, log it."""
+
+    def __init__(
+        self, request: web.Request, state: ProxyState, session: Session, choice: Choice
+    ) -> None:
+        self.request = request
+        self.state = state
+        self._session = session
+        self.choice = choice
+        self.log = state.log.for_request(
+            request_id=session.request_id,
+            scenario=choice.scenario.name if choice.scenario else None,
+        )
+        self._content = state.log.content
+        #: The response once its head is out (None before).
+        self._resp: web.StreamResponse | None = None
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    # ------------------------------------------------------------------ the request
+
+    async def run(self, refusal: str | None = None) -> web.StreamResponse:
+        """Forward and stream back; with ``refusal``, answer 400 with that reason."""
+        session = self.session
+        choice = self.choice
+        self.log.info(
+            "request",
+            seed=session.seed,
+            method=self.request.method,
+            path=redact_path(session.path),
+            **({"ordinal": choice.ordinal} if choice.scenario else {}),
+            **({} if choice.active else {"inactive": True}),
+        )
+        try:
+            if refusal is not None:
+                return answer(session.refuse(400, refusal, time.monotonic()))
+            for action in session.start(time.monotonic()):
+                if isinstance(action, Sleep):
+                    await self.sleep(action.seconds)
+                elif isinstance(action, Respond):
+                    return await self._respond(action)
+                else:
+                    await self.cut(action)
+                    return self._resp or web.Response(status=500)  # never sent: cut
+            return await self._forward()
+        except asyncio.CancelledError:
+            if self.state.stopping:
+                session.shutdown()
+            else:
+                session.client_gone()
+            raise
+        except ConnectionError as exc:
+            if not self._client_left():
+                return await self._bug(exc)
+            session.client_gone()
+            return self._resp or web.Response(status=499)  # never sent: nobody to send to
+        except Exception as exc:
+            return await self._bug(exc)
+        finally:
+            self._end()
+
+    async def _bug(self, exc: Exception) -> web.StreamResponse:
+        message = f"internal error: {type(exc).__name__}: {describe(exc)}"
+        if self.session.internal_error(message):
+            await self.abort()  # the head is out: all we can do is not end cleanly
+            return self._resp or web.Response(status=500)
+        return answer(self.session.error_answer())
+
+    def _client_left(self) -> bool:
+        transport = self.request.transport
+        return transport is None or transport.is_closing()
+
+    async def _respond(self, canned: Respond) -> web.StreamResponse:
+        """A fault's canned answer (``status``), instead of forwarding."""
+        head = self.session.respond(canned)
+        resp = await self._prepare(web.StreamResponse(status=head.status, headers=head.headers))
+        if canned.body:
+            self.log_frame(Send(canned.body), time.monotonic())
+            await resp.write(canned.body)
+        await resp.write_eof()
+        self.session.finish()
+        return resp
+
+    async def _forward(self) -> web.StreamResponse:
+        session = self.session
+        request = self.request
+        body, length = await self._request_body()
+        try:
+            upstream = await self.state.upstream.request(
+                request.method,
+                session.path,
+                forwarded_request_headers(request.headers.items()),
+                body,
+                content_length=length,
+            )
+        except UpstreamTimeout:
+            where = self.state.upstream_label
+            return answer(session.unavailable(504, f"upstream timed out on connect: {where}"))
+        except UpstreamConnectError as exc:
+            return answer(session.unavailable(502, f"upstream unreachable: {describe(exc)}"))
+        except UpstreamError as exc:
+            message = f"upstream failed before responding: {describe(exc)}"
+            return answer(session.unavailable(502, message))
+        try:
+            return await self._stream(upstream)
+        finally:
+            # On any early exit (client gone, cut, error) this drops the upstream
+            # connection at once; a body read to its end is already back in the pool.
+            if not upstream.complete:
+                upstream.close()
+
+    async def _request_body(self) -> tuple[bytes | AsyncIterable[bytes] | None, int | None]:
+        """The client's request body: read whole when small, else streamed."""
+        request = self.request
+        if not request.body_exists:
+            return None, None
+        length = request.content_length
+        if length is not None and length <= BUFFERED_REQUEST_BODY:
+            return await request.content.read(), None
+        return request.content.iter_chunked(2**16), length
+
+    async def _stream(self, upstream: UpstreamResponse) -> web.StreamResponse:
+        head = self.session.response_head(
+            upstream.status, upstream.reason, list(upstream.headers.items())
+        )
+        resp = web.StreamResponse(
+            status=head.status, reason=head.reason, headers=CIMultiDict(head.headers)
+        )
+        writer = await resp.prepare(self.request)
+        self._resp = resp
+        transport = self.request.transport
+        if writer is None or transport is None:  # the client left during prepare()
+            self.session.client_gone()
+            return resp
+        chunked = "chunked" in resp.headers.get("Transfer-Encoding", "").lower()
+        pump = BodyPump(self, transport, writer, upstream, chunked=chunked)
+        try:
+            await pump.run()
+        except FramingError as exc:
+            await pump.upstream_failed(f"upstream broke its framing: {exc}", salvage=False)
+        return resp
+
+    async def _prepare(self, resp: web.StreamResponse) -> web.StreamResponse:
+        await resp.prepare(self.request)
+        self._resp = resp
+        return resp
+
+    # ------------------------------------------------------------------ PumpHost
+
+    def log_frame(self, send: Send, now: float) -> None:
+        """The ``frame`` line of one write to the client."""
+        line = self.session.wrote(send, now)
+        if self._content:
+            line.update(content_fields(send.data))
+        self.log.info("frame", **line)
+
+    async def sleep(self, seconds: float) -> None:
+        if math.isinf(seconds):
+            # Hold the connection open until the client goes away (the handler is
+            # cancelled then) — a stall "forever" or a hang.
+            await asyncio.Event().wait()
+        await asyncio.sleep(seconds)
+
+    async def cut(self, cut: Cut) -> None:
+        self.log.info("action", **self.session.cut(cut))
+        if cut.how == "close" and self._resp is not None:
+            await self._resp.write_eof()
+        else:
+            await cut_connection(self.request, cut.how)
+
+    async def abort(self) -> None:
+        await cut_connection(self.request, "abort")
+
+    async def write_eof(self) -> None:
+        assert self._resp is not None
+        await self._resp.write_eof()
+
+    # ------------------------------------------------------------------ the end
+
+    def _end(self) -> None:
+        session = self.session
+        if not session.ended:  # every path above ends it: this is a guard against a bug
+            session.internal_error("internal error: the request ended without an outcome")
+        line: dict[str, Any] = session.summary(time.monotonic())
+        self.log.info("response_end", **line)
+        self.state.log.flush()

@@ -1,0 +1,294 @@
+"""The body pump: one upstream body to one client, with flow control both ways.
+
+Upstream reads arrive as callbacks from the upstream connection (:meth:`BodyPump.
+body_data`). While nothing asynchronous is pending, a read goes through the session
+and its sends are written to the client's transport right there, synchronously: no
+task wakes up per event, which is most of what a Python proxy spends per event.
+Whatever needs time (a ``Sleep``, a ``Cut``, a client whose buffer is full, the end of
+the body, a fault's deadline that falls due mid-work) is handed, in order, to
+:meth:`BodyPump.run` in the request's own task; reads that arrive meanwhile wait in an
+inbox (the upstream is paused beyond ``INBOX_LIMIT``) and are fed in order once it has
+caught up. Either way the session sees the same reads at the same moments as a read
+loop would, so the writes are the same.
+
+The pump decides nothing about the request: it asks the :class:`~chaosproxy.core.
+session.Session`, and reaches the exchange it works for only through :class:`PumpHost`.
+The response is over when the session has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Protocol
+
+from aiohttp.abc import AbstractStreamWriter
+
+from chaosproxy.core.actions import Action, Cut, Send, Sleep
+from chaosproxy.core.session import Session
+from chaosproxy.logs import describe
+from chaosproxy.upstream import UpstreamError, UpstreamProtocolError, UpstreamResponse
+
+#: Upstream body bytes held while the client's side catches up, before the upstream
+#: connection is paused (as aiohttp's own stream reader does).
+INBOX_LIMIT = 2**16
+
+
+class PumpHost(Protocol):
+    """What the pump needs of the exchange it works for."""
+
+    @property
+    def session(self) -> Session: ...
+
+    def log_frame(self, send: Send, now: float) -> None:
+        """Account for (and log) one write about to go to the client."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait (``math.inf``: until the client goes away)."""
+
+    async def cut(self, cut: Cut) -> None:
+        """Carry out a fault's cut (the session is told first)."""
+
+    async def abort(self) -> None:
+        """Close the client's connection without ending the body cleanly."""
+
+    async def write_eof(self) -> None:
+        """End the body cleanly (the final chunk)."""
+
+
+class _Clean:
+    """The upstream body ended without an error."""
+
+
+CLEAN = _Clean()
+
+
+class BodyPump:
+    """Streams one upstream body to the client: the upstream connection's body sink."""
+
+    def __init__(
+        self,
+        host: PumpHost,
+        transport: asyncio.Transport,
+        writer: AbstractStreamWriter,
+        upstream: UpstreamResponse,
+        *,
+        chunked: bool,
+    ) -> None:
+        self.host = host
+        self.session = host.session
+        self.transport = transport
+        self.writer = writer
+        self.upstream = upstream
+        #: Whether the head sent says ``Transfer-Encoding: chunked`` (aiohttp chooses
+        #: at prepare()); the body bytes are framed here to match.
+        self.chunked = chunked
+        self._high = transport.get_write_buffer_limits()[1]
+        self._loop = asyncio.get_running_loop()
+        self._waiter: asyncio.Future[None] | None = None
+        #: Actions of a read the callback could not finish (from a Sleep or Cut on).
+        self._carry: list[Action] = []
+        self._inbox: deque[bytes] = deque()
+        self._inbox_bytes = 0
+        self._paused = False
+        #: The client's buffer is full: drain before anything else.
+        self._drain = False
+        #: A fault's deadline fell due while the task was busy.
+        self._due = False
+        #: How the upstream body ended: None while it flows.
+        self._end: UpstreamError | _Clean | None = None
+        #: An exception from the callback side, raised in the task.
+        self._failure: BaseException | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+
+    # ------------------------------------------------------------------ the task side
+
+    async def run(self) -> None:
+        """Deliver the body; returns when the response has ended (the session says so)."""
+        self.upstream.start(self)
+        try:
+            while not self.session.ended:
+                if not self._has_work():
+                    self._waiter = self._loop.create_future()
+                    try:
+                        await self._waiter
+                    finally:
+                        self._waiter = None
+                await self._work()
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+
+    def _has_work(self) -> bool:
+        return bool(
+            self._failure is not None
+            or self._drain
+            or self._carry
+            or self._inbox
+            or self._due
+            or self._end is not None
+            or self.session.ended
+        )
+
+    async def _work(self) -> None:
+        session = self.session
+        while not session.ended:
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure
+            if self._drain:
+                self._drain = False
+                await self.writer.drain()
+            elif self._carry:
+                actions, self._carry = self._carry, []
+                await self._run_actions(actions)
+            elif self._inbox:
+                data = self._inbox.popleft()
+                self._inbox_bytes -= len(data)
+                if self._paused and not self._inbox:
+                    self._paused = False
+                    self.upstream.resume_reading()
+                await self._run_actions(session.feed(data, time.monotonic()))
+            elif self._due:
+                self._due = False
+                await self._run_actions(session.poll(time.monotonic()))
+            elif self._end is not None:
+                await self._finish(self._end)
+            else:
+                self._arm_timer()
+                return
+
+    async def _run_actions(self, actions: list[Action]) -> None:
+        """Carry out actions in order, until the response ends."""
+        for action in actions:
+            if isinstance(action, Send):
+                if not self._send(action):
+                    return
+                if self._congested():
+                    await self.writer.drain()
+            elif isinstance(action, Sleep):
+                await self.host.sleep(action.seconds)
+            else:
+                await self.host.cut(action)
+                return
+
+    async def _finish(self, end: UpstreamError | _Clean) -> None:
+        if isinstance(end, UpstreamProtocolError):
+            await self.upstream_failed(f"upstream body broken: {describe(end)}")
+        elif isinstance(end, UpstreamError):
+            await self.upstream_failed(f"upstream failed mid-body: {describe(end)}")
+        else:
+            await self._run_actions(self.session.body_end(time.monotonic()))
+            if not self.session.ended:
+                await self.host.write_eof()
+                self.session.finish()
+
+    async def upstream_failed(self, message: str, *, salvage: bool = True) -> None:
+        """The upstream broke mid-body: send what did arrive of an unfinished event (as
+        passthrough would), then end without a clean completion."""
+        if self.session.ended:
+            return
+        for send in self.session.upstream_failed(message, time.monotonic(), salvage=salvage):
+            if not self._send(send):
+                break
+        await self.host.abort()
+
+    # ------------------------------------------------------------------ the callback side
+
+    def body_data(self, data: bytes) -> None:
+        if self.session.ended:
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():  # the task is busy: keep the order
+            self._inbox.append(data)
+            self._inbox_bytes += len(data)
+            if not self._paused and self._inbox_bytes > INBOX_LIMIT:
+                self._paused = True
+                self.upstream.pause_reading()
+            self._wake()
+            return
+        try:
+            self._drive(self.session.feed(data, time.monotonic()))
+        except Exception as exc:  # FramingError, or a bug: the task reports it
+            self._failure = exc
+            self._wake()
+
+    def body_end(self, error: UpstreamError | None) -> None:
+        if self.session.ended:
+            return
+        self._end = CLEAN if error is None else error
+        self._wake()
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        if self.session.ended:
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self._due = True
+            self._wake()
+            return
+        try:
+            self._drive(self.session.poll(time.monotonic()))
+        except Exception as exc:
+            self._failure = exc
+            self._wake()
+
+    def _drive(self, actions: list[Action]) -> None:
+        """Write the sends now; from the first thing that needs time on, hand over."""
+        for i, action in enumerate(actions):
+            if not isinstance(action, Send):
+                self._carry = actions[i:]
+                self._wake()
+                return
+            if not self._send(action):
+                self._wake()
+                return
+            if self._congested():
+                self._drain = True
+                self._carry = actions[i + 1 :]
+                self._wake()
+                return
+        self._arm_timer()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _send(self, send: Send) -> bool:
+        """Log and write one frame; False if the client has left (the session is told)."""
+        data = send.data
+        if not data:
+            return True
+        transport = self.transport
+        if transport.is_closing():
+            self.session.client_gone()
+            return False
+        self.host.log_frame(send, time.monotonic())
+        if not self.chunked:
+            transport.write(data)
+        elif len(data) < 4096:
+            transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        else:
+            transport.writelines((b"%x\r\n" % len(data), data, b"\r\n"))
+        return True
+
+    def _congested(self) -> bool:
+        return self.transport.get_write_buffer_size() > self._high
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _arm_timer(self) -> None:
+        deadline = self.session.deadline()
+        if deadline == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = deadline
+        if deadline is not None:
+            delay = max(deadline - time.monotonic(), 0.0)
+            self._timer = self._loop.call_later(delay, self._on_timer)
