@@ -40,7 +40,7 @@ class Run:
     ) -> Pipeline:
         """Build the pipeline for a body of format ``fmt`` answering ``path``."""
         if self.scenario.format != "auto":
-            fmt = self.scenario.format  # type: ignore[assignment]
+            fmt = self.scenario.format
         self.format = fmt
         name = provider or self.scenario.provider
         if name == "auto":

@@ -143,7 +143,7 @@ def simulate(
                 sim.applied, sim.skipped = run.summary()
                 return sim
     body_format = fmt or (scenario.format if scenario.format != "auto" else sniff_format(data))
-    pipeline = run.begin_body(body_format, path, provider=provider)  # type: ignore[arg-type]
+    pipeline = run.begin_body(body_format, path, provider=provider)
     sim.format = run.format
     size = chunk if chunk > 0 else max(len(data), 1)
     done = False
