@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar
 
 import orjson
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from chaosproxy.core import faults as fault_pkg
 from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, SelectorConfig
@@ -334,6 +334,36 @@ def test_bad_names() -> None:
     with pytest.raises(ScenarioError) as info:
         parse_scenario("faults: []", "<admin>")
     assert str(info.value) == "<admin>:1: name: required"
+
+
+def test_source_is_not_a_key_a_document_can_set() -> None:
+    allowed = "(allowed: name, description, seed, provider, format, match, requests, faults)"
+    # Refused like any unknown key, and listed in the document's order among them.
+    assert problems_in("{bogus: 1, source: x, seed: -1, faults: []}") == [
+        "s.yaml:1: seed: must be >= 0",
+        f"s.yaml:1: bogus: unknown key {allowed}",
+        f"s.yaml:1: source: unknown key {allowed}",
+    ]
+    assert problems_in("source: x\nbogus: 1\nfaults: []\n") == [
+        f"s.yaml:1: source: unknown key {allowed}",
+        f"s.yaml:2: bogus: unknown key {allowed}",
+    ]
+
+
+def test_null_name_and_description_mean_not_given() -> None:
+    s = parse_scenario("name:\ndescription:\nfaults: []\n", "x", "from-stem")
+    assert (s.name, s.description) == ("from-stem", "")
+    assert problems_in("name: null\nseed: -1\nfaults: []\n") == ["s.yaml:2: seed: must be >= 0"]
+
+
+def test_a_scenario_is_an_immutable_value() -> None:
+    s = parse_scenario("name: a\nmatch: {method: get}\nfaults: [bom]\n", "x")
+    with pytest.raises(ValidationError):
+        s.name = "b"  # type: ignore[misc]
+    assert s == parse_scenario("name: a\nmatch: {method: GET}\nfaults: [bom]\n", "x")
+    assert s != parse_scenario("name: a\nmatch: {method: GET}\nfaults: [bom]\n", "y")
+    rule = MatchRule(method="get", headers={"X-A": "b"})
+    assert rule == MatchRule(method="GET", headers={"x-a": "b"})
 
 
 def test_a_file_stem_that_is_no_name(tmp_path: Path) -> None:

@@ -1,36 +1,30 @@
-"""Scenario files: loading, validation with located errors, and the Scenario value.
+"""Scenario files: read safely, validated with every problem located to its line.
 
 A scenario file is one YAML mapping (DESIGN.md section 4). It is parsed with PyYAML's
 ``SafeLoader`` (``yaml.safe_load`` semantics: no custom tags), but composed to nodes
 first so that every problem can be reported with the line of the key or value at
-fault, all at once, one per line::
-
-    scenarios/dup.yaml:7: faults[1].rechunk.size: must be >= 1
-
-Fault parameters are validated by each fault's own ``Config`` model, found through
-:func:`chaosproxy.core.faults.registry` at call time; pydantic's errors are mapped back
-to YAML lines and short phrases here.
+fault, all at once. Fault parameters are validated by each fault's own ``Config``
+model, found through :func:`chaosproxy.core.faults.registry` at call time.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import re
-import types
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
+from chaosproxy.scenario.errors import Located, Problem, ScenarioError, dotted, phrase_errors
+from chaosproxy.scenario.model import Scenario, name_error
 
 #: Files larger than this are refused before parsing.
 MAX_FILE_BYTES = 1024 * 1024
@@ -38,165 +32,12 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_EXPANDED_NODES = 100_000
 #: Deeper nesting is refused (PyYAML composes recursively; nothing legitimate nests so).
 MAX_DEPTH = 64
-#: Largest accepted seed (fits a signed 64-bit integer, so every JSON encoder takes it).
-MAX_SEED = 2**63 - 1
-#: Scenario names: usable as-is in a URL path segment and an HTTP header value.
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
-FORMATS = ("auto", "sse", "ndjson", "raw")
-#: The scenario name that selects no scenario (``X-Chaos-Scenario: none``).
-PASSTHROUGH = "none"
 
-_NAME_RE = re.compile(NAME_PATTERN)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-
-# --------------------------------------------------------------------------- values
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One problem in one file; ``line`` is 1-based, 0 when it concerns the whole file."""
-
-    file: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
-
-
-class ScenarioError(Exception):
-    """One or more problems; ``str()`` gives one ``FILE:LINE: message`` per line."""
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems: list[Problem] = list(problems)
-        super().__init__("\n".join(str(p) for p in self.problems))
-
-    def __str__(self) -> str:
-        return "\n".join(str(p) for p in self.problems)
-
-
-def header_values(headers: Mapping[str, str], name: str) -> list[str]:
-    """Every value of header ``name`` (case-insensitive), for a plain dict or a multidict."""
-    wanted = name.lower()
-    return [v for k, v in headers.items() if k.lower() == wanted]
-
-
-@dataclass(frozen=True, slots=True)
-class MatchRule:
-    """The ``match:`` of a scenario: all given parts must hold.
-
-    ``method`` is compared case-insensitively; ``path`` is an ``fnmatch`` glob
-    (case-sensitive, ``*`` also crosses ``/``) on the path without its query;
-    ``headers`` maps lower-cased header names to ``fnmatch`` globs on their values
-    (a header that is absent never matches, and a repeated header matches when any
-    of its values does).
-    """
-
-    method: str | None = None
-    path: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-    def matches(self, method: str, path: str, headers: Mapping[str, str]) -> bool:
-        if self.method is not None and method.upper() != self.method:
-            return False
-        if self.path is not None and not fnmatchcase(path.split("?", 1)[0], self.path):
-            return False
-        for name, pattern in self.headers.items():
-            if not any(fnmatchcase(v, pattern) for v in header_values(headers, name)):
-                return False
-        return True
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """A validated scenario; ``faults`` are (fault name, validated config) in order."""
-
-    name: str
-    description: str = ""
-    seed: int | None = None
-    provider: str = "auto"
-    format: str = "auto"
-    match: MatchRule | None = None
-    requests: frozenset[int] | None = None
-    faults: tuple[tuple[str, FaultConfig], ...] = ()
-    #: Where it came from: a file path, or the ``source`` given to parse_scenario.
-    source: str = ""
-
-    @property
-    def needs_framing(self) -> bool:
-        """True when any fault needs sse/ndjson framing."""
-        faults = fault_registry.registry()
-        return any(faults[name].needs_framing(cfg) for name, cfg in self.faults)
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-able view (for the admin API); durations appear in seconds."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "seed": self.seed,
-            "provider": self.provider,
-            "format": self.format,
-            "match": None
-            if self.match is None
-            else {
-                "method": self.match.method,
-                "path": self.match.path,
-                "headers": dict(self.match.headers),
-            },
-            "requests": None if self.requests is None else sorted(self.requests),
-            "faults": [{n: c.model_dump(mode="json")} for n, c in self.faults],
-            "source": self.source,
-        }
-
-
-# --------------------------------------------------------------------------- top level
-
-
-class _MatchModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    method: Annotated[str, Field(min_length=1)] | None = None
-    path: Annotated[str, Field(min_length=1)] | None = None
-    headers: dict[str, str] | None = None
-
-
-class _TopLevel(BaseModel):
-    """The keys of a scenario file other than the fault parameters."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    name: str | None = None
-    description: str | None = None
-    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
-    provider: str = "auto"
-    format: Literal["auto", "sse", "ndjson", "raw"] = "auto"
-    match: _MatchModel | None = None
-    requests: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = None
-    faults: list[Any]
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, v: str | None) -> str | None:
-        if v is not None and not _NAME_RE.fullmatch(v):
-            raise ValueError(_NAME_RULE)
-        if v == PASSTHROUGH:
-            raise ValueError(f"{PASSTHROUGH!r} is reserved: it selects no scenario")
-        return v
-
-    @field_validator("provider")
-    @classmethod
-    def _known_provider(cls, v: str) -> str:
-        from chaosproxy.core.providers import PROVIDER_NAMES
-
-        allowed = ("auto", *PROVIDER_NAMES)
-        if v not in allowed:
-            raise ValueError(f"must be one of: {', '.join(allowed)}")
-        return v
-
-
-_NAME_RULE = "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-
-# --------------------------------------------------------------------------- loading
+#: Keys a document may give as null, meaning "not given".
+_NULLABLE_KEYS = ("name", "description")
+#: Scenario fields that are not document keys (excluded from the model's dump).
+_NOT_KEYS = tuple(name for name, f in Scenario.model_fields.items() if f.exclude)
 
 
 def load_scenario_file(path: str | Path) -> Scenario:
@@ -373,7 +214,7 @@ class _Validator:
         self.name_line = 1
 
     def problem(self, line: int, path: Sequence[str | int], message: str) -> None:
-        where = _dotted(path)
+        where = dotted(path)
         self.problems.append(
             Problem(self.source, line, f"{where}: {message}" if where else message)
         )
@@ -493,29 +334,10 @@ class _Validator:
 
     def scenario(self, root: MappingNode, data: Any, default_name: str | None) -> Scenario | None:
         assert isinstance(data, dict)
-        try:
-            top = _TopLevel.model_validate(data)
-        except ValidationError as exc:
-            self.report(exc.errors(), _TopLevel, (), root, data, root_line=_line(root))
-            top = None
-        name = top.name if top is not None else None
-        if top is not None and name is None:
-            if default_name is None:
-                self.problem(_line(root), ("name",), "required")
-            elif default_name == PASSTHROUGH:
-                self.problem(
-                    _line(root),
-                    ("name",),
-                    f"{PASSTHROUGH!r} (from the file name) is reserved; set name:",
-                )
-            elif not _NAME_RE.fullmatch(default_name):
-                self.problem(
-                    _line(root),
-                    ("name",),
-                    f"{default_name!r} (from the file name) {_NAME_RULE}; set name:",
-                )
-            else:
-                name = default_name
+        keys = self.keys(root, data)
+        name = data.get("name")
+        if keys is not None and name is None:
+            name = self.default_name(root, default_name)
         faults = data.get("faults")
         raw = data.get("format") == "raw"
         configs: list[tuple[str, FaultConfig]] = []
@@ -526,26 +348,44 @@ class _Validator:
                 spec = self.fault(i, item, item_node, raw)
                 if spec is not None:
                     configs.append(spec)
-        if top is None or name is None or self.problems:
+        if keys is None or name is None or self.problems:
             return None
-        match = None
-        if top.match is not None:
-            match = MatchRule(
-                method=top.match.method.upper() if top.match.method is not None else None,
-                path=top.match.path,
-                headers={k.lower(): v for k, v in (top.match.headers or {}).items()},
-            )
-        return Scenario(
-            name=name,
-            description=top.description or "",
-            seed=top.seed,
-            provider=top.provider,
-            format=top.format,
-            match=match,
-            requests=frozenset(top.requests) if top.requests is not None else None,
-            faults=tuple(configs),
-            source=self.source,
-        )
+        fields = {**keys, "name": name, "faults": tuple(configs), "source": self.source}
+        return Scenario.model_validate(fields)
+
+    def keys(self, root: MappingNode, data: dict[Any, Any]) -> dict[Any, Any] | None:
+        """Validate the document's keys with the Scenario model itself; the valid keys
+        in the model's terms, or None.
+
+        A document may leave ``name`` (then named by the caller) and ``description``
+        null; its fault list is checked item by item by :meth:`fault`; and a field
+        that no document may set (``source``) is refused as an unknown key.
+        """
+        given = {k: v for k, v in data.items() if not (k in _NULLABLE_KEYS and v is None)}
+        if isinstance(given.get("faults"), list):
+            given["faults"] = ()
+        refused = [k for k in given if k in _NOT_KEYS]
+        for k in refused:
+            del given[k]
+        errors: list[ErrorDetails] = []
+        try:
+            Scenario.model_validate(given)
+        except ValidationError as exc:
+            errors = [e for e in exc.errors() if e["loc"] != ("name",) or e["type"] != "missing"]
+        errors = _with_unknown_keys(errors, refused, data)
+        self.report(errors, Scenario, (), root, data, root_line=_line(root))
+        return None if errors else given
+
+    def default_name(self, root: MappingNode, default_name: str | None) -> str | None:
+        if default_name is None:
+            self.problem(_line(root), ("name",), "required")
+            return None
+        why = name_error(default_name)
+        if why is not None:
+            message = f"{default_name!r} (from the file name) {why}; set name:"
+            self.problem(_line(root), ("name",), message)
+            return None
+        return default_name
 
     def child(self, node: MappingNode, key: str) -> Node | None:
         found = None
@@ -620,10 +460,10 @@ class _Validator:
         root_line: int,
     ) -> None:
         located = [self.locate(err, node, data, root_line) for err in errors]
-        for line, path, message in _collapse_unions(located, model):
+        for line, path, message in phrase_errors(located, model):
             self.problem(line, (*base, *path), message)
 
-    def locate(self, err: ErrorDetails, node: Node | None, data: Any, line: int) -> _Located:
+    def locate(self, err: ErrorDetails, node: Node | None, data: Any, line: int) -> Located:
         """Follow ``err['loc']`` through the data and its nodes.
 
         Elements that name no key or item (pydantic's union branch tags, such as
@@ -649,7 +489,7 @@ class _Validator:
                 union = (len(path), elem)
             elif isinstance(elem, int):
                 path.append(elem)
-        return _Located(err, line, tuple(path), union)
+        return Located(err, line, tuple(path), union)
 
     def _step_key(self, node: Node | None, key: Any, line: int) -> tuple[Node | None, int]:
         if not isinstance(node, MappingNode):
@@ -660,200 +500,6 @@ class _Validator:
         return None, line
 
 
-@dataclass(frozen=True, slots=True)
-class _Located:
-    err: ErrorDetails
-    line: int
-    path: tuple[str | int, ...]
-    union: tuple[int, str] | None
-
-
-# Type errors: the value had the wrong type for a branch. Each maps to a noun.
-_TYPE_NOUNS = {
-    "int_type": "an integer",
-    "int_parsing": "an integer",
-    "int_from_float": "an integer",
-    "float_type": "a number",
-    "float_parsing": "a number",
-    "bool_type": "true or false",
-    "bool_parsing": "true or false",
-    "string_type": "a string",
-    "list_type": "a list",
-    "tuple_type": "a list",
-    "set_type": "a list",
-    "dict_type": "a mapping",
-    "model_type": "a mapping",
-    "model_attributes_type": "a mapping",
-    "none_required": "null",
-}
-
-
-def _collapse_unions(
-    located: list[_Located], model: type[BaseModel]
-) -> Iterator[tuple[int, tuple[str | int, ...], str]]:
-    """Turn errors into (line, path, message), merging the branches of a union.
-
-    When a value fits no branch of a union, pydantic reports every branch. A branch
-    whose only complaint is the type of the value itself is noise when another branch
-    got further (right type, wrong value): that one is reported alone. When every
-    branch failed on the type, one message names all: "must be an integer or a list".
-    """
-    groups: dict[tuple[tuple[str | int, ...], int], dict[str, list[_Located]]] = {}
-    order: list[_Located | tuple[tuple[str | int, ...], int]] = []
-    for item in located:
-        if item.union is None:
-            order.append(item)
-            continue
-        depth, tag = item.union
-        point = (item.path[:depth], depth)
-        if point not in groups:
-            groups[point] = {}
-            order.append(point)
-        groups[point].setdefault(tag, []).append(item)
-    seen: set[tuple[int, tuple[str | int, ...], str]] = set()
-    for entry in order:
-        if isinstance(entry, _Located):
-            out = [entry]
-        else:
-            branches = groups[entry]
-            at_point = len(entry[0])
-
-            def type_only(items: list[_Located], at: int = at_point) -> bool:
-                return all(len(i.path) == at and _noun(i.err) is not None for i in items)
-
-            close = [b for b in branches.values() if not type_only(b)]
-            if close:
-                out = [i for b in close for i in b]
-            else:
-                first = next(iter(branches.values()))[0]
-                nouns = _unique(_noun(i.err) or "" for b in branches.values() for i in b)
-                result = (first.line, first.path, "must be " + " or ".join(nouns))
-                if result not in seen:
-                    seen.add(result)
-                    yield result
-                continue
-        for item in out:
-            result = (item.line, *_phrase(item, model))
-            if result not in seen:
-                seen.add(result)
-                yield result
-
-
-def _noun(err: ErrorDetails) -> str | None:
-    """What the value should have been, for an error that says "not this kind of value"
-    (a wrong type, or none of a fixed set of values); None for other errors."""
-    kind = err["type"]
-    if kind in ("literal_error", "enum"):
-        expected = str((err.get("ctx") or {}).get("expected", ""))
-        options = [o.strip().strip("'\"") for o in re.split(r",| or ", expected) if o.strip()]
-        return f"one of: {', '.join(options)}"
-    return _TYPE_NOUNS.get(kind)
-
-
-def _phrase(item: _Located, model: type[BaseModel]) -> tuple[tuple[str | int, ...], str]:
-    """(path, short human message) for one located error."""
-    err = item.err
-    kind = err["type"]
-    ctx = err.get("ctx") or {}
-    path = item.path
-    if kind == "missing":
-        if path and isinstance(path[-1], int):
-            return path[:-1], f"too few items (expected at least {path[-1] + 1})"
-        return path, "required"
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(model, path[:-1])
-        key = str(path[-1]) if path else ""
-        hint = ""
-        if allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
-            hint = f", did you mean {close[0]!r}?" if close else ""
-            hint += f" (allowed: {', '.join(allowed)})"
-        return path, f"unknown key{hint}"
-    noun = _noun(err)
-    if noun is not None:
-        return path, f"must be {noun}"
-    bounds = {
-        "greater_than_equal": (">=", "ge"),
-        "greater_than": (">", "gt"),
-        "less_than_equal": ("<=", "le"),
-        "less_than": ("<", "lt"),
-    }
-    if kind in bounds:
-        op, key = bounds[kind]
-        return path, f"must be {op} {_number(ctx.get(key))}"
-    if kind == "too_short":
-        n = int(ctx.get("min_length", 1))
-        return path, "must not be empty" if n == 1 else f"must have at least {n} items"
-    if kind == "too_long":
-        return path, f"must have at most {ctx.get('max_length')} items"
-    if kind == "string_too_short":
-        n = int(ctx.get("min_length", 1))
-        return path, "must not be empty" if n == 1 else f"must be at least {n} characters"
-    if kind == "string_too_long":
-        return path, f"must be at most {ctx.get('max_length')} characters"
-    if kind == "string_pattern_mismatch":
-        return path, f"must match {ctx.get('pattern')}"
-    if kind == "multiple_of":
-        return path, f"must be a multiple of {_number(ctx.get('multiple_of'))}"
-    msg = str(err["msg"])
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if msg.startswith(prefix):
-            msg = msg[len(prefix) :]
-    return path, msg
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
-
-
-def _allowed_keys(model: type[BaseModel], path: Sequence[str | int]) -> list[str]:
-    """The keys of the model found at ``path`` inside ``model`` (best effort)."""
-    current: Any = model
-    for elem in path:
-        if isinstance(elem, int):
-            current = _item_type(current)
-        else:
-            fields = _model_fields(current)
-            if fields is None or elem not in fields:
-                return []
-            current = fields[elem]
-        if current is None:
-            return []
-    fields = _model_fields(current)
-    return list(fields) if fields is not None else []
-
-
-def _model_fields(tp: Any) -> dict[str, Any] | None:
-    for candidate in _flatten(tp):
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return {(f.alias or name): f.annotation for name, f in candidate.model_fields.items()}
-    return None
-
-
-def _item_type(tp: Any) -> Any:
-    for candidate in _flatten(tp):
-        args = get_args(candidate)
-        if args:
-            return args[0]
-    return None
-
-
-def _flatten(tp: Any) -> list[Any]:
-    """The members of a union / the type inside Annotated, recursively."""
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _flatten(get_args(tp)[0])
-    if origin is Union or origin is types.UnionType:
-        return [m for arg in get_args(tp) for m in _flatten(arg)]
-    return [tp]
-
-
 def _children(node: Node) -> list[Node]:
     if isinstance(node, MappingNode):
         return [n for pair in node.value for n in pair]
@@ -862,26 +508,26 @@ def _children(node: Node) -> list[Node]:
     return []
 
 
-def _dotted(path: Sequence[str | int]) -> str:
-    out = ""
-    for elem in path:
-        if isinstance(elem, int):
-            out += f"[{elem}]"
-        else:
-            out += f".{elem}" if out else str(elem)
-    return out
+def _with_unknown_keys(
+    errors: list[ErrorDetails], keys: list[Any], data: dict[Any, Any]
+) -> list[ErrorDetails]:
+    """``errors`` plus an unknown-key error for each of ``keys``, where pydantic puts
+    its own: after the field errors, in the document's key order."""
+    if not keys:
+        return errors
 
+    def unknown(e: ErrorDetails) -> bool:
+        return e["type"] == "extra_forbidden" and len(e["loc"]) == 1
 
-__all__ = [
-    "FORMATS",
-    "MAX_FILE_BYTES",
-    "MatchRule",
-    "Problem",
-    "Scenario",
-    "ScenarioError",
-    "header_values",
-    "load_scenario_file",
-    "load_scenarios",
-    "parse_scenario",
-    "validate_paths",
-]
+    added: list[ErrorDetails] = [
+        {
+            "type": "extra_forbidden",
+            "loc": (k,),
+            "msg": "Extra inputs are not permitted",
+            "input": data[k],
+        }
+        for k in keys
+    ]
+    order = {k: i for i, k in enumerate(data)}
+    extras = sorted([*filter(unknown, errors), *added], key=lambda e: order[e["loc"][0]])
+    return [e for e in errors if not unknown(e)] + extras

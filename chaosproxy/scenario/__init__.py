@@ -1,0 +1,40 @@
+"""Scenarios: the Scenario value, loading it from YAML, and problems located to lines.
+
+A package so that the value (``model``), the file handling (``loader``) and the wording
+of problems (``errors``) can each be read alone; import from here.
+"""
+
+from chaosproxy.scenario.errors import Problem, ScenarioError
+from chaosproxy.scenario.loader import (
+    MAX_FILE_BYTES,
+    load_scenario_file,
+    load_scenarios,
+    parse_scenario,
+    validate_paths,
+)
+from chaosproxy.scenario.model import (
+    FORMATS,
+    MAX_SEED,
+    NAME_PATTERN,
+    PASSTHROUGH,
+    MatchRule,
+    Scenario,
+    header_values,
+)
+
+__all__ = [
+    "FORMATS",
+    "MAX_FILE_BYTES",
+    "MAX_SEED",
+    "NAME_PATTERN",
+    "PASSTHROUGH",
+    "MatchRule",
+    "Problem",
+    "Scenario",
+    "ScenarioError",
+    "header_values",
+    "load_scenario_file",
+    "load_scenarios",
+    "parse_scenario",
+    "validate_paths",
+]

@@ -1,0 +1,162 @@
+"""The Scenario value: one pydantic model, so its rules are stated once.
+
+The loader validates a file's keys with these same models (DESIGN.md section 4); only
+the fault list, which needs each fault's own ``Config``, is validated by the loader.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from chaosproxy.core import faults as fault_registry
+from chaosproxy.core.faults import FaultConfig
+
+#: Largest accepted seed (fits a signed 64-bit integer, so every JSON encoder takes it).
+MAX_SEED = 2**63 - 1
+#: Scenario names: usable as-is in a URL path segment and an HTTP header value.
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+#: What a name that does not match NAME_PATTERN is told.
+NAME_RULE = "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+#: The scenario name that selects no scenario (``X-Chaos-Scenario: none``).
+PASSTHROUGH = "none"
+
+Format = Literal["auto", "sse", "ndjson", "raw"]
+FORMATS: tuple[str, ...] = get_args(Format)
+
+_NAME_RE = re.compile(NAME_PATTERN)
+
+
+def name_error(name: str) -> str | None:
+    """Why ``name`` cannot name a scenario, as a phrase to follow it; None when it can.
+
+    The one name rule: used for ``name:`` keys and for names taken from file names.
+    """
+    if not _NAME_RE.fullmatch(name):
+        return NAME_RULE
+    if name == PASSTHROUGH:
+        return "is reserved"
+    return None
+
+
+def header_values(headers: Mapping[str, str], name: str) -> list[str]:
+    """Every value of header ``name`` (case-insensitive), for a plain dict or a multidict."""
+    wanted = name.lower()
+    return [v for k, v in headers.items() if k.lower() == wanted]
+
+
+class MatchRule(BaseModel):
+    """The ``match:`` of a scenario: all given parts must hold.
+
+    ``method`` is compared case-insensitively; ``path`` is an ``fnmatch`` glob
+    (case-sensitive, ``*`` also crosses ``/``) on the path without its query;
+    ``headers`` maps header names (kept lower-cased) to ``fnmatch`` globs on their
+    values (a header that is absent never matches, and a repeated header matches when
+    any of its values does).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    method: Annotated[str, Field(min_length=1)] | None = None
+    path: Annotated[str, Field(min_length=1)] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("method")
+    @classmethod
+    def _upper_method(cls, v: str | None) -> str | None:
+        return None if v is None else v.upper()
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _null_headers(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @field_validator("headers")
+    @classmethod
+    def _lower_names(cls, v: dict[str, str]) -> dict[str, str]:
+        return {k.lower(): pattern for k, pattern in v.items()}
+
+    def matches(self, method: str, path: str, headers: Mapping[str, str]) -> bool:
+        if self.method is not None and method.upper() != self.method:
+            return False
+        if self.path is not None and not fnmatchcase(path.split("?", 1)[0], self.path):
+            return False
+        for name, pattern in self.headers.items():
+            if not any(fnmatchcase(v, pattern) for v in header_values(headers, name)):
+                return False
+        return True
+
+
+class Scenario(BaseModel):
+    """A validated scenario; ``faults`` are (fault name, validated config) in order.
+
+    The fields are the keys of a scenario file, in the order problems list them, except
+    ``source`` (excluded: where the scenario came from, not something a file says).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str
+    description: str = ""
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
+    provider: str = "auto"
+    format: Format = "auto"
+    match: MatchRule | None = None
+    #: The 1-based request ordinals the faults apply to (None: every request). A file
+    #: gives a list, hence not strict here; the items stay strict.
+    requests: (
+        Annotated[frozenset[Annotated[int, Field(ge=1)]], Field(min_length=1, strict=False)] | None
+    ) = None
+    faults: tuple[tuple[str, FaultConfig], ...]
+    #: Where it came from: a file path, or the ``source`` given to parse_scenario.
+    source: str = Field(default="", exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        why = name_error(v)
+        if why == NAME_RULE:
+            raise ValueError(why)
+        if why is not None:
+            raise ValueError(f"{v!r} {why}: it selects no scenario")
+        return v
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, v: str) -> str:
+        from chaosproxy.core.providers import PROVIDER_NAMES
+
+        allowed = ("auto", *PROVIDER_NAMES)
+        if v not in allowed:
+            raise ValueError(f"must be one of: {', '.join(allowed)}")
+        return v
+
+    @property
+    def needs_framing(self) -> bool:
+        """True when any fault needs sse/ndjson framing."""
+        faults = fault_registry.registry()
+        return any(faults[name].needs_framing(cfg) for name, cfg in self.faults)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able view (for the admin API); durations appear in seconds."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "seed": self.seed,
+            "provider": self.provider,
+            "format": self.format,
+            "match": None
+            if self.match is None
+            else {
+                "method": self.match.method,
+                "path": self.match.path,
+                "headers": dict(self.match.headers),
+            },
+            "requests": None if self.requests is None else sorted(self.requests),
+            "faults": [{n: c.model_dump(mode="json")} for n, c in self.faults],
+            "source": self.source,
+        }
