@@ -246,7 +246,7 @@ class Config:
         """A copy with ``changes`` (field names); unknown names are a TypeError."""
         unknown = set(changes) - NAMES
         if unknown:
-            raise TypeError(f"unknown field(default=s): {', '.join(sorted(unknown))}")
+            raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
         return dataclasses.replace(self, **changes)
 
 
