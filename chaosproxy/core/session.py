@@ -212,7 +212,6 @@ class Session:
         #: Faults left out because the body has no events to act on.
         self._unframed: list[Fault] = []
         self._provider: str | None = None
-        self._format: Format | None = None
         # What the client was sent, for the summary.
         self.status = 0
         self.content_type: str | None = None
@@ -361,7 +360,6 @@ class Session:
                 self._unframed.append(fault)
             else:
                 active.append(fault)
-        self._format = fmt
         self.pipeline = Pipeline(
             active, fmt, profile, detect_profile=detect, max_size=self._max_event_size
         )
@@ -495,7 +493,7 @@ class Session:
         if self._run is not None:
             pipeline = self.pipeline
             line["provider"] = self.provider
-            line["format"] = self._format or "raw"
+            line["format"] = self.format
             if pipeline is not None:
                 line["events_in"] = pipeline.events_in
                 line["events_out"] = pipeline.events_out
@@ -531,7 +529,8 @@ class Session:
 
     @property
     def format(self) -> Format:
-        return self._format or "raw"
+        """The body's framing (``raw`` when it is not framed)."""
+        return "raw" if self.pipeline is None else self.pipeline.format
 
 
 __all__ = [
