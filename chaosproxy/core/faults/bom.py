@@ -16,7 +16,7 @@ class BomConfig(FaultConfig):
     """No parameters (``bom: {}`` or ``bom:``)."""
 
 
-class BomFault(Fault):
+class BomFault(Fault[BomConfig]):
     name = "bom"
     stage = "event"
     Config = BomConfig
