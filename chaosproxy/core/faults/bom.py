@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig
-from chaosproxy.core.faults.sse_text import BOM, with_raw
+from chaosproxy.core.framing.encode import BOM, with_raw
 
 
 class BomConfig(FaultConfig):

@@ -15,7 +15,8 @@ from pydantic import Field, StrictStr
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import comment_bytes, newline_of, parse_block
+from chaosproxy.core.framing import parse_block
+from chaosproxy.core.framing.encode import comment_bytes, newline_of
 
 
 class CommentConfig(FaultConfig):

@@ -20,7 +20,7 @@ from typing import Literal
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import SelectingFault, SelectorConfig
-from chaosproxy.core.faults.sse_text import data_bytes, replace_data
+from chaosproxy.core.framing.encode import data_bytes, replace_data
 
 Mode = Literal["truncate_json", "invalid_json", "invalid_utf8", "empty_data"]
 

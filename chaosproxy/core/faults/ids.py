@@ -16,7 +16,7 @@ from pydantic import Field
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import prepend_lines
+from chaosproxy.core.framing.encode import prepend_lines
 
 
 class IdsConfig(FaultConfig):

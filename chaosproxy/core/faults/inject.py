@@ -14,16 +14,11 @@ import orjson
 from pydantic import Field, StrictStr, field_validator, model_validator
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import (
-    OrdinalAnchor,
-    Position,
-    made_up,
-    newline_of,
-    parse_block,
-    sse_event_bytes,
-)
+from chaosproxy.core.faults.anchor import OrdinalAnchor, Position
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, made_up
 from chaosproxy.core.frames import Frame
+from chaosproxy.core.framing import parse_block
+from chaosproxy.core.framing.encode import newline_of, sse_event_bytes
 
 Anchor = Annotated[int, Field(ge=1, strict=True)] | Literal["terminal", "start"]
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import ndjson_terminator, split_lines, with_raw
+from chaosproxy.core.framing.encode import ndjson_terminator, split_lines, with_raw
 
 _STYLES = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
 

@@ -17,7 +17,7 @@ from pydantic import AfterValidator, model_validator
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import FaultContext, SelectingFault, SelectorConfig
-from chaosproxy.core.faults.sse_text import replace_data
+from chaosproxy.core.framing.encode import replace_data
 
 
 def _check_path(path: str) -> str:

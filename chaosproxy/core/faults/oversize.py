@@ -17,9 +17,10 @@ from typing import Annotated
 from pydantic import Field, StrictBool
 
 from chaosproxy.core.events import Event
+from chaosproxy.core.faults.anchor import OrdinalAnchor
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import OrdinalAnchor, newline_of
 from chaosproxy.core.frames import Frame
+from chaosproxy.core.framing.encode import newline_of
 
 MAX_BYTES = 64 * 1024 * 1024
 _WRAP = (b'{"oversize":"', b'"}')
