@@ -31,8 +31,9 @@ from chaosproxy.core.faults.line_endings import LineEndingsConfig
 from chaosproxy.core.faults.mutate import MutateConfig
 from chaosproxy.core.faults.oversize import OversizeConfig, OversizeFault, oversize_payload
 from chaosproxy.core.faults.reorder import ReorderConfig
-from chaosproxy.core.faults.sse_text import parse_block, replace_data, split_lines
 from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.framing import parse_block
+from chaosproxy.core.framing.encode import replace_data, split_lines
 from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.core.providers import get_profile
 
@@ -819,7 +820,8 @@ def test_comment_every_and_text_in_the_stream_line_ending() -> None:
     r = run([("comment", CommentConfig(every=2, text="hi\nthere"))], body)
     c = b": hi\r\n: there\r\n\r\n"
     assert r.body == body.replace(b'"n":2}\r\n\r\n', b'"n":2}\r\n\r\n' + c) + c
-    assert r.sends[-1].events[0].frame.comments == ("hi", "there")
+    # The parsed view is the framer's: a comment's text is kept verbatim.
+    assert r.sends[-1].events[0].frame.comments == (" hi", " there")
 
 
 def test_comment_once_per_ordinal_after_a_duplicate() -> None:
@@ -978,12 +980,32 @@ def test_parse_block_views() -> None:
     frame = parse_block(
         b"\xef\xbb\xbf: c\r\nevent: e\r\nretry: 5\r\ndata: a\r\ndata\r\n\r\n", "sse"
     )
-    assert (frame.data, frame.event, frame.retry, frame.comments) == ("a\n", "e", 5, ("c",))
+    assert (frame.data, frame.event, frame.retry, frame.comments) == ("a\n", "e", 5, (" c",))
     assert (frame.newline, frame.complete) == (b"\r\n", True)
     assert parse_block(b"data: x", "sse").complete is False
     assert parse_block(b": only\n\n", "sse").is_event is False
     assert parse_block(b"  \n", "ndjson").data is None
     assert parse_block(b'{"a":1}\r\n', "ndjson").data == '{"a":1}'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"data: x\n\n",
+        b"event: e\r\ndata: {}\r\n\r\n",
+        b": c\rid: 7\rretry: 10\rdata\rdata:  two\r\r",
+        b"\xef\xbb\xbfdata: bom\n\n",
+        b"id: a\x00b\nretry: 1x\nfoo: bar\ndata: \xff\n\n",
+        b"data: unterminated",
+    ],
+)
+def test_parse_block_is_the_framers_view(raw: bytes) -> None:
+    """One SSE parser: bytes a fault builds parse exactly as the framer cuts them."""
+    from chaosproxy.core.framing.sse import SseFramer
+
+    framer = SseFramer()
+    frames = framer.feed(raw) + framer.eof()
+    assert frames == [parse_block(raw, "sse")]
 
 
 def test_every_yaml_example_in_the_reference_is_valid() -> None:

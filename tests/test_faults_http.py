@@ -17,6 +17,7 @@ from chaosproxy.core.faults.cut import CutConfig
 from chaosproxy.core.faults.delay import DelayConfig
 from chaosproxy.core.faults.headers import HeadersConfig
 from chaosproxy.core.faults.status import StatusConfig
+from chaosproxy.core.frames import Format
 from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.core.providers import get_profile
 
@@ -110,6 +111,27 @@ def test_headers_that_change_nothing_are_skipped() -> None:
     assert f.response_headers(200, dict(UPSTREAM_HEADERS)) == UPSTREAM_HEADERS
     assert f.applied == 0
     assert f.skipped() is not None
+
+
+# ---------------------------------------------------------------------- stage
+
+
+@pytest.mark.parametrize("fmt", ["sse", "ndjson", "raw"])
+def test_http_faults_take_no_part_in_the_body_but_are_reported(fmt: Format) -> None:
+    status = fault("status", StatusConfig(code=500))
+    headers = fault("headers", HeadersConfig(set={"X-Chaos": "1"}))
+    assert (status.stage, headers.stage) == ("http", "http")
+    assert not status.needs_framing(status.config)
+    assert not headers.needs_framing(headers.config)
+    headers.response_headers(200, dict(UPSTREAM_HEADERS))
+    p = Pipeline([status, headers], fmt, GENERIC)
+    body = b"data: x\n\n" if fmt == "sse" else b'{"a":1}\n'
+    assert [(type(a), getattr(a, "data", None)) for a in p.feed(body, 0.0)] == [(Send, body)]
+    assert p.end(0.0) == []
+    assert p.summary() == (
+        {"headers": 1},
+        [{"fault": "status", "position": 0, "reason": "the request never reached the upstream"}],
+    )
 
 
 # ---------------------------------------------------------------------- delay, cut

@@ -253,6 +253,24 @@ def test_get_profile_returns_each_named_profile_once() -> None:
         get_profile("bedrock")
 
 
+def test_providers_are_discovered_in_rank_order() -> None:
+    """Each provider module declares its place; the order is the one detection uses."""
+    from chaosproxy.core.providers.base import ProviderProfile
+
+    assert PROVIDER_NAMES == (
+        "openai-chat",
+        "openai-responses",
+        "anthropic",
+        "gemini",
+        "ollama",
+        "generic",
+    )
+    profiles = [get_profile(name) for name in PROVIDER_NAMES]
+    assert all(isinstance(p, ProviderProfile) for p in profiles)
+    ranks = [type(p).rank for p in profiles]
+    assert ranks == sorted(set(ranks))
+
+
 # --------------------------------------------------------------------------- detection
 
 

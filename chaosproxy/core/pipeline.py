@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from chaosproxy.core.actions import Action, Cut, Send
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault
+from chaosproxy.core.faults.base import Fault, SelectingFault
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
 from chaosproxy.core.providers import Profile
@@ -40,16 +40,21 @@ class Pipeline:
         self.profile = profile
         self._detect = detect_profile
         self.faults = list(faults)
+        # HTTP-stage faults act before the body: they take part in neither body stage
+        # (but are in ``faults``, so summary() reports them).
         self._event_faults = [f for f in self.faults if f.stage == "event"]
         self._transport_faults = [f for f in self.faults if f.stage == "transport"]
-        # Per event, every fault's observe() runs; the base one only feeds the
+        # Per event, every fault's observe() runs; a selecting fault's only feeds its
         # selector, so call that directly and skip faults that observe nothing.
         self._observers: list[Callable[[Event], None]] = []
         for f in self.faults:
-            if type(f).observe is not Fault.observe:
-                self._observers.append(f.observe)
-            elif f.selector is not None:
+            observe = type(f).observe
+            if observe is Fault.observe:
+                continue
+            if isinstance(f, SelectingFault) and observe is SelectingFault.observe:
                 self._observers.append(f.selector.observe)
+            else:
+                self._observers.append(f.observe)
         self._raw = fmt == "raw"
         self._framer: Framer = make_framer(fmt, max_size)
         self._ordinal = 0

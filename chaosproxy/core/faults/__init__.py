@@ -1,7 +1,8 @@
 """The fault registry: one module per fault in this package, found by discovery.
 
 A module defines one :class:`~chaosproxy.core.faults.base.Fault` subclass with a
-``name``; adding a fault is adding a file.
+``name`` (a :class:`~chaosproxy.core.faults.base.SelectingFault` when its config has the
+event selectors); adding a fault is adding a file.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from chaosproxy.core.faults.base import (
     Fault,
     FaultConfig,
     FaultContext,
+    SelectingFault,
+    SelectorConfig,
     fault_rng,
 )
 from chaosproxy.core.frames import Format
@@ -37,6 +40,8 @@ def registry() -> dict[str, type[Fault]]:
                 and obj.__module__ == module.__name__
                 and "name" in vars(obj)
             ):
+                if issubclass(obj.Config, SelectorConfig) and not issubclass(obj, SelectingFault):
+                    raise TypeError(f"{obj.__name__}: a config with selectors needs SelectingFault")
                 found[obj.name] = obj
     return found
 

@@ -5,10 +5,26 @@ mapping under the fault's name, validated with located errors) and instantiated 
 per request with a :class:`FaultContext`. Config is shared by every request; the
 instance holds that request's state (counters, held events, its own seeded RNG).
 
+Every fault has the same shape (``drop.py`` is the model)::
+
+    class DropConfig(SelectorConfig): ...
+
+    class DropFault(SelectingFault[DropConfig]):
+        name = "drop"
+        stage = "event"
+        Config = DropConfig
+
+        def on_event(self, ev: Event) -> list[Event]: ...
+
+``Fault[XConfig]`` types ``self.config`` as ``XConfig``; a config with the event
+selectors (a :class:`SelectorConfig`) goes with :class:`SelectingFault`, whose
+``self.selector`` is always there.
+
 Faults act in up to three stages, each a hook with a pass-through default:
 
 * HTTP (before the upstream answers): :meth:`Fault.before_upstream`,
-  :meth:`Fault.response_headers`;
+  :meth:`Fault.response_headers`; faults that act only here have ``stage = "http"``,
+  but an event or transport fault may use these hooks too;
 * event (``stage = "event"``): :meth:`Fault.on_event` / :meth:`Fault.on_event_end`,
   events in, events out;
 * transport (``stage = "transport"``): :meth:`Fault.on_action` /
@@ -23,13 +39,14 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Generic, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from typing_extensions import TypeVar
 
 from chaosproxy.core.actions import Action, HttpAction
 from chaosproxy.core.events import Event
-from chaosproxy.core.frames import Format
+from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 
 # --------------------------------------------------------------------------- config
@@ -237,26 +254,34 @@ def fault_rng(seed: int, position: int, name: str) -> random.Random:
 
 # --------------------------------------------------------------------------- fault
 
+#: A fault's config type.
+C = TypeVar("C", bound=FaultConfig, default=FaultConfig, covariant=True)
+#: A selecting fault's config type.
+S = TypeVar("S", bound=SelectorConfig, default=SelectorConfig, covariant=True)
 
-class Fault:
-    """Base class: every hook passes everything through unchanged."""
+
+class Fault(Generic[C]):
+    """Base class: every hook passes everything through unchanged.
+
+    A fault is written ``class XFault(Fault[XConfig])`` with ``Config = XConfig``: the
+    instance's :attr:`config` is then typed ``XConfig``.
+    """
 
     #: The key under ``faults:`` in a scenario.
     name: ClassVar[str]
     #: The pydantic model of its parameters.
     Config: ClassVar[type[FaultConfig]]
-    #: ``event`` faults run first (they need sse/ndjson framing); ``transport`` after.
-    stage: ClassVar[Literal["event", "transport"]]
+    #: ``http`` faults act before the body (they take part in neither body stage);
+    #: ``event`` faults run first on the body (they need sse/ndjson framing);
+    #: ``transport`` faults after.
+    stage: ClassVar[Literal["http", "event", "transport"]]
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
-        self.config = config
+    def __init__(self, config: C, ctx: FaultContext) -> None:
+        #: The validated config, shared by every request.
+        self.config: C = config
         self.ctx = ctx
         #: How many times the fault changed something; reported in ``faults_applied``.
         self.applied = 0
-        #: The selector state, when the config has selectors.
-        self.selector: Selector | None = (
-            Selector(config, ctx.rng) if isinstance(config, SelectorConfig) else None
-        )
 
     @classmethod
     def needs_framing(cls, config: FaultConfig) -> bool:
@@ -278,8 +303,6 @@ class Fault:
     # -- event stage
     def observe(self, ev: Event) -> None:
         """Called for every upstream event before any fault runs."""
-        if self.selector is not None:
-            self.selector.observe(ev)
 
     def on_event(self, ev: Event) -> list[Event]:
         return [ev]
@@ -313,12 +336,32 @@ class Fault:
     # -- reporting
     def skipped(self) -> str | None:
         """Why the fault never applied (reported in ``faults_skipped``), or None."""
+        return None if self.applied else "never applied"
+
+
+class SelectingFault(Fault[S]):
+    """A fault whose config has the event selectors: :attr:`selector` holds their
+    per-request state, fed by :meth:`observe`."""
+
+    def __init__(self, config: S, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        self.selector = Selector(config, ctx.rng)
+
+    def observe(self, ev: Event) -> None:
+        self.selector.observe(ev)
+
+    def skipped(self) -> str | None:
         if self.applied:
             return None
-        if self.selector is not None:
-            reason = self.selector.unreached()
-            if reason:
-                return reason
-            if self.selector.matched == 0:
-                return "no event matched the selectors"
+        reason = self.selector.unreached()
+        if reason:
+            return reason
+        if self.selector.matched == 0:
+            return "no event matched the selectors"
         return "never applied"
+
+
+def made_up(frame: Frame, profile: Profile, fault: str) -> Event:
+    """A fault's own event (ordinal 0), classified by the profile when it has data."""
+    kinds = profile.classify(frame) if frame.is_event else frozenset()
+    return Event(frame, 0, kinds, (fault,))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig
-from chaosproxy.core.faults.sse_text import BOM, with_raw
+from chaosproxy.core.framing.encode import BOM, with_raw
 
 
 class BomConfig(FaultConfig):
     """No parameters (``bom: {}`` or ``bom:``)."""
 
 
-class BomFault(Fault):
+class BomFault(Fault[BomConfig]):
     name = "bom"
     stage = "event"
     Config = BomConfig

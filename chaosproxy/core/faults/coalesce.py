@@ -47,23 +47,16 @@ def merge_sends(sends: list[Send], fault: str) -> Send:
     )
 
 
-class CoalesceFault(Fault):
+class CoalesceFault(Fault[CoalesceConfig]):
     name = "coalesce"
     stage = "transport"
     Config = CoalesceConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+    def __init__(self, config: CoalesceConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        if not isinstance(config, CoalesceConfig):
-            raise TypeError(f"{self.name} needs a CoalesceConfig, got {type(config).__name__}")
-        self.cfg = config
         self._held: list[Send] = []
         #: Pipeline time when the first held write arrived (window mode).
         self._since = 0.0
-
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
 
     def _flush(self) -> list[Action]:
         if not self._held:
@@ -74,7 +67,7 @@ class CoalesceFault(Fault):
         return [merge_sends(held, self.name)]
 
     def _window_over(self, now: float) -> bool:
-        window = self.cfg.window
+        window = self.config.window
         return window is not None and bool(self._held) and now >= self._since + window
 
     def on_action(self, action: Action) -> list[Action]:
@@ -86,7 +79,7 @@ class CoalesceFault(Fault):
         if not self._held:
             self._since = self.now
         self._held.append(action)
-        if self.cfg.events is not None and len(self._held) >= self.cfg.events:
+        if self.config.events is not None and len(self._held) >= self.config.events:
             out += self._flush()
         return out
 
@@ -94,9 +87,9 @@ class CoalesceFault(Fault):
         return self._flush()
 
     def deadline(self) -> float | None:
-        if self.cfg.window is None or not self._held:
+        if self.config.window is None or not self._held:
             return None
-        return self._since + self.cfg.window
+        return self._since + self.config.window
 
     def poll(self, now: float) -> list[Action]:
         return self._flush() if self._window_over(now) else []

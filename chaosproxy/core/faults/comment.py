@@ -15,7 +15,8 @@ from pydantic import Field, StrictStr
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import comment_bytes, newline_of, parse_block
+from chaosproxy.core.framing import parse_block
+from chaosproxy.core.framing.encode import comment_bytes, newline_of
 
 
 class CommentConfig(FaultConfig):
@@ -24,14 +25,13 @@ class CommentConfig(FaultConfig):
     text: StrictStr = "keepalive"
 
 
-class CommentFault(Fault):
+class CommentFault(Fault[CommentConfig]):
     name = "comment"
     stage = "event"
     Config = CommentConfig
 
     def __init__(self, config: CommentConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         self._last = 0  # the ordinal a comment last followed
         self._seen = 0
 
@@ -43,14 +43,14 @@ class CommentFault(Fault):
         if (
             self.ctx.format != "sse"
             or n <= 0
-            or n % self.cfg.every
+            or n % self.config.every
             or n == self._last
             or not ev.frame.complete
         ):
             return [ev]
         self._last = n
         self.applied += 1
-        frame = parse_block(comment_bytes(self.cfg.text, newline_of(ev.frame)), "sse")
+        frame = parse_block(comment_bytes(self.config.text, newline_of(ev.frame)), "sse")
         return [ev, Event(frame, 0, frozenset(), (self.name,))]
 
     def skipped(self) -> str | None:
@@ -58,4 +58,4 @@ class CommentFault(Fault):
             return None
         if self.ctx.format != "sse":
             return "comments need SSE; NDJSON has no comment syntax"
-        return f"the stream had {self._seen} events, fewer than every: {self.cfg.every}"
+        return f"the stream had {self._seen} events, fewer than every: {self.config.every}"

@@ -28,16 +28,13 @@ class CompressConfig(FaultConfig):
     flush: Literal["each", "end"] = "each"
 
 
-class CompressFault(Fault):
+class CompressFault(Fault[CompressConfig]):
     name = "compress"
     stage = "transport"
     Config = CompressConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+    def __init__(self, config: CompressConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        if not isinstance(config, CompressConfig):
-            raise TypeError(f"{self.name} needs a CompressConfig, got {type(config).__name__}")
-        self.cfg = config
         self._z = zlib.compressobj(
             zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, WBITS[config.encoding]
         )
@@ -49,10 +46,6 @@ class CompressFault(Fault):
         # which is held back until compressed data follows, so the client sees nothing.
         self._out = b""
 
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
-
     edits_headers = True
 
     def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:
@@ -61,7 +54,7 @@ class CompressFault(Fault):
             for k, v in headers.items()
             if k.lower() not in ("content-encoding", "content-length")
         }
-        out["Content-Encoding"] = self.cfg.encoding
+        out["Content-Encoding"] = self.config.encoding
         return out
 
     def on_action(self, action: Action) -> list[Action]:
@@ -69,14 +62,14 @@ class CompressFault(Fault):
             return [action]
         self.applied += 1
         faults = (*action.faults, self.name)
-        if self.cfg.flush == "each":
+        if self.config.flush == "each":
             data = self._z.compress(action.data) + self._z.flush(zlib.Z_SYNC_FLUSH)
             return [Send(data, action.events, action.ends, faults)]
         self._pending += action.events
         self._pending_ends += action.ends
         self._pending_faults.update(dict.fromkeys(faults))
         self._out += self._z.compress(action.data)
-        if len(self._out) > HEADER_SIZE[self.cfg.encoding]:
+        if len(self._out) > HEADER_SIZE[self.config.encoding]:
             return [self._release()]
         return []
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Literal
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultContext, SelectorConfig
-from chaosproxy.core.faults.sse_text import data_bytes, replace_data
+from chaosproxy.core.faults.base import SelectingFault, SelectorConfig
+from chaosproxy.core.framing.encode import data_bytes, replace_data
 
 Mode = Literal["truncate_json", "invalid_json", "invalid_utf8", "empty_data"]
 
@@ -51,20 +51,15 @@ def corrupted(data: bytes, mode: Mode, fmt: str) -> bytes:
     return b"" if fmt == "sse" else b"{}"
 
 
-class CorruptFault(Fault):
+class CorruptFault(SelectingFault[CorruptConfig]):
     name = "corrupt"
     stage = "event"
     Config = CorruptConfig
 
-    def __init__(self, config: CorruptConfig, ctx: FaultContext) -> None:
-        super().__init__(config, ctx)
-        self.cfg = config
-
     def on_event(self, ev: Event) -> list[Event]:
-        assert self.selector is not None
         if not self.selector.selects(ev) or ev.frame.data is None:
             return [ev]
         fmt = self.ctx.format
-        data = corrupted(data_bytes(ev.frame, fmt), self.cfg.mode, fmt)
+        data = corrupted(data_bytes(ev.frame, fmt), self.config.mode, fmt)
         self.applied += 1
         return [ev.touched(self.name, replace_data(ev.frame, fmt, data))]

@@ -86,16 +86,13 @@ def _real(ev: Event) -> bool:
     return ev.ordinal > 0 or ev.frame.is_event
 
 
-class CutFault(Fault):
+class CutFault(Fault[CutConfig]):
     name = "cut"
     stage = "transport"
     Config = CutConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+    def __init__(self, config: CutConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        if not isinstance(config, CutConfig):
-            raise TypeError(f"{self.name} needs a CutConfig, got {type(config).__name__}")
-        self.cfg = config
         #: Events (ends of writes carrying real events) and body bytes sent so far.
         self.sent_events = 0
         self.sent_bytes = 0
@@ -103,18 +100,14 @@ class CutFault(Fault):
         self._armed = config.after == 0
         self._done = False
 
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
-
     # ------------------------------------------------------------------ HTTP
 
     def before_upstream(self) -> list[HttpAction]:
-        if self.cfg.before != "headers" or self._done:
+        if self.config.before != "headers" or self._done:
             return []
         self._done = True
         self.applied += 1
-        return [Cut(self.cfg.how, fault=self.name, detail={"before": "headers"})]
+        return [Cut(self.config.how, fault=self.name, detail={"before": "headers"})]
 
     # ------------------------------------------------------------------ transport
 
@@ -122,7 +115,7 @@ class CutFault(Fault):
         self._done = True
         self.applied += 1
         info: dict[str, object] = {"after_event": self.sent_events, **detail}
-        return [Cut(self.cfg.how, fault=self.name, detail=info)]
+        return [Cut(self.config.how, fault=self.name, detail=info)]
 
     def _count(self, send: Send) -> None:
         self.sent_bytes += len(send.data)
@@ -130,7 +123,7 @@ class CutFault(Fault):
             self.sent_events += send.ends
 
     def _reached(self, send: Send) -> bool:
-        after = self.cfg.after
+        after = self.config.after
         if isinstance(after, int):
             return self.sent_events >= after
         if after is not None:
@@ -140,12 +133,12 @@ class CutFault(Fault):
     def on_action(self, action: Action) -> list[Action]:
         if self._done:
             return []
-        if not isinstance(action, Send) or self.cfg.before == "headers":
+        if not isinstance(action, Send) or self.config.before == "headers":
             return [action]
-        if self.cfg.after_bytes is not None:
-            return self._by_bytes(action, self.cfg.after_bytes)
+        if self.config.after_bytes is not None:
+            return self._by_bytes(action, self.config.after_bytes)
         if (
-            self.cfg.before == "terminal"
+            self.config.before == "terminal"
             and not self._armed
             and any("terminal" in ev.kinds for ev in action.events)
         ):
@@ -155,13 +148,13 @@ class CutFault(Fault):
         self._count(action)
         if self._reached(action):
             self._armed = True
-            if self.cfg.position == "boundary":
+            if self.config.position == "boundary":
                 return [action, *self._cut(position="boundary")]
         return [action]
 
     def _into(self, send: Send) -> list[Action]:
         """Cut at the armed point: now, or part-way into ``send`` if it is an event."""
-        position = self.cfg.position
+        position = self.config.position
         if position == "boundary":
             return self._cut(position=position)
         if not any(_real(ev) for ev in send.events):
@@ -191,12 +184,12 @@ class CutFault(Fault):
         return out + self._cut(position="after_bytes", bytes=limit)
 
     def on_action_end(self) -> list[Action]:
-        if self._done or self.cfg.before == "headers":
+        if self._done or self.config.before == "headers":
             return []
         # Only a zero cut point on an empty body is still pending here.
-        if self.cfg.after_bytes is not None and self.sent_bytes == self.cfg.after_bytes:
-            return self._cut(position="after_bytes", bytes=self.cfg.after_bytes)
-        if self._armed and self.cfg.position == "boundary":
+        if self.config.after_bytes is not None and self.sent_bytes == self.config.after_bytes:
+            return self._cut(position="after_bytes", bytes=self.config.after_bytes)
+        if self._armed and self.config.position == "boundary":
             return self._cut(position="boundary")
         return []
 
@@ -205,7 +198,7 @@ class CutFault(Fault):
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        cfg = self.cfg
+        cfg = self.config
         if cfg.before == "headers":
             return "the request never reached the upstream"
         if cfg.after_bytes is not None:

@@ -12,9 +12,8 @@ from pydantic import model_validator
 from chaosproxy.core.actions import Action, HttpAction, Send, Sleep
 from chaosproxy.core.faults.base import (
     Duration,
-    Fault,
-    FaultConfig,
     FaultContext,
+    SelectingFault,
     SelectorConfig,
 )
 
@@ -35,22 +34,15 @@ class DelayConfig(SelectorConfig):
         return self
 
 
-class DelayFault(Fault):
+class DelayFault(SelectingFault[DelayConfig]):
     name = "delay"
     stage = "transport"
     Config = DelayConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+    def __init__(self, config: DelayConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        if not isinstance(config, DelayConfig):
-            raise TypeError(f"{self.name} needs a DelayConfig, got {type(config).__name__}")
-        self.cfg = config
         self._first_sent = False
         self._per_event = config.per_event is not None or config.jitter is not None
-
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
 
     def _sleep(self, seconds: float) -> list[Action]:
         if seconds <= 0:
@@ -59,10 +51,10 @@ class DelayFault(Fault):
         return [Sleep(seconds, fault=self.name)]
 
     def before_upstream(self) -> list[HttpAction]:
-        if self.cfg.headers is None or self.cfg.headers <= 0:
+        if self.config.headers is None or self.config.headers <= 0:
             return []
         self.applied += 1
-        return [Sleep(self.cfg.headers, fault=self.name)]
+        return [Sleep(self.config.headers, fault=self.name)]
 
     def on_action(self, action: Action) -> list[Action]:
         if not isinstance(action, Send):
@@ -70,15 +62,11 @@ class DelayFault(Fault):
         out: list[Action] = []
         if not self._first_sent:
             self._first_sent = True
-            out += self._sleep(self.cfg.first_byte or 0.0)
-        if (
-            self._per_event
-            and self.selector is not None
-            and any(self.selector.selects(ev) for ev in action.events)
-        ):
-            seconds = self.cfg.per_event or 0.0
-            if self.cfg.jitter:
-                seconds += self.ctx.rng.uniform(0.0, self.cfg.jitter)
+            out += self._sleep(self.config.first_byte or 0.0)
+        if self._per_event and any(self.selector.selects(ev) for ev in action.events):
+            seconds = self.config.per_event or 0.0
+            if self.config.jitter:
+                seconds += self.ctx.rng.uniform(0.0, self.config.jitter)
             out += self._sleep(seconds)
         out.append(action)
         return out
@@ -86,14 +74,14 @@ class DelayFault(Fault):
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        if self._per_event and self.selector is not None:
+        if self._per_event:
             reason = self.selector.unreached()
             if reason:
                 return reason
             if self._first_sent and self.selector.matched == 0:
                 return "no event matched the selectors"
-        if not self._first_sent and (self.cfg.first_byte or self._per_event):
+        if not self._first_sent and (self.config.first_byte or self._per_event):
             return "the body was empty: nothing to delay"
-        if self.cfg.headers:
+        if self.config.headers:
             return "the response headers were never sent"
         return "every delay was 0"

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, SelectorConfig
+from chaosproxy.core.faults.base import SelectingFault, SelectorConfig
 
 
 class DropConfig(SelectorConfig):
     """Selectors only."""
 
 
-class DropFault(Fault):
+class DropFault(SelectingFault[DropConfig]):
     name = "drop"
     stage = "event"
     Config = DropConfig
 
     def on_event(self, ev: Event) -> list[Event]:
-        assert self.selector is not None
         if self.selector.selects(ev):
             self.applied += 1  # every copy an earlier fault made is dropped too
             return []

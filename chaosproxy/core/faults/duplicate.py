@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultContext, SelectorConfig
+from chaosproxy.core.faults.base import FaultContext, SelectingFault, SelectorConfig
 
 
 class DuplicateConfig(SelectorConfig):
@@ -15,15 +15,13 @@ class DuplicateConfig(SelectorConfig):
     times: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
 
 
-class DuplicateFault(Fault):
+class DuplicateFault(SelectingFault[DuplicateConfig]):
     name = "duplicate"
     stage = "event"
     Config = DuplicateConfig
 
     def __init__(self, config: DuplicateConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
-        assert self.selector is not None
         self._selects = self.selector.selects
 
     def on_event(self, ev: Event) -> list[Event]:
@@ -32,4 +30,4 @@ class DuplicateFault(Fault):
         self.applied += 1
         # The original goes out as it came; the copies carry the fault's name.
         copy = ev.touched(self.name)
-        return [ev] + [copy] * self.cfg.times
+        return [ev] + [copy] * self.config.times

@@ -12,14 +12,10 @@ class HangConfig(FaultConfig):
     """No parameters (``hang: null`` or ``hang: {}``)."""
 
 
-class HangFault(Fault):
+class HangFault(Fault[HangConfig]):
     name = "hang"
     stage = "transport"
     Config = HangConfig
-
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
 
     def on_action_end(self) -> list[Action]:
         self.applied += 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Fault, FaultConfig
 
 
 class HeadersConfig(FaultConfig):
@@ -20,27 +20,17 @@ class HeadersConfig(FaultConfig):
         return self
 
 
-class HeadersFault(Fault):
+class HeadersFault(Fault[HeadersConfig]):
     name = "headers"
-    stage = "transport"
+    stage = "http"
     Config = HeadersConfig
-
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
-        super().__init__(config, ctx)
-        if not isinstance(config, HeadersConfig):
-            raise TypeError(f"{self.name} needs a HeadersConfig, got {type(config).__name__}")
-        self.cfg = config
-
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
 
     edits_headers = True
 
     def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:
-        drop = {name.lower() for name in (*self.cfg.remove, *self.cfg.set)}
+        drop = {name.lower() for name in (*self.config.remove, *self.config.set)}
         out = {k: v for k, v in headers.items() if k.lower() not in drop}
-        out.update(self.cfg.set)
+        out.update(self.config.set)
         if out != headers:
             self.applied += 1
         return out

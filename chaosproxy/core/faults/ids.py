@@ -16,7 +16,7 @@ from pydantic import Field
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import prepend_lines
+from chaosproxy.core.framing.encode import prepend_lines
 
 
 class IdsConfig(FaultConfig):
@@ -25,14 +25,13 @@ class IdsConfig(FaultConfig):
     retry: Annotated[int, Field(ge=0, strict=True)] | None = None
 
 
-class IdsFault(Fault):
+class IdsFault(Fault[IdsConfig]):
     name = "ids"
     stage = "event"
     Config = IdsConfig
 
     def __init__(self, config: IdsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         #: The next id to hand out.
         self.next_id = config.start
         self._first = True
@@ -48,8 +47,8 @@ class IdsFault(Fault):
             new_id = str(self.next_id)
             lines.append(b"id: " + new_id.encode("ascii"))
             self.next_id += 1
-        if self._first and self.cfg.retry is not None and frame.retry is None:
-            retry = self.cfg.retry
+        if self._first and self.config.retry is not None and frame.retry is None:
+            retry = self.config.retry
             lines.append(b"retry: %d" % retry)
         self._first = False
         if not lines:

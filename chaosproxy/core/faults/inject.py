@@ -14,16 +14,11 @@ import orjson
 from pydantic import Field, StrictStr, field_validator, model_validator
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import (
-    OrdinalAnchor,
-    Position,
-    made_up,
-    newline_of,
-    parse_block,
-    sse_event_bytes,
-)
+from chaosproxy.core.faults.anchor import OrdinalAnchor, Position
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, made_up
 from chaosproxy.core.frames import Frame
+from chaosproxy.core.framing import parse_block
+from chaosproxy.core.framing.encode import newline_of, sse_event_bytes
 
 Anchor = Annotated[int, Field(ge=1, strict=True)] | Literal["terminal", "start"]
 
@@ -86,14 +81,13 @@ class InjectConfig(FaultConfig):
         return self
 
 
-class InjectFault(Fault):
+class InjectFault(Fault[InjectConfig]):
     name = "inject"
     stage = "event"
     Config = InjectConfig
 
     def __init__(self, config: InjectConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         where: Position = "after" if config.after is not None else "before"
         self._where = where
         self._target = config.after if config.after is not None else config.before
@@ -122,10 +116,10 @@ class InjectFault(Fault):
     def _made(self, newline: bytes) -> list[Event]:
         self.applied += 1
         frame = self._frame(newline)
-        return [made_up(frame, self.ctx.profile, self.name)] * self.cfg.times
+        return [made_up(frame, self.ctx.profile, self.name)] * self.config.times
 
     def _frame(self, newline: bytes) -> Frame:
-        spec = self.cfg.event
+        spec = self.config.event
         fmt = self.ctx.format
         if spec.raw is not None:
             return parse_block(spec.raw.encode("utf-8"), fmt)

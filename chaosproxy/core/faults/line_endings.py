@@ -13,7 +13,7 @@ from typing import Literal
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import ndjson_terminator, split_lines, with_raw
+from chaosproxy.core.framing.encode import ndjson_terminator, split_lines, with_raw
 
 _STYLES = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
 
@@ -22,18 +22,17 @@ class LineEndingsConfig(FaultConfig):
     style: Literal["lf", "crlf", "cr"]
 
 
-class LineEndingsFault(Fault):
+class LineEndingsFault(Fault[LineEndingsConfig]):
     name = "line_endings"
     stage = "event"
     Config = LineEndingsConfig
 
     def __init__(self, config: LineEndingsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         self._newline = _STYLES[config.style]
 
     def on_event(self, ev: Event) -> list[Event]:
-        if self.ctx.format != "sse" and self.cfg.style == "cr":
+        if self.ctx.format != "sse" and self.config.style == "cr":
             return [ev]
         raw = ev.raw
         if self.ctx.format == "sse":
@@ -51,6 +50,6 @@ class LineEndingsFault(Fault):
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        if self.ctx.format != "sse" and self.cfg.style == "cr":
+        if self.ctx.format != "sse" and self.config.style == "cr":
             return "style cr is not an NDJSON line ending; the body was left unchanged"
-        return f"every line already ended in {self.cfg.style}"
+        return f"every line already ended in {self.config.style}"

@@ -16,8 +16,8 @@ import orjson
 from pydantic import AfterValidator, model_validator
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultContext, SelectorConfig
-from chaosproxy.core.faults.sse_text import replace_data
+from chaosproxy.core.faults.base import FaultContext, SelectingFault, SelectorConfig
+from chaosproxy.core.framing.encode import replace_data
 
 
 def _check_path(path: str) -> str:
@@ -94,21 +94,19 @@ def delete_path(doc: Any, path: str) -> None:
     del container[key]
 
 
-class MutateFault(Fault):
+class MutateFault(SelectingFault[MutateConfig]):
     name = "mutate"
     stage = "event"
     Config = MutateConfig
 
     def __init__(self, config: MutateConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         self._selected = 0
         self._not_json = 0
         #: Why paths failed, first one per path (for the skipped reason).
         self.failures: dict[str, str] = {}
 
     def on_event(self, ev: Event) -> list[Event]:
-        assert self.selector is not None
         if not self.selector.selects(ev):
             return [ev]
         self._selected += 1
@@ -117,8 +115,8 @@ class MutateFault(Fault):
             return [ev]
         doc = orjson.loads(ev.frame.data)  # a fresh copy: frame.json() is shared
         done = 0
-        ops = [(p, True, v) for p, v in (self.cfg.set or {}).items()]
-        ops += [(p, False, None) for p in self.cfg.delete or []]
+        ops = [(p, True, v) for p, v in (self.config.set or {}).items()]
+        ops += [(p, False, None) for p in self.config.delete or []]
         for path, is_set, value in ops:
             try:
                 if is_set:

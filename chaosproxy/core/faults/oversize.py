@@ -17,9 +17,10 @@ from typing import Annotated
 from pydantic import Field, StrictBool
 
 from chaosproxy.core.events import Event
+from chaosproxy.core.faults.anchor import OrdinalAnchor
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
-from chaosproxy.core.faults.sse_text import OrdinalAnchor, newline_of
 from chaosproxy.core.frames import Frame
+from chaosproxy.core.framing.encode import newline_of
 
 MAX_BYTES = 64 * 1024 * 1024
 _WRAP = (b'{"oversize":"', b'"}')
@@ -39,14 +40,13 @@ def oversize_payload(size: int) -> bytes:
     return b"".join([_WRAP[0], b"x" * (size - overhead), _WRAP[1]])
 
 
-class OversizeFault(Fault):
+class OversizeFault(Fault[OversizeConfig]):
     name = "oversize"
     stage = "event"
     Config = OversizeConfig
 
     def __init__(self, config: OversizeConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         self._anchor = OrdinalAnchor(config.after or None)
         self._newline = b"\n"
         #: True once the endless line went out (``terminated: false``).
@@ -64,7 +64,7 @@ class OversizeFault(Fault):
         self._newline = newline_of(ev.frame)
         if self.applied:
             return [ev]
-        if self.cfg.after == 0:
+        if self.config.after == 0:
             place = "before" if ev.ordinal > 0 else None
         else:
             place = self._anchor.at(ev, "after")
@@ -73,24 +73,24 @@ class OversizeFault(Fault):
         big = self._event()
         if place == "after":
             return [ev, big]
-        if not self.cfg.terminated:
+        if not self.config.terminated:
             self.withheld += 1
             return [big]
         return [big, ev]
 
     def on_event_end(self) -> list[Event]:
-        if not self.applied and (self.cfg.after == 0 or self._anchor.at_end()):
+        if not self.applied and (self.config.after == 0 or self._anchor.at_end()):
             return [self._event()]
         return []
 
     def _event(self) -> Event:
         self.applied += 1
         sse = self.ctx.format == "sse"
-        terminated = self.cfg.terminated
+        terminated = self.config.terminated
         self.open_line = not terminated
         newline = self._newline if sse else b"\n"
         end = (newline * 2 if sse else newline) if terminated else b""
-        raw = b"".join([b"data: " if sse else b"", oversize_payload(self.cfg.bytes), end])
+        raw = b"".join([b"data: " if sse else b"", oversize_payload(self.config.bytes), end])
         frame = Frame(
             raw=raw,
             data=str(memoryview(raw)[6 if sse else 0 : len(raw) - len(end)], "ascii"),
@@ -98,10 +98,12 @@ class OversizeFault(Fault):
             complete=terminated,
         )
         # Classify the payload's shape, not its megabytes: the kinds are the same.
-        shape = Frame(raw=b"", data=oversize_payload(min(self.cfg.bytes, 16)).decode())
+        shape = Frame(raw=b"", data=oversize_payload(min(self.config.bytes, 16)).decode())
         return Event(frame, 0, self.ctx.profile.classify(shape), (self.name,))
 
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        return f"after: {self.cfg.after} never reached: the stream had {self._anchor.seen} events"
+        return (
+            f"after: {self.config.after} never reached: the stream had {self._anchor.seen} events"
+        )

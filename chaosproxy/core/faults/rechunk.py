@@ -95,24 +95,17 @@ def _line_cuts(data: bytes, start: int, end: int, cuts: set[int]) -> None:
         cuts.add(m.end())
 
 
-class RechunkFault(Fault):
+class RechunkFault(Fault[RechunkConfig]):
     name = "rechunk"
     stage = "transport"
     Config = RechunkConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+    def __init__(self, config: RechunkConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        if not isinstance(config, RechunkConfig):
-            raise TypeError(f"{self.name} needs a RechunkConfig, got {type(config).__name__}")
-        self.cfg = config
         self._sizes = self._size_sequence()
 
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
-
     def _size_sequence(self) -> Iterator[int]:
-        cfg = self.cfg
+        cfg = self.config
         while True:
             if cfg.sizes is not None:
                 yield from cfg.sizes
@@ -122,7 +115,7 @@ class RechunkFault(Fault):
                 yield cfg.size or 1
 
     def _cuts(self, data: bytes) -> list[int]:
-        if self.cfg.boundaries == "hostile":
+        if self.config.boundaries == "hostile":
             return hostile_cuts(data)
         cuts: list[int] = []
         pos = next(self._sizes)

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultContext, SelectorConfig
+from chaosproxy.core.faults.base import FaultContext, SelectingFault, SelectorConfig
 
 
 class ReorderConfig(SelectorConfig):
@@ -22,23 +22,21 @@ class ReorderConfig(SelectorConfig):
     mode: Literal["reverse", "shuffle"] = "reverse"
 
 
-class ReorderFault(Fault):
+class ReorderFault(SelectingFault[ReorderConfig]):
     name = "reorder"
     stage = "event"
     Config = ReorderConfig
 
     def __init__(self, config: ReorderConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self.cfg = config
         self._held: list[Event] = []
         #: Groups released, whether or not their order changed.
         self.groups = 0
 
     def on_event(self, ev: Event) -> list[Event]:
-        assert self.selector is not None
         if self._held:
             self._held.append(ev)
-            if len(self._held) >= self.cfg.window:
+            if len(self._held) >= self.config.window:
                 return self._release()
             return []
         if self.selector.selects(ev):
@@ -53,7 +51,7 @@ class ReorderFault(Fault):
         held, self._held = self._held, []
         self.groups += 1
         order = list(range(len(held)))
-        if self.cfg.mode == "reverse":
+        if self.config.mode == "reverse":
             order.reverse()
         else:
             self.ctx.rng.shuffle(order)

@@ -31,24 +31,17 @@ class StallConfig(FaultConfig):
         return self
 
 
-class StallFault(Fault):
+class StallFault(Fault[StallConfig]):
     name = "stall"
     stage = "transport"
     Config = StallConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+    def __init__(self, config: StallConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        if not isinstance(config, StallConfig):
-            raise TypeError(f"{self.name} needs a StallConfig, got {type(config).__name__}")
-        self.cfg = config
         self.seconds = math.inf if config.forever else (config.duration or 0.0)
 
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
-
     def _named(self, ev: Event) -> bool:
-        after = self.cfg.after
+        after = self.config.after
         if isinstance(after, int):
             return ev.ordinal == after
         return after in ev.kinds
@@ -60,20 +53,20 @@ class StallFault(Fault):
     def on_action(self, action: Action) -> list[Action]:
         if self.applied or not isinstance(action, Send):
             return [action]
-        if self.cfg.after == 0:
+        if self.config.after == 0:
             return [self._stall(), action]
         if action.ends and any(self._named(ev) for ev in action.events):
             return [action, self._stall()]
         return [action]
 
     def on_action_end(self) -> list[Action]:
-        if not self.applied and self.cfg.after == 0:
+        if not self.applied and self.config.after == 0:
             return [self._stall()]  # an empty body still stalls before its (absent) first byte
         return []
 
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        after = self.cfg.after
+        after = self.config.after
         what = f"event {after}" if isinstance(after, int) else f"a {after} event"
         return f"{what} never came: the stream ended first"

@@ -8,7 +8,7 @@ import orjson
 from pydantic import Field
 
 from chaosproxy.core.actions import HttpAction, Respond
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Fault, FaultConfig
 
 #: Statuses whose responses must not have a body (RFC 9110).
 NO_BODY = frozenset({204, 304})
@@ -30,23 +30,13 @@ def default_body(code: int) -> dict[str, Any]:
     }
 
 
-class StatusFault(Fault):
+class StatusFault(Fault[StatusConfig]):
     name = "status"
-    stage = "transport"
+    stage = "http"
     Config = StatusConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
-        super().__init__(config, ctx)
-        if not isinstance(config, StatusConfig):
-            raise TypeError(f"{self.name} needs a StatusConfig, got {type(config).__name__}")
-        self.cfg = config
-
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
-
     def before_upstream(self) -> list[HttpAction]:
-        cfg = self.cfg
+        cfg = self.config
         headers = {k: str(v) for k, v in cfg.headers.items()}
         body = default_body(cfg.code) if cfg.body is None else cfg.body
         if isinstance(body, str):

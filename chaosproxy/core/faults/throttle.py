@@ -23,21 +23,15 @@ class ThrottleConfig(FaultConfig):
     bytes_per_second: Annotated[int, Field(ge=1)]
 
 
-class ThrottleFault(Fault):
+class ThrottleFault(Fault[ThrottleConfig]):
     name = "throttle"
     stage = "transport"
     Config = ThrottleConfig
 
-    def __init__(self, config: FaultConfig, ctx: FaultContext) -> None:
+    def __init__(self, config: ThrottleConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        if not isinstance(config, ThrottleConfig):
-            raise TypeError(f"{self.name} needs a ThrottleConfig, got {type(config).__name__}")
         self.rate = config.bytes_per_second
         self.piece = max(1, self.rate // WRITES_PER_SECOND)
-
-    @classmethod
-    def needs_framing(cls, config: FaultConfig) -> bool:
-        return False
 
     def on_action(self, action: Action) -> list[Action]:
         if not isinstance(action, Send) or not action.data:

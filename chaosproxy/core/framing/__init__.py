@@ -42,4 +42,17 @@ def make_framer(fmt: Format, max_size: int = DEFAULT_MAX_SIZE) -> Framer:
     return RawFramer()
 
 
-__all__ = ["DEFAULT_MAX_SIZE", "Framer", "FramingError", "make_framer"]
+def parse_block(raw: bytes, fmt: Format) -> Frame:
+    """The parsed view of bytes made outside a body (an injected event, a comment), by
+    the framer of ``fmt``'s own rules: SSE reads every line of ``raw`` as one block;
+    NDJSON (and raw) reads it as one line, the data without its final terminator."""
+    if fmt == "sse":
+        from chaosproxy.core.framing.sse import parse_block as parse_sse
+
+        return parse_sse(raw)
+    from chaosproxy.core.framing.ndjson import parse_line
+
+    return parse_line(raw)
+
+
+__all__ = ["DEFAULT_MAX_SIZE", "Framer", "FramingError", "make_framer", "parse_block"]

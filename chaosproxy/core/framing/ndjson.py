@@ -25,7 +25,7 @@ from __future__ import annotations
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
 
-__all__ = ["NdjsonFramer"]
+__all__ = ["NdjsonFramer", "parse_line"]
 
 
 class NdjsonFramer:
@@ -145,6 +145,12 @@ class NdjsonFramer:
 _CR = 0x0D
 #: What ``bytes.strip()`` strips (and ``bytes.isspace()`` tests): ASCII whitespace.
 _ASCII_SPACE = frozenset(b" \t\n\r\x0b\x0c")
+
+
+def parse_line(raw: bytes) -> Frame:
+    """The frame of one NDJSON line given whole (bytes a fault built), parsed as the
+    framer does: complete when it ends with its terminator."""
+    return _line_frame(raw, complete=raw.endswith(b"\n"))
 
 
 def _line_frame(raw: bytes, *, complete: bool) -> Frame:

@@ -57,7 +57,7 @@ import re
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
 
-__all__ = ["SseFramer"]
+__all__ = ["SseFramer", "parse_block"]
 
 _BOM = b"\xef\xbb\xbf"
 _CR = 0x0D
@@ -352,6 +352,22 @@ def _cut_uniform(data: bytes, start: int, nl: bytes, max_size: int, frames: list
                 append(_frame(raw, raw.splitlines(), nl, complete=True))
         start = stop
     return start
+
+
+def parse_block(raw: bytes) -> Frame:
+    """The frame of one SSE block given whole (bytes a fault built: an injected event, a
+    comment, a provider's error event), parsed by the framer's own field rules.
+
+    A leading BOM is skipped for parsing; every line of ``raw`` counts, as if it were one
+    block. ``newline`` is the first line's terminator (b"" when there is none), and the
+    block is ``complete`` when it ends with its blank line.
+    """
+    content = raw[len(_BOM) :] if raw.startswith(_BOM) else raw
+    lines = content.splitlines()
+    match = _EOL.search(content)
+    newline = b"" if match is None else match.group()
+    # splitlines() gives a last empty line only for a terminated one: the blank line.
+    return _frame(raw, lines, newline, complete=len(lines) >= 2 and not lines[-1])
 
 
 def _frame(raw: bytes, lines: list[bytes], newline: bytes, *, complete: bool) -> Frame:

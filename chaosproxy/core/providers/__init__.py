@@ -2,25 +2,32 @@
 
 A profile classifies every event into provider-neutral kinds (see ``KINDS``), so that
 one scenario (``drop: {kind: delta, nth: 3}``) means the same for every provider.
-One profile per file; this module holds the registry and auto-detection
-(``provider_for_path`` from the request, ``provider_for_event`` from the first event).
+One profile per file (a :class:`~chaosproxy.core.providers.base.ProviderProfile`
+subclass), found by discovery: adding a provider is adding a file. This module holds the
+registry and auto-detection (``provider_for_path`` from the request,
+``provider_for_event`` from the first event), both driven by what each profile declares.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from typing import Protocol
 
 from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.providers.base import ProviderProfile
 
 KINDS = ("start", "delta", "tool_delta", "usage", "ping", "error", "terminal", "other")
 
-PROVIDER_NAMES = ("openai-chat", "openai-responses", "anthropic", "gemini", "ollama", "generic")
-
 
 class Profile(Protocol):
-    #: One of PROVIDER_NAMES.
-    name: str
+    """What the pipeline and the faults use of a profile (a ``ProviderProfile``)."""
+
+    @property
+    def name(self) -> str:
+        """One of PROVIDER_NAMES."""
+        ...
 
     def classify(self, frame: Frame) -> frozenset[str]:
         """The kinds of one event frame; never empty (``{"other"}`` at least)."""
@@ -31,28 +38,40 @@ class Profile(Protocol):
         ...
 
 
-_PROFILES: dict[str, Profile] = {}
+def _discover() -> dict[str, ProviderProfile]:
+    """Name → shared instance of every profile in this package, in rank order."""
+    found: list[type[ProviderProfile]] = []
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(module).values():
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, ProviderProfile)
+                and obj.__module__ == module.__name__
+                and "name" in vars(obj)
+            ):
+                found.append(obj)
+    found.sort(key=lambda cls: cls.rank)
+    ranks = [cls.rank for cls in found]
+    if len(set(ranks)) != len(ranks):
+        raise RuntimeError(f"provider profiles share a rank: {[(c.name, c.rank) for c in found]}")
+    return {cls.name: cls() for cls in found}
 
 
-def _load_profiles() -> dict[str, Profile]:
-    if not _PROFILES:
-        from chaosproxy.core.providers.anthropic import AnthropicProfile
-        from chaosproxy.core.providers.gemini import GeminiProfile
-        from chaosproxy.core.providers.generic import GenericProfile
-        from chaosproxy.core.providers.ollama import OllamaProfile
-        from chaosproxy.core.providers.openai_chat import OpenAIChatProfile
-        from chaosproxy.core.providers.openai_responses import OpenAIResponsesProfile
+_PROFILES = _discover()
 
-        profiles: list[Profile] = [
-            OpenAIChatProfile(),
-            OpenAIResponsesProfile(),
-            AnthropicProfile(),
-            GeminiProfile(),
-            OllamaProfile(),
-            GenericProfile(),
-        ]
-        _PROFILES.update((p.name, p) for p in profiles)
-    return _PROFILES
+#: Every provider, in rank order (``generic`` last).
+PROVIDER_NAMES: tuple[str, ...] = tuple(_PROFILES)
+#: What detection answers when nothing else matches.
+FALLBACK = "generic"
+if FALLBACK not in _PROFILES:
+    raise RuntimeError(f"no {FALLBACK!r} provider profile: detection has nothing to fall back to")
+
+_RANKED = tuple(_PROFILES.values())
+# Request paths, matched against the path without its query string and trailing "/".
+_PATH_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (pattern, p.name) for p in _RANKED for pattern in p.paths
+)
 
 
 def get_profile(name: str) -> Profile:
@@ -60,21 +79,7 @@ def get_profile(name: str) -> Profile:
 
     Profiles are stateless, so the same instance is returned every time.
     """
-    return _load_profiles()[name]
-
-
-# Request paths, matched against the path without its query string and trailing "/".
-# Any prefix is allowed (gateways mount providers under /openai, /anthropic, ...).
-_PATH_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"/chat/completions$"), "openai-chat"),
-    # POST /v1/responses, and GET /v1/responses/{id}?stream=true (which streams too).
-    (re.compile(r"/responses(?:/resp_[^/]*)?$"), "openai-responses"),
-    (re.compile(r"(?:^|/v1)/messages$"), "anthropic"),
-    # Claude on Vertex AI speaks the Messages stream.
-    (re.compile(r"/publishers/anthropic/models/[^/]*:streamRawPredict$"), "anthropic"),
-    (re.compile(r":(?:stream)?[gG]enerateContent$"), "gemini"),
-    (re.compile(r"/api/(?:chat|generate)$"), "ollama"),
-)
+    return _PROFILES[name]
 
 
 def provider_for_path(path: str) -> str | None:
@@ -92,39 +97,30 @@ def provider_for_path(path: str) -> str | None:
 
 
 def provider_for_event(frame: Frame) -> str:
-    """The provider a first event looks like; ``generic`` when unsure."""
-    from chaosproxy.core.providers.anthropic import EVENT_NAMES as ANTHROPIC_EVENTS
+    """The provider a first event looks like; ``generic`` when unsure.
 
+    Its type (event name or JSON ``type``) is shown to every profile first, then its
+    payload, each time in rank order.
+    """
     if frame.data is None:
-        return "generic"
-    kind = frame.type
-    if kind is not None:
-        if kind.startswith("response."):
-            return "openai-responses"
-        if kind in ANTHROPIC_EVENTS:
-            return "anthropic"
-    payload = frame.json()
-    if not isinstance(payload, dict):
-        return "generic"
-    if payload.get("object") == "chat.completion.chunk":
-        return "openai-chat"
-    if kind == "error":
-        # Responses' flat error carries a sequence number; Anthropic's nests the error.
-        if "sequence_number" in payload:
-            return "openai-responses"
-        if isinstance(payload.get("error"), dict):
-            return "anthropic"
-    if "candidates" in payload or "promptFeedback" in payload:
-        return "gemini"
-    if "model" in payload and "created_at" in payload and "done" in payload:
-        return "ollama"
-    return "generic"
+        return FALLBACK
+    type_ = frame.type
+    if type_ is not None:
+        for profile in _RANKED:
+            if profile.recognises_type(type_):
+                return profile.name
+    for profile in _RANKED:
+        if profile.recognises(frame):
+            return profile.name
+    return FALLBACK
 
 
 __all__ = [
+    "FALLBACK",
     "KINDS",
     "PROVIDER_NAMES",
     "Profile",
+    "ProviderProfile",
     "get_profile",
     "provider_for_event",
     "provider_for_path",

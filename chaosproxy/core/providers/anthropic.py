@@ -19,6 +19,8 @@ unknown event types (Anthropic may add new ones).
 
 from __future__ import annotations
 
+import re
+
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import (
     DELTA,
@@ -32,6 +34,7 @@ from chaosproxy.core.providers._wire import (
     encode_event,
     is_done_marker,
 )
+from chaosproxy.core.providers.base import ProviderProfile
 
 _KINDS: dict[str, frozenset[str]] = {
     "message_start": START,
@@ -64,8 +67,28 @@ EVENT_NAMES = frozenset(
 )
 
 
-class AnthropicProfile:
+class AnthropicProfile(ProviderProfile):
     name = "anthropic"
+    rank = 30
+    paths = (
+        re.compile(r"(?:^|/v1)/messages$"),
+        # Claude on Vertex AI speaks the Messages stream.
+        re.compile(r"/publishers/anthropic/models/[^/]*:streamRawPredict$"),
+    )
+
+    @classmethod
+    def recognises_type(cls, type_: str) -> bool:
+        return type_ in EVENT_NAMES
+
+    @classmethod
+    def recognises(cls, frame: Frame) -> bool:
+        # An error event nests the error (OpenAI Responses' is flat).
+        payload = frame.json()
+        return (
+            frame.type == "error"
+            and isinstance(payload, dict)
+            and isinstance(payload.get("error"), dict)
+        )
 
     def classify(self, frame: Frame) -> frozenset[str]:
         if frame.data is None:

@@ -17,6 +17,7 @@ too and is ``{delta, terminal}``. There is no ``start``, ``usage`` or ``ping``
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from chaosproxy.core.frames import Format, Frame
@@ -28,6 +29,7 @@ from chaosproxy.core.providers._wire import (
     is_done_marker,
     mask_table,
 )
+from chaosproxy.core.providers.base import ProviderProfile
 
 _ERROR_BODY = (
     b'{"error": {"code": 503, "message": "The model is overloaded. Please try again later.", '
@@ -62,8 +64,17 @@ def _candidate_kinds(candidate: Any) -> int:
     return mask
 
 
-class GeminiProfile:
+class GeminiProfile(ProviderProfile):
     name = "gemini"
+    rank = 40
+    paths = (re.compile(r":(?:stream)?[gG]enerateContent$"),)
+
+    @classmethod
+    def recognises(cls, frame: Frame) -> bool:
+        payload = frame.json()
+        return isinstance(payload, dict) and (
+            "candidates" in payload or "promptFeedback" in payload
+        )
 
     def classify(self, frame: Frame) -> frozenset[str]:
         if frame.data is None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import DONE_MARKER, OTHER, TERMINAL, encode_event
+from chaosproxy.core.providers.base import ProviderProfile
 
 
-class GenericProfile:
+class GenericProfile(ProviderProfile):
     name = "generic"
+    #: Last: ``generic`` is also what detection falls back to.
+    rank = 100
 
     def classify(self, frame: Frame) -> frozenset[str]:
         data = frame.data

@@ -14,6 +14,8 @@ The final object is ``{delta, terminal}`` if it still carries text, else ``termi
 
 from __future__ import annotations
 
+import re
+
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import (
     ERROR,
@@ -23,6 +25,7 @@ from chaosproxy.core.providers._wire import (
     is_done_marker,
     mask_table,
 )
+from chaosproxy.core.providers.base import ProviderProfile
 
 _ERROR_BODY = b'{"error":"an error was encountered while running the model"}'
 
@@ -31,8 +34,20 @@ _DELTA, _TOOL_DELTA, _TERMINAL = 1, 2, 4
 _BY_MASK = mask_table("delta", "tool_delta", "terminal")
 
 
-class OllamaProfile:
+class OllamaProfile(ProviderProfile):
     name = "ollama"
+    rank = 50
+    paths = (re.compile(r"/api/(?:chat|generate)$"),)
+
+    @classmethod
+    def recognises(cls, frame: Frame) -> bool:
+        payload = frame.json()
+        return (
+            isinstance(payload, dict)
+            and "model" in payload
+            and "created_at" in payload
+            and "done" in payload
+        )
 
     def classify(self, frame: Frame) -> frozenset[str]:
         if frame.data is None:

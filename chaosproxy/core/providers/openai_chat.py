@@ -20,6 +20,7 @@ union of its choices' kinds.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from chaosproxy.core.frames import Format, Frame
@@ -32,6 +33,7 @@ from chaosproxy.core.providers._wire import (
     encode_event,
     mask_table,
 )
+from chaosproxy.core.providers.base import ProviderProfile
 
 _ERROR_BODY = (
     b'{"error": {"message": "The server had an error while processing your request. '
@@ -67,8 +69,15 @@ def _choice_kinds(choice: Any) -> int:
     return mask
 
 
-class OpenAIChatProfile:
+class OpenAIChatProfile(ProviderProfile):
     name = "openai-chat"
+    rank = 10
+    paths = (re.compile(r"/chat/completions$"),)
+
+    @classmethod
+    def recognises(cls, frame: Frame) -> bool:
+        payload = frame.json()
+        return isinstance(payload, dict) and payload.get("object") == "chat.completion.chunk"
 
     def classify(self, frame: Frame) -> frozenset[str]:
         data = frame.data

@@ -18,6 +18,8 @@ Everything else (``response.in_progress``, ``response.output_item.*``, ...) is `
 
 from __future__ import annotations
 
+import re
+
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import (
     DELTA,
@@ -30,6 +32,7 @@ from chaosproxy.core.providers._wire import (
     encode_event,
     is_done_marker,
 )
+from chaosproxy.core.providers.base import ProviderProfile
 
 _KINDS: dict[str, frozenset[str]] = {
     "response.created": START,
@@ -52,8 +55,21 @@ _ERROR_BODY = (
 )
 
 
-class OpenAIResponsesProfile:
+class OpenAIResponsesProfile(ProviderProfile):
     name = "openai-responses"
+    rank = 20
+    # POST /v1/responses, and GET /v1/responses/{id}?stream=true (which streams too).
+    paths = (re.compile(r"/responses(?:/resp_[^/]*)?$"),)
+
+    @classmethod
+    def recognises_type(cls, type_: str) -> bool:
+        return type_.startswith("response.")
+
+    @classmethod
+    def recognises(cls, frame: Frame) -> bool:
+        # A flat error carries a sequence number (Anthropic's nests the error).
+        payload = frame.json()
+        return frame.type == "error" and isinstance(payload, dict) and "sequence_number" in payload
 
     def classify(self, frame: Frame) -> frozenset[str]:
         if frame.data is None:

@@ -1,26 +1,22 @@
-"""Building and re-encoding the bytes of SSE and NDJSON events, for the event faults.
+"""Building and re-encoding the bytes of SSE and NDJSON events (used by the event faults).
 
-No fault lives here (the registry skips modules without a ``Fault`` subclass). Every
-helper keeps what it does not change: rewriting an event's data keeps its other lines
-(``event:``, ``id:``, ``retry:``, comments) in place, its line terminators, and a final
-event without its blank line stays without it.
+The inverse of the framers: parsing stays in them (:func:`chaosproxy.core.framing.
+parse_block` gives the parsed view of bytes built here). Every helper keeps what it does
+not change: rewriting an event's data keeps its other lines (``event:``, ``id:``,
+``retry:``, comments) in place, its line terminators, and a final event without its
+blank line stays without it.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Literal
 
-from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers import Profile
 
 #: One line and its terminator (CRLF, CR or LF; empty for an unterminated last line).
 _LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n|)")
 _NEWLINES = re.compile(r"\r\n|\r|\n")
-
-Position = Literal["after", "before"]
 
 BOM = b"\xef\xbb\xbf"
 
@@ -180,108 +176,3 @@ def comment_bytes(text: str, newline: bytes = b"\n") -> bytes:
     nl = newline.decode("ascii")
     lines = [f": {part}" if part else ":" for part in _NEWLINES.split(text)]
     return ("".join(line + nl for line in lines) + nl).encode("utf-8")
-
-
-def parse_block(raw: bytes, fmt: Format) -> Frame:
-    """The parsed view of bytes a fault made up (an injected ``raw`` event, an error
-    event from a profile), so they can be classified like upstream events.
-
-    SSE: every field line of ``raw`` counts, as if it were one block. NDJSON: the
-    bytes without their final terminator are the data (None when blank).
-    """
-    if fmt != "sse":
-        term = ndjson_terminator(raw)
-        line = raw[: len(raw) - len(term)]
-        data = line.decode("utf-8", "replace") if line.strip() else None
-        return Frame(raw=raw, data=data, newline=term, complete=bool(term))
-    data_parts: list[str] = []
-    comments: list[str] = []
-    event: str | None = None
-    id_: str | None = None
-    retry: int | None = None
-    newline = b""
-    lines = split_lines(split_bom(raw)[1])
-    for content, term in lines:
-        newline = newline or term
-        if content.startswith(b":"):
-            comments.append(_value(content[1:]))
-            continue
-        name, _, value = content.partition(b":")
-        text = _value(value)
-        if name == b"data":
-            data_parts.append(text)
-        elif name == b"event":
-            event = text
-        elif name == b"id":
-            id_ = text
-        elif name == b"retry" and text.isascii() and text.isdigit():
-            retry = int(text)
-    complete = len(lines) >= 2 and lines[-1][0] == b"" and lines[-1][1] != b""
-    return Frame(
-        raw=raw,
-        data="\n".join(data_parts) if data_parts else None,
-        event=event,
-        id=id_,
-        retry=retry,
-        comments=tuple(comments),
-        newline=newline,
-        complete=complete,
-    )
-
-
-def _value(value: bytes) -> str:
-    if value.startswith(b" "):
-        value = value[1:]
-    return value.decode("utf-8", "replace")
-
-
-def made_up(frame: Frame, profile: Profile, fault: str) -> Event:
-    """A fault's own event (ordinal 0), classified by the profile when it has data."""
-    kinds = profile.classify(frame) if frame.is_event else frozenset()
-    return Event(frame, 0, kinds, (fault,))
-
-
-# --------------------------------------------------------------------------- positions
-
-
-class OrdinalAnchor:
-    """Where ``after: N`` / ``before: N`` (N an upstream ordinal) falls in the stream a
-    fault receives.
-
-    Faults listed earlier may have removed or moved event N: then the position is just
-    before the first event with a later ordinal that arrives, or the end of the stream
-    if upstream had N events but none of them came after it.
-    """
-
-    __slots__ = ("fired", "ordinal", "seen")
-
-    def __init__(self, ordinal: int | None) -> None:
-        #: The upstream ordinal (None: not known yet, e.g. ``terminal`` before it came).
-        self.ordinal = ordinal
-        #: Upstream events observed so far.
-        self.seen = 0
-        self.fired = False
-
-    def observe(self, ev: Event) -> None:
-        if ev.ordinal > 0:
-            self.seen = max(self.seen, ev.ordinal)
-
-    def at(self, ev: Event, where: Position) -> Position | None:
-        """Whether the position is right ``before`` or right ``after`` ``ev`` (fires once)."""
-        n = self.ordinal
-        if self.fired or n is None or ev.ordinal <= 0:
-            return None
-        if ev.ordinal == n:
-            self.fired = True
-            return where
-        if ev.ordinal > n:
-            self.fired = True
-            return "before"
-        return None
-
-    def at_end(self) -> bool:
-        """True when the position was in the stream but nothing fired it (fires once)."""
-        if self.fired or self.ordinal is None or self.seen < self.ordinal:
-            return False
-        self.fired = True
-        return True

@@ -1,0 +1,53 @@
+"""Where ``after: N`` / ``before: N`` falls in the stream a fault receives (``inject``,
+``oversize``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from chaosproxy.core.events import Event
+
+Position = Literal["after", "before"]
+
+
+class OrdinalAnchor:
+    """Where ``after: N`` / ``before: N`` (N an upstream ordinal) falls in the stream a
+    fault receives.
+
+    Faults listed earlier may have removed or moved event N: then the position is just
+    before the first event with a later ordinal that arrives, or the end of the stream
+    if upstream had N events but none of them came after it.
+    """
+
+    __slots__ = ("fired", "ordinal", "seen")
+
+    def __init__(self, ordinal: int | None) -> None:
+        #: The upstream ordinal (None: not known yet, e.g. ``terminal`` before it came).
+        self.ordinal = ordinal
+        #: Upstream events observed so far.
+        self.seen = 0
+        self.fired = False
+
+    def observe(self, ev: Event) -> None:
+        if ev.ordinal > 0:
+            self.seen = max(self.seen, ev.ordinal)
+
+    def at(self, ev: Event, where: Position) -> Position | None:
+        """Whether the position is right ``before`` or right ``after`` ``ev`` (fires once)."""
+        n = self.ordinal
+        if self.fired or n is None or ev.ordinal <= 0:
+            return None
+        if ev.ordinal == n:
+            self.fired = True
+            return where
+        if ev.ordinal > n:
+            self.fired = True
+            return "before"
+        return None
+
+    def at_end(self) -> bool:
+        """True when the position was in the stream but nothing fired it (fires once)."""
+        if self.fired or self.ordinal is None or self.seen < self.ordinal:
+            return False
+        self.fired = True
+        return True
