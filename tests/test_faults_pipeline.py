@@ -150,7 +150,7 @@ class ReferencePipeline:
             if self.detect is not None:
                 self.profile = self.detect(frame)
                 for fault in self.faults:
-                    fault.ctx.profile = self.profile
+                    fault.ctx.stream.profile = self.profile
                 self.detect = None
             self.ordinal += 1
             ev = Event(frame, self.ordinal, self.profile.classify(frame))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from chaosproxy.core.actions import Action, Cut, Send
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, SelectingFault
+from chaosproxy.core.faults.base import Fault, SelectingFault, Stream
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
 from chaosproxy.core.providers import Profile
@@ -35,11 +35,18 @@ class Pipeline:
         detect_profile: Callable[[Frame], Profile] | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
     ) -> None:
-        """``detect_profile``, when given, replaces ``profile`` from the first event."""
-        self.format: Format = fmt
-        self.profile = profile
+        """``detect_profile``, when given, replaces ``profile`` from the first event.
+
+        The faults share one :class:`~chaosproxy.core.faults.Stream` (those of one
+        :func:`~chaosproxy.core.faults.build_faults` already do); the pipeline decides it
+        here, and replaces the profile once when it is recognised from the first event."""
         self._detect = detect_profile
         self.faults = list(faults)
+        self.stream = self.faults[0].ctx.stream if self.faults else Stream(fmt, profile)
+        self.stream.format = fmt
+        self.stream.profile = profile
+        for fault in self.faults:
+            fault.ctx.stream = self.stream
         # HTTP-stage faults act before the body: they take part in neither body stage
         # (but are in ``faults``, so summary() reports them).
         self._event_faults = [f for f in self.faults if f.stage == "event"]
@@ -62,6 +69,14 @@ class Pipeline:
         self.events_in = 0
         self.events_out = 0
         self._cut = False
+
+    @property
+    def format(self) -> Format:
+        return self.stream.format
+
+    @property
+    def profile(self) -> Profile:
+        return self.stream.profile
 
     @property
     def detecting(self) -> bool:
@@ -153,12 +168,10 @@ class Pipeline:
             return
         else:
             if self._detect is not None:
-                self.profile = self._detect(frame)
-                for fault in self.faults:
-                    fault.ctx.profile = self.profile
+                self.stream.profile = self._detect(frame)
                 self._detect = None
             self._ordinal += 1
-            ev = Event(frame, self._ordinal, self.profile.classify(frame))
+            ev = Event(frame, self._ordinal, self.stream.profile.classify(frame))
         self.events_in += 1
         for observe in self._observers:
             observe(ev)

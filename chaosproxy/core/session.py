@@ -354,8 +354,6 @@ class Session:
             self._provider = name
         active = []
         for fault in self.faults:
-            fault.ctx.format = fmt
-            fault.ctx.profile = profile
             if fmt == "raw" and fault.needs_framing(fault.config):
                 self._unframed.append(fault)
             else:

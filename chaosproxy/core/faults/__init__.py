@@ -18,6 +18,7 @@ from chaosproxy.core.faults.base import (
     FaultContext,
     SelectingFault,
     SelectorConfig,
+    Stream,
     fault_rng,
 )
 from chaosproxy.core.frames import Format
@@ -49,12 +50,14 @@ def registry() -> dict[str, type[Fault]]:
 def build_faults(
     specs: Sequence[tuple[str, FaultConfig]], seed: int, fmt: Format, profile: Profile
 ) -> list[Fault]:
-    """Fresh per-request instances of a scenario's faults, each with its own RNG."""
+    """Fresh per-request instances of a scenario's faults, each with its own RNG, all
+    sharing one :class:`Stream` (``fmt`` and ``profile`` until the pipeline decides)."""
     faults = registry()
+    stream = Stream(fmt, profile)
     return [
-        faults[name](config, FaultContext(fault_rng(seed, i, name), fmt, profile, seed, i))
+        faults[name](config, FaultContext(fault_rng(seed, i, name), stream, seed, i))
         for i, (name, config) in enumerate(specs)
     ]
 
 
-__all__ = ["Fault", "FaultConfig", "FaultContext", "build_faults", "registry"]
+__all__ = ["Fault", "FaultConfig", "FaultContext", "Stream", "build_faults", "registry"]

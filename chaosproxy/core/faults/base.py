@@ -230,20 +230,37 @@ def _as_int_set(v: IntOrList | None) -> frozenset[int] | None:
 
 
 @dataclass(slots=True)
+class Stream:
+    """What is known of the response body, shared by every fault of a request: set
+    once when the head is decided, the profile once more when it is recognised from
+    the first event."""
+
+    #: The body's framing (``raw`` when no framing applies).
+    format: Format
+    #: The provider profile.
+    profile: Profile
+
+
+@dataclass(slots=True)
 class FaultContext:
     """What a fault knows about the request it runs for."""
 
     #: This fault's own generator, seeded from the request seed and its position.
     rng: random.Random
-    #: The body's framing (``raw`` when no framing applies).
-    format: Format
-    #: The provider profile (the pipeline replaces it once the first event is seen
-    #: when the provider is detected from the stream).
-    profile: Profile
+    #: The response body, shared with the request's other faults and its pipeline.
+    stream: Stream
     #: The request seed.
     seed: int
     #: The fault's position in the scenario's ``faults`` list (0-based).
     position: int
+
+    @property
+    def format(self) -> Format:
+        return self.stream.format
+
+    @property
+    def profile(self) -> Profile:
+        return self.stream.profile
 
 
 def fault_rng(seed: int, position: int, name: str) -> random.Random:
