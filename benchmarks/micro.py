@@ -18,7 +18,7 @@ Cases:
   64 KiB reads (a saturated stream) and one event per read (a paced one); also under no
   fault at all;
 - ``ndjson``: the same payloads as NDJSON lines;
-- each real provider capture in ``shared/fixtures/providers/`` (skipped when absent),
+- each real provider capture in ``tests/fixtures/providers/``,
   under ``faults: []`` and under ``duplicate: {nth: 2}``, in 64 KiB reads and one event
   per read;
 - the constructors ``Frame``, ``Event`` and ``Send``, per object.
@@ -67,11 +67,10 @@ FIXTURE_PATHS = {
 
 
 def fixtures_dir() -> Path | None:
-    """``shared/fixtures/providers`` beside the checkout, or $CHAOSPROXY_FIXTURES."""
+    """$CHAOSPROXY_FIXTURES, or the repo's ``tests/fixtures/providers``."""
     candidates = [
         os.environ.get("CHAOSPROXY_FIXTURES", ""),
-        str(HERE.parent.parent / "shared" / "fixtures" / "providers"),
-        "/work/shared/fixtures/providers",
+        str(HERE.parent / "tests" / "fixtures" / "providers"),
     ]
     for c in candidates:
         if c and Path(c).is_dir():

@@ -16,15 +16,24 @@ from tests.upstream import ScriptedUpstream, scripted_upstream
 
 pytest_plugins = ["pytester"]
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
 REPO = Path(__file__).resolve().parents[1]
+#: The recorded provider captures (see PROVENANCE.md there): part of the repo, so a
+#: missing one is an error, never a skip. Every test reads them from here.
+FIXTURES = REPO / "tests" / "fixtures" / "providers"
 
 
 def fixture_bytes(name: str) -> bytes:
-    path = FIXTURES / name
-    if not path.exists():
-        pytest.skip(f"provider fixtures not found at {FIXTURES}")
-    return path.read_bytes()
+    """One capture's bytes, exactly as recorded (a missing file raises)."""
+    return (FIXTURES / name).read_bytes()
+
+
+def fixture_paths(*suffixes: str) -> list[Path]:
+    """The captures whose names end with one of ``suffixes``, sorted; at least one, so a
+    parametrization over them never silently collects nothing."""
+    paths = sorted(p for p in FIXTURES.iterdir() if p.name.endswith(suffixes))
+    if not paths:
+        raise FileNotFoundError(f"no provider capture ending in {suffixes} in {FIXTURES}")
+    return paths
 
 
 class LogCapture:

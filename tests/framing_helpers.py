@@ -11,7 +11,6 @@ import bisect
 import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import cast
 
 from hypothesis import strategies as st
@@ -19,18 +18,9 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import Framer, FramingError
 
-FIXTURES_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
-FIXTURES_MISSING = f"provider fixtures not found at {FIXTURES_DIR}"
 BOM = b"\xef\xbb\xbf"
 
 FramerFactory = Callable[[], Framer]
-
-
-def fixture_paths(*suffixes: str) -> list[Path]:
-    """The provider fixtures whose names end with one of ``suffixes`` (sorted)."""
-    if not FIXTURES_DIR.is_dir():
-        return []
-    return sorted(p for p in FIXTURES_DIR.iterdir() if p.name.endswith(suffixes))
 
 
 def frame_chunks(framer: Framer, chunks: Iterable[bytes]) -> list[Frame]:

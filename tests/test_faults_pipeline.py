@@ -24,7 +24,8 @@ from chaosproxy.core.framing import make_framer
 from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.core.providers import Profile, get_profile, provider_for_event
 from chaosproxy.scenario import Scenario, load_scenarios, parse_scenario
-from tests.framing_helpers import FIXTURES_DIR, cut
+from tests.conftest import fixture_bytes
+from tests.framing_helpers import cut
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,8 +75,7 @@ for _name, _fmt, _provider in (
     ("gemini_2_0_flash_text.crlf.sse", "sse", "gemini"),
     ("ollama_chat_stream.ndjson", "ndjson", "ollama"),
 ):
-    if (FIXTURES_DIR / _name).is_file():
-        BODIES.append((_name, _fmt, _provider, (FIXTURES_DIR / _name).read_bytes()))  # type: ignore[arg-type]
+    BODIES.append((_name, _fmt, _provider, fixture_bytes(_name)))  # type: ignore[arg-type]
 
 
 class ReferencePipeline:

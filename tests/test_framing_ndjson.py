@@ -11,11 +11,10 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import FramingError, make_framer
 from chaosproxy.core.framing.ndjson import NdjsonFramer
+from tests.conftest import fixture_paths
 from tests.framing_helpers import (
-    FIXTURES_MISSING,
     cut,
     cut_points,
-    fixture_paths,
     frame_chunks,
     frame_until_error,
     general_path,
@@ -24,9 +23,7 @@ from tests.framing_helpers import (
     three_way_cuts,
 )
 
-fixture_params = [pytest.param(p, id=p.name) for p in fixture_paths(".ndjson")] or [
-    pytest.param(None, marks=pytest.mark.skip(reason=FIXTURES_MISSING))
-]
+fixture_params = [pytest.param(p, id=p.name) for p in fixture_paths(".ndjson")]
 
 
 def split(body: bytes, *positions: int, max_size: int = 1024) -> list[Frame]:

@@ -17,14 +17,13 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError, make_framer
 from chaosproxy.core.framing.sse import SseFramer
+from tests.conftest import fixture_paths
 from tests.framing_helpers import (
     BOM,
-    FIXTURES_MISSING,
     byte_soup,
     cut,
     cut_points,
     fixture_bounds_window,
-    fixture_paths,
     frame_bounds,
     frame_chunks,
     frame_until_error,
@@ -43,9 +42,8 @@ THREE_WAY_LIMIT = 1200
 
 
 def params(paths: list[Path]) -> list[object]:
-    return [pytest.param(p, id=p.name) for p in paths] or [
-        pytest.param(None, marks=pytest.mark.skip(reason=FIXTURES_MISSING))
-    ]
+    assert paths, "no provider capture to parametrize over"
+    return [pytest.param(p, id=p.name) for p in paths]
 
 
 SSE_FIXTURES = fixture_paths(".sse", ".txt")

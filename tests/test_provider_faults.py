@@ -1,6 +1,6 @@
 """Every kind-aware fault on every provider's real captures, sans-IO (``simulate``).
 
-For each capture in the shared provider fixtures (OpenAI chat text, tool call and
+For each capture in tests/fixtures/providers/ (OpenAI chat text, tool call and
 ``n=3``; OpenAI Responses; Anthropic text and tool_use; Gemini CRLF; Ollama chat and
 generate) the scenario runs offline with the provider set explicitly, and the output
 is compared, write for write, with what the test derives from the capture itself: the
@@ -15,7 +15,6 @@ import json
 import re
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ from chaosproxy.core.actions import Cut, CutHow, Send, Sleep
 from chaosproxy.core.frames import Format
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.simulate import Simulation, simulate
+from tests.conftest import fixture_bytes
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
 SEED = 20240611
 
 # --------------------------------------------------------------------------- captures
@@ -67,10 +66,7 @@ class Capture:
 
 @cache
 def _read(name: str) -> bytes:
-    path = FIXTURES / name
-    if not path.is_file():
-        pytest.skip(f"provider fixtures not found at {FIXTURES}")
-    return path.read_bytes()
+    return fixture_bytes(name)
 
 
 # One table per provider.

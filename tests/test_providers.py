@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -25,11 +24,7 @@ from chaosproxy.core.providers import (
     provider_for_event,
     provider_for_path,
 )
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
-needs_fixtures = pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason=f"provider fixtures not found at {FIXTURES}"
-)
+from tests.conftest import FIXTURES, fixture_bytes
 
 # --------------------------------------------------------------------------- framing
 # The real framers (chaosproxy.core.framing) are preferred; a minimal local helper that
@@ -109,7 +104,7 @@ def frame_body(body: bytes, fmt: Format, *, local: bool = False) -> list[Frame]:
 
 def load(name: str, *, local: bool = False) -> list[Frame]:
     fmt: Format = "ndjson" if name.endswith(".ndjson") else "sse"
-    return frame_body((FIXTURES / name).read_bytes(), fmt, local=local)
+    return frame_body(fixture_bytes(name), fmt, local=local)
 
 
 def sse(data: str | None, event: str | None = None) -> Frame:
@@ -209,14 +204,12 @@ def _as_set(k: Kinds) -> frozenset[str]:
     return frozenset({k}) if isinstance(k, str) else k
 
 
-@needs_fixtures
 def test_every_fixture_has_a_table() -> None:
     on_disk = {p.name for p in FIXTURES.iterdir() if p.suffix in {".sse", ".ndjson", ".txt"}}
     assert on_disk == set(FIXTURE_KINDS)
     assert set(FIRST_EVENT_PROVIDER) == set(FIXTURE_KINDS)
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", sorted(FIXTURE_KINDS))
 @pytest.mark.parametrize("framer", ["real", "local"])
 def test_fixture_kinds(name: str, framer: str) -> None:
@@ -228,13 +221,11 @@ def test_fixture_kinds(name: str, framer: str) -> None:
     assert got == [_as_set(k) for k in expected]
 
 
-@needs_fixtures
 @pytest.mark.parametrize("name", sorted(FIRST_EVENT_PROVIDER))
 def test_provider_for_first_event(name: str) -> None:
     assert provider_for_event(load(name)[0]) == FIRST_EVENT_PROVIDER[name]
 
 
-@needs_fixtures
 def test_unterminated_last_event_is_still_classified() -> None:
     last = load("anthropic_sdkfixture_basic_response.txt")[-1]
     assert last.complete is False
@@ -348,7 +339,6 @@ ERROR_FIXTURE: dict[str, tuple[str, Format, bytes]] = {
 }
 
 
-@needs_fixtures
 @pytest.mark.parametrize("provider", sorted(ERROR_FIXTURE))
 def test_error_event_matches_the_capture(provider: str) -> None:
     name, fmt, newline = ERROR_FIXTURE[provider]
@@ -357,7 +347,6 @@ def test_error_event_matches_the_capture(provider: str) -> None:
     assert get_profile(provider).error_event(fmt, newline) == captured[0].raw
 
 
-@needs_fixtures
 def test_responses_error_event_has_the_documented_flat_shape() -> None:
     (captured,) = load("openai_responses_error_events.sse")
     raw = get_profile("openai-responses").error_event("sse")
