@@ -133,7 +133,10 @@ class Exchange:
             self.log_frame(Send(canned.body), time.monotonic())
             await resp.write(canned.body)
         await resp.write_eof()
-        self.session.finish()
+        if self._client_left():  # the end went into a connection the client had left
+            self.session.client_gone()
+        else:
+            self.session.finish()
         return resp
 
     async def _forward(self) -> web.StreamResponse:

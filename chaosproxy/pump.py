@@ -183,7 +183,13 @@ class BodyPump:
             await self._run_actions(self.session.body_end(time.monotonic()))
             if not self.session.ended:
                 await self.host.write_eof()
-                self.session.finish()
+                if self.transport.is_closing():
+                    # The client left while the end was written: a write into the
+                    # connection it had closed failed, and asyncio swallowed the
+                    # error and closed the transport. It did not get the end.
+                    self.session.client_gone()
+                else:
+                    self.session.finish()
 
     async def upstream_failed(self, message: str, *, salvage: bool = True) -> None:
         """The upstream broke mid-body: send what did arrive of an unfinished event (as

@@ -27,8 +27,9 @@ A failure names the seed (``SEED``) and lists every misclassified request with i
 lines; the run is deterministic in its plan (modes, byte counts, pacing), not in its
 timing, so a rare race may need a few runs to show again.
 
-One misclassification of today's proxy.py (``KNOWN_RACE``) is reported as an expected
-failure, in full, once every other check has passed; any other problem fails the test.
+A client that closes just before the proxy writes the end of its body (``after_finish``
+clients hit this about every other time) must be ``client_gone``: the last write went
+into a connection the client had left, so it never got the end.
 """
 
 from __future__ import annotations
@@ -73,18 +74,6 @@ MODES = {
     # what a client does that stops at finish_reason without waiting for the sentinel
     "after_finish": 13,
 }
-#: The one misclassification today's proxy.py shows here (reported as an expected
-#: failure; everything else in this test fails it). Remove once proxy.py is fixed.
-KNOWN_RACE = (
-    "known bug in proxy.py: a client that closes (FIN) before the proxy writes the last "
-    "event is logged completed. The write of that event succeeds into the half-closed "
-    "socket (the client's kernel answers with RST), the write of the terminating chunk "
-    "then fails inside asyncio's transport, which swallows the error and marks itself "
-    "closing, write_eof() returns normally, and response_end says completed, with frames "
-    "and bytes the client never received. Clients that stop right after the finish event "
-    "(mode after_finish) hit it about every other time; a fix could check "
-    "transport.is_closing() after write_eof()."
-)
 #: Open file descriptors allowed above the baseline once everything has settled.
 FD_MARGIN = 4
 CLIENT_LIMIT = 15.0
@@ -432,17 +421,14 @@ async def test_soak_with_random_client_departures() -> None:
             f"{summary}: {fd_count()} fds open after the proxy stopped, {before_proxy} before"
         )
 
-    if completed_after_leaving:
-        # Known in today's proxy.py (being rewritten): see KNOWN_RACE. Everything else
-        # above held; this one category is reported, in full, as an expected failure.
-        shown = 3
-        pytest.xfail(
-            f"{KNOWN_RACE}\n{summary}\n{len(completed_after_leaving)} early leavers logged "
-            "completed, the proxy having ended the body only after they left:\n"
-            + "\n".join(completed_after_leaving[:shown])
-            + ("\nand: " if completed_after_leaving[shown:] else "")
-            + "; ".join(completed_after_leaving_short[shown:])
-        )
+    shown = 3
+    assert not completed_after_leaving, (
+        f"{summary}\n{len(completed_after_leaving)} early leavers logged completed, the "
+        "proxy having ended the body only after they left:\n"
+        + "\n".join(completed_after_leaving[:shown])
+        + ("\nand: " if completed_after_leaving[shown:] else "")
+        + "; ".join(completed_after_leaving_short[shown:])
+    )
 
 
 def end_of(lines: list[dict[str, Any]], request_id: str) -> list[dict[str, Any]]:
