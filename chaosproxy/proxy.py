@@ -20,7 +20,7 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,9 +43,9 @@ from chaosproxy.upstream import (
     UpstreamError,
     UpstreamPool,
     UpstreamProtocolError,
-    UpstreamResponse,
     UpstreamTimeout,
 )
+from chaosproxy.upstream.interface import Reply, Upstream
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) plus those aiohttp recomputes.
 HOP_BY_HOP = frozenset(
@@ -78,6 +78,8 @@ class ProxySettings:
     log: FrameLog
     connect_timeout: float = 10.0
     max_event_size: int = DEFAULT_MAX_SIZE
+    #: Builds the upstream client (tests: a scripted one); None: an UpstreamPool.
+    upstream_factory: Callable[[], Upstream] | None = None
 
 
 @dataclass(slots=True)
@@ -96,7 +98,7 @@ class Outcome:
 
 
 SETTINGS = web.AppKey("settings", ProxySettings)
-UPSTREAM = web.AppKey("upstream", UpstreamPool)
+UPSTREAM = web.AppKey("upstream", Upstream)
 
 
 class ProxyError(Exception):
@@ -125,7 +127,11 @@ def create_proxy_app(settings: ProxySettings) -> web.Application:
 
 async def _upstream_pool(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
-    pool = UpstreamPool(settings.upstream, connect_timeout=settings.connect_timeout)
+    pool: Upstream
+    if settings.upstream_factory is not None:
+        pool = settings.upstream_factory()
+    else:
+        pool = UpstreamPool(settings.upstream, connect_timeout=settings.connect_timeout)
     app[UPSTREAM] = pool
     try:
         yield
@@ -316,7 +322,7 @@ class Exchange:
             return await request.content.read(), None
         return request.content.iter_chunked(2**16), length
 
-    async def _stream(self, upstream: UpstreamResponse) -> web.StreamResponse:
+    async def _stream(self, upstream: Reply) -> web.StreamResponse:
         headers = self._response_headers(upstream)
         fast = self.run_ is None
         if fast and "Content-Length" in upstream.headers:
@@ -351,7 +357,7 @@ class Exchange:
         transport = self.request.transport
         return transport is None or transport.is_closing()
 
-    def _response_headers(self, upstream: UpstreamResponse) -> CIMultiDict[str]:
+    def _response_headers(self, upstream: Reply) -> CIMultiDict[str]:
         headers: CIMultiDict[str] = CIMultiDict()
         for name, value in upstream.headers.items():
             if name.lower() not in _RESPONSE_DROP:
@@ -479,7 +485,7 @@ class _Pump:
         resp: web.StreamResponse,
         writer: AbstractStreamWriter,
         transport: asyncio.Transport,
-        upstream: UpstreamResponse,
+        upstream: Reply,
         pipeline: Pipeline | None,
     ) -> None:
         self.exchange = exchange

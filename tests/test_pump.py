@@ -130,6 +130,7 @@ def upstream_pool(proxy: RunningProxy) -> UpstreamPool:
         r.app[UPSTREAM] for r in proxy.runners if isinstance(r, web.AppRunner) and UPSTREAM in r.app
     ]
     assert len(pools) == 1
+    assert isinstance(pools[0], UpstreamPool)
     return pools[0]
 
 
