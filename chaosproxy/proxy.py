@@ -39,13 +39,14 @@ from chaosproxy.logs import FrameLog, content_fields, redact_path, redact_text
 from chaosproxy.scenario import Scenario
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
 from chaosproxy.upstream import (
+    Reply,
+    Upstream,
     UpstreamConnectError,
     UpstreamError,
     UpstreamPool,
     UpstreamProtocolError,
     UpstreamTimeout,
 )
-from chaosproxy.upstream.interface import Reply, Upstream
 
 #: Hop-by-hop headers (RFC 9110 §7.6.1) plus those aiohttp recomputes.
 HOP_BY_HOP = frozenset(

@@ -13,12 +13,15 @@ from chaosproxy.upstream.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
 )
+from chaosproxy.upstream.interface import Reply, Upstream
 from chaosproxy.upstream.pool import PoolStats, UpstreamPool
 from chaosproxy.upstream.response import BodySink, UpstreamResponse
 
 __all__ = [
     "BodySink",
     "PoolStats",
+    "Reply",
+    "Upstream",
     "UpstreamClosed",
     "UpstreamConnectError",
     "UpstreamError",

@@ -11,8 +11,9 @@ response with httptools (llhttp), handing each read's body to the response's sin
   handled here: the end of a close-delimited body (llhttp is never told EOF, so
   ``connection_lost`` ends it) and a ``HEAD`` request (the parser is stopped from its
   head-complete callback, since llhttp would wait for the announced ``Content-Length``).
-- TCP_NODELAY on every socket. The pool (:mod:`.pool`) owns the connections and decides
-  reuse; this module only reports whether the exchange left the connection reusable.
+- TCP_NODELAY on every socket. A connection hands itself back to its pool (:mod:`.pool`)
+  when the exchange left it reusable. Connection, pool and response are one unit split
+  for reading: they use each other's underscore attributes, nobody else does.
 """
 
 from __future__ import annotations

@@ -20,19 +20,21 @@ the handler gets each :class:`Request` (body read whole) and returns an :class:`
 Once the reply is started, each piece (its ``delay`` after the previous one) and then
 the end are delivered from their own event-loop callbacks, one ``body_data`` per piece,
 like reads from a socket. Pausing holds the piece that falls due (and stops the
-timeline) until ``resume_reading``; a closed reply delivers nothing more.
+timeline) until ``resume_reading``; a closed reply delivers nothing more. Unlike the
+pool, nothing arrives before ``start``, and the double neither rewrites the request's
+headers (Host, framing) nor checks the answer's against its body.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Literal
 
-from multidict import CIMultiDict, MultiMapping
+from multidict import CIMultiDict
 
 from chaosproxy.upstream.errors import UpstreamClosed, UpstreamConnectError, UpstreamError
 from chaosproxy.upstream.response import BodySink
@@ -76,7 +78,7 @@ class Answer:
     """
 
     status: int = 200
-    headers: MultiMapping[str] | dict[str, str] | Iterable[tuple[str, str]] = ()
+    headers: Mapping[str, str] | Iterable[tuple[str, str]] = ()
     body: Sequence[bytes | Piece] = ()
     end: UpstreamError | Literal["hold"] | None = None
     end_delay: float = 0.0
@@ -245,7 +247,7 @@ class MockReply:
             sink = self._sink
             assert sink is not None  # (the timeline starts with start())
             sink.body_data(data)
-            if not self._paused:  # (closing ends the reply: _arm does nothing then)
+            if not self._stopped():  # the sink may have paused or closed us
                 self._arm()
             return
         end = self.answer.end
