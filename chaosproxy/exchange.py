@@ -30,9 +30,9 @@ from chaosproxy.logs import content_fields, describe, redact_path
 from chaosproxy.net import cut_connection
 from chaosproxy.pump import BodyPump
 from chaosproxy.upstream import (
+    Reply,
     UpstreamConnectError,
     UpstreamError,
-    UpstreamResponse,
     UpstreamTimeout,
 )
 
@@ -177,7 +177,7 @@ class Exchange:
             return await request.content.read(), None
         return request.content.iter_chunked(2**16), length
 
-    async def _stream(self, upstream: UpstreamResponse) -> web.StreamResponse:
+    async def _stream(self, upstream: Reply) -> web.StreamResponse:
         head = self.session.response_head(
             upstream.status, upstream.reason, list(upstream.headers.items())
         )

@@ -28,7 +28,7 @@ from aiohttp.abc import AbstractStreamWriter
 from chaosproxy.core.actions import Action, Cut, Send, Sleep
 from chaosproxy.core.session import Session
 from chaosproxy.logs import describe
-from chaosproxy.upstream import UpstreamError, UpstreamProtocolError, UpstreamResponse
+from chaosproxy.upstream import Reply, UpstreamError, UpstreamProtocolError
 
 #: Upstream body bytes held while the client's side catches up, before the upstream
 #: connection is paused (as aiohttp's own stream reader does).
@@ -72,7 +72,7 @@ class BodyPump:
         host: PumpHost,
         transport: asyncio.Transport,
         writer: AbstractStreamWriter,
-        upstream: UpstreamResponse,
+        upstream: Reply,
         *,
         chunked: bool,
     ) -> None:

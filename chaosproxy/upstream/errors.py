@@ -1,0 +1,45 @@
+"""What can go wrong talking to the upstream, as exceptions the proxy maps to answers
+(502, 504, an unclean end). Messages are one line and name the upstream as
+``host:port`` only: never the request target, its query string or credentials."""
+
+from __future__ import annotations
+
+__all__ = [
+    "UpstreamClosed",
+    "UpstreamConnectError",
+    "UpstreamError",
+    "UpstreamProtocolError",
+    "UpstreamTimeout",
+]
+
+
+class UpstreamError(Exception):
+    """Anything that went wrong talking to the upstream; ``str()`` is one safe line."""
+
+
+class UpstreamConnectError(UpstreamError):
+    """Could not connect, or the TLS handshake failed (the proxy answers 502)."""
+
+
+class UpstreamTimeout(UpstreamConnectError):
+    """The connect (resolution, TCP and TLS) timed out (the proxy answers 504)."""
+
+
+class UpstreamProtocolError(UpstreamError):
+    """The upstream broke HTTP/1.1: a bad status line or chunk size, a head too large."""
+
+
+class UpstreamClosed(UpstreamError):
+    """The connection closed or was reset before the head or mid-body.
+
+    ``body_bytes`` is how many body bytes had arrived (``None`` before the head)."""
+
+    def __init__(self, message: str, *, body_bytes: int | None = None) -> None:
+        super().__init__(message)
+        self.body_bytes = body_bytes
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one short line, for the messages above."""
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return (text.splitlines() or [type(exc).__name__])[0][:200]

@@ -1,0 +1,300 @@
+"""Keep-alive HTTP/1.1 connections to one upstream, and the request's way in.
+
+- Idle connections are a LIFO stack (the warmest first; the others age out through
+  ``idle_timeout``, one timer each). A connection the server closes while idle is
+  dropped from the pool in ``connection_lost``.
+- A reused connection that dies before any response byte (the server closed it as we
+  wrote: the keep-alive race) is retried once on a fresh connection when the request
+  body can be sent again (bytes or none).
+- Connections go back only after a clean, fully read, non close-delimited HTTP/1.1 body
+  with keep-alive on both sides and the request body fully sent.
+- One ``connect_timeout`` covers name resolution (:mod:`.resolver`), TCP and TLS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+import ssl
+from collections.abc import AsyncIterable, Iterable
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import unquote, urlsplit
+
+from chaosproxy.upstream.connection import Connection, Stale
+from chaosproxy.upstream.errors import UpstreamConnectError, UpstreamTimeout, one_line
+from chaosproxy.upstream.resolver import Resolver
+from chaosproxy.upstream.response import UpstreamResponse
+
+__all__ = ["PoolStats", "UpstreamPool"]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    opened: int  #: connections opened, ever
+    reused: int  #: requests sent on a pooled (reused) connection
+    idle: int  #: connections in the pool now
+    active: int  #: connections open now, idle or busy
+
+
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE: Final = re.compile(r"[\r\n\x00]")
+_BAD_TARGET: Final = re.compile(r"[\x00-\x20\x7f]")
+_OWN_HEADERS: Final = frozenset({"host", "content-length", "transfer-encoding"})
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+
+
+class UpstreamPool:
+    """Keep-alive HTTP/1.1 connections to one upstream (``base_url``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout: float = 10.0,
+        ssl_context: ssl.SSLContext | None = None,
+        max_idle: int = 256,
+        idle_timeout: float = 60.0,
+        max_head_size: int = 65536,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the upstream must be an http:// or https:// URL with a host")
+        if parts.query or parts.fragment:
+            raise ValueError("the upstream URL cannot have a query or a fragment")
+        self._host = parts.hostname
+        default_port = 443 if parts.scheme == "https" else 80
+        self._port = parts.port or default_port
+        bracketed = f"[{self._host}]" if ":" in self._host else self._host
+        self._host_header = bracketed if self._port == default_port else f"{bracketed}:{self._port}"
+        self._where = f"{bracketed}:{self._port}"
+        self._prefix = parts.path.rstrip("/")
+        self._auth: str | None = None
+        if parts.username is not None:
+            user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            try:
+                raw = user_pass.encode("latin-1")
+            except UnicodeEncodeError:
+                raw = user_pass.encode("utf-8")
+            self._auth = "Basic " + base64.b64encode(raw).decode("ascii")
+        self._tls: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            self._tls = ssl_context if ssl_context is not None else ssl.create_default_context()
+        self._resolver = Resolver(self._host, self._port)
+        self._connect_timeout = connect_timeout
+        self._max_idle = max_idle
+        self._idle_timeout = idle_timeout
+        self._max_head_size = max_head_size
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._idle: dict[Connection, None] = {}  # insertion-ordered: popitem() is LIFO
+        self._conns: set[Connection] = set()
+        self._opened = 0
+        self._reused = 0
+        self._closed = False
+        self._all_gone: asyncio.Future[None] | None = None
+
+    @property
+    def stats(self) -> PoolStats:
+        return PoolStats(self._opened, self._reused, len(self._idle), len(self._conns))
+
+    async def request(
+        self,
+        method: str,
+        target: str,
+        headers: Iterable[tuple[str, str]],
+        body: bytes | AsyncIterable[bytes] | None = None,
+        *,
+        content_length: int | None = None,
+    ) -> UpstreamResponse:
+        """Send a request; returns once the final response head is parsed.
+
+        ``target`` (path and query) is appended to the base URL's path. Host,
+        Content-Length and Transfer-Encoding are the pool's: the caller's are dropped.
+        A bytes body is sent with Content-Length; an async iterable is streamed with
+        ``content_length`` if given, else chunked (an iterable that fails makes this
+        raise its exception). Raises :class:`UpstreamError` subclasses, and ValueError
+        for a malformed method, target or header (a caller's bug).
+        """
+        if self._closed:
+            raise UpstreamConnectError(f"the pool for upstream {self._where} is closed")
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        data: bytes | None = None
+        stream: AsyncIterable[bytes] | None = None
+        if body is None:
+            if content_length:
+                raise ValueError("content_length given without a body")
+            framing = "Content-Length: 0\r\n" if method.upper() in _BODY_METHODS else ""
+        elif isinstance(body, bytes | bytearray | memoryview):
+            data = bytes(body)
+            if content_length is not None and content_length != len(data):
+                raise ValueError("content_length does not match the body")
+            framing = f"Content-Length: {len(data)}\r\n"
+        else:
+            stream = body
+            if content_length is not None:
+                framing = f"Content-Length: {content_length}\r\n"
+            else:
+                framing = "Transfer-Encoding: chunked\r\n"
+        head, req_close = self._encode_head(method, target, headers, framing)
+        is_head = method.upper() == "HEAD"
+        conn = self._take_idle()
+        reused = conn is not None
+        if conn is None:
+            conn = await self._connect()
+        try:
+            return await self._exchange(
+                conn, head, data, stream, content_length, is_head, req_close, reused
+            )
+        except Stale:
+            conn = await self._connect()
+            return await self._exchange(
+                conn, head, data, stream, content_length, is_head, req_close, False
+            )
+
+    async def close(self) -> None:
+        """Close every connection, idle or in use (their responses end with
+        :class:`UpstreamClosed`); returns once all of them are gone."""
+        self._closed = True
+        self._idle.clear()
+        if not self._conns:
+            return
+        assert self._loop is not None
+        if self._all_gone is None or self._all_gone.done():
+            self._all_gone = self._loop.create_future()
+        gone = self._all_gone
+        for conn in list(self._conns):
+            conn.kill()
+        await asyncio.shield(gone)
+
+    # ------------------------------------------------------------------ internals
+
+    async def _exchange(
+        self,
+        conn: Connection,
+        head: bytes,
+        data: bytes | None,
+        stream: AsyncIterable[bytes] | None,
+        length: int | None,
+        is_head: bool,
+        req_close: bool,
+        reused: bool,
+    ) -> UpstreamResponse:
+        fut = conn.begin(
+            head, data, stream, length, is_head=is_head, req_close=req_close, reused=reused
+        )
+        try:
+            return await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                fut.result().close()  # the head arrived as we were cancelled
+            else:
+                conn.abandon()
+            raise
+
+    def _encode_head(
+        self, method: str, target: str, headers: Iterable[tuple[str, str]], framing: str
+    ) -> tuple[bytes, bool]:
+        if not _TOKEN.fullmatch(method):
+            raise ValueError("invalid request method")
+        path = self._prefix + target
+        if not path.startswith("/"):
+            path = "/" + path
+        if _BAD_TARGET.search(path):
+            raise ValueError("the request target contains whitespace or control characters")
+        out = [method, " ", path, " HTTP/1.1\r\nHost: ", self._host_header, "\r\n"]
+        close = False
+        has_auth = False
+        for name, value in headers:
+            lower = name.lower()
+            if lower in _OWN_HEADERS:
+                continue
+            if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(value):
+                raise ValueError(f"invalid request header {name[:40]!r}")
+            if lower == "connection":
+                close = close or any(t.strip().lower() == "close" for t in value.split(","))
+            elif lower == "authorization":
+                has_auth = True
+            out += (name, ": ", value, "\r\n")
+        if self._auth is not None and not has_auth:
+            out += ("Authorization: ", self._auth, "\r\n")
+        out += (framing, "\r\n")
+        return "".join(out).encode("utf-8", "surrogateescape"), close
+
+    def _take_idle(self) -> Connection | None:
+        idle = self._idle
+        while idle:
+            conn, _ = idle.popitem()
+            if conn.idle_timer is not None:
+                conn.idle_timer.cancel()
+                conn.idle_timer = None
+            if conn.usable():
+                self._reused += 1
+                return conn
+            conn.kill()
+        return None
+
+    def _release(self, conn: Connection) -> None:
+        if self._closed or len(self._idle) >= self._max_idle or not conn.usable():
+            if conn.transport is not None:
+                conn.transport.close()
+            return
+        assert self._loop is not None
+        conn.idle_timer = self._loop.call_later(self._idle_timeout, conn.expire)
+        self._idle[conn] = None
+
+    def _forget(self, conn: Connection) -> None:
+        self._idle.pop(conn, None)
+        self._conns.discard(conn)
+        gone = self._all_gone
+        if not self._conns and gone is not None and not gone.done():
+            gone.set_result(None)
+
+    async def _connect(self) -> Connection:
+        where = self._where
+        loop = self._loop
+        assert loop is not None
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                addrs = await self._resolver.resolve(loop)
+                conn = await self._open(addrs)
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"connect to upstream {where} timed out after {self._connect_timeout:g} s"
+            ) from None
+        except ssl.SSLError as exc:
+            raise UpstreamConnectError(
+                f"TLS with upstream {where} failed: {one_line(exc)}"
+            ) from None
+        except OSError as exc:
+            raise UpstreamConnectError(f"upstream {where} unreachable: {one_line(exc)}") from None
+        if self._closed:
+            conn.kill()
+            raise UpstreamConnectError(f"the pool for upstream {where} is closed")
+        return conn
+
+    async def _open(self, addrs: list[tuple[int, str]]) -> Connection:
+        error: OSError | None = None
+        for family, addr in addrs:
+            try:
+                return await self._open_one(family, addr)
+            except ssl.SSLError:
+                raise  # another address of the same name will not fix a TLS failure
+            except OSError as exc:
+                error = exc
+        raise error if error is not None else OSError("no address to connect to")
+
+    async def _open_one(self, family: int, addr: str) -> Connection:
+        loop = self._loop
+        assert loop is not None
+        conn = Connection(self, loop)
+        await loop.create_connection(
+            lambda: conn,
+            addr,
+            self._port,
+            family=family,
+            ssl=self._tls,
+            server_hostname=self._host if self._tls is not None else None,
+        )
+        return conn
