@@ -15,7 +15,7 @@ the handler gets each :class:`Request` (body read whole) and returns an :class:`
             end=UpstreamClosed("upstream mock:80 reset the connection", body_bytes=18),
         )
 
-    settings = ProxySettings(..., upstream_factory=lambda: MockUpstream(handler))
+    proxy = await start_proxy(config, upstream_factory=lambda: MockUpstream(handler))
 
 Once the reply is started, each piece (its ``delay`` after the previous one) and then
 the end are delivered from their own event-loop callbacks, one ``body_data`` per piece,
