@@ -221,6 +221,64 @@ class Config:
             "DURATION",
         ),
     )
+    head_timeout: float = field(
+        default=300.0,
+        metadata=option(
+            "--head-timeout",
+            "from the request sent upstream to the upstream's response head, at most; then "
+            "504 (default 300s)",
+            parse_duration,
+            "DURATION",
+        ),
+    )
+    idle_timeout: float = field(
+        default=300.0,
+        metadata=option(
+            "--idle-timeout",
+            "the longest the upstream may send nothing mid-body; then the client's response "
+            "is aborted (default 300s)",
+            parse_duration,
+            "DURATION",
+        ),
+    )
+    client_timeout: float = field(
+        default=60.0,
+        metadata=option(
+            "--client-timeout",
+            "a client that has not sent its request head, or a keep-alive connection idle, "
+            "this long is closed (default 60s)",
+            parse_duration,
+            "DURATION",
+        ),
+    )
+    grace: float = field(
+        default=2.0,
+        metadata=option(
+            "--grace",
+            "on SIGTERM/SIGINT, how long streams in flight may go on before they are cut "
+            "(default 2s)",
+            parse_duration,
+            "DURATION",
+        ),
+    )
+    max_connections: int = field(
+        default=4096,
+        metadata=option(
+            "--max-connections",
+            "client connections beyond this are answered 503 at once (default 4096)",
+            parse_positive_int,
+            "N",
+        ),
+    )
+    admin_insecure: bool = field(
+        default=False,
+        metadata=option(
+            "--admin-insecure",
+            "allow the admin API on a non-loopback address without --admin-token",
+            parse_bool,
+            kind="switch",
+        ),
+    )
     mock_tokens: int = field(
         default=24,
         metadata=option(

@@ -25,12 +25,11 @@ class StartupError(Exception):
 
 
 async def listen(
-    app: web.Application, host: str, port: int, *, what: str = ""
+    app: web.Application, host: str, port: int, *, what: str = "", grace: float = SHUTDOWN_GRACE
 ) -> tuple[web.AppRunner, int]:
-    """Serve ``app`` on ``host:port`` (0: a free port); the runner and the bound port."""
-    runner = web.AppRunner(
-        app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_GRACE
-    )
+    """Serve ``app`` on ``host:port`` (0: a free port); the runner and the bound port.
+    On cleanup, requests in flight get ``grace`` seconds before they are cancelled."""
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=grace)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=BACKLOG)
     try:

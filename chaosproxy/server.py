@@ -139,7 +139,7 @@ async def start_proxy(
             upstream_factory=upstream_factory,
         )
         host, port = config.listen
-        runner, bound = await listen(create_proxy_app(state), host, port)
+        runner, bound = await listen(create_proxy_app(state), host, port, grace=config.grace)
         runners.append(runner)
         if config.admin is not None:
             admin_host, admin_port = config.admin

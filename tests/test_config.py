@@ -28,6 +28,12 @@ SAMPLES: dict[str, str | None] = {
     "--trace-dir": "/tmp/traces",
     "--seed": "42",
     "--connect-timeout": "250ms",
+    "--head-timeout": "1m",
+    "--idle-timeout": "30s",
+    "--client-timeout": "5s",
+    "--grace": "500ms",
+    "--max-connections": "10",
+    "--admin-insecure": None,
     "--mock-tokens": "3",
     "--mock-interval-ms": "5",
 }
