@@ -1,0 +1,61 @@
+// npm `eventsource` (the WHATWG EventSource), POSTing through its `fetch` option; the
+// application closes it on `[DONE]`, as an EventSource user must (it would reconnect).
+import { EventSource } from "eventsource";
+import { HEADERS, PROMPT, URL_, run } from "./lib.mjs";
+
+class EventSourceError extends Error {
+  constructor(message, code) {
+    super(message);
+    if (code !== undefined) this.code = code;
+  }
+}
+
+const BODY = JSON.stringify({
+  model: "gpt-4o-mini",
+  messages: [{ role: "user", content: PROMPT }],
+  stream: true,
+});
+
+await run("eventsource", async (rec) => {
+  await new Promise((resolve, reject) => {
+    const es = new EventSource(`${URL_}/v1/chat/completions`, {
+      fetch: (input, init) =>
+        fetch(input, {
+          ...init,
+          method: "POST",
+          body: BODY,
+          headers: { ...init.headers, ...HEADERS, "Content-Type": "application/json" },
+        }),
+    });
+    es.onmessage = (ev) => {
+      if (ev.data === "[DONE]") {
+        rec.events.push("[DONE]");
+        es.close();
+        resolve();
+        return;
+      }
+      let chunk;
+      try {
+        chunk = JSON.parse(ev.data);
+      } catch {
+        // EventSource hands any data over; it is the application that cannot parse it.
+        rec.events.push("unparsable");
+        return;
+      }
+      const choice = chunk.choices?.[0];
+      if (choice?.delta?.role) rec.events.push(`role:${choice.delta.role}`);
+      if (choice?.delta?.content) {
+        rec.events.push(`text:${choice.delta.content}`);
+        rec.text += choice.delta.content;
+      }
+      if (choice?.finish_reason) rec.events.push(`finish:${choice.finish_reason}`);
+    };
+    es.onerror = (ev) => {
+      // The body ended (or broke) without [DONE]: EventSource would reconnect. Stop.
+      rec.events.push(`error(readyState=${es.readyState})`);
+      const err = new EventSourceError(ev.message || "", ev.code);
+      es.close();
+      reject(err);
+    };
+  });
+});

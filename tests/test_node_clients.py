@@ -1,0 +1,325 @@
+"""Node clients through the live proxy: the ``openai`` package (Chat Completions and the
+Responses stream helper), ``@anthropic-ai/sdk`` (the ``messages.stream()`` helper), the
+Vercel ``ai`` SDK with ``@ai-sdk/openai``, and npm ``eventsource``.
+
+Each client is a small script in tests/node/ (see lib.mjs there) that streams one answer
+through the proxy, with the scenario named in ``X-Chaos-Scenario``, and prints one JSON
+line: the text it assembled, what it yielded, its error (the cause chain), whether it
+ended, and whether it was still waiting when the run's hard deadline passed (``hung``).
+The assertions are what each client was seen to do, compared with the same client's
+passthrough run (the mock answers identical requests with identical bytes); they are the
+"Node" cells of docs/scenario-library.md and docs/providers.md.
+
+Skipped when ``node``/``npm`` or ``tests/node/node_modules`` is absent; ``.ci/run``
+installs them with ``npm ci --prefix tests/node``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from chaosproxy import ChaosProxy
+
+REPO = Path(__file__).resolve().parents[1]
+NODE_DIR = REPO / "tests" / "node"
+CLIENTS = ("openai-chat", "openai-responses", "anthropic", "ai-sdk", "eventsource")
+#: The hard deadline of one run, and the ``timeout`` the SDKs are given (shorter: a run
+#: that outlives it shows that the SDK's timeout does not cover reading the body).
+DEADLINE_MS = 4000
+HANG_DEADLINE_MS = 2500
+SDK_TIMEOUT_MS = 1000
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _why_skip() -> str | None:
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` is not on PATH (the Node client tests need Node >= 20 and npm)"
+    if not (NODE_DIR / "node_modules").is_dir():
+        return (
+            "tests/node/node_modules is absent: run "
+            "`npm ci --prefix tests/node --no-audit --no-fund` (as .ci/run does)"
+        )
+    return None
+
+
+_SKIP = _why_skip()
+pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+
+def _library() -> Path:
+    """The scenario library's directory (it is moving into the package)."""
+    for candidate in (REPO / "chaosproxy" / "scenarios", REPO / "scenarios"):
+        if candidate.is_dir() and any(candidate.glob("*.yaml")):
+            return candidate
+    raise FileNotFoundError("no scenario library in chaosproxy/scenarios or scenarios/")
+
+
+Run = dict[str, Any]
+
+
+class Lab:
+    def __init__(self, proxy: ChaosProxy) -> None:
+        self.proxy = proxy
+        self._passthrough: dict[str, Run] = {}
+
+    def run(self, client: str, scenario: str, deadline_ms: int = DEADLINE_MS) -> Run:
+        env = {
+            **os.environ,
+            "CHAOS_URL": self.proxy.url,
+            "CHAOS_SCENARIO": scenario,
+            "CHAOS_TIMEOUT_MS": str(deadline_ms),
+            "CHAOS_SDK_TIMEOUT_MS": str(SDK_TIMEOUT_MS),
+        }
+        done = subprocess.run(
+            ["node", str(NODE_DIR / f"{client}.mjs")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=deadline_ms / 1000 + 30,  # the script's own deadline comes first
+            check=False,
+        )
+        lines = done.stdout.strip().splitlines()
+        assert done.returncode == 0 and lines, (done.returncode, done.stdout, done.stderr)
+        run: Run = json.loads(lines[-1])
+        assert run["client"] == client and run["scenario"] == scenario
+        return run
+
+    def runs(self, scenario: str, deadline_ms: int = DEADLINE_MS) -> dict[str, Run]:
+        """Every client under ``scenario``, concurrently."""
+        with ThreadPoolExecutor(len(CLIENTS)) as pool:
+            futures = {c: pool.submit(self.run, c, scenario, deadline_ms) for c in CLIENTS}
+            return {c: f.result() for c, f in futures.items()}
+
+    def ref(self, client: str) -> Run:
+        """The client's passthrough run (no scenario), computed once."""
+        if not self._passthrough:
+            self._passthrough = self.runs("none")
+        return self._passthrough[client]
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    with ChaosProxy(scenarios=[_library()], mock_tokens=12, mock_interval=0.002) as proxy:
+        yield Lab(proxy)
+
+
+def texts(run: Run) -> list[str]:
+    return [e for e in run["events"] if e.startswith("text:")]
+
+
+def without(events: list[str], *names: str) -> list[str]:
+    return [e for e in events if e not in names]
+
+
+def nth_text_index(events: list[str], n: int) -> int:
+    return [i for i, e in enumerate(events) if e.startswith("text:")][n - 1]
+
+
+def clean(run: Run) -> None:
+    assert run["error"] is None and run["ended"] and not run["hung"], run
+
+
+def error_chain(run: Run) -> list[tuple[str, str]]:
+    """(name, message or code) of the error and each of its causes, outermost first."""
+    out, err = [], run["error"]
+    while err:
+        out.append((err["name"], err.get("code") or err["message"]))
+        err = err.get("cause")
+    return out
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def test_passthrough(lab: Lab) -> None:
+    for client in CLIENTS:
+        run = lab.ref(client)
+        clean(run)
+        assert len(texts(run)) == 12 and run["text"] == "".join(t[5:] for t in texts(run))
+    assert lab.ref("openai-chat")["events"][0] == "role:assistant"
+    assert lab.ref("openai-chat")["events"][-1] == "finish:stop"
+    assert lab.ref("eventsource")["events"] == [*lab.ref("openai-chat")["events"], "[DONE]"]
+    assert lab.ref("openai-responses")["events"][-1] == "response.completed"
+    assert lab.ref("openai-responses")["final_text"] == lab.ref("openai-responses")["text"]
+    assert lab.ref("anthropic")["events"][-1] == "message_stop"
+    assert lab.ref("anthropic")["final_text"] == lab.ref("anthropic")["text"]
+    assert lab.ref("ai-sdk")["events"][-3:] == ["text-end", "finish-step", "finish:stop"]
+
+
+def test_utf8_bom_is_stripped_by_every_node_client(lab: Lab) -> None:
+    raw = httpx.post(
+        lab.proxy.url + "/v1/chat/completions",
+        json={"model": "gpt-4o-mini", "stream": True, "messages": []},
+        headers={"X-Chaos-Scenario": "utf8-bom"},
+    )
+    assert raw.content.startswith(UTF8_BOM + b"data: ")  # the fault is there
+    for client, run in lab.runs("utf8-bom").items():
+        clean(run)
+        # Unlike every Python client tried, nothing is lost: the first event is whole.
+        assert run["events"] == lab.ref(client)["events"], client
+        assert run["text"] == lab.ref(client)["text"], client
+
+
+@pytest.mark.parametrize("scenario", ["hostile-boundaries"])
+def test_split_reads_change_nothing(lab: Lab, scenario: str) -> None:
+    for client, run in lab.runs(scenario).items():
+        clean(run)
+        assert run["events"] == lab.ref(client)["events"], client
+        assert run.get("final_text") == lab.ref(client).get("final_text"), client
+
+
+def test_duplicate_third_delta_passes_silently(lab: Lab) -> None:
+    for client, run in lab.runs("duplicate-third-delta").items():
+        clean(run)
+        ref = lab.ref(client)["events"]
+        third = nth_text_index(ref, 3)
+        assert run["events"] == [*ref[: third + 1], ref[third], *ref[third + 1 :]], client
+    runs = lab.runs("duplicate-third-delta")
+    # The Responses final text comes from response.completed, so it is right; the
+    # anthropic final message is assembled from the deltas, so it has the copy.
+    assert runs["openai-responses"]["final_text"] == lab.ref("openai-responses")["text"]
+    assert runs["anthropic"]["final_text"] == runs["anthropic"]["text"]
+    assert runs["anthropic"]["final_text"] != lab.ref("anthropic")["text"]
+
+
+def test_drop_third_delta_passes_silently(lab: Lab) -> None:
+    runs = lab.runs("drop-third-delta")
+    for client, run in runs.items():
+        clean(run)
+        ref = lab.ref(client)["events"]
+        third = nth_text_index(ref, 3)
+        assert run["events"] == [*ref[:third], *ref[third + 1 :]], client
+    assert runs["openai-chat"]["events"][-1] == "finish:stop"
+    assert runs["openai-responses"]["final_text"] == lab.ref("openai-responses")["text"]
+    assert runs["anthropic"]["final_text"] == runs["anthropic"]["text"]
+
+
+def test_cut_before_terminal_close(lab: Lab) -> None:
+    runs = lab.runs("cut-before-terminal-close")
+    # Invisible: every chunk, finish_reason included, and a normal end.
+    for client in ("openai-chat", "ai-sdk"):
+        clean(runs[client])
+        assert runs[client]["events"] == lab.ref(client)["events"], client
+    # Responses: no response.completed, and yet finalResponse() returns, with the text.
+    responses = runs["openai-responses"]
+    clean(responses)
+    ref = lab.ref("openai-responses")["events"]
+    assert responses["events"] == without(ref, "response.completed")
+    assert responses["final_text"] == lab.ref("openai-responses")["text"]
+    # anthropic: iteration ends quietly without message_stop; finalMessage() throws.
+    anth = runs["anthropic"]
+    assert anth["events"] == without(lab.ref("anthropic")["events"], "message_stop")
+    assert anth["final_iteration_done"] and not anth["ended"] and not anth["hung"]
+    assert error_chain(anth) == [
+        ("AnthropicError", "stream ended without producing a Message with role=assistant")
+    ]
+    # eventsource: the end of the body is an error event, readyState CONNECTING (it
+    # would reconnect and ask again), with no message.
+    es = runs["eventsource"]
+    assert es["events"] == [
+        *without(lab.ref("eventsource")["events"], "[DONE]"),
+        "error(readyState=0)",
+    ]
+    assert error_chain(es) == [("EventSourceError", "")]
+
+
+def _is_terminated(chain: list[tuple[str, str]]) -> bool:
+    """undici's "terminated" TypeError, caused by the reset socket."""
+    names = [name for name, _ in chain]
+    return (
+        ("TypeError", "terminated") in chain
+        and names[-1] in {"Error", "SocketError"}
+        and (chain[-1][1] in {"ECONNRESET", "UND_ERR_SOCKET"})
+    )
+
+
+def test_cut_before_terminal_reset(lab: Lab) -> None:
+    runs = lab.runs("cut-before-terminal-reset")
+    for client, run in runs.items():
+        assert not run["ended"] and not run["hung"], client
+    # openai chat: every chunk, finish_reason included, then undici's bare TypeError,
+    # not wrapped in an openai error (no APIConnectionError, unlike the Python SDK).
+    chat = runs["openai-chat"]
+    assert chat["events"] == lab.ref("openai-chat")["events"]
+    assert chat["error"]["name"] == "TypeError" and _is_terminated(error_chain(chat))
+    # Responses (same package): wrapped, as an OpenAIError.
+    responses = runs["openai-responses"]
+    assert responses["events"] == without(
+        lab.ref("openai-responses")["events"], "response.completed"
+    )
+    assert responses["error"]["name"] == "OpenAIError"
+    assert _is_terminated(error_chain(responses))
+    anth = runs["anthropic"]
+    assert anth["events"] == without(lab.ref("anthropic")["events"], "message_stop")
+    assert anth["error"]["name"] == "AnthropicError" and _is_terminated(error_chain(anth))
+    # ai: thrown from fullStream (no error part), before text-end and finish.
+    ai = runs["ai-sdk"]
+    assert ai["events"] == lab.ref("ai-sdk")["events"][:-3]
+    assert error_chain(ai)[0] == ("APICallError", "Failed to process successful response")
+    assert _is_terminated(error_chain(ai))
+    es = runs["eventsource"]
+    assert es["events"] == [
+        *without(lab.ref("eventsource")["events"], "[DONE]"),
+        "error(readyState=0)",
+    ]
+    assert es["error"]["name"] == "EventSourceError" and "terminated" in es["error"]["message"]
+
+
+def test_hang_after_last_event(lab: Lab) -> None:
+    runs = lab.runs("hang-after-last-event", HANG_DEADLINE_MS)
+    # openai chat stops at [DONE] itself; the eventsource script closes on [DONE].
+    for client in ("openai-chat", "eventsource"):
+        clean(runs[client])
+        assert runs[client]["events"] == lab.ref(client)["events"], client
+    # The stream helpers got the terminal event and still wait for the end of the body,
+    # past their own `timeout` (SDK_TIMEOUT_MS): it does not cover reading the body.
+    for client in ("openai-responses", "anthropic"):
+        run = runs[client]
+        assert run["hung"] and run["error"] is None and not run["ended"], client
+        assert run["events"] == lab.ref(client)["events"], client
+        assert run["ms"] >= HANG_DEADLINE_MS > SDK_TIMEOUT_MS
+    # ai: hangs too, and has not yet even emitted text-end / finish-step / finish.
+    ai = runs["ai-sdk"]
+    assert ai["hung"] and ai["error"] is None
+    assert ai["events"] == lab.ref("ai-sdk")["events"][:-3]
+
+
+def test_truncated_json_delta(lab: Lab) -> None:
+    runs = lab.runs("truncated-json-delta")
+    first_two = {c: (e := lab.ref(c)["events"])[: nth_text_index(e, 3)] for c in CLIENTS}
+    chat = runs["openai-chat"]
+    assert chat["events"] == first_two["openai-chat"]
+    assert error_chain(chat) == [
+        ("SyntaxError", "Error reading response: malformed server-sent event JSON.")
+    ]  # a bare SyntaxError, not an OpenAIError
+    responses = runs["openai-responses"]
+    assert responses["events"] == first_two["openai-responses"]
+    assert [name for name, _ in error_chain(responses)] == ["OpenAIError", "SyntaxError"]
+    anth = runs["anthropic"]
+    assert anth["events"] == first_two["anthropic"]
+    assert [name for name, _ in error_chain(anth)] == ["AnthropicError", "SyntaxError"]
+    # ai: no exception. An error part where the third delta was, then the stream goes
+    # on to finish:stop: the text silently lacks the piece unless error parts are read.
+    ai = runs["ai-sdk"]
+    clean(ai)
+    ref = lab.ref("ai-sdk")["events"]
+    third = nth_text_index(ref, 3)
+    assert ai["events"] == [*ref[:third], "error", *ref[third + 1 :]]
+    assert ai["stream_error"]["name"] == "JSONParseError"
+    # eventsource hands the truncated data over like any event, and carries on.
+    es = runs["eventsource"]
+    clean(es)
+    ref = lab.ref("eventsource")["events"]
+    third = nth_text_index(ref, 3)
+    assert es["events"] == [*ref[:third], "unparsable", *ref[third + 1 :]]
