@@ -135,15 +135,16 @@ class ScenarioSet:
         named = _first(headers, SCENARIO_HEADER)
         prefixed, path_qs = _strip_prefix(path_qs)
         with self._lock:
+            number = self._requests + 1  # counted below, once the choice stands
             chosen = named or prefixed
             if chosen == PASSTHROUGH:
                 scenario: Scenario | None = None  # explicitly none, whatever the default
             elif chosen is not None:
-                scenario = self._get(chosen)
+                scenario = self._get(chosen)  # an explicit choice ignores rate
             else:
-                scenario = self._matching(method, path_qs, headers)
-            self._requests += 1
-            number = self._requests
+                draw = self._draw(header_seed, number) if self._partial else None
+                scenario = self._matching(method, path_qs, headers, draw)
+            self._requests = number
             ordinal = 0
             if scenario is not None:
                 ordinal = self._counts.get(scenario.name, 0) + 1
@@ -167,14 +168,49 @@ class ScenarioSet:
         except KeyError:
             raise UnknownScenario(name, list(self._scenarios)) from None
 
-    def _matching(self, method: str, path_qs: str, headers: Mapping[str, str]) -> Scenario | None:
+    def _matching(
+        self, method: str, path_qs: str, headers: Mapping[str, str], draw: float | None
+    ) -> Scenario | None:
+        """The first ``match:`` rule (then the default) that takes the request.
+
+        With rates, one draw ``u`` in [0, 1) per request is laid along the rules that
+        match it, in order: the first takes ``u < rate1``, the next
+        ``rate1 <= u < rate1 + rate2``, and so on; a request none takes falls through
+        to passthrough. So ``cut`` at 0.05 and ``dup`` at 0.02 take 5 % and 2 % of the
+        requests they both match, and the rest are clean."""
         path = path_qs.split("?", 1)[0]
-        for scenario in self._scenarios.values():
-            if scenario.match is not None and scenario.match.matches(method, path, headers):
+        below = 0.0
+        candidates = [
+            s
+            for s in self._scenarios.values()
+            if s.match is not None and s.match.matches(method, path, headers)
+        ]
+        default = self._scenarios[self._default] if self._default is not None else None
+        if default is not None and default not in candidates:
+            candidates.append(default)
+        for scenario in candidates:
+            if draw is None or scenario.rate >= 1.0:
                 return scenario
-        if self._default is not None:
-            return self._scenarios[self._default]
+            below += scenario.rate
+            if draw < below:
+                return scenario
         return None
+
+    @property
+    def _partial(self) -> bool:
+        """Whether any scenario takes only a fraction of its requests."""
+        return any(s.rate < 1.0 for s in self._scenarios.values())
+
+    def _draw(self, header_seed: int | None, number: int) -> float:
+        """The request's draw for ``rate``: from its ``X-Chaos-Seed``, else from the
+        base seed and its number (the same split for the same ``--seed``), else random."""
+        if header_seed is not None:
+            basis: int = header_seed
+        elif self._base_seed is not None:
+            basis = derive_seed(self._base_seed, number)
+        else:
+            return self._random.random()
+        return random.Random(f"{basis}:rate").random()
 
 
 def derive_seed(base_seed: int, n: int) -> int:

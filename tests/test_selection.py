@@ -291,3 +291,72 @@ def test_none_selects_passthrough_over_a_default() -> None:
 def test_none_is_a_reserved_scenario_name() -> None:
     with pytest.raises(ScenarioError, match="'none' is reserved"):
         parse_scenario("name: none\nfaults: []", "<x>")
+
+
+# --------------------------------------------------------------------------- rate
+
+
+def staging_mix(seed: int | None) -> ScenarioSet:
+    mix = {
+        "cut": scenario("cut", 'match: {path: "/v1/*"}\nrate: 0.05'),
+        "dup": scenario("dup", 'match: {path: "/v1/*"}\nrate: 0.02'),
+        "slow": scenario("slow", "rate: 0.10"),
+    }
+    return ScenarioSet(mix, default="slow", base_seed=seed)
+
+
+def split(chooser: ScenarioSet, n: int, path: str = "/v1/chat/completions") -> list[str | None]:
+    return [names(chooser.choose("POST", path, {})) for _ in range(n)]
+
+
+def test_rates_split_ten_thousand_requests_as_configured() -> None:
+    picks = split(staging_mix(seed=7), 10_000)
+    share = {name: picks.count(name) / len(picks) for name in ("cut", "dup", "slow", None)}
+    # One draw per request laid along the rules it matches: 5 %, 2 %, then the default's
+    # 10 %, the rest clean (a binomial spread of ±0.7 % at 3 sigma for 10 %).
+    assert share["cut"] == pytest.approx(0.05, abs=0.007)
+    assert share["dup"] == pytest.approx(0.02, abs=0.005)
+    assert share["slow"] == pytest.approx(0.10, abs=0.009)
+    assert share[None] == pytest.approx(0.83, abs=0.012)
+
+
+def test_the_same_seed_gives_the_same_split_and_another_seed_another() -> None:
+    first = split(staging_mix(seed=7), 2_000)
+    assert split(staging_mix(seed=7), 2_000) == first
+    assert split(staging_mix(seed=8), 2_000) != first
+
+
+def test_a_request_the_rate_passes_over_falls_through() -> None:
+    chooser = staging_mix(seed=7)
+    picks = split(chooser, 3_000, path="/other")  # only the default's rule applies here
+    assert set(picks) == {"slow", None}
+    assert picks.count("slow") / len(picks) == pytest.approx(0.10, abs=0.017)
+    # Ordinals count only the requests a scenario took.
+    assert chooser.choose("POST", "/x", {"X-Chaos-Scenario": "slow"}).ordinal == (
+        picks.count("slow") + 1
+    )
+
+
+def test_an_explicit_choice_ignores_rate_and_the_seed_header_decides_the_draw() -> None:
+    chooser = staging_mix(seed=None)
+    zero = scenario("never", 'match: {path: "/v1/*"}\nrate: 0')
+    chooser.add(zero)
+    for _ in range(200):
+        assert names(chooser.choose("GET", "/x", {"X-Chaos-Scenario": "never"})) == "never"
+    with_header = [
+        names(chooser.choose("POST", "/v1/x", {"X-Chaos-Seed": str(i % 50)})) for i in range(400)
+    ]
+    assert with_header[:50] * 8 == with_header  # the same header seed, the same draw
+    assert "never" not in with_header
+
+
+def test_rate_is_validated_and_shown() -> None:
+    assert scenario("r", "rate: 1").rate == 1.0
+    assert scenario("r", "rate: 0.25").as_dict()["rate"] == 0.25
+    for bad, message in [
+        ("1.5", "must be <= 1"),
+        ("-0.1", "must be >= 0"),
+        ("yes", "must be a number"),
+    ]:
+        with pytest.raises(ScenarioError, match=f"^r:2: rate: {message}"):
+            scenario("r", f"rate: {bad}")

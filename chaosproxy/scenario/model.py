@@ -106,6 +106,9 @@ class Scenario(BaseModel):
     provider: str = "auto"
     format: Format = "auto"
     match: MatchRule | None = None
+    #: The fraction of matched (or default) requests the scenario takes; the others
+    #: fall through to the next rule (DESIGN.md section 3).
+    rate: Annotated[float, Field(ge=0, le=1)] = 1.0
     #: The 1-based request ordinals the faults apply to (None: every request). A file
     #: gives a list, hence not strict here; the items stay strict.
     requests: (
@@ -156,6 +159,7 @@ class Scenario(BaseModel):
                 "path": self.match.path,
                 "headers": dict(self.match.headers),
             },
+            "rate": self.rate,
             "requests": None if self.requests is None else sorted(self.requests),
             "faults": [{n: c.model_dump(mode="json")} for n, c in self.faults],
             "source": self.source,

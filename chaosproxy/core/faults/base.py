@@ -292,6 +292,9 @@ class Fault(Generic[C]):
     #: ``event`` faults run first on the body (they need sse/ndjson framing);
     #: ``transport`` faults after.
     stage: ClassVar[Literal["http", "event", "transport"]]
+    #: True when :meth:`response_headers` may change the headers (the session then
+    #: hands them over as a plain mapping).
+    edits_headers: ClassVar[bool] = False
 
     def __init__(self, config: C, ctx: FaultContext) -> None:
         #: The validated config, shared by every request.
@@ -304,9 +307,6 @@ class Fault(Generic[C]):
     def needs_framing(cls, config: FaultConfig) -> bool:
         """True when this config cannot work on a ``raw`` stream (validation error)."""
         return cls.stage == "event"
-
-    #: True when :meth:`response_headers` may change the headers.
-    edits_headers: ClassVar[bool] = False
 
     # -- HTTP stage
     def before_upstream(self) -> list[HttpAction]:
