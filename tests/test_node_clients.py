@@ -323,3 +323,105 @@ def test_truncated_json_delta(lab: Lab) -> None:
     ref = lab.ref("eventsource")["events"]
     third = nth_text_index(ref, 3)
     assert es["events"] == [*ref[:third], "unparsable", *ref[third + 1 :]]
+
+
+def test_cut_before_terminal_abort(lab: Lab) -> None:
+    runs = lab.runs("cut-before-terminal-abort")
+    # Like the reset: undici's "terminated" (here "other side closed"), bare from
+    # openai chat, wrapped by openai responses, anthropic and ai.
+    expected = {
+        "openai-chat": "TypeError",
+        "openai-responses": "OpenAIError",
+        "anthropic": "AnthropicError",
+        "ai-sdk": "APICallError",
+    }
+    for client, name in expected.items():
+        run = runs[client]
+        assert not run["ended"] and not run["hung"], client
+        assert run["error"]["name"] == name and _is_terminated(error_chain(run)), client
+        assert texts(run) == texts(lab.ref(client)), client  # every text delta arrived
+    assert runs["openai-chat"]["events"] == lab.ref("openai-chat")["events"]
+    es = runs["eventsource"]
+    assert es["events"][-1] == "error(readyState=0)"
+    assert "terminated" in es["error"]["message"]
+
+
+def test_error_mid_stream(lab: Lab) -> None:
+    runs = lab.runs("error-mid-stream")
+    # The injected error comes after the third upstream event.
+    chat = runs["openai-chat"]
+    assert chat["events"] == lab.ref("openai-chat")["events"][:3]
+    assert (chat["error"]["name"], chat["error"]["type"]) == ("APIError", "server_error")
+    # Unlike the Python SDK (which yields an `error` event and carries on), Node's
+    # Responses stream raises.
+    responses = runs["openai-responses"]
+    assert responses["events"] == lab.ref("openai-responses")["events"][:3]
+    assert (responses["error"]["name"], responses["error"]["code"]) == ("APIError", "server_error")
+    anth = runs["anthropic"]
+    assert anth["events"] == ["message_start", "content_block_start"]
+    assert (anth["error"]["name"], anth["error"]["type"]) == ("APIError", "overloaded_error")
+    # ai: no exception; an error part, then every other delta and finish:stop.
+    ai = runs["ai-sdk"]
+    clean(ai)
+    ref = lab.ref("ai-sdk")["events"]
+    assert ai["events"] == [*ref[:5], "error", *ref[5:]]
+    assert ai["stream_error"] == {
+        "name": "StreamProviderError",
+        "message": "The server had an error while processing your request. Sorry about that!",
+        "type": "server_error",
+    }
+    # eventsource: one more message, which only the application can recognise.
+    es = runs["eventsource"]
+    clean(es)
+    ref = lab.ref("eventsource")["events"]
+    assert es["events"] == [*ref[:3], "error:server_error", *ref[3:]]
+
+
+def test_terminal_event_twice(lab: Lab) -> None:
+    runs = lab.runs("terminal-event-twice")
+    for run in runs.values():
+        clean(run)
+    # Stop at the first [DONE]: nothing changes.
+    for client in ("openai-chat", "ai-sdk", "eventsource"):
+        assert runs[client]["events"] == lab.ref(client)["events"], client
+    # The stream helpers yield the terminal event twice; the final result is unchanged.
+    assert runs["openai-responses"]["events"] == [
+        *lab.ref("openai-responses")["events"],
+        "response.completed",
+    ]
+    assert runs["anthropic"]["events"] == [*lab.ref("anthropic")["events"], "message_stop"]
+    for client in ("openai-responses", "anthropic"):
+        assert runs[client]["final_text"] == lab.ref(client)["text"], client
+
+
+def test_delta_after_done(lab: Lab) -> None:
+    runs = lab.runs("delta-after-done")
+    for client in ("openai-chat", "eventsource", "anthropic"):
+        clean(runs[client])
+        assert runs[client]["events"] == lab.ref(client)["events"], client
+    # ai reads past [DONE]: the late chat chunk's text reaches the caller.
+    ai = runs["ai-sdk"]
+    clean(ai)
+    ref = lab.ref("ai-sdk")["events"]
+    assert ai["events"] == [*ref[:-3], "text: late", *ref[-3:]]
+    assert ai["text"] == lab.ref("ai-sdk")["text"] + " late"
+    # Responses reads past response.completed and throws on the foreign event.
+    responses = runs["openai-responses"]
+    assert responses["events"] == lab.ref("openai-responses")["events"]
+    assert error_chain(responses) == [("OpenAIError", "Unhandled response stream event: unknown")]
+
+
+def test_wrong_content_type(lab: Lab) -> None:
+    runs = lab.runs("wrong-content-type")
+    # The SDKs ignore the Content-Type and parse the stream.
+    for client in ("openai-chat", "openai-responses", "anthropic", "ai-sdk"):
+        clean(runs[client])
+        assert runs[client]["events"] == lab.ref(client)["events"], client
+    # EventSource refuses before any event, and does not reconnect (readyState CLOSED).
+    es = runs["eventsource"]
+    assert es["events"] == ["error(readyState=2)"]
+    assert es["error"] == {
+        "name": "EventSourceError",
+        "message": 'Invalid content type, expected "text/event-stream"',
+        "code": 200,
+    }

@@ -42,6 +42,11 @@ await run("eventsource", async (rec) => {
         rec.events.push("unparsable");
         return;
       }
+      if (chunk.error) {
+        // An in-stream error is just another message to EventSource: the app must look.
+        rec.events.push(`error:${chunk.error.type}`);
+        return;
+      }
       const choice = chunk.choices?.[0];
       if (choice?.delta?.role) rec.events.push(`role:${choice.delta.role}`);
       if (choice?.delta?.content) {
