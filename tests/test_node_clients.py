@@ -33,11 +33,13 @@ from chaosproxy import ChaosProxy
 REPO = Path(__file__).resolve().parents[1]
 NODE_DIR = REPO / "tests" / "node"
 CLIENTS = ("openai-chat", "openai-responses", "anthropic", "ai-sdk", "eventsource")
-#: The hard deadline of one run, and the ``timeout`` the SDKs are given (shorter: a run
-#: that outlives it shows that the SDK's timeout does not cover reading the body).
-DEADLINE_MS = 4000
-HANG_DEADLINE_MS = 2500
-SDK_TIMEOUT_MS = 1000
+#: The hard deadline of one run, and the ``timeout`` the SDKs are given: generous, except
+#: under hang-after-last-event, where it is shorter than the deadline (a client that
+#: outlives it shows that the SDK's timeout does not cover reading the body).
+DEADLINE_MS = 8000
+SDK_TIMEOUT_MS = 30000
+HANG_DEADLINE_MS = 4000
+HANG_SDK_TIMEOUT_MS = 1500
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -73,13 +75,19 @@ class Lab:
         self.proxy = proxy
         self._passthrough: dict[str, Run] = {}
 
-    def run(self, client: str, scenario: str, deadline_ms: int = DEADLINE_MS) -> Run:
+    def run(
+        self,
+        client: str,
+        scenario: str,
+        deadline_ms: int = DEADLINE_MS,
+        sdk_timeout_ms: int = SDK_TIMEOUT_MS,
+    ) -> Run:
         env = {
             **os.environ,
             "CHAOS_URL": self.proxy.url,
             "CHAOS_SCENARIO": scenario,
             "CHAOS_TIMEOUT_MS": str(deadline_ms),
-            "CHAOS_SDK_TIMEOUT_MS": str(SDK_TIMEOUT_MS),
+            "CHAOS_SDK_TIMEOUT_MS": str(sdk_timeout_ms),
         }
         done = subprocess.run(
             ["node", str(NODE_DIR / f"{client}.mjs")],
@@ -95,10 +103,10 @@ class Lab:
         assert run["client"] == client and run["scenario"] == scenario
         return run
 
-    def runs(self, scenario: str, deadline_ms: int = DEADLINE_MS) -> dict[str, Run]:
+    def runs(self, scenario: str, *args: int) -> dict[str, Run]:
         """Every client under ``scenario``, concurrently."""
         with ThreadPoolExecutor(len(CLIENTS)) as pool:
-            futures = {c: pool.submit(self.run, c, scenario, deadline_ms) for c in CLIENTS}
+            futures = {c: pool.submit(self.run, c, scenario, *args) for c in CLIENTS}
             return {c: f.result() for c, f in futures.items()}
 
     def ref(self, client: str) -> Run:
@@ -171,7 +179,16 @@ def test_utf8_bom_is_stripped_by_every_node_client(lab: Lab) -> None:
         assert run["text"] == lab.ref(client)["text"], client
 
 
-@pytest.mark.parametrize("scenario", ["hostile-boundaries"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "hostile-boundaries",
+        "all-events-in-one-read",
+        "keepalive-comments",
+        "crlf-line-endings",
+        "cr-line-endings",
+    ],
+)
 def test_split_reads_change_nothing(lab: Lab, scenario: str) -> None:
     for client, run in lab.runs(scenario).items():
         clean(run)
@@ -277,18 +294,18 @@ def test_cut_before_terminal_reset(lab: Lab) -> None:
 
 
 def test_hang_after_last_event(lab: Lab) -> None:
-    runs = lab.runs("hang-after-last-event", HANG_DEADLINE_MS)
+    runs = lab.runs("hang-after-last-event", HANG_DEADLINE_MS, HANG_SDK_TIMEOUT_MS)
     # openai chat stops at [DONE] itself; the eventsource script closes on [DONE].
     for client in ("openai-chat", "eventsource"):
         clean(runs[client])
         assert runs[client]["events"] == lab.ref(client)["events"], client
     # The stream helpers got the terminal event and still wait for the end of the body,
-    # past their own `timeout` (SDK_TIMEOUT_MS): it does not cover reading the body.
+    # past their own `timeout` (HANG_SDK_TIMEOUT_MS): it does not cover reading the body.
     for client in ("openai-responses", "anthropic"):
         run = runs[client]
         assert run["hung"] and run["error"] is None and not run["ended"], client
         assert run["events"] == lab.ref(client)["events"], client
-        assert run["ms"] >= HANG_DEADLINE_MS > SDK_TIMEOUT_MS
+        assert run["ms"] >= HANG_DEADLINE_MS > HANG_SDK_TIMEOUT_MS
     # ai: hangs too, and has not yet even emitted text-end / finish-step / finish.
     ai = runs["ai-sdk"]
     assert ai["hung"] and ai["error"] is None
@@ -424,4 +441,64 @@ def test_wrong_content_type(lab: Lab) -> None:
         "name": "EventSourceError",
         "message": 'Invalid content type, expected "text/event-stream"',
         "code": 200,
+    }
+
+
+def test_reverse_two_deltas_passes_silently(lab: Lab) -> None:
+    runs = lab.runs("reverse-two-deltas")
+    for client, run in runs.items():
+        clean(run)
+        ref = lab.ref(client)["events"]
+        third = nth_text_index(ref, 3)
+        swapped = [*ref[:third], ref[third + 1], ref[third], *ref[third + 2 :]]
+        assert run["events"] == swapped, client
+    # Responses: the final text comes from response.completed, in order.
+    assert runs["openai-responses"]["final_text"] == lab.ref("openai-responses")["text"]
+    assert runs["anthropic"]["final_text"] == runs["anthropic"]["text"]
+
+
+def test_reset_mid_stream(lab: Lab) -> None:
+    runs = lab.runs("reset-mid-stream")
+    names = {
+        "openai-chat": "TypeError",
+        "openai-responses": "OpenAIError",
+        "anthropic": "AnthropicError",
+        "ai-sdk": "APICallError",
+    }
+    for client, name in names.items():
+        run = runs[client]
+        assert not run["ended"] and not run["hung"], client
+        assert run["error"]["name"] == name and _is_terminated(error_chain(run)), client
+    # Exactly the first five upstream events reached the client.
+    assert runs["openai-chat"]["events"] == lab.ref("openai-chat")["events"][:5]
+    # anthropic: message_start, content_block_start, two deltas (the ping is not yielded).
+    assert runs["anthropic"]["events"] == lab.ref("anthropic")["events"][:4]
+    assert runs["eventsource"]["events"] == [
+        *lab.ref("eventsource")["events"][:5],
+        "error(readyState=0)",
+    ]
+
+
+def test_service_unavailable(lab: Lab) -> None:
+    runs = lab.runs("service-unavailable")
+    for client, name in [
+        ("openai-chat", "InternalServerError"),
+        ("openai-responses", "InternalServerError"),
+        ("anthropic", "ServiceUnavailableError"),
+    ]:
+        run = runs[client]
+        assert run["events"] == [] and not run["ended"], client
+        assert (run["error"]["name"], run["error"]["status"]) == (name, 503), client
+        assert run["error"]["type"] == "chaosproxy_injected", client
+    # ai: nothing thrown; the 503 is an error part (APICallError) after `start`.
+    ai = runs["ai-sdk"]
+    clean(ai)
+    assert ai["events"] == ["start", "error"]
+    assert ai["stream_error"]["name"] == "APICallError"
+    es = runs["eventsource"]
+    assert es["events"] == ["error(readyState=2)"]  # CLOSED: no reconnection
+    assert es["error"] == {
+        "name": "EventSourceError",
+        "message": "Non-200 status code (503)",
+        "code": 503,
     }
