@@ -358,6 +358,10 @@ def test_cut_before_terminal_abort(lab: Lab) -> None:
         assert run["error"]["name"] == name and _is_terminated(error_chain(run)), client
         assert texts(run) == texts(lab.ref(client)), client  # every text delta arrived
     assert runs["openai-chat"]["events"] == lab.ref("openai-chat")["events"]
+    ref = lab.ref("openai-responses")["events"]
+    assert runs["openai-responses"]["events"] == without(ref, "response.completed")
+    ref = lab.ref("anthropic")["events"]
+    assert runs["anthropic"]["events"] == without(ref, "message_stop")
     es = runs["eventsource"]
     assert es["events"][-1] == "error(readyState=0)"
     assert "terminated" in es["error"]["message"]
