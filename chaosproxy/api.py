@@ -2,13 +2,16 @@
 
 ::
 
-    async with ChaosProxy(scenarios=["scenarios/"]) as proxy:      # in a running loop
+    async with ChaosProxy() as proxy:      # in a running loop
         client = AsyncOpenAI(base_url=proxy.url + "/v1", api_key="test")
 
-    with ChaosProxy(upstream="mock", scenarios=["scenarios/"]) as proxy:   # sync tests
+    with ChaosProxy(upstream="mock", scenarios=["my-scenarios/"]) as proxy:   # sync tests
         requests.post(proxy.url + "/v1/chat/completions", headers={"X-Chaos-Scenario": …})
 
-The sync form runs the proxy on its own event loop in a background thread. Either way
+The built-in scenario library is always loaded first; ``scenarios`` (files,
+directories, :class:`~chaosproxy.scenario.Scenario` values) add to it, and one of the
+same name overrides a built-in one. The sync form runs the proxy on its own event loop
+in a background thread. Either way
 the proxy listens on a free port of 127.0.0.1, and every frame-log line is kept in
 memory (:attr:`ChaosProxy.lines`) so a test can see exactly what its client received.
 """

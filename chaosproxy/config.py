@@ -164,10 +164,10 @@ class Config:
         ),
     )
     admin: HostPort | None = field(
-        default=("127.0.0.1", 8474),
+        default=("127.0.0.1", 8478),
         metadata=option(
             "--admin",
-            "the admin API's address, or off (default 127.0.0.1:8474)",
+            "the admin API's address, or off (default 127.0.0.1:8478)",
             parse_admin,
             "HOST:PORT|off",
         ),

@@ -452,7 +452,7 @@ def test_admin_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     def config(*argv: str) -> Config:
         return config_from(build_parser().parse_args(["serve", *argv]))
 
-    assert (config().admin, config().admin_token) == (("127.0.0.1", 8474), None)
+    assert (config().admin, config().admin_token) == (("127.0.0.1", 8478), None)
     assert config("--admin", "off").admin is None
     assert config("--admin", "0.0.0.0:9").admin == ("0.0.0.0", 9)
     monkeypatch.setenv("CHAOSPROXY_ADMIN", "off")

@@ -23,7 +23,7 @@ def test_public_names_are_exactly_these() -> None:
 
 
 def test_sync_context_manager_serves_from_a_background_thread() -> None:
-    with ChaosProxy(scenarios=[REPO / "scenarios"], mock_interval=0.001) as proxy:
+    with ChaosProxy(mock_interval=0.001) as proxy:
         with httpx.Client(base_url=proxy.url) as client:
             clean = client.post("/v1/chat/completions", json=CHAT)
             faulty = client.post(
@@ -41,7 +41,7 @@ def test_sync_context_manager_serves_from_a_background_thread() -> None:
 
 
 async def test_async_context_manager_with_the_openai_sdk() -> None:
-    async with ChaosProxy(scenarios=[REPO / "scenarios"], mock_interval=0.001) as proxy:
+    async with ChaosProxy(mock_interval=0.001) as proxy:
         client = openai.AsyncOpenAI(base_url=proxy.url + "/v1", api_key="test")
         stream = await client.chat.completions.create(
             **CHAT, extra_headers={"X-Chaos-Scenario": "duplicate-third-delta"}
@@ -57,7 +57,10 @@ def test_an_unknown_default_scenario_fails_the_with_block() -> None:
         pass
 
 
-def test_the_pytest_fixture_is_registered(pytester: pytest.Pytester) -> None:
+def test_the_pytest_fixture_is_registered(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout, not an installed copy
     pytester.makepyfile(
         """
         import httpx
@@ -73,7 +76,5 @@ def test_the_pytest_fixture_is_registered(pytester: pytest.Pytester) -> None:
             assert chaos_proxy.summary(r.headers["X-Chaos-Request-Id"])["outcome"] == "cut"
         """
     )
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--chaos-scenarios", str(REPO / "scenarios")
-    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)

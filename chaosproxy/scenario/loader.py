@@ -10,9 +10,11 @@ model, found through :func:`chaosproxy.core.faults.registry` at call time.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +76,54 @@ def load_scenarios(paths: Sequence[str | Path]) -> dict[str, Scenario]:
 
 def validate_paths(paths: Sequence[str | Path]) -> list[Problem]:
     """Every problem in ``paths`` (empty when all is valid), for ``chaosproxy validate``."""
-    return _load_all(paths)[1]
+    return check_paths(paths)[1]
+
+
+def check_paths(paths: Sequence[str | Path]) -> tuple[dict[str, Scenario], list[Problem]]:
+    """The valid scenarios in ``paths`` and every problem, for ``chaosproxy validate``:
+    unlike loading, a path with no scenario file in it is a problem too."""
+    scenarios, problems = _load_all(paths)
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir() and not any(p for p, problem in _expand([path]) if problem is None):
+            problems.append(Problem(str(path), 0, "no scenarios here"))
+    return scenarios, problems
+
+
+# --------------------------------------------------------------------------- the library
+
+#: Where the built-in scenario library is, inside the ``chaosproxy`` package.
+LIBRARY_DIR = "scenarios"
+
+
+@functools.cache
+def _library() -> tuple[Scenario, ...]:
+    found: list[Scenario] = []
+    problems: list[Problem] = []
+    root = resources.files("chaosproxy") / LIBRARY_DIR
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        stem, dot, suffix = entry.name.rpartition(".")
+        if not dot or suffix not in ("yaml", "yml") or not entry.is_file():
+            continue
+        parsed = _parse(entry.read_bytes(), str(entry), stem)
+        problems.extend(parsed.problems)
+        if parsed.scenario is not None:
+            found.append(parsed.scenario)
+    if problems:  # a broken package; its own tests keep this from shipping
+        raise ScenarioError(problems)
+    return tuple(found)
+
+
+def load_library() -> dict[str, Scenario]:
+    """The built-in scenario library (DESIGN.md section 4), in name order; a new dict
+    each call (the scenarios themselves are immutable and parsed once)."""
+    return {s.name: s for s in _library()}
+
+
+def with_library(scenarios: Mapping[str, Scenario]) -> dict[str, Scenario]:
+    """The built-in library first, then ``scenarios``: one of the same name overrides
+    the built-in one (keeping its place in the ``match:`` order)."""
+    return {**load_library(), **scenarios}
 
 
 def _expand(paths: Sequence[str | Path]) -> Iterator[tuple[Path, Problem | None]]:
