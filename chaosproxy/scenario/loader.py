@@ -50,13 +50,21 @@ def load_scenario_file(path: str | Path) -> Scenario:
     return parsed.scenario
 
 
-def parse_scenario(text: str | bytes, source: str, default_name: str | None = None) -> Scenario:
+def parse_scenario(
+    text: str | bytes,
+    source: str,
+    default_name: str | None = None,
+    *,
+    read_only: bool = False,
+) -> Scenario:
     """Validate a scenario given as YAML (or JSON) text; ``source`` names it in problems.
 
     Without a ``name:`` key the scenario is called ``default_name``; when that is None
-    too, the missing name is a problem.
+    too, the missing name is a problem. With ``read_only``, the read-only fields of
+    :meth:`Scenario.as_dict` (such as ``source``) are ignored rather than refused, so
+    what the admin API shows can be given back unchanged.
     """
-    parsed = _parse(text, source, default_name)
+    parsed = _parse(text, source, default_name, read_only=read_only)
     if parsed.scenario is None:
         raise ScenarioError(parsed.problems)
     return parsed.scenario
@@ -201,7 +209,9 @@ def _os_reason(exc: OSError) -> str:
 # --------------------------------------------------------------------------- parsing
 
 
-def _parse(text: str | bytes, source: str, default_name: str | None) -> _Parsed:
+def _parse(
+    text: str | bytes, source: str, default_name: str | None, *, read_only: bool = False
+) -> _Parsed:
     size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
     if size > MAX_FILE_BYTES:
         return _Parsed(None, [Problem(source, 0, "file is larger than 1 MiB")])
@@ -214,7 +224,7 @@ def _parse(text: str | bytes, source: str, default_name: str | None) -> _Parsed:
             return _Parsed(None, [Problem(source, line, "not UTF-8 text")])
     if "\t" in text and text.lstrip().startswith("{"):
         text = _untab_json(text)
-    return _Validator(text, source).run(default_name)
+    return _Validator(text, source, read_only=read_only).run(default_name)
 
 
 def _untab_json(text: str) -> str:
@@ -255,8 +265,10 @@ _NODE_NOUNS: dict[type[Node], str] = {MappingNode: "a mapping", SequenceNode: "a
 class _Validator:
     """Validates one document, collecting located problems."""
 
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, *, read_only: bool = False) -> None:
         self.text = text
+        #: Ignore the read-only keys of Scenario.as_dict() instead of refusing them.
+        self.ignore_read_only = read_only
         self.loader = _Loader("")  # fed in compose(), where reader errors are caught
         self.source = source
         self.problems: list[Problem] = []
@@ -416,6 +428,8 @@ class _Validator:
         refused = [k for k in given if k in _NOT_KEYS]
         for k in refused:
             del given[k]
+        if self.ignore_read_only:
+            refused = []
         errors: list[ErrorDetails] = []
         try:
             Scenario.model_validate(given)
