@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
 import httpx
 import openai
 import pytest
 
 import chaosproxy
-from chaosproxy import ChaosProxy
+from chaosproxy import ChaosClient, ChaosProxy
+from chaosproxy.client import ChaosAuthError, ChaosClientError
+from chaosproxy.scenario import ScenarioError, load_library
+from chaosproxy.selection import UnknownScenario
 from tests.conftest import REPO
 
 CHAT = {
@@ -18,8 +25,15 @@ CHAT = {
 
 
 def test_public_names_are_exactly_these() -> None:
-    assert set(chaosproxy.__all__) == {"ChaosProxy", "__version__"}
-    assert all(hasattr(chaosproxy, name) for name in chaosproxy.__all__)
+    # As httpx's tests/test_exported_members.py: __all__ is exactly what the package
+    # means to export, and each name is there (imported lazily).
+    assert chaosproxy.__all__ == ["ChaosClient", "ChaosProxy", "__version__"]
+    assert chaosproxy.ChaosProxy is ChaosProxy
+    assert chaosproxy.ChaosClient is ChaosClient
+    assert set(chaosproxy.__all__) <= set(dir(chaosproxy))  # lazy, but listed
+    assert chaosproxy.__version__ == "0.1.0"
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = chaosproxy.Nope  # type: ignore[attr-defined]
 
 
 def test_sync_context_manager_serves_from_a_background_thread() -> None:
@@ -78,3 +92,200 @@ def test_the_pytest_fixture_is_registered(
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+# --------------------------------------------------------------------------- library
+
+
+def test_the_library_is_loaded_and_a_same_name_file_overrides_it(tmp_path: Path) -> None:
+    mine = "description: mine\nfaults:\n  - drop: {kind: delta}\n"
+    (tmp_path / "drop-third-delta.yaml").write_text(mine)
+    settings = {"mock_interval": 0.001, "mock_tokens": TOKENS}
+    with ChaosProxy(scenarios=[tmp_path], **settings) as proxy, httpx.Client() as http:
+        r = http.post(
+            proxy.url + "/v1/chat/completions",
+            json=CHAT,
+            headers={"X-Chaos-Scenario": "reverse-two-deltas"},  # built in
+        )
+        assert r.status_code == 200
+        mine = http.post(
+            proxy.url + "/v1/chat/completions",
+            json=CHAT,
+            headers={"X-Chaos-Scenario": "drop-third-delta"},
+        )
+        summary = proxy.summary(mine.headers["X-Chaos-Request-Id"])
+    assert summary["faults_applied"] == {"drop": TOKENS}  # every delta: mine, not the library's
+
+
+def test_a_duplicate_among_the_users_own_files_is_still_a_problem(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("name: same\nfaults: [drop]\n")
+    (tmp_path / "b.yaml").write_text("name: same\nfaults: [drop]\n")
+    with pytest.raises(ScenarioError) as info:
+        ChaosProxy(scenarios=[tmp_path])
+    assert [str(p) for p in info.value.problems] == [
+        f"{tmp_path / 'b.yaml'}:1: name: duplicate scenario name 'same' "
+        f"(also in {tmp_path / 'a.yaml'}:1)"
+    ]
+
+
+# --------------------------------------------------------------------------- run time
+
+TOKENS = 6
+ECHO = "provider: openai-chat\nfaults:\n  - drop: {kind: delta, nth: 1}\n"
+
+
+def post(http: httpx.Client, url: str, **headers: str) -> httpx.Response:
+    r = http.post(url + "/v1/chat/completions", json=CHAT, headers=headers)
+    assert r.status_code == 200, r.text
+    return r
+
+
+@pytest.fixture
+def proxy() -> Iterator[ChaosProxy]:
+    with ChaosProxy(mock_interval=0.001, mock_tokens=TOKENS, admin=("127.0.0.1", 0)) as p:
+        yield p
+
+
+def test_use_sets_and_clears_the_default(proxy: ChaosProxy) -> None:
+    with httpx.Client() as http:
+        proxy.use("drop-third-delta")
+        post(http, proxy.url)
+        assert proxy.last()["scenario"] == "drop-third-delta"
+        proxy.use(None)
+        post(http, proxy.url)
+        assert proxy.last()["scenario"] is None
+    with pytest.raises(UnknownScenario, match="unknown scenario 'nope'"):
+        proxy.use("nope")
+
+
+def test_add_scenario_from_yaml_or_a_mapping(proxy: ChaosProxy) -> None:
+    assert proxy.add_scenario(ECHO, name="first-gone") == "first-gone"
+    mapping = {"name": "second-gone", "faults": [{"drop": {"kind": "delta", "nth": 2}}]}
+    assert proxy.add_scenario(mapping) == "second-gone"
+    with pytest.raises(ScenarioError) as info:
+        proxy.add_scenario("faults: [nope]\n", name="bad")
+    [problem] = [str(p) for p in info.value.problems]
+    assert problem.startswith("add_scenario:1: faults[0]: unknown fault 'nope'; known faults: ")
+    with pytest.raises(ValueError, match="name 'other' given, but the scenario says"):
+        proxy.add_scenario(mapping, name="other")
+    with httpx.Client() as http:
+        r = post(http, proxy.url, **{"X-Chaos-Scenario": "second-gone"})
+    assert proxy.summary(r.headers["X-Chaos-Request-Id"])["faults_applied"] == {"drop": 1}
+
+
+def test_a_scenario_block_sets_the_default_and_restores_it(proxy: ChaosProxy) -> None:
+    proxy.use("drop-third-delta")
+    with httpx.Client() as http:
+        with proxy.scenario("reverse-two-deltas") as name:
+            assert name == "reverse-two-deltas"
+            post(http, proxy.url)
+        with proxy.scenario(ECHO) as inline:
+            assert inline == "block-1"
+            post(http, proxy.url)
+        assert "block-1" not in proxy._set.snapshot()[0]  # added for the block only
+        post(http, proxy.url)
+    assert [r["scenario"] for r in proxy.requests()] == [
+        "reverse-two-deltas",
+        "block-1",
+        "drop-third-delta",
+    ]
+
+
+def test_a_scenario_block_puts_back_the_scenario_it_replaced(proxy: ChaosProxy) -> None:
+    library = load_library()
+    with proxy.scenario("name: drop-third-delta\nfaults: [drop]\n"):
+        assert proxy._set.get("drop-third-delta").faults != library["drop-third-delta"].faults
+    assert proxy._set.get("drop-third-delta") == library["drop-third-delta"]
+    assert proxy._set.snapshot()[1] is None
+
+
+def test_requests_last_summary_and_frames(proxy: ChaosProxy) -> None:
+    with httpx.Client() as http:
+        a = post(http, proxy.url, **{"X-Chaos-Scenario": "drop-third-delta"})
+        b = post(http, proxy.url)
+        c = post(http, proxy.url, **{"X-Chaos-Scenario": "drop-third-delta"})
+    ids = [r.headers["X-Chaos-Request-Id"] for r in (a, b, c)]
+    finished = proxy.requests()
+    assert [r["request_id"] for r in finished] == ids  # oldest first
+    assert [r["request_id"] for r in proxy.requests("drop-third-delta")] == [ids[0], ids[2]]
+    last = proxy.last()
+    assert last == finished[-1] == proxy.summary(ids[2])
+    # the request line's fields and the response_end line's, without "event"
+    assert (last["method"], last["path"], last["outcome"]) == (
+        "POST",
+        "/v1/chat/completions",
+        "completed",
+    )
+    assert "event" not in last
+    assert sum(f["size"] for f in proxy.frames(ids[2])) == len(c.content) == last["bytes"]
+
+
+def test_last_before_any_request_is_a_lookup_error(proxy: ChaosProxy) -> None:
+    with pytest.raises(LookupError, match="no request has gone through the proxy yet"):
+        proxy.last(settle=0)
+
+
+def test_runtime_calls_want_a_running_proxy() -> None:
+    with pytest.raises(RuntimeError, match="not running"):
+        ChaosProxy().use(None)
+
+
+# --------------------------------------------------------------------------- ChaosClient
+
+
+def test_chaos_client_offers_the_same_calls_over_the_admin_api(proxy: ChaosProxy) -> None:
+    assert proxy.admin_url is not None
+    chaos = ChaosClient(proxy.admin_url)
+    with httpx.Client() as http:
+        chaos.use("drop-third-delta")
+        a = post(http, proxy.url)
+        assert chaos.last()["request_id"] == a.headers["X-Chaos-Request-Id"]
+        chaos.use(None)
+        assert chaos.add_scenario(ECHO, name="first-gone") == "first-gone"
+        b = post(http, proxy.url, **{"X-Chaos-Scenario": "first-gone"})
+        with chaos.scenario("reverse-two-deltas"):
+            c = post(http, proxy.url)
+        with chaos.scenario({"faults": ["drop"]}) as inline:
+            assert inline == "block-1"
+            post(http, proxy.url)
+        assert "block-1" not in {s["name"] for s in chaos.scenarios()}
+        assert chaos.default() is None
+    ids = [r.headers["X-Chaos-Request-Id"] for r in (a, b, c)]
+    assert [r["request_id"] for r in chaos.requests()][:3] == ids
+    assert [r["request_id"] for r in chaos.requests("first-gone")] == ids[1:2]
+    for request_id in ids:
+        assert chaos.summary(request_id) == proxy.summary(request_id)
+        assert chaos.frames(request_id) == [
+            {k: v for k, v in f.items() if k not in ("event", "request_id", "scenario")}
+            for f in proxy.frames(request_id)
+        ]
+    with pytest.raises(KeyError):
+        chaos.summary("r-nope")
+    with pytest.raises(ChaosClientError) as info:
+        chaos.add_scenario("faults: [nope]\n", name="bad")
+    assert info.value.status == 400 and info.value.problems
+    chaos.reset()
+    assert chaos.requests() == []
+
+
+def test_chaos_client_says_clearly_when_it_wants_a_token() -> None:
+    settings = {"admin": ("127.0.0.1", 0), "admin_token": "s3cret"}
+    with ChaosProxy(**settings) as proxy:
+        assert proxy.admin_url is not None
+        with pytest.raises(ChaosAuthError) as info:
+            ChaosClient(proxy.admin_url).use(None)
+        assert info.value.status == 401
+        assert "401 Unauthorized: no token was given" in str(info.value)
+        assert "--admin-token" in str(info.value)
+        with pytest.raises(ChaosAuthError, match="the token was refused"):
+            ChaosClient(proxy.admin_url, token="wrong").use(None)
+        ChaosClient(proxy.admin_url, token="s3cret").use("drop-third-delta")
+        assert "s3cret" not in repr(ChaosClient(proxy.admin_url, token="s3cret"))
+
+
+def test_chaos_client_cannot_reach() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ChaosClientError, match="cannot reach the chaosproxy admin API"):
+        ChaosClient(f"http://127.0.0.1:{port}").use(None)
