@@ -289,3 +289,140 @@ def test_chaos_client_cannot_reach() -> None:
         port = s.getsockname()[1]
     with pytest.raises(ChaosClientError, match="cannot reach the chaosproxy admin API"):
         ChaosClient(f"http://127.0.0.1:{port}").use(None)
+
+
+# --------------------------------------------------------------------------- the plugin
+
+
+@pytest.fixture
+def plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's plugin, not an installed one
+
+
+def test_the_chaos_marker_sets_the_default_scenario(
+    pytester: pytest.Pytester, plugin_env: None
+) -> None:
+    pytester.makepyfile(
+        """
+        import httpx
+        import pytest
+
+        CHAT = {"model": "gpt-4o", "stream": True, "messages": []}
+
+        @pytest.mark.chaos("drop-third-delta")
+        def test_marked(chaos_proxy):
+            httpx.post(chaos_proxy.url + "/v1/chat/completions", json=CHAT)
+            assert chaos_proxy.last()["scenario"] == "drop-third-delta"
+
+        @pytest.mark.chaos("faults: [drop]")
+        def test_marked_with_yaml(chaos_proxy):
+            httpx.post(chaos_proxy.url + "/v1/chat/completions", json=CHAT)
+            assert chaos_proxy.last()["scenario"] == "block-1"
+
+        def test_unmarked(chaos_proxy):
+            httpx.post(chaos_proxy.url + "/v1/chat/completions", json=CHAT)
+            assert chaos_proxy.last()["scenario"] is None
+
+        @pytest.mark.chaos("no-such-scenario")
+        def test_unknown(chaos_proxy):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
+    result.assert_outcomes(passed=3, errors=1)
+    result.stdout.fnmatch_lines(["*UnknownScenario: unknown scenario 'no-such-scenario'*"])
+
+
+def test_the_marker_is_registered(pytester: pytest.Pytester, plugin_env: None) -> None:
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.chaos(scenario): the default scenario of*"])
+
+
+def test_one_proxy_for_the_session(pytester: pytest.Pytester, plugin_env: None) -> None:
+    pytester.makepyfile(
+        """
+        URLS = []
+
+        def test_one(chaos_proxy_session):
+            URLS.append(chaos_proxy_session.url)
+
+        def test_two(chaos_proxy_session):
+            URLS.append(chaos_proxy_session.url)
+            assert URLS[0] == URLS[1]
+        """
+    )
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+PLUGIN_SETTINGS = """
+    import httpx
+
+    def test_settings(chaos_proxy):
+        r = httpx.post(
+            chaos_proxy.url + "/v1/chat/completions",
+            json={"model": "gpt-4o", "stream": True, "messages": []},
+            headers={"X-Chaos-Scenario": "mine"},
+        )
+        assert r.status_code == 200
+        assert r.content == b"from the upstream"
+    """
+
+
+@pytest.fixture
+def fixed_upstream() -> Iterator[str]:
+    """A tiny upstream that always answers the same body, in its own thread."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"from the upstream"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_options_give_the_upstream_and_scenarios(
+    pytester: pytest.Pytester, plugin_env: None, fixed_upstream: str
+) -> None:
+    pytester.makefile(".yaml", mine="format: raw\nfaults: [{rechunk: {size: 1}}]\n")
+    pytester.makepyfile(PLUGIN_SETTINGS)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--chaos-upstream",
+        fixed_upstream,
+        "--chaos-scenarios",
+        "mine.yaml",
+    )
+    result.assert_outcomes(passed=1)
+
+
+def test_ini_keys_give_the_upstream_and_scenarios(
+    pytester: pytest.Pytester, plugin_env: None, fixed_upstream: str
+) -> None:
+    pytester.mkdir("chaos")
+    (pytester.path / "chaos" / "mine.yaml").write_text(
+        "format: raw\nfaults: [{rechunk: {size: 1}}]\n"
+    )
+    pytester.makeini(
+        f"""
+        [pytest]
+        chaos_upstream = {fixed_upstream}
+        chaos_scenarios = chaos
+        """
+    )
+    pytester.makepyfile(PLUGIN_SETTINGS)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
