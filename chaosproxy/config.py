@@ -150,7 +150,8 @@ class Config:
         default=(),
         metadata=option(
             "--scenarios",
-            "a scenario file or a directory of *.yaml (repeatable; default ./scenarios)",
+            "a scenario file or a directory of *.yaml, added to the built-in library (one of "
+            "the same name overrides it); repeatable",
             metavar="PATH",
             kind="append",
         ),

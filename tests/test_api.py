@@ -12,9 +12,11 @@ import pytest
 
 import chaosproxy
 from chaosproxy import ChaosClient, ChaosProxy
+from chaosproxy.api import EMBEDDED
 from chaosproxy.client import ChaosAuthError, ChaosClientError
 from chaosproxy.scenario import ScenarioError, load_library
 from chaosproxy.selection import UnknownScenario
+from chaosproxy.server import start_proxy
 from tests.conftest import REPO
 
 CHAT = {
@@ -115,6 +117,19 @@ def test_the_library_is_loaded_and_a_same_name_file_overrides_it(tmp_path: Path)
         )
         summary = proxy.summary(mine.headers["X-Chaos-Request-Id"])
     assert summary["faults_applied"] == {"drop": TOKENS}  # every delta: mine, not the library's
+
+
+async def test_start_proxy_loads_the_library_first_and_an_empty_directory_is_fine(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "empty").mkdir()  # the container's /scenarios when nothing is mounted
+    (tmp_path / "mine.yaml").write_text("faults: [drop]\n")
+    config = EMBEDDED.replace(scenarios=(str(tmp_path / "empty"), str(tmp_path / "mine.yaml")))
+    proxy = await start_proxy(config)
+    try:
+        assert list(proxy.state.scenarios.scenarios) == [*load_library(), "mine"]
+    finally:
+        await proxy.close()
 
 
 def test_a_duplicate_among_the_users_own_files_is_still_a_problem(tmp_path: Path) -> None:
