@@ -74,8 +74,9 @@ class ChaosClient:
         if query:
             url += "?" + urllib.parse.urlencode(query)
         headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
+        if body:
+            json = body.lstrip().startswith(b"{")
+            headers["Content-Type"] = "application/json" if json else "application/yaml"
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(url, data=body, method=method, headers=headers)
