@@ -190,9 +190,7 @@ class ChaosProxy:
         with self._changed:
             self._changed.wait_for(lambda: not self._started, settle)
             return [
-                dict(s)
-                for s in self._finished
-                if scenario is None or s.get("scenario") == scenario
+                dict(s) for s in self._finished if scenario is None or s.get("scenario") == scenario
             ]
 
     def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
