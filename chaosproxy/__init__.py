@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from chaosproxy.api import ChaosProxy
+    from chaosproxy.client import ChaosClient
 
 
 def __getattr__(name: str) -> Any:
@@ -16,7 +17,15 @@ def __getattr__(name: str) -> Any:
         from chaosproxy.api import ChaosProxy
 
         return ChaosProxy
-    raise AttributeError(name)
+    if name == "ChaosClient":
+        from chaosproxy.client import ChaosClient
+
+        return ChaosClient
+    raise AttributeError(f"module 'chaosproxy' has no attribute {name!r}")
 
 
-__all__ = ["ChaosProxy", "__version__"]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = ["ChaosClient", "ChaosProxy", "__version__"]

@@ -1,8 +1,9 @@
 """The admin API (DESIGN.md section 8): a small JSON API on its own port.
 
-``GET /health``, ``GET /scenarios``, ``POST /scenarios``, ``DELETE /scenarios/{name}``,
-``PUT /default``, ``GET /requests?limit=N``, ``GET /requests/{id}``, ``POST /reset``,
-``GET /metrics``. With a token, every endpoint wants ``Authorization: Bearer TOKEN``.
+``GET /health``, ``GET /scenarios``, ``GET /scenarios/{name}``, ``POST /scenarios``,
+``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``,
+``GET /requests/{id}``, ``POST /reset``, ``GET /metrics``. With a token, every endpoint
+wants ``Authorization: Bearer TOKEN``.
 
 Its state is the proxy's own: the :class:`~chaosproxy.selection.ScenarioSet` the proxy
 chooses from (so a change applies to the next request, never to one in flight), and a
@@ -147,13 +148,15 @@ class RequestStore:
                 record.content += size
         into.append(line)
 
-    def recent(self, limit: int) -> list[dict[str, Any]]:
-        """Summaries of the ``limit`` most recent requests, newest first."""
+    def recent(self, limit: int, scenario: str | None = None) -> list[dict[str, Any]]:
+        """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when
+        given), newest first."""
         out: list[dict[str, Any]] = []
         for record in reversed(self._records.values()):
             if len(out) >= limit:
                 break
-            out.append(record.view())
+            if scenario is None or record.summary.get("scenario") == scenario:
+                out.append(record.view())
         return out
 
     def get(self, request_id: str) -> RequestRecord | None:
@@ -235,6 +238,7 @@ def create_admin_app(state: AdminState) -> web.Application:
     r = app.router
     r.add_get("/health", _health)
     r.add_get("/scenarios", _list_scenarios)
+    r.add_get("/scenarios/{name}", _get_scenario)
     r.add_post("/scenarios", _add_scenario)
     r.add_delete("/scenarios/{name}", _delete_scenario)
     r.add_put("/default", _put_default)
@@ -260,13 +264,17 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _list_scenarios(request: web.Request) -> web.Response:
+    scenarios, default = request.app[ADMIN].scenarios.snapshot()
+    return _json({"default": default, "scenarios": [s.as_dict() for s in scenarios.values()]})
+
+
+async def _get_scenario(request: web.Request) -> web.Response:
     scenarios = request.app[ADMIN].scenarios
-    return _json(
-        {
-            "default": scenarios.default,
-            "scenarios": [s.as_dict() for s in scenarios.scenarios.values()],
-        }
-    )
+    try:
+        scenario = scenarios.get(request.match_info["name"])
+    except UnknownScenario as exc:
+        return _error(404, "not_found", str(exc))
+    return _json(scenario.as_dict())
 
 
 async def _add_scenario(request: web.Request) -> web.Response:
@@ -274,7 +282,7 @@ async def _add_scenario(request: web.Request) -> web.Response:
     body = await request.read()
     default_name = request.query.get("name") or None
     try:
-        scenario = parse_scenario(body, BODY_SOURCE, default_name=default_name)
+        scenario = parse_scenario(body, BODY_SOURCE, default_name=default_name, read_only=True)
     except ScenarioError as exc:
         problems = [str(p) for p in exc.problems]
         return _error(
@@ -324,7 +332,8 @@ async def _list_requests(request: web.Request) -> web.Response:
         if not raw.isdigit() or int(raw) < 1:
             return _error(400, "bad_request", "limit must be a positive integer")
         limit = int(raw)
-    return _json({"requests": store.recent(limit)})
+    scenario = request.query.get("scenario")
+    return _json({"requests": store.recent(limit, scenario=scenario)})
 
 
 async def _get_request(request: web.Request) -> web.Response:
@@ -339,7 +348,7 @@ async def _get_request(request: web.Request) -> web.Response:
 async def _reset(request: web.Request) -> web.Response:
     state = request.app[ADMIN]
     state.requests.reset()
-    state.scenarios.reset()
+    state.scenarios.restore()
     return _json({"reset": True})
 
 

@@ -2,13 +2,16 @@
 
 ::
 
-    async with ChaosProxy(scenarios=["scenarios/"]) as proxy:      # in a running loop
+    async with ChaosProxy() as proxy:      # in a running loop
         client = AsyncOpenAI(base_url=proxy.url + "/v1", api_key="test")
 
-    with ChaosProxy(upstream="mock", scenarios=["scenarios/"]) as proxy:   # sync tests
+    with ChaosProxy(upstream="mock", scenarios=["my-scenarios/"]) as proxy:   # sync tests
         requests.post(proxy.url + "/v1/chat/completions", headers={"X-Chaos-Scenario": …})
 
-The sync form runs the proxy on its own event loop in a background thread. Either way
+The built-in scenario library is always loaded first; ``scenarios`` (files,
+directories, :class:`~chaosproxy.scenario.Scenario` values) add to it, and one of the
+same name overrides a built-in one. The sync form runs the proxy on its own event loop
+in a background thread. Either way
 the proxy listens on a free port of 127.0.0.1, and every frame-log line is kept in
 memory (:attr:`ChaosProxy.lines`) so a test can see exactly what its client received.
 """
@@ -16,16 +19,45 @@ memory (:attr:`ChaosProxy.lines`) so a test can see exactly what its client rece
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
+import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import orjson
+
 from chaosproxy.config import Config
 from chaosproxy.logs import FrameLog
-from chaosproxy.scenario import Scenario, load_scenarios
+from chaosproxy.scenario import NAME_PATTERN, Scenario, load_scenarios, parse_scenario
+from chaosproxy.selection import ScenarioSet, UnknownScenario
 from chaosproxy.server import RunningProxy, start_proxy
+
+#: How long the calls that read finished requests wait, by default, for the requests in
+#: flight to end (a client sees its last byte a moment before the proxy logs the end).
+SETTLE = 5.0
+
+_NAME_RE = re.compile(NAME_PATTERN)
+
+
+def is_scenario_name(name_or_yaml: str) -> bool:
+    """True when ``name_or_yaml`` is a scenario name rather than YAML text."""
+    return _NAME_RE.fullmatch(name_or_yaml) is not None
+
+
+def scenario_text(spec: str | Mapping[str, Any]) -> str | bytes:
+    """A scenario given as YAML text or as a mapping (the admin API's shape), as text
+    :func:`~chaosproxy.scenario.parse_scenario` reads."""
+    if isinstance(spec, str):
+        return spec
+    return orjson.dumps(dict(spec))
+
+
+#: Where a scenario added from Python says it came from.
+ADDED_SOURCE = "add_scenario"
 
 #: What differs from ``chaosproxy serve`` when the proxy runs inside a test: a free
 #: port, no admin API, no log file (the lines are kept in memory instead).
@@ -74,6 +106,11 @@ class ChaosProxy:
         )
         #: Every frame-log line of every request, as dicts, in order.
         self.lines: list[dict[str, Any]] = []
+        #: The ``request`` lines of the requests in flight, by id.
+        self._started: dict[str, dict[str, Any]] = {}
+        #: Finished requests: the request line merged with the response_end line.
+        self._finished: list[dict[str, Any]] = []
+        self._blocks = itertools.count(1)
         self._changed = threading.Condition()
         self._log.add_observer(self._keep)
         self._running: RunningProxy | None = None
@@ -89,37 +126,140 @@ class ChaosProxy:
             raise RuntimeError("the proxy is not running: use it in a with block")
         return self._running.url
 
+    @property
+    def admin_url(self) -> str | None:
+        """The admin API's base URL (None unless started with ``admin=(HOST, PORT)``):
+        for a :class:`~chaosproxy.ChaosClient`."""
+        if self._running is None:
+            raise RuntimeError("the proxy is not running: use it in a with block")
+        return self._running.admin_url
+
     def _keep(self, line: dict[str, Any]) -> None:
+        # Called on the proxy's thread; every reader takes the same lock.
         with self._changed:
-            self.lines.append(dict(line))
+            line = dict(line)
+            self.lines.append(line)
+            event, request_id = line.get("event"), line.get("request_id")
+            if event == "request" and isinstance(request_id, str):
+                self._started[request_id] = line
+            elif event == "response_end" and isinstance(request_id, str):
+                started = self._started.pop(request_id, {})
+                merged = {**started, **line}
+                merged.pop("event", None)
+                self._finished.append(merged)
             self._changed.notify_all()
 
-    def summary(self, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
-        """The ``response_end`` line of a request (from its ``X-Chaos-Request-Id``).
+    def summary(self, request_id: str, timeout: float = SETTLE) -> dict[str, Any]:
+        """The summary of a finished request (from its ``X-Chaos-Request-Id``): the
+        fields of its ``response_end`` line plus those of its ``request`` line.
 
         A client can see the last byte a moment before the proxy logs the end, so this
-        waits up to ``timeout`` seconds for the line (from sync code only)."""
+        waits up to ``timeout`` seconds for it (from sync code only); KeyError if the
+        request has not ended by then."""
 
         def find() -> dict[str, Any] | None:
-            line: dict[str, Any]
-            for line in reversed(self.lines):
-                if line.get("request_id") == request_id and line.get("event") == "response_end":
-                    return line
+            summary: dict[str, Any]
+            for summary in reversed(self._finished):
+                if summary.get("request_id") == request_id:
+                    return summary
             return None
 
         with self._changed:
             found: dict[str, Any] | None = self._changed.wait_for(find, timeout)
         if found is None:
             raise KeyError(request_id)
-        return found
+        return dict(found)
 
     def frames(self, request_id: str) -> list[dict[str, Any]]:
         """The ``frame`` lines of a request, one per write to the client, in order."""
-        return [
-            line
-            for line in self.lines
-            if line.get("request_id") == request_id and line["event"] == "frame"
-        ]
+        with self._changed:
+            return [
+                line
+                for line in self.lines
+                if line.get("request_id") == request_id and line["event"] == "frame"
+            ]
+
+    def requests(
+        self, scenario: str | None = None, *, settle: float = SETTLE
+    ) -> list[dict[str, Any]]:
+        """Summaries of the finished requests (of ``scenario`` only, when given), oldest
+        first, each as :meth:`summary` gives it.
+
+        Waits up to ``settle`` seconds for the requests in flight to end first, so a
+        request whose response the client has just read is there."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._started, settle)
+            return [
+                dict(s) for s in self._finished if scenario is None or s.get("scenario") == scenario
+            ]
+
+    def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
+        """The summary of the most recently finished request (after waiting, as
+        :meth:`requests` does, for those in flight); LookupError when none has."""
+        finished = self.requests(settle=settle)
+        if not finished:
+            raise LookupError("no request has gone through the proxy yet")
+        return finished[-1]
+
+    # ------------------------------------------------------------------ run time
+
+    @property
+    def _set(self) -> ScenarioSet:
+        if self._running is None:
+            raise RuntimeError("the proxy is not running: use it in a with block")
+        return self._running.state.scenarios
+
+    def use(self, name: str | None) -> None:
+        """Make ``name`` the default scenario (``None``: no default, passthrough) for
+        the requests that select none; UnknownScenario if it is not loaded."""
+        self._set.set_default(name)
+
+    def add_scenario(self, scenario: str | Mapping[str, Any], name: str | None = None) -> str:
+        """Add a scenario, given as YAML text or as a mapping (the shape of a scenario
+        file, or what ``GET /scenarios/{name}`` shows), or replace the one of its name;
+        returns its name. ``name`` names a scenario that has no ``name:`` (and must
+        agree with one that has). Raises ScenarioError with the problems."""
+        parsed = self._parse(scenario, name)
+        if name is not None and parsed.name != name:
+            raise ValueError(f"name {name!r} given, but the scenario says name: {parsed.name}")
+        self._set.add(parsed)
+        return parsed.name
+
+    def _parse(self, scenario: str | Mapping[str, Any], name: str | None) -> Scenario:
+        return parse_scenario(
+            scenario_text(scenario), ADDED_SOURCE, default_name=name, read_only=True
+        )
+
+    @contextlib.contextmanager
+    def scenario(self, name_or_yaml: str | Mapping[str, Any]) -> Iterator[str]:
+        """The default scenario for the block (a loaded scenario's name, or a scenario
+        as YAML text or a mapping, added for the block and then removed, or the one it
+        replaced put back); the previous default is restored after. Yields the name."""
+        scenarios = self._set
+        _, previous = scenarios.snapshot()
+        added: Scenario | None = None
+        replaced: Scenario | None = None
+        if isinstance(name_or_yaml, str) and is_scenario_name(name_or_yaml):
+            name = name_or_yaml
+        else:
+            added = self._parse(name_or_yaml, f"block-{next(self._blocks)}")
+            name = added.name
+            current, _ = scenarios.snapshot()
+            replaced = current.get(name)
+            scenarios.add(added)
+        try:
+            scenarios.set_default(name)
+            yield name
+        finally:
+            if replaced is not None:
+                scenarios.add(replaced)
+            elif added is not None:
+                with contextlib.suppress(UnknownScenario):  # removed in the block
+                    scenarios.remove(added.name)
+            try:
+                scenarios.set_default(previous)
+            except UnknownScenario:  # the previous default was removed in the block
+                scenarios.set_default(None)
 
     # ------------------------------------------------------------------ async
 

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -96,27 +97,87 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting_flags(serve)
 
     mock = sub.add_parser("mock", help="run the built-in mock LLM upstream alone")
-    mock.add_argument("--listen", type=_argtype(parse_hostport), default="127.0.0.1:8000")
-    mock.add_argument("--tokens", type=int, default=24)
-    mock.add_argument("--interval-ms", type=float, default=20.0)
+    mock.add_argument(
+        "--listen",
+        type=_argtype(parse_hostport),
+        default="127.0.0.1:8000",
+        metavar="HOST:PORT",
+        help="address to listen on (default 127.0.0.1:8000; port 0 picks a free one)",
+    )
+    mock.add_argument(
+        "--tokens",
+        type=int,
+        default=24,
+        metavar="N",
+        help="text deltas per streamed answer (default 24)",
+    )
+    mock.add_argument(
+        "--interval-ms",
+        type=float,
+        default=20.0,
+        metavar="MS",
+        help="milliseconds between two events of a stream (default 20)",
+    )
 
     replay = sub.add_parser(
         "replay", help="serve a recorded trace (--trace-dir with --log-content) again"
     )
-    replay.add_argument("trace", metavar="TRACE")
-    replay.add_argument("--listen", type=_argtype(parse_hostport), default="127.0.0.1:8080")
+    replay.add_argument(
+        "trace", metavar="TRACE", help="a trace file written by serve --trace-dir --log-content"
+    )
+    replay.add_argument(
+        "--listen",
+        type=_argtype(parse_hostport),
+        default="127.0.0.1:8080",
+        metavar="HOST:PORT",
+        help="address to listen on (default 127.0.0.1:8080; port 0 picks a free one)",
+    )
+
+    scenarios = sub.add_parser(
+        "scenarios", help="list the scenarios serve would load: the built-in library, then PATHs"
+    )
+    scenarios.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="scenario files or directories of *.yaml added to the library (as --scenarios)",
+    )
 
     validate = sub.add_parser("validate", help="check scenario files")
-    validate.add_argument("paths", nargs="+", metavar="PATH")
+    validate.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="scenario files or directories of *.yaml (each must hold at least one)",
+    )
 
     simulate = sub.add_parser(
         "simulate", help="run a scenario offline: upstream bytes on stdin, emitted on stdout"
     )
-    simulate.add_argument("scenario", metavar="SCENARIO")
-    simulate.add_argument("--seed", type=_argtype(parse_seed), default=None)
-    simulate.add_argument("--format", choices=("sse", "ndjson", "raw"), default=None)
     simulate.add_argument(
-        "--provider", default=None, choices=("auto", *PROVIDER_NAMES), metavar="PROVIDER"
+        "scenario",
+        metavar="SCENARIO",
+        help="the name of a built-in scenario, or a scenario file",
+    )
+    simulate.add_argument(
+        "--seed",
+        type=_argtype(parse_seed),
+        default=None,
+        metavar="N",
+        help="the request's seed (default: the scenario's seed:, else random)",
+    )
+    simulate.add_argument(
+        "--format",
+        choices=("sse", "ndjson", "raw"),
+        default=None,
+        help="how to frame stdin (default: the scenario's format:, else sse)",
+    )
+    simulate.add_argument(
+        "--provider",
+        default=None,
+        choices=("auto", *PROVIDER_NAMES),
+        metavar="PROVIDER",
+        help=f"provider profile: auto, {', '.join(PROVIDER_NAMES)} (default: the scenario's)",
     )
     simulate.add_argument(
         "--chunk",
@@ -134,6 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "serve": cmd_serve,
         "mock": cmd_mock,
         "validate": cmd_validate,
+        "scenarios": cmd_scenarios,
         "simulate": cmd_simulate,
         "replay": cmd_replay,
     }[args.command]
@@ -283,27 +345,55 @@ def _serve_app(
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chaosproxy.scenario import validate_paths
+    from chaosproxy.scenario import check_paths
 
-    problems = validate_paths(args.paths)
+    scenarios, problems = check_paths(args.paths)
     for problem in problems:
         print(problem)
-    return EXIT_USAGE if problems else 0
+    if problems:
+        return EXIT_USAGE
+    print(f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'} OK")
+    return 0
+
+
+# ---------------------------------------------------------------------------- scenarios
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    from chaosproxy.scenario import ScenarioError, load_scenarios, with_library
+
+    try:
+        scenarios = with_library(load_scenarios(args.paths))
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    width = max((len(name) for name in scenarios), default=0)
+    for name, scenario in scenarios.items():
+        description = " ".join(scenario.description.split())  # one line each
+        print(f"{name:<{width}}  {description}".rstrip())
+    return 0
 
 
 # ---------------------------------------------------------------------------- simulate
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from chaosproxy.scenario import ScenarioError, load_scenario_file
+    from chaosproxy.scenario import NAME_PATTERN, ScenarioError, load_library, load_scenario_file
     from chaosproxy.simulate import simulate
 
-    try:
-        scenario = load_scenario_file(Path(args.scenario))
-    except ScenarioError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_USAGE
+    library = load_library()
+    if args.scenario in library and not Path(args.scenario).is_file():
+        scenario = library[args.scenario]
+    elif re.fullmatch(NAME_PATTERN, args.scenario) and not Path(args.scenario).exists():
+        return fail(f"no scenario file and no built-in scenario named {args.scenario!r}")
+    else:
+        try:
+            scenario = load_scenario_file(Path(args.scenario))
+        except ScenarioError as exc:
+            for problem in exc.problems:
+                print(problem, file=sys.stderr)
+            return EXIT_USAGE
     data = sys.stdin.buffer.read()
     result = simulate(
         scenario,

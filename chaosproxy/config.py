@@ -150,7 +150,8 @@ class Config:
         default=(),
         metadata=option(
             "--scenarios",
-            "a scenario file or a directory of *.yaml (repeatable; default ./scenarios)",
+            "a scenario file or a directory of *.yaml, added to the built-in library (one of "
+            "the same name overrides it); repeatable",
             metavar="PATH",
             kind="append",
         ),
@@ -164,10 +165,10 @@ class Config:
         ),
     )
     admin: HostPort | None = field(
-        default=("127.0.0.1", 8474),
+        default=("127.0.0.1", 8478),
         metadata=option(
             "--admin",
-            "the admin API's address, or off (default 127.0.0.1:8474)",
+            "the admin API's address, or off (default 127.0.0.1:8478)",
             parse_admin,
             "HOST:PORT|off",
         ),

@@ -1,20 +1,24 @@
-"""The ``chaos_proxy`` fixture, registered with pytest by chaosproxy's entry point.
+"""The ``chaos_proxy`` and ``chaos_proxy_session`` fixtures and the ``chaos`` marker,
+registered with pytest by chaosproxy's entry point (DESIGN.md section 8).
 
 ::
 
+    @pytest.mark.chaos("cut-before-terminal-reset")
     def test_my_client_survives_a_cut(chaos_proxy):
         client = OpenAI(base_url=chaos_proxy.url + "/v1", api_key="test")
-        ...  # headers={"X-Chaos-Scenario": "cut-before-terminal-reset"}
+        ...
+        assert chaos_proxy.last()["outcome"] == "cut"
 
-The proxy runs in front of ``--chaos-upstream`` (default: the built-in mock) with the
-scenarios of ``--chaos-scenarios`` (default: ``./scenarios`` when it exists), one proxy
-per test, in a background thread, so it serves sync and async tests alike.
+The proxy runs in front of ``--chaos-upstream`` (ini ``chaos_upstream``; default: the
+built-in mock) with the built-in scenario library plus ``--chaos-scenarios`` (ini
+``chaos_scenarios``), in a background thread, so it serves sync and async tests alike:
+one per test (``chaos_proxy``, whose default scenario a ``chaos`` marker sets) or one
+for the whole session (``chaos_proxy_session``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -22,30 +26,77 @@ import pytest
 if TYPE_CHECKING:
     from chaosproxy.api import ChaosProxy
 
+MARKER = "chaos"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("chaosproxy")
     group.addoption(
         "--chaos-upstream",
-        default="mock",
-        help="upstream URL for the chaos_proxy fixture (default: the built-in mock)",
+        default=None,
+        metavar="URL",
+        help="upstream URL for the chaos_proxy fixtures (default: ini chaos_upstream, "
+        "else the built-in mock)",
     )
     group.addoption(
         "--chaos-scenarios",
         action="append",
         default=None,
-        help="scenario file or directory for the chaos_proxy fixture (repeatable)",
+        metavar="PATH",
+        help="scenario file or directory added to the built-in library for the "
+        "chaos_proxy fixtures (repeatable; default: ini chaos_scenarios)",
     )
+    parser.addini(
+        "chaos_upstream",
+        "upstream URL for the chaos_proxy fixtures (default: mock, the built-in mock)",
+        default="mock",
+    )
+    parser.addini(
+        "chaos_scenarios",
+        "scenario files or directories added to the built-in library, one per line "
+        "(relative to the ini file)",
+        type="paths",
+        default=[],
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(scenario): the default scenario of the chaos_proxy fixture for this test "
+        "(a loaded scenario's name, or a scenario as YAML text)",
+    )
+
+
+def _start(config: pytest.Config) -> ChaosProxy:
+    from chaosproxy.api import ChaosProxy
+
+    upstream = config.getoption("--chaos-upstream") or config.getini("chaos_upstream")
+    paths = config.getoption("--chaos-scenarios") or config.getini("chaos_scenarios")
+    return ChaosProxy(upstream=upstream or "mock", scenarios=list(paths))
 
 
 @pytest.fixture
 def chaos_proxy(request: pytest.FixtureRequest) -> Iterator[ChaosProxy]:
-    """A chaosproxy in front of the configured upstream, on a free local port."""
-    from chaosproxy.api import ChaosProxy
+    """A chaosproxy for this test, on a free local port; ``@pytest.mark.chaos(NAME)``
+    sets its default scenario."""
+    marker = request.node.get_closest_marker(MARKER)
+    with _start(request.config) as proxy:
+        if marker is None:
+            yield proxy
+            return
+        if len(marker.args) != 1 or marker.kwargs:
+            raise pytest.UsageError(
+                f"@pytest.mark.{MARKER} takes one scenario: a name or YAML text, "
+                f"got {marker.args!r} {marker.kwargs!r}"
+            )
+        with proxy.scenario(marker.args[0]):
+            yield proxy
 
-    config = request.config
-    paths = config.getoption("--chaos-scenarios") or (
-        ["scenarios"] if Path("scenarios").is_dir() else []
-    )
-    with ChaosProxy(upstream=config.getoption("--chaos-upstream"), scenarios=paths) as proxy:
+
+@pytest.fixture(scope="session")
+def chaos_proxy_session(pytestconfig: pytest.Config) -> Iterator[ChaosProxy]:
+    """One chaosproxy for the whole session (choose scenarios per request, or with
+    ``with chaos_proxy_session.scenario(NAME):``)."""
+    with _start(pytestconfig) as proxy:
         yield proxy

@@ -80,6 +80,8 @@ class ScenarioSet:
         self._random = random.SystemRandom()
         self._default: str | None = None
         self.set_default(default)
+        #: What :meth:`restore` goes back to.
+        self._initial = (dict(self._scenarios), self._default)
 
     # -- the library
 
@@ -124,6 +126,28 @@ class ScenarioSet:
         with self._lock:
             self._counts.clear()
             self._requests = 0
+
+    def restore(self) -> None:
+        """Back to the state at construction: the scenarios added at run time removed,
+        those replaced or removed back, the first default, and :meth:`reset`."""
+        scenarios, default = self._initial
+        with self._lock:
+            self._scenarios.clear()
+            self._scenarios.update(scenarios)
+            self._default = default
+            self._counts.clear()
+            self._requests = 0
+
+    def snapshot(self) -> tuple[dict[str, Scenario], str | None]:
+        """A copy of the scenarios (in load order) and the default, taken together:
+        safe to use from another thread while the set changes."""
+        with self._lock:
+            return dict(self._scenarios), self._default
+
+    def get(self, name: str) -> Scenario:
+        """The scenario called ``name``; raises UnknownScenario."""
+        with self._lock:
+            return self._get(name)
 
     # -- one request
 

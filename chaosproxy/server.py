@@ -21,7 +21,7 @@ from chaosproxy.logs import FrameLog, Observer
 from chaosproxy.metrics import Metrics
 from chaosproxy.net import StartupError, hostport, listen
 from chaosproxy.proxy import ProxyState, create_proxy_app
-from chaosproxy.scenario import Scenario, load_scenarios
+from chaosproxy.scenario import Scenario, load_scenarios, with_library
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
 from chaosproxy.upstream import Upstream
@@ -89,17 +89,22 @@ async def start_proxy(
     scenarios: Mapping[str, Scenario] | None = None,
     log: FrameLog | None = None,
     upstream_factory: Callable[[], Upstream] | None = None,
+    library: bool = True,
 ) -> RunningProxy:
     """Start the proxy (and the mock upstream when ``config.upstream`` is ``mock``, and
     the admin API unless ``config.admin`` is None).
 
     ``scenarios`` are the loaded scenarios (default: loaded from ``config.scenarios``,
-    raising :class:`~chaosproxy.scenario.ScenarioError`); ``log`` the frame log
+    raising :class:`~chaosproxy.scenario.ScenarioError`), added to the built-in library
+    (one of the same name overrides a built-in one) unless ``library`` is False (then
+    they are all there is); ``log`` the frame log
     (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
     client (a test double). Raises :class:`StartupError` with a one-line reason.
     """
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
+    if library:
+        scenarios = with_library(scenarios)
     if config.scenario is not None and config.scenario not in scenarios:
         raise StartupError(f"--scenario {config.scenario!r} is not a loaded scenario")
     owns_log = log is None
@@ -186,8 +191,9 @@ async def _flush_periodically(
 
 
 def default_scenario_paths() -> list[Path]:
-    here = Path("scenarios")
-    return [here] if here.is_dir() else []
+    """No paths: the scenario library is built in (start_proxy always loads it), and
+    nothing is read from the working directory unless given."""
+    return []
 
 
 __all__ = [

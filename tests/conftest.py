@@ -17,6 +17,8 @@ from tests.upstream import ScriptedUpstream, scripted_upstream
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
+#: The built-in scenario library, as shipped in the package.
+LIBRARY = REPO / "chaosproxy" / "scenarios"
 #: The recorded provider captures (see PROVENANCE.md there): part of the repo, so a
 #: missing one is an error, never a skip. Every test reads them from here.
 FIXTURES = REPO / "tests" / "fixtures" / "providers"
@@ -86,7 +88,10 @@ def log_capture() -> LogCapture:
 
 @pytest.fixture
 async def make_proxy(log_capture: LogCapture) -> AsyncIterator[ProxyFactory]:
-    """Start a proxy: ``await make_proxy(upstream=url, scenarios={name: yaml_text})``."""
+    """Start a proxy: ``await make_proxy(upstream=url, scenarios={name: yaml_text})``.
+
+    Only the given scenarios are loaded, unless ``library=True`` (the built-in library
+    first, as ``chaosproxy serve`` does)."""
     started: list[RunningProxy] = []
 
     async def factory(
@@ -95,6 +100,7 @@ async def make_proxy(log_capture: LogCapture) -> AsyncIterator[ProxyFactory]:
         default: str | None = None,
         content: bool = False,
         seed: int | None = None,
+        library: bool = False,
         **kw: Any,
     ) -> RunningProxy:
         log = FrameLog(None, content=content)
@@ -104,7 +110,7 @@ async def make_proxy(log_capture: LogCapture) -> AsyncIterator[ProxyFactory]:
             for name, text in (scenarios or {}).items()
         }
         config = EMBEDDED.replace(upstream=upstream, scenario=default, seed=seed, **kw)
-        proxy = await start_proxy(config, scenarios=parsed, log=log)
+        proxy = await start_proxy(config, scenarios=parsed, log=log, library=library)
         started.append(proxy)
         return proxy
 

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from chaosproxy.admin import RequestStore
 from chaosproxy.cli import build_parser, config_from
 from chaosproxy.config import Config
-from chaosproxy.scenario import ScenarioError, parse_scenario
+from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server import RunningProxy, StartupError
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
@@ -452,7 +452,7 @@ def test_admin_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     def config(*argv: str) -> Config:
         return config_from(build_parser().parse_args(["serve", *argv]))
 
-    assert (config().admin, config().admin_token) == (("127.0.0.1", 8474), None)
+    assert (config().admin, config().admin_token) == (("127.0.0.1", 8478), None)
     assert config("--admin", "off").admin is None
     assert config("--admin", "0.0.0.0:9").admin == ("0.0.0.0", 9)
     monkeypatch.setenv("CHAOSPROXY_ADMIN", "off")
@@ -462,3 +462,131 @@ def test_admin_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["serve", "--admin", "nowhere"])
     assert exc.value.code == 2
+
+
+# --------------------------------------------------------------------------- parity
+
+
+async def test_get_one_scenario_in_the_shape_of_its_file(make_proxy: ProxyFactory) -> None:
+    slow = "description: slow\nfaults:\n  - delay: {first_byte: 800, per_event: 2s}\n"
+    proxy = await make_proxy(scenarios={"slow": slow}, admin=ADMIN)
+    status, body, _ = await call(proxy, "GET", "/scenarios/slow")
+    assert status == 200
+    assert body == {
+        "name": "slow",
+        "description": "slow",
+        "seed": None,
+        "provider": "auto",
+        "format": "auto",
+        "match": None,
+        "requests": None,
+        "faults": [
+            {
+                "delay": {
+                    "kind": None,
+                    "type": None,
+                    "match": None,
+                    "nth": None,
+                    "every": None,
+                    "range": None,
+                    "probability": None,
+                    "first_byte": "800ms",
+                    "per_event": "2s",
+                    "jitter": None,
+                    "headers": None,
+                }
+            }
+        ],
+        "source": "<slow>",
+    }
+    status, body, _ = await call(proxy, "GET", "/scenarios/nope")
+    assert status == 404
+    assert body["error"]["message"] == "unknown scenario 'nope'"
+
+
+async def test_every_library_scenario_goes_through_get_post_get_unchanged(
+    make_proxy: ProxyFactory,
+) -> None:
+    proxy = await make_proxy(admin=ADMIN, library=True)
+    _, listed, _ = await call(proxy, "GET", "/scenarios")
+    assert [s["name"] for s in listed["scenarios"]] == sorted(load_library())
+    for before in listed["scenarios"]:
+        status, one, _ = await call(proxy, "GET", f"/scenarios/{before['name']}")
+        assert (status, one) == (200, before)
+        status, posted, _ = await call(proxy, "POST", "/scenarios", data=orjson.dumps(before))
+        assert status == 200, posted  # replaced, not added
+        status, after, _ = await call(proxy, "GET", f"/scenarios/{before['name']}")
+        assert status == 200
+        assert after == {**before, "source": "body"}  # only the read-only source differs
+    _, relisted, _ = await call(proxy, "GET", "/scenarios")
+    assert [s["name"] for s in relisted["scenarios"]] == [s["name"] for s in listed["scenarios"]]
+
+
+async def test_a_duration_posted_back_keeps_its_value(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    slow = "provider: generic\nfaults:\n  - delay: {first_byte: 800}\n"
+    proxy = await make_proxy(upstream=sse, scenarios={"slow": slow}, admin=ADMIN)
+    _, shown, _ = await call(proxy, "GET", "/scenarios/slow")
+    assert shown["faults"][0]["delay"]["first_byte"] == "800ms"
+    await call(proxy, "POST", "/scenarios", data=orjson.dumps(shown))
+    scenario = proxy.state.scenarios.get("slow")
+    assert scenario.faults[0][1].first_byte == 0.8  # type: ignore[attr-defined]
+
+
+async def test_a_file_may_not_set_source_but_a_post_may_give_it_back(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("source: x\nfaults: [drop]\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios([bad])
+    assert [str(p) for p in info.value.problems] == [
+        f"{bad}:1: source: unknown key (allowed: name, description, seed, provider, format, "
+        "match, requests, faults)"
+    ]
+    assert parse_scenario("source: x\nfaults: [drop]\n", "body", "a", read_only=True).source == (
+        "body"
+    )
+
+
+async def test_reset_goes_back_to_the_state_at_start_up(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(
+        upstream=sse,
+        scenarios={"a": RECHUNK % 3, "b": RECHUNK % 4},
+        default="a",
+        admin=ADMIN,
+    )
+    resp, _ = await get(proxy.url + "/v1/stream")
+    await log_capture.wait_end(resp.headers["X-Chaos-Request-Id"])
+    _, before, _ = await call(proxy, "GET", "/scenarios")
+    await call(proxy, "POST", "/scenarios?name=c", data=RECHUNK % 5)  # added at run time
+    await call(proxy, "POST", "/scenarios?name=a", data=RECHUNK % 6)  # replaced
+    await call(proxy, "DELETE", "/scenarios/b")  # removed
+    await call(proxy, "PUT", "/default", json={"scenario": "c"})
+    status, body, _ = await call(proxy, "POST", "/reset")
+    assert (status, body) == (200, {"reset": True})
+    _, after, _ = await call(proxy, "GET", "/scenarios")
+    assert after == before
+    assert after["default"] == "a"
+    _, requests, _ = await call(proxy, "GET", "/requests")
+    assert requests == {"requests": []}
+
+
+async def test_requests_filtered_by_scenario_and_limited(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(
+        upstream=sse, scenarios={"a": RECHUNK % 3, "b": RECHUNK % 4}, admin=ADMIN
+    )
+    ids: dict[str, list[str]] = {"a": [], "b": []}
+    for name in ("a", "b", "a", "b", "a"):
+        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": name})
+        ids[name].append(resp.headers["X-Chaos-Request-Id"])
+        await log_capture.wait_end(ids[name][-1])
+    _, body, _ = await call(proxy, "GET", "/requests?scenario=a")
+    assert [r["request_id"] for r in body["requests"]] == ids["a"][::-1]
+    _, body, _ = await call(proxy, "GET", "/requests?scenario=b&limit=1")
+    assert [r["request_id"] for r in body["requests"]] == ids["b"][-1:]
+    _, body, _ = await call(proxy, "GET", "/requests?scenario=nope")
+    assert body == {"requests": []}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import subprocess
@@ -10,20 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from chaosproxy.cli import build_parser
+from chaosproxy.scenario import load_library
+from tests.conftest import LIBRARY, REPO
 
 
 def run(
-    *args: str, env: dict[str, str] | None = None, stdin: bytes = b""
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes = b"",
+    cwd: Path = REPO,
 ) -> subprocess.CompletedProcess[str]:
+    """``python -m chaosproxy ARGS`` in ``cwd`` (this checkout's package, wherever)."""
     return subprocess.run(
         [sys.executable, "-m", "chaosproxy", *args],
         input=stdin.decode(),
         capture_output=True,
         text=True,
         timeout=30,
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )
 
 
@@ -44,7 +51,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
         (["serve", "--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["serve", "--scenarios", "/nonexistent/scenarios"], "/nonexistent/scenarios"),
         (
-            ["serve", "--scenarios", "scenarios", "--scenario", "nope", "--listen", "127.0.0.1:0"],
+            ["serve", "--scenario", "nope", "--listen", "127.0.0.1:0"],
             "--scenario 'nope' is not a loaded scenario",
         ),
         (
@@ -87,5 +94,98 @@ def test_an_invalid_scenario_names_file_line_and_field(tmp_path: Path) -> None:
 
 
 def test_validate_accepts_the_library() -> None:
-    result = run("validate", "scenarios")
-    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    result = run("validate", str(LIBRARY))
+    count = len(list(LIBRARY.glob("*.yaml")))
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"{count} scenarios OK\n", "")
+
+
+def test_validate_counts_one_scenario(tmp_path: Path) -> None:
+    (tmp_path / "one.yaml").write_text("faults: [drop]\n")
+    result = run("validate", str(tmp_path / "one.yaml"))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "1 scenario OK\n", "")
+
+
+def test_validate_refuses_a_path_without_scenarios(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("not a scenario\n")
+    (tmp_path / "one.yaml").write_text("faults: [drop]\n")
+    result = run("validate", str(tmp_path / "one.yaml"), str(tmp_path / "empty"))
+    assert (result.returncode, result.stdout) == (2, f"{tmp_path / 'empty'}:0: no scenarios here\n")
+
+
+def test_validate_still_refuses_a_duplicate_among_the_users_files(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("name: same\nfaults: [drop]\n")
+    (tmp_path / "b.yaml").write_text("name: same\nfaults: [drop]\n")
+    result = run("validate", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stdout == (
+        f"{tmp_path / 'b.yaml'}:1: name: duplicate scenario name 'same' "
+        f"(also in {tmp_path / 'a.yaml'}:1)\n"
+    )
+
+
+def test_scenarios_lists_the_library_from_any_directory(tmp_path: Path) -> None:
+    result = run("scenarios", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    library = load_library()
+    names = [line.split("  ", 1)[0].rstrip() for line in result.stdout.splitlines()]
+    assert names == list(library)
+    first = result.stdout.splitlines()[0]
+    name = names[0]
+    assert first.split(None, 1)[1] == " ".join(library[name].description.split())
+
+
+def test_scenarios_adds_paths_and_a_same_name_file_overrides_the_library(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "drop-third-delta.yaml").write_text("description: mine\nfaults: [drop]\n")
+    (tmp_path / "extra.yaml").write_text("description: an extra one\nfaults: [drop]\n")
+    result = run("scenarios", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert len(lines) == len(load_library()) + 1
+    assert (lines["drop-third-delta"], lines["extra"]) == ("mine", "an extra one")
+    assert list(lines)[-1] == "extra"
+
+
+def test_scenarios_reports_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("faults:\n  - rechunk: {size: 0}\n")
+    result = run("scenarios", str(bad))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"{bad}:2: faults[0].rechunk.size: must be >= 1\n"
+
+
+SSE = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
+
+
+def test_simulate_takes_a_builtin_name_from_any_directory(tmp_path: Path) -> None:
+    result = run("simulate", "duplicate-third-delta", "--seed", "1", stdin=SSE, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == SSE.decode()  # one delta: no third one to duplicate
+    by_file = run("simulate", str(LIBRARY / "duplicate-third-delta.yaml"), "--seed", "1", stdin=SSE)
+    assert (by_file.stdout, by_file.stderr) == (result.stdout, result.stderr)
+
+
+def test_simulate_an_unknown_name_is_one_line() -> None:
+    line = one_line_error(run("simulate", "no-such-scenario"))
+    assert line == (
+        "chaosproxy: error: no scenario file and no built-in scenario named 'no-such-scenario'"
+    )
+
+
+COMMANDS = ["mock", "replay", "simulate", "validate", "scenarios", "serve"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_has_help_text(command: str) -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[
+        command
+    ]
+    missing = [
+        a.option_strings or [a.dest]
+        for a in sub._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
+    assert missing == []

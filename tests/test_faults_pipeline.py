@@ -50,7 +50,7 @@ def scenarios() -> list[Scenario]:
         parse_scenario(f"name: {n}\nfaults:\n{textwrap.indent(f, '  ')}\n", n)
         for n, f in MIXES.items()
     ]
-    return mixes + list(load_scenarios([ROOT / "scenarios"]).values())
+    return mixes + list(load_scenarios([ROOT / "chaosproxy" / "scenarios"]).values())
 
 
 def bench_body(events: int = 20) -> bytes:

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, get_args
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field, ValidationError
 
 from chaosproxy.core import faults as fault_pkg
-from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, SelectorConfig
+from chaosproxy.core.faults.base import (
+    Duration,
+    Fault,
+    FaultConfig,
+    SelectorConfig,
+    format_duration,
+    parse_duration,
+)
 from chaosproxy.core.providers import PROVIDER_NAMES
 from chaosproxy.scenario import (
     MAX_FILE_BYTES,
@@ -114,6 +123,60 @@ def test_durations(written: str, seconds: float) -> None:
     config = s.faults[0][1]
     assert isinstance(config, fault_pkg.registry()["delay"].Config)
     assert config.model_dump()["first_byte"] == seconds
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("800", "800ms"),
+        ('"0.8s"', "800ms"),
+        ('"2s"', "2s"),
+        ('"2000ms"', "2s"),
+        ("0.5", "0.5ms"),
+        ('"1m"', "60s"),
+        ("0", "0ms"),
+        ('"1.25s"', "1250ms"),
+    ],
+)
+def test_durations_are_shown_with_a_unit_and_read_back_the_same(written: str, shown: str) -> None:
+    s = parse_scenario(f"faults:\n  - delay: {{first_byte: {written}}}\n", "x", "x")
+    view = s.as_dict()
+    assert view["faults"][0]["delay"]["first_byte"] == shown
+    again = parse_scenario(orjson.dumps(view), "body", read_only=True)
+    assert again.faults == s.faults
+
+
+@given(st.floats(min_value=0, max_value=1e7, allow_nan=False, allow_infinity=False))
+def test_every_duration_is_shown_as_text_that_reads_back_exactly(seconds: float) -> None:
+    assert parse_duration(format_duration(seconds)) == seconds
+
+
+def _is_duration(annotation: object) -> bool:
+    """Whether a field's annotation is (or holds) the Duration type."""
+    if annotation == Duration:
+        return True
+    metadata = getattr(annotation, "__metadata__", ())
+    if any(getattr(m, "func", None) is parse_duration for m in metadata):
+        return True
+    return any(_is_duration(arg) for arg in get_args(annotation))
+
+
+def test_every_duration_field_of_every_fault_is_shown_with_a_unit() -> None:
+    found = []
+    for name, cls in fault_pkg.registry().items():
+        for field, info in cls.Config.model_fields.items():
+            if _is_duration(info.annotation):
+                found.append(f"{name}.{field}")
+                config = cls.Config.model_construct(**{field: 1.5})
+                assert config.model_dump(mode="json")[field] == "1500ms", (name, field)
+    assert sorted(found) == [
+        "coalesce.window",
+        "delay.first_byte",
+        "delay.headers",
+        "delay.jitter",
+        "delay.per_event",
+        "stall.duration",
+    ]
 
 
 def test_json_text_is_accepted() -> None:

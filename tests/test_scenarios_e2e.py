@@ -1,8 +1,8 @@
-"""The scenario library (scenarios/*.yaml), end to end: every file, through the live
+"""The scenario library (chaosproxy/scenarios/*.yaml), end to end: every file, through the live
 proxy in front of the mock upstream, with real clients (the official ``openai`` and
 ``anthropic`` SDKs, ``httpx-sse``, aiohttp), asserting what each client observed.
 
-Each file in scenarios/ must have a test registered here with ``@covers(stem)``; a file
+Each file in chaosproxy/scenarios/ must have a test registered here with ``@covers(stem)``; a file
 without one fails ``test_scenario_end_to_end[stem]`` and
 ``test_every_scenario_file_has_a_test``. The behaviours asserted here are the ones
 recorded in docs/scenario-library.md.
@@ -50,7 +50,7 @@ from chaosproxy.server import RunningProxy, start_proxy
 from tests.conftest import LogCapture
 
 REPO = Path(__file__).resolve().parents[1]
-LIBRARY = REPO / "scenarios"
+LIBRARY = REPO / "chaosproxy" / "scenarios"
 
 #: Mock knobs: short answers, fast pacing (the scenarios' own durations dominate).
 TOKENS = 12
@@ -415,7 +415,7 @@ SCENARIO_TESTS: dict[str, ScenarioTest] = {}
 
 
 def covers(stem: str) -> Callable[[ScenarioTest], ScenarioTest]:
-    """Register the end-to-end test of ``scenarios/<stem>.yaml``."""
+    """Register the end-to-end test of ``chaosproxy/scenarios/<stem>.yaml``."""
 
     def register(test: ScenarioTest) -> ScenarioTest:
         assert stem not in SCENARIO_TESTS, f"two tests for {stem}"
@@ -428,7 +428,9 @@ def covers(stem: str) -> Callable[[ScenarioTest], ScenarioTest]:
 @pytest.mark.parametrize("stem", library_stems())
 async def test_scenario_end_to_end(stem: str, lab: Lab) -> None:
     test = SCENARIO_TESTS.get(stem)
-    assert test is not None, f"scenarios/{stem}.yaml has no end-to-end test: add @covers({stem!r})"
+    assert test is not None, (
+        f"chaosproxy/scenarios/{stem}.yaml has no end-to-end test: add @covers({stem!r})"
+    )
     await test(lab)
     # Whatever the clients did, every request of the scenario applied all its faults
     # and skipped none: the file does on a real stream what its description says.
@@ -469,7 +471,7 @@ def test_cli_validate_accepts_the_library() -> None:
         timeout=30,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout == ""  # no problem lines
+    assert done.stdout == f"{len(list(LIBRARY.glob('*.yaml')))} scenarios OK\n"  # no problem
 
 
 # --------------------------------------------------------------------------- delivery

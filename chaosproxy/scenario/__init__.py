@@ -7,10 +7,13 @@ of problems (``errors``) can each be read alone; import from here.
 from chaosproxy.scenario.errors import Problem, ScenarioError
 from chaosproxy.scenario.loader import (
     MAX_FILE_BYTES,
+    check_paths,
+    load_library,
     load_scenario_file,
     load_scenarios,
     parse_scenario,
     validate_paths,
+    with_library,
 )
 from chaosproxy.scenario.model import (
     FORMATS,
@@ -32,9 +35,12 @@ __all__ = [
     "Problem",
     "Scenario",
     "ScenarioError",
+    "check_paths",
     "header_values",
+    "load_library",
     "load_scenario_file",
     "load_scenarios",
     "parse_scenario",
     "validate_paths",
+    "with_library",
 ]

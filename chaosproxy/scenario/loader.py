@@ -10,9 +10,11 @@ model, found through :func:`chaosproxy.core.faults.registry` at call time.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +50,21 @@ def load_scenario_file(path: str | Path) -> Scenario:
     return parsed.scenario
 
 
-def parse_scenario(text: str | bytes, source: str, default_name: str | None = None) -> Scenario:
+def parse_scenario(
+    text: str | bytes,
+    source: str,
+    default_name: str | None = None,
+    *,
+    read_only: bool = False,
+) -> Scenario:
     """Validate a scenario given as YAML (or JSON) text; ``source`` names it in problems.
 
     Without a ``name:`` key the scenario is called ``default_name``; when that is None
-    too, the missing name is a problem.
+    too, the missing name is a problem. With ``read_only``, the read-only fields of
+    :meth:`Scenario.as_dict` (such as ``source``) are ignored rather than refused, so
+    what the admin API shows can be given back unchanged.
     """
-    parsed = _parse(text, source, default_name)
+    parsed = _parse(text, source, default_name, read_only=read_only)
     if parsed.scenario is None:
         raise ScenarioError(parsed.problems)
     return parsed.scenario
@@ -74,7 +84,54 @@ def load_scenarios(paths: Sequence[str | Path]) -> dict[str, Scenario]:
 
 def validate_paths(paths: Sequence[str | Path]) -> list[Problem]:
     """Every problem in ``paths`` (empty when all is valid), for ``chaosproxy validate``."""
-    return _load_all(paths)[1]
+    return check_paths(paths)[1]
+
+
+def check_paths(paths: Sequence[str | Path]) -> tuple[dict[str, Scenario], list[Problem]]:
+    """The valid scenarios in ``paths`` and every problem, for ``chaosproxy validate``:
+    unlike loading, a path with no scenario file in it is a problem too."""
+    scenarios, problems = _load_all(paths)
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir() and not any(p for p, problem in _expand([path]) if problem is None):
+            problems.append(Problem(str(path), 0, "no scenarios here"))
+    return scenarios, problems
+
+
+# --------------------------------------------------------------------------- the library
+
+#: Where the built-in scenario library is, inside the ``chaosproxy`` package.
+LIBRARY_DIR = "scenarios"
+
+
+@functools.cache
+def _library() -> tuple[Scenario, ...]:
+    found: list[Scenario] = []
+    problems: list[Problem] = []
+    root = resources.files("chaosproxy") / LIBRARY_DIR
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        stem, dot, suffix = entry.name.rpartition(".")
+        if not dot or suffix not in ("yaml", "yml") or not entry.is_file():
+            continue
+        parsed = _parse(entry.read_bytes(), str(entry), stem)
+        problems.extend(parsed.problems)
+        if parsed.scenario is not None:
+            found.append(parsed.scenario)
+    if problems:  # a broken package; its own tests keep this from shipping
+        raise ScenarioError(problems)
+    return tuple(found)
+
+
+def load_library() -> dict[str, Scenario]:
+    """The built-in scenario library (DESIGN.md section 4), in name order; a new dict
+    each call (the scenarios themselves are immutable and parsed once)."""
+    return {s.name: s for s in _library()}
+
+
+def with_library(scenarios: Mapping[str, Scenario]) -> dict[str, Scenario]:
+    """The built-in library first, then ``scenarios``: one of the same name overrides
+    the built-in one (keeping its place in the ``match:`` order)."""
+    return {**load_library(), **scenarios}
 
 
 def _expand(paths: Sequence[str | Path]) -> Iterator[tuple[Path, Problem | None]]:
@@ -152,7 +209,9 @@ def _os_reason(exc: OSError) -> str:
 # --------------------------------------------------------------------------- parsing
 
 
-def _parse(text: str | bytes, source: str, default_name: str | None) -> _Parsed:
+def _parse(
+    text: str | bytes, source: str, default_name: str | None, *, read_only: bool = False
+) -> _Parsed:
     size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
     if size > MAX_FILE_BYTES:
         return _Parsed(None, [Problem(source, 0, "file is larger than 1 MiB")])
@@ -165,7 +224,7 @@ def _parse(text: str | bytes, source: str, default_name: str | None) -> _Parsed:
             return _Parsed(None, [Problem(source, line, "not UTF-8 text")])
     if "\t" in text and text.lstrip().startswith("{"):
         text = _untab_json(text)
-    return _Validator(text, source).run(default_name)
+    return _Validator(text, source, read_only=read_only).run(default_name)
 
 
 def _untab_json(text: str) -> str:
@@ -206,8 +265,10 @@ _NODE_NOUNS: dict[type[Node], str] = {MappingNode: "a mapping", SequenceNode: "a
 class _Validator:
     """Validates one document, collecting located problems."""
 
-    def __init__(self, text: str, source: str) -> None:
+    def __init__(self, text: str, source: str, *, read_only: bool = False) -> None:
         self.text = text
+        #: Ignore the read-only keys of Scenario.as_dict() instead of refusing them.
+        self.ignore_read_only = read_only
         self.loader = _Loader("")  # fed in compose(), where reader errors are caught
         self.source = source
         self.problems: list[Problem] = []
@@ -367,6 +428,8 @@ class _Validator:
         refused = [k for k in given if k in _NOT_KEYS]
         for k in refused:
             del given[k]
+        if self.ignore_read_only:
+            refused = []
         errors: list[ErrorDetails] = []
         try:
             Scenario.model_validate(given)

@@ -145,7 +145,10 @@ class Scenario(BaseModel):
         return any(faults[name].needs_framing(cfg) for name, cfg in self.faults)
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-able view (for the admin API); durations appear in seconds."""
+        """A JSON-able view in the shape of a scenario file (for the admin API):
+        durations as strings with a unit (``"800ms"``), so that the view, given back
+        to :func:`~chaosproxy.scenario.parse_scenario` with ``read_only=True``, is the
+        same scenario. ``source`` is read-only (where the scenario came from)."""
         return {
             "name": self.name,
             "description": self.description,

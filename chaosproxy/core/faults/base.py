@@ -41,7 +41,14 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+)
 from typing_extensions import TypeVar
 
 from chaosproxy.core.actions import Action, HttpAction
@@ -64,12 +71,34 @@ def parse_duration(value: Any) -> Any:
             raise ValueError(f"not a duration: {value!r} (use a number of ms, or 250ms, 2s)")
         number = float(m.group(1))
         unit = m.group(2) or "ms"
-        return number * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit]
+        return number / 1000.0 if unit == "ms" else number * {"s": 1.0, "m": 60.0}[unit]
     return value
 
 
-#: A duration, in seconds once validated.
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0)]
+def format_duration(seconds: float) -> str:
+    """A duration as a string with a unit that parses back to exactly ``seconds``:
+    ``2s`` for whole seconds, else milliseconds (``800ms``, ``0.5ms``) when a short
+    enough number of them is exact, else seconds with as many places as it takes."""
+    if seconds >= 1 and seconds == int(seconds):
+        return f"{int(seconds)}s"
+    for places in range(3, 10):
+        text = f"{seconds * 1000:.{places}f}".rstrip("0").rstrip(".")
+        if float(text) / 1000.0 == seconds:
+            return f"{text}ms"
+    places = 1
+    while float(text := f"{seconds:.{places}f}") != seconds:
+        places += 1
+    return f"{text}s"
+
+
+#: A duration, in seconds once validated; in JSON (``model_dump(mode="json")``, the
+#: admin API), a string with a unit, so what is shown can be read back unchanged.
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+    Field(ge=0),
+]
 
 
 class FaultConfig(BaseModel):
