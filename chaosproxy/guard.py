@@ -38,8 +38,11 @@ answers itself, so:
   could not parse. Overriding it means no traceback is logged for those at all; the
   ``aiohttp.server`` logger still reports real bugs (a 500 from a handler).
 
-The one private read is the app server's handler arguments (``Server._kwargs``), which
-the runner computed and the guarded server must pass on unchanged.
+Two private reads: the app server's handler arguments (``Server._kwargs``), which the
+runner computed and the guarded server must pass on unchanged; and whether aiohttp's
+queue of parsed messages ends with a parse error (``RequestHandler._messages``,
+``_ErrInfo``) while a request is in flight: aiohttp says so nowhere else when the body
+of that request breaks, and would leave the handler waiting for the rest of it.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, InvalidURLError, LineTooLong
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.streams import StreamReader
+from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from yarl import URL
 
 from chaosproxy.logs import describe
@@ -242,7 +246,7 @@ class ClientGuard:
             protocol = request.protocol
             guarded = protocol if isinstance(protocol, GuardedProtocol) else None
             if guarded is not None:
-                guarded.head_received()
+                guarded.head_received(request)
             try:
                 refusal = self.check(request)
                 if refusal is not None:
@@ -297,9 +301,12 @@ class GuardedProtocol(RequestHandler):
     the limit; heads aiohttp cannot parse are answered and logged here."""
 
     __slots__ = (
+        "_body",
         "_counted",
         "_guard",
         "_pending",
+        "_received",
+        "_received_at_check",
         "_refused",
         "_served",
         "_timer",
@@ -319,6 +326,11 @@ class GuardedProtocol(RequestHandler):
         self._pending = 0
         #: Heads received on this connection.
         self._served = 0
+        #: The body of the request in flight.
+        self._body: StreamReader | None = None
+        #: Bytes received on this connection, and at the last look at a body's progress.
+        self._received = 0
+        self._received_at_check = 0
         self.peer = "?"
 
     # -------------------------------------------------------------- asyncio callbacks
@@ -337,9 +349,23 @@ class GuardedProtocol(RequestHandler):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # read and dropped while the 503 is on its way
+        self._received += len(data)
         if self._waiting:
             self._pending += len(data)
         super().data_received(data)
+        body = self._body
+        if body is not None and not body.is_eof() and self._parse_failed():
+            # The body of the request in flight broke (a bad chunk size, say): aiohttp
+            # queues the parse error behind the request and leaves its body open, so the
+            # handler would wait for the rest for ever. End the connection: the request
+            # ends (client_gone) and nothing after the broken body is read.
+            self._body = None
+            self.force_close()
+
+    def _parse_failed(self) -> bool:
+        # aiohttp keeps a parse error as the last queued message (private, see above).
+        queued = self._messages
+        return bool(queued) and isinstance(queued[-1][0], _ErrInfo)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._cancel_timer()
@@ -368,14 +394,39 @@ class GuardedProtocol(RequestHandler):
         self._cancel_timer()
         self._timer = self._loop.call_later(self._guard.client_timeout, self._timed_out)
 
-    def head_received(self) -> None:
-        """A head was parsed and goes to the handler: the timer stops."""
+    def head_received(self, request: web.BaseRequest) -> None:
+        """A head was parsed and goes to the handler: the head timer stops, the body
+        timer starts."""
+        self._body = request.content
         self._waiting = False
         self._served += 1
         self._cancel_timer()
+        if request.body_exists:
+            self._watch_body()
+
+    def _watch_body(self) -> None:
+        self._received_at_check = self._received
+        self._timer = self._loop.call_later(self._guard.client_timeout, self._body_check)
+
+    def _body_check(self) -> None:
+        """A request body that makes no progress for client_timeout, while the proxy is
+        reading (not holding the client back for a slow upstream), ends the connection:
+        the request in flight ends (client_gone) instead of waiting for ever."""
+        self._timer = None
+        body = self._body
+        transport = self.transport
+        if body is None or body.is_eof() or transport is None or transport.is_closing():
+            return
+        stalled = self._received == self._received_at_check
+        if stalled and isinstance(transport, asyncio.Transport) and transport.is_reading():
+            self._body = None
+            self.force_close()
+            return
+        self._watch_body()
 
     def request_done(self) -> None:
         """The handler is done: the connection waits for its next head."""
+        self._body = None
         transport = self.transport
         if transport is not None and not transport.is_closing():
             self._await_head()

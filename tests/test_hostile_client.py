@@ -413,6 +413,77 @@ async def test_smuggling_and_malformed_heads_are_answered_or_refused_never_passe
     assert not aiohttp_complaints(caplog)
 
 
+async def open_request(
+    proxy: RunningProxy, log: LogCapture, head: bytes
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
+    """Send ``head`` and wait until the proxy's handler has it: (reader, writer, id)."""
+    known = {x["request_id"] for x in requests(log)}
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(proxy))
+    writer.write(head)
+    await until(lambda: len(requests(log)) > len(known))
+    [line] = [x for x in requests(log) if x["request_id"] not in known]
+    return reader, writer, line["request_id"]
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [b"ffffffffffffffffffff\r\nx\r\n", b"5\r\nhelloXX\r\n", b"zz\r\n"],
+    ids=["chunk-size-overflow", "chunk-too-long", "chunk-size-not-hex"],
+)
+async def test_a_body_that_breaks_after_its_head_was_handled_ends_the_request(
+    proxied: tuple[RunningProxy, ScriptedUpstream, int],
+    log_capture: LogCapture,
+    caplog: pytest.LogCaptureFixture,
+    rest: bytes,
+) -> None:
+    proxy, upstream, fds = proxied
+    head = b"POST /v1/b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    reader, writer, request_id = await open_request(proxy, log_capture, head)
+    writer.write(rest + SMUGGLED)
+    async with asyncio.timeout(TIMEOUT):  # at once: not after any timeout
+        assert await reader.read() == b""
+    writer.close()
+    assert (await log_capture.wait_end(request_id))["outcome"] == "client_gone"
+    assert not rejected(log_capture)
+    assert not [s for s in upstream.seen if "smuggled" in s.path_qs]
+    await still_serving(proxy, upstream)
+    await settled(proxy, fds)
+    assert not aiohttp_complaints(caplog)
+
+
+async def test_a_request_body_that_stalls_ends_the_request_after_the_client_timeout(
+    proxied: tuple[RunningProxy, ScriptedUpstream, int], log_capture: LogCapture
+) -> None:
+    proxy, upstream, fds = proxied
+    head = b"POST /v1/stall HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"
+    reader, writer, request_id = await open_request(proxy, log_capture, head)
+    started = time.monotonic()
+    async with asyncio.timeout(5):
+        assert await reader.read() == b""
+    assert TIMEOUT * 0.9 <= time.monotonic() - started < 2 * TIMEOUT + 2
+    writer.close()
+    assert (await log_capture.wait_end(request_id))["outcome"] == "client_gone"
+    assert not [s for s in upstream.seen if "stall" in s.path_qs]
+    await settled(proxy, fds)
+
+
+async def test_a_slow_body_that_keeps_coming_is_not_cut(
+    proxied: tuple[RunningProxy, ScriptedUpstream, int], log_capture: LogCapture
+) -> None:
+    proxy, upstream, fds = proxied
+    head = b"POST /v1/trickle HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
+    reader, writer, request_id = await open_request(proxy, log_capture, head)
+    for _ in range(10):  # 10 bytes every third of the timeout: 3 timeouts in all
+        await asyncio.sleep(TIMEOUT / 3)
+        writer.write(b"0123456789")
+    head_in = await reader.readuntil(b"\r\n\r\n")
+    assert status_of(head_in) == 200
+    writer.close()
+    assert (await log_capture.wait_end(request_id))["outcome"] in ("completed", "client_gone")
+    assert upstream.seen[-1].body == b"0123456789" * 10
+    await settled(proxy, fds)
+
+
 @pytest.mark.parametrize(
     ("data", "status", "reason"),
     [
