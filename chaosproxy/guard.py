@@ -53,7 +53,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import HttpVersion10, HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError, InvalidURLError, LineTooLong
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler, _ErrInfo
@@ -86,6 +86,10 @@ def _canned(status: int, reason: str, text: str) -> bytes:
 
 TOO_MANY = _canned(503, "Service Unavailable", "too many connections")
 HEAD_TIMEOUT = _canned(408, "Request Timeout", "request head not received in time")
+
+
+#: The HTTP versions the proxy speaks to clients.
+_VERSIONS = (HttpVersion10, HttpVersion11)
 
 
 class BadTarget(ValueError):
@@ -216,6 +220,10 @@ class ClientGuard:
         refuses what no normalising can make a path of the upstream's."""
         if request.method == "CONNECT":
             return 400, "CONNECT refused: not a forward proxy"
+        if request.version not in _VERSIONS:
+            # aiohttp parses any 1.x/2.x line alike and would answer in that version.
+            version = request.version
+            return 505, f"HTTP/{version.major}.{version.minor} not supported"
         target = request.raw_path
         if not target.startswith("/"):
             if target == "*":
@@ -255,6 +263,11 @@ class ClientGuard:
                     self._reject(status, reason, peer)
                     resp = web.Response(status=status, text=reason + "\n")
                     resp.force_close()
+                    if status == 505 and guarded is not None and guarded.transport:
+                        # aiohttp answers in the request's version: say it in HTTP/1.1
+                        # ourselves. (It then finds the connection closed: no more.)
+                        guarded.transport.write(_canned(505, "HTTP Version Not Supported", reason))
+                        guarded.force_close()
                     return resp
                 return await handler(request)
             finally:

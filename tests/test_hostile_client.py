@@ -352,6 +352,8 @@ def _post(headers: bytes, body: bytes) -> bytes:
         # Not HTTP at all.
         b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40,
         b"GET /v1/s HTTP/9.9\r\nHost: x\r\n\r\n",
+        b"GET /v1/s HTTP/2.0\r\nHost: x\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
         b"G@T /v1/s HTTP/1.1\r\nHost: x\r\n\r\n",
         b"GET /v1/a b HTTP/1.1\r\nHost: x\r\n\r\n",
     ],
@@ -378,6 +380,8 @@ def _post(headers: bytes, body: bytes) -> bytes:
         "obs-fold",
         "tls-hello",
         "http-9.9",
+        "http-2.0",
+        "h2-preface",
         "bad-method",
         "space-in-target",
     ],
@@ -401,7 +405,7 @@ async def test_smuggling_and_malformed_heads_are_answered_or_refused_never_passe
     # Exactly one account of it: a rejected line, or the request and its end.
     assert len(refusals) + len(asked) == 1, log_capture.lines
     if refusals:
-        assert refusals[0]["status"] in (400, 408, 413, 414, 417, 431, 501)
+        assert refusals[0]["status"] in (400, 408, 414, 417, 431, 505)
         assert refusals[0]["reason"]
         if answer:
             assert status_of(answer) == refusals[0]["status"]
