@@ -5,14 +5,16 @@ issue 11): what aiohttp's server does not bound by itself.
   (from the connection's start, or from the end of its previous response) is closed.
   A client that sent part of a head gets ``408`` and a ``rejected`` line; a new
   connection that sent nothing gets a ``rejected`` line (no answer: it asked nothing);
-  a keep-alive connection idle after a response is closed silently.
+  a keep-alive connection idle after a response is closed silently. A request body
+  that makes no progress that long (while the proxy reads) ends its connection too.
 - ``max_connections``: client connections beyond it are answered ``503`` at once
   (before anything is read) and closed, with a ``rejected`` line.
 - Every request head aiohttp could parse goes through :meth:`ClientGuard.gate` before
   routing: ``CONNECT``, the asterisk form, absolute-form targets naming another host,
-  a path hiding a dot-segment behind an encoded slash, and an ``Expect`` other than
-  ``100-continue`` are answered ``400``/``417`` and logged ``rejected``; nothing of
-  them reaches the proxy's handler.
+  a path hiding a dot-segment behind an encoded slash, an ``Expect`` other than
+  ``100-continue`` and an HTTP version other than 1.0/1.1 are answered
+  ``400``/``417``/``505`` and logged ``rejected``; nothing of them reaches the proxy's
+  handler. (The handler then resolves the path's dot-segments: :func:`normalise_path`.)
 - Every head aiohttp cannot parse (a malformed head, a request line or a header over
   the limits) is answered ``400``/``414``/``431`` and logged ``rejected`` instead of
   aiohttp's traceback on the ``aiohttp.server`` logger.
