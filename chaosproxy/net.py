@@ -13,11 +13,17 @@ import time
 
 from aiohttp import web
 
+from chaosproxy.guard import ClientGuard, GuardedRunner
+
 #: Connections the kernel may queue before accept(); a burst of thousands must fit.
 BACKLOG = 4096
 #: On shutdown, streams in flight get this long to finish before they are cancelled
 #: (a ``hang`` or ``stall: {forever: true}`` stream never finishes on its own).
 SHUTDOWN_GRACE = 2.0
+
+
+#: Where an app keeps the guard of its clients (see :func:`listen`).
+CLIENT_GUARD = web.AppKey("client_guard", ClientGuard)
 
 
 class StartupError(Exception):
@@ -28,8 +34,21 @@ async def listen(
     app: web.Application, host: str, port: int, *, what: str = "", grace: float = SHUTDOWN_GRACE
 ) -> tuple[web.AppRunner, int]:
     """Serve ``app`` on ``host:port`` (0: a free port); the runner and the bound port.
-    On cleanup, requests in flight get ``grace`` seconds before they are cancelled."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=grace)
+    On cleanup, requests in flight get ``grace`` seconds before they are cancelled.
+
+    An app carrying a :class:`~chaosproxy.guard.ClientGuard` (under :data:`CLIENT_GUARD`;
+    the proxy's does) has its clients guarded: a head-read timeout, a connection limit,
+    and one ``rejected`` line for every head it does not forward."""
+    guard = app.get(CLIENT_GUARD)
+    runner: web.AppRunner
+    if guard is not None:
+        runner = GuardedRunner(
+            app, guard, handler_cancellation=True, access_log=None, shutdown_timeout=grace
+        )
+    else:
+        runner = web.AppRunner(
+            app, handler_cancellation=True, access_log=None, shutdown_timeout=grace
+        )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=BACKLOG)
     try:

@@ -19,7 +19,9 @@ from aiohttp import web
 from chaosproxy.config import Config
 from chaosproxy.core.session import Session
 from chaosproxy.exchange import Exchange
+from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
 from chaosproxy.logs import FrameLog, redact_url
+from chaosproxy.net import CLIENT_GUARD
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
 from chaosproxy.upstream import Upstream, UpstreamPool
 
@@ -49,11 +51,42 @@ class ProxyState:
 STATE = web.AppKey("state", ProxyState)
 
 
+#: The longest request line (method, target, version) a client may send: longer is 414.
+MAX_REQUEST_LINE = 8190
+#: The longest header field (name and value): longer is 431, as are more than
+#: MAX_HEADERS fields.
+MAX_HEADER_FIELD = 65536
+MAX_HEADERS = 128
+
+
 def create_proxy_app(state: ProxyState) -> web.Application:
-    app = web.Application(handler_args={"max_field_size": 65536})
+    config = state.config
+    log = state.log.for_request()
+
+    def rejected(status: int, reason: str, peer: str) -> None:
+        log.info("rejected", status=status, reason=reason, peer=peer)
+
+    timeout = config.client_timeout
+    app = web.Application(
+        handler_args={
+            "max_line_size": MAX_REQUEST_LINE,
+            "max_field_size": MAX_HEADER_FIELD,
+            "max_headers": MAX_HEADERS,
+            # The guard closes idle keep-alive connections after client_timeout;
+            # aiohttp's own timer is only a backstop behind it.
+            "keepalive_timeout": 2 * timeout + 1,
+        }
+    )
     app[STATE] = state
+    app[CLIENT_GUARD] = ClientGuard(
+        client_timeout=timeout,
+        max_connections=config.max_connections,
+        reject=rejected,
+        max_line_size=MAX_REQUEST_LINE,
+    )
     app.cleanup_ctx.append(_upstream_client)
-    app.router.add_route("*", "/{tail:.*}", _handle)
+    # Any path at all, newlines (%0A) included: the router must never answer for us.
+    app.router.add_route("*", r"/{tail:[\s\S]*}", _handle)
     return app
 
 
@@ -85,12 +118,15 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     refusal: str | None = None
     label: str | None = None
+    path_qs = request.path_qs
     try:
-        choice = state.scenarios.choose(request.method, request.path_qs, request.headers)
-    except (UnknownScenario, ValueError) as exc:
+        # The upstream URL may have a path prefix: ``..`` must never climb above it.
+        path_qs = normalise_path(path_qs)
+        choice = state.scenarios.choose(request.method, path_qs, request.headers)
+    except (UnknownScenario, BadTarget, ValueError) as exc:
         # Answered by the proxy itself, never forwarded; still logged and labelled.
         refusal = str(exc)
-        choice = Choice(None, False, 0, secrets.randbelow(2**53), request.path_qs)
+        choice = Choice(None, False, 0, secrets.randbelow(2**53), path_qs)
         label = request.headers.get("X-Chaos-Scenario", "")[:128] or None
     session = Session(
         next_request_id(),
