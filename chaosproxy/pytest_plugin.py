@@ -9,6 +9,10 @@
 The proxy runs in front of ``--chaos-upstream`` (default: the built-in mock) with the
 scenarios of ``--chaos-scenarios`` (default: ``./scenarios`` when it exists), one proxy
 per test, in a background thread, so it serves sync and async tests alike.
+
+Tearing the fixture down never hangs the test run: streams the test left running get
+the default grace (2 s), are then cut (outcome ``shutdown``), and whatever has not
+stopped within the grace plus a margin is abandoned (see :class:`~chaosproxy.ChaosProxy`).
 """
 
 from __future__ import annotations
