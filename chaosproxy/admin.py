@@ -3,7 +3,11 @@
 ``GET /health``, ``GET /scenarios``, ``GET /scenarios/{name}``, ``POST /scenarios``,
 ``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``,
 ``GET /requests/{id}``, ``POST /reset``, ``GET /metrics``. With a token, every endpoint
-wants ``Authorization: Bearer TOKEN``.
+but ``GET /health`` wants ``Authorization: Bearer TOKEN`` (compared in constant time).
+``GET /health`` needs none and then says only that the proxy is up, plus any warning;
+with the token (or when the admin has none) it adds the details (version, uptime,
+scenarios, requests in flight). Where the admin may listen, and with what token,
+:mod:`chaosproxy.server` decides.
 
 Its state is the proxy's own: the :class:`~chaosproxy.selection.ScenarioSet` the proxy
 chooses from (so a change applies to the next request, never to one in flight), and a
@@ -38,6 +42,10 @@ DEFAULT_MAX_FRAMES = 1000
 DEFAULT_MAX_CONTENT = 256 * 1024
 #: ``GET /requests`` without ``limit``.
 DEFAULT_LIMIT = 50
+
+#: What anyone may ask without the token: whether the proxy is up (a load balancer's or
+#: a container's health check has no token).
+PUBLIC = frozenset({"/health"})
 
 #: Where scenario problems from a request body say they are.
 BODY_SOURCE = "body"
@@ -183,6 +191,8 @@ class AdminState:
     requests: RequestStore
     metrics: Metrics
     token: str | None = None
+    #: Said by ``GET /health`` (to anyone): an admin open without a token, say.
+    warnings: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
 
@@ -220,7 +230,11 @@ def _authorized(header: str | None, token: str) -> bool:
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Bearer auth (constant-time), and JSON for every error aiohttp would answer."""
     token = request.app[ADMIN].token
-    if token is not None and not _authorized(request.headers.get("Authorization"), token):
+    if (
+        token is not None
+        and not (request.method in ("GET", "HEAD") and request.path in PUBLIC)
+        and not _authorized(request.headers.get("Authorization"), token)
+    ):
         response = _error(401, "unauthorized", "this admin API wants Authorization: Bearer <token>")
         response.headers["WWW-Authenticate"] = 'Bearer realm="chaosproxy"'
         return response
@@ -251,16 +265,16 @@ def create_admin_app(state: AdminState) -> web.Application:
 
 async def _health(request: web.Request) -> web.Response:
     state = request.app[ADMIN]
-    return _json(
-        {
-            "status": "ok",
-            "version": __version__,
-            "uptime_s": round(time.monotonic() - state.started, 3),
-            "scenarios": len(state.scenarios.scenarios),
-            "default": state.scenarios.default,
-            "in_flight": state.requests.in_flight(),
-        }
-    )
+    health: dict[str, Any] = {"status": "ok", "warnings": list(state.warnings)}
+    if state.token is None or _authorized(request.headers.get("Authorization"), state.token):
+        health.update(
+            version=__version__,
+            uptime_s=round(time.monotonic() - state.started, 3),
+            scenarios=len(state.scenarios.scenarios),
+            default=state.scenarios.default,
+            in_flight=state.requests.in_flight(),
+        )
+    return _json(health)
 
 
 async def _list_scenarios(request: web.Request) -> web.Response:

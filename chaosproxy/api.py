@@ -14,6 +14,10 @@ same name overrides a built-in one. The sync form runs the proxy on its own even
 in a background thread. Either way
 the proxy listens on a free port of 127.0.0.1, and every frame-log line is kept in
 memory (:attr:`ChaosProxy.lines`) so a test can see exactly what its client received.
+
+Leaving the block never hangs: streams still running get ``grace`` (``2s`` by default;
+``ChaosProxy(grace=0)`` cuts them at once, as ``shutdown``), and whatever does not stop
+within ``grace`` plus a margin is abandoned (its connections closed).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from chaosproxy.config import Config
 from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import NAME_PATTERN, Scenario, load_scenarios, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
-from chaosproxy.server import RunningProxy, start_proxy
+from chaosproxy.server import CLOSE_MARGIN, RunningProxy, start_proxy
 
 #: How long the calls that read finished requests wait, by default, for the requests in
 #: flight to end (a client sees its last byte a moment before the proxy logs the end).
@@ -62,6 +66,10 @@ ADDED_SOURCE = "add_scenario"
 #: What differs from ``chaosproxy serve`` when the proxy runs inside a test: a free
 #: port, no admin API, no log file (the lines are kept in memory instead).
 EMBEDDED = Config(listen=("127.0.0.1", 0), admin=None, log=None)
+
+#: What the background thread may take beyond the close itself (tasks cancelled, loop
+#: closed) before ``__exit__`` stops waiting for it.
+THREAD_MARGIN = 0.5
 
 
 class ChaosProxy:
@@ -268,10 +276,14 @@ class ChaosProxy:
         return self
 
     async def stop(self) -> None:
-        if self._running is not None:
-            await self._running.close()
-            self._running = None
-        self._log.close()
+        """Stop within ``grace`` + a margin (see :meth:`RunningProxy.close`); what has
+        not stopped by then is abandoned, never waited for."""
+        running, self._running = self._running, None
+        try:
+            if running is not None:
+                await running.close()
+        finally:
+            self._log.close()
 
     async def __aenter__(self) -> ChaosProxy:
         return await self.start()
@@ -302,8 +314,10 @@ class ChaosProxy:
                 return
             ready.set()
             loop.run_forever()
-            loop.run_until_complete(self.stop())
-            loop.close()
+            try:
+                loop.run_until_complete(self.stop())
+            finally:
+                _close_loop(loop)
 
         self._thread = threading.Thread(target=serve, name="chaosproxy", daemon=True)
         self._thread.start()
@@ -319,6 +333,29 @@ class ChaosProxy:
         tb: TracebackType | None,
     ) -> None:
         if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
+            with contextlib.suppress(RuntimeError):  # the loop is closed already
+                self._loop.call_soon_threadsafe(self._loop.stop)
+            # Bounded: the close is (grace + CLOSE_MARGIN); beyond that the thread (a
+            # daemon) is left behind rather than hanging the test.
+            self._thread.join(self.config.grace + CLOSE_MARGIN + THREAD_MARGIN)
             self._thread = None
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the background thread's loop without waiting on anything for long: tasks
+    left (abandoned by a close that ran out of time) are cancelled and given a moment,
+    the default executor (DNS lookups) is not waited for."""
+    try:
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks, timeout=THREAD_MARGIN / 2))
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: no "exception never retrieved" noise
+        loop.run_until_complete(
+            asyncio.wait({loop.create_task(loop.shutdown_asyncgens())}, timeout=0.1)
+        )
+    finally:
+        loop.close()  # shuts the default executor down without waiting for it

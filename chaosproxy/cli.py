@@ -2,7 +2,13 @@
 
 Every ``serve`` flag can also come from ``CHAOSPROXY_<FLAG>`` (``CHAOSPROXY_LISTEN``,
 ``CHAOSPROXY_LOG_CONTENT=1``…), for containers. Anything wrong with the arguments,
-files or scenarios stops start-up with one line on stderr and exit code 2.
+files or scenarios stops start-up with one line on stderr and exit code 2. Nothing
+printed shows a URL's password or a credential in a query (``logs.redact_text``).
+
+On SIGTERM or SIGINT, ``serve`` stops accepting, gives the streams in flight
+``--grace``, cuts the rest and exits 0 within ``grace + 1 s`` of the signal, always: a
+watchdog thread ends the process then, whatever is still cleaning up. A second signal
+exits at once.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -33,12 +41,25 @@ from chaosproxy.core.providers import PROVIDER_NAMES
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from chaosproxy.server import RunningProxy
+
 EXIT_USAGE = 2
+#: After the signal, ``serve`` exits within ``grace + EXIT_MARGIN`` seconds whatever
+#: happens (DESIGN.md section 9 promises ``grace + 1 s``; the rest is the margin for the
+#: interpreter's own exit).
+EXIT_MARGIN = 0.85
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {_safe(message)}\n")
+
+
+def _safe(text: str) -> str:
+    """``text`` as it may be printed: no URL password, no query credential."""
+    from chaosproxy.logs import redact_text
+
+    return redact_text(text)
 
 
 def _argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -206,24 +227,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def fail(message: str) -> int:
-    print(f"chaosproxy: error: {message}", file=sys.stderr)
+    print(f"chaosproxy: error: {_safe(message)}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def say(kind: str, message: str) -> None:
+    """One line on stderr (``notice``, ``warning``), credentials masked."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"chaosproxy: {kind}: {_safe(message)}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------- serve
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from chaosproxy.logs import FrameLog, redact_url
+    from chaosproxy.logs import FrameLog
     from chaosproxy.scenario import ScenarioError, load_scenarios
-    from chaosproxy.server import StartupError, default_scenario_paths, start_proxy
+    from chaosproxy.server import StartupError, start_proxy
 
     try:
         config = config_from(args)
     except ConfigError as exc:
         return fail(str(exc))
-    if not config.scenarios:
-        config = config.replace(scenarios=tuple(str(p) for p in default_scenario_paths()))
     try:
         scenarios = load_scenarios(list(config.scenarios))
     except ScenarioError as exc:
@@ -237,46 +262,123 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return fail(f"cannot open log {config.log}: {exc.strerror or exc}")
 
     async def serve() -> int:
+        # Signals are handled from here on: one during start-up stops as cleanly.
+        stop = _Stop(config.grace + EXIT_MARGIN, flush=log.flush)
         try:
             proxy = await start_proxy(config, scenarios=scenarios, log=log)
         except StartupError as exc:
             log.close()
             return fail(str(exc))
-        names = ", ".join(scenarios) or "none"
-        upstream = (
-            f"mock (built in, {proxy.upstream})"
-            if config.upstream == "mock"
-            else redact_url(proxy.upstream)
+        loaded = len(proxy.state.scenarios.scenarios)
+        names = f"{loaded} (the built-in library" + (
+            f" and {', '.join(scenarios)})" if scenarios else ")"
         )
-        admin = "off"
-        if proxy.admin_url is not None:
-            admin = proxy.admin_url + (" (bearer token)" if config.admin_token else "")
-        extras = f"; traces: {config.trace_dir}" if config.trace_dir else ""
-        print(
-            f"chaosproxy {__version__} listening on {proxy.url} → {upstream}; "
-            f"scenarios: {names}; default: {config.scenario or 'passthrough'}; "
-            f"seed: {config.seed if config.seed is not None else 'random'}; "
-            f"admin: {admin}{extras}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(_startup_line(config, proxy, names=names), file=sys.stderr)
+        for line in _startup_notices(config, proxy):
+            say("notice", line)
+        for warning in proxy.warnings:
+            say("warning", warning)
+        sys.stderr.flush()
+        await stop.wait()
+        say("notice", f"{stop.reason}: stopping; streams in flight get {config.grace:g}s")
         try:
-            await _until_signalled()
-        finally:
-            await proxy.close()
-            log.close()
+            problems = await proxy.close()
+        except Exception as exc:  # a bug in a cleanup: still one line, still exit 0
+            problems = [f"stopping failed: {type(exc).__name__}: {exc}"]
+        for problem in problems:
+            say("warning", problem)
+        log.close()
+        if problems:  # something was abandoned: the interpreter's exit might wait for it
+            stop.exit_now()
         return 0
 
     return _run(serve)
 
 
-async def _until_signalled() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # non-POSIX
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:
+    """``chaosproxy V listening on URL → UPSTREAM; …; admin: URL``, with the addresses
+    as actually bound (``0.0.0.0`` stays ``0.0.0.0``) and no password."""
+    from chaosproxy.logs import redact_url
+
+    upstream = (
+        f"mock (built in, {proxy.upstream})"
+        if config.upstream == "mock"
+        else redact_url(proxy.upstream)
+    )
+    admin = "off"
+    if proxy.admin_url is not None:
+        admin = _addresses(proxy.admin_bound or [proxy.admin_url])
+        admin += " (bearer token)" if config.admin_token else ""
+    extras = f"; traces: {config.trace_dir}" if config.trace_dir else ""
+    return (
+        f"chaosproxy {__version__} listening on {_addresses(proxy.bound or [proxy.url])} "
+        f"→ {upstream}; scenarios: {names}; default: {config.scenario or 'passthrough'}; "
+        f"seed: {config.seed if config.seed is not None else 'random'}; "
+        f"admin: {admin}{extras}"
+    )
+
+
+def _addresses(urls: Sequence[str]) -> str:
+    first, *others = urls
+    return first + (f" (also {', '.join(others)})" if others else "")
+
+
+def _startup_notices(config: Config, proxy: RunningProxy) -> list[str]:
+    from chaosproxy.server import is_loopback
+
+    if config.admin is None or not is_loopback(config.admin[0]):
+        return []
+    if is_loopback(config.listen[0]):
+        return []
+    # Reachable proxy, loopback admin: a container's default. Say how to publish it.
+    return [
+        f"the admin API is on loopback only ({proxy.admin_url}); to publish it, set "
+        f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]} and CHAOSPROXY_ADMIN_TOKEN"
+    ]
+
+
+class _Stop:
+    """Waits for SIGTERM or SIGINT; from the first one, a watchdog thread ends the
+    process (exit 0) after ``deadline`` seconds whatever the event loop is doing; a
+    second signal ends it at once. ``flush`` (the frame log's) runs before that exit."""
+
+    def __init__(self, deadline: float, *, flush: Callable[[], None] | None = None) -> None:
+        self.deadline = deadline
+        self.reason = ""
+        self._flush = flush
+        self._event = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # non-POSIX
+                loop.add_signal_handler(sig, self._signalled, sig.name)
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+    def _signalled(self, name: str) -> None:
+        if self.reason:
+            self.exit_now(f"second {name}: exiting now")
+            return
+        self.reason = name
+        timer = threading.Timer(
+            self.deadline, self.exit_now, args=("shutdown overran its deadline; exiting now",)
+        )
+        timer.daemon = True
+        timer.start()
+        self._event.set()
+
+    def exit_now(self, why: str | None = None) -> None:
+        """Flush what can be flushed and end the process with 0, without waiting for
+        anything (threads, tasks, the interpreter's own clean-up)."""
+        if why is not None:
+            say("warning", why)
+        if self._flush is not None:
+            with contextlib.suppress(Exception):
+                self._flush()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
 
 
 def _run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
@@ -323,19 +425,23 @@ def _serve_app(
     start: Callable[[], Awaitable[tuple[web.AppRunner, str]]],
     banner: Callable[[str], str],
 ) -> int:
-    """Start an app, print its start-up line, serve until SIGINT/SIGTERM, clean up."""
-    from chaosproxy.server import StartupError
+    """Start an app, print its start-up line, serve until SIGINT/SIGTERM, clean up
+    (within the same bound as ``serve``'s, with the default grace)."""
+    from chaosproxy.net import SHUTDOWN_GRACE
+    from chaosproxy.server import CLOSE_MARGIN, StartupError
 
     async def serve() -> int:
+        stop = _Stop(SHUTDOWN_GRACE + EXIT_MARGIN)
         try:
             runner, url = await start()
         except StartupError as exc:
             return fail(str(exc))
         print(banner(url), file=sys.stderr, flush=True)
-        try:
-            await _until_signalled()
-        finally:
-            await runner.cleanup()
+        await stop.wait()
+        cleanup = asyncio.ensure_future(runner.cleanup())
+        done, _ = await asyncio.wait({cleanup}, timeout=SHUTDOWN_GRACE + CLOSE_MARGIN)
+        if not done or cleanup.exception() is not None:
+            stop.exit_now("stopping did not finish cleanly; exiting now")
         return 0
 
     return _run(serve)

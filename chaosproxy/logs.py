@@ -6,10 +6,15 @@ response and by a periodic flush, so logging a frame costs one dict and one
 ``orjson.dumps`` — not a syscall. On a terminal (``--log -`` on a tty) lines are
 rendered for people instead, by structlog's ``ConsoleRenderer``.
 
+Every line carries ``ts``, the time it was logged (ISO 8601 UTC, milliseconds:
+``2026-12-01T15:36:00.123Z``); the formatted second is cached, so a line pays for one
+``time.time()`` and one short concatenation (:class:`_Timestamp`).
+
 Nothing here ever sees request headers. Paths are logged with credential-like query
-parameters masked (:func:`redact_path`), and an ``error`` text has any URL query
-credential or bearer token in it masked (:func:`redact_text`) before anything —
-observer, trace, admin API, log file — sees the line.
+parameters masked whether ``&`` or ``;`` separates them (:func:`redact_path`), and an
+``error`` text has any URL password, URL query credential or bearer token in it masked
+(:func:`redact_text`) before anything — observer, trace, admin API, log file — sees the
+line. :func:`redact_url` is how a URL is printed (``https://user:***@host``).
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import contextlib
 import logging
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Literal
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import unquote_plus
 
 import orjson
 import structlog
@@ -46,48 +52,74 @@ SECRET_PARAMS = frozenset(
         "signature",
         "sig",
         "code",
+        "x-api-key",
+        "x-goog-api-key",
+        "api_token",
+        "auth_token",
+        "session",
+        "sessionid",
+        "jwt",
+        "pass",
+        "passwd",
+        "pwd",
+        "private_key",
+        "credential",
+        "credentials",
+        "client_assertion",
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
     }
 )
 
 
+#: A query's separators: ``&``, and ``;`` (still used, and split on by some servers).
+_QUERY_SEP = re.compile(r"([&;])")
+
+
 def redact_path(path_qs: str) -> str:
-    """``path_qs`` with the values of credential-like query parameters replaced by ***."""
+    """``path_qs`` with the values of credential-like query parameters replaced by ***,
+    whether ``&`` or ``;`` separates the parameters. Everything else is kept as it was
+    (no re-encoding); a name is compared decoded and case-insensitively."""
     path, sep, query = path_qs.partition("?")
     if not sep:
         return path
-    pairs = parse_qsl(query, keep_blank_values=True)
-    if not any(k.lower() in SECRET_PARAMS for k, _ in pairs):
-        return path_qs
-    masked = [(k, "***" if k.lower() in SECRET_PARAMS else v) for k, v in pairs]
-    return path + "?" + urlencode(masked, safe="*/:,")
+    parts = _QUERY_SEP.split(query)
+    masked = False
+    for i in range(0, len(parts), 2):  # odd indices are the separators
+        name, eq, _ = parts[i].partition("=")
+        if eq and unquote_plus(name).strip().lower() in SECRET_PARAMS:
+            parts[i] = name + "=***"
+            masked = True
+    return path + "?" + "".join(parts) if masked else path_qs
 
 
 _SECRET_IN_TEXT = re.compile(
-    r"(?P<lead>[?&;](?:" + "|".join(re.escape(p) for p in sorted(SECRET_PARAMS)) + r")=)"
+    # a URL's password: scheme://user:PASSWORD@ (up to the token's last @)
+    r"(?P<userinfo>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:'\"<>]*:)[^\s'\"<>]*@"
+    # a credential-like query parameter: ?key=VALUE, &token=VALUE, ;key=VALUE
+    r"|(?P<lead>[?&;](?:" + "|".join(re.escape(p) for p in sorted(SECRET_PARAMS)) + r")=)"
     r"[^&;#\s'\"<>]*"
+    # an Authorization header's credentials quoted in a text
     r"|(?P<scheme>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+",
     re.IGNORECASE,
 )
 
 
 def redact_text(text: str) -> str:
-    """``text`` (an error message, say) with credentials in it masked: the values of
-    credential-like query parameters in any URL (``?key=…`` → ``?key=***``) and bearer
-    or basic tokens (``Bearer sk-…`` → ``Bearer ***``)."""
+    """``text`` (an error message, say) with credentials in it masked: the password of
+    any URL (``https://user:***@host``), the values of credential-like query parameters
+    (``?key=…`` or ``;key=…`` → ``key=***``) and bearer or basic tokens (``Bearer sk-…``
+    → ``Bearer ***``)."""
     return _SECRET_IN_TEXT.sub(_mask_match, text)
 
 
 def redact_url(url: str) -> str:
-    """``url`` with the password of its user info masked (``https://user:***@host``)
-    and credential-like query parameters masked."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return redact_path(url)
-    authority, slash, tail = rest.partition("/")
-    userinfo, at, hostpart = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = userinfo.split(":", 1)[0] + ":***@" + hostpart
-    return redact_path(f"{scheme}://{authority}{slash}{tail}")
+    """``url`` as it may be printed: the password of its user info masked
+    (``https://user:***@host``; a password with a raw ``/`` or ``@`` in it too) and
+    credential-like query parameters masked. When in doubt it masks more: in
+    ``https://host:8443/a@b`` the ``8443/a`` is taken for a password."""
+    return redact_path(redact_text(url))
 
 
 def describe(exc: BaseException) -> str:
@@ -97,10 +129,40 @@ def describe(exc: BaseException) -> str:
 
 
 def _mask_match(match: re.Match[str]) -> str:
+    userinfo = match.group("userinfo")
+    if userinfo is not None:
+        return userinfo + "***@"
     lead = match.group("lead")
     if lead is not None:
         return lead + "***"
     return match.group("scheme") + "***"
+
+
+class _Timestamp:
+    """The structlog processor that adds ``ts``: ISO 8601 UTC with milliseconds.
+
+    The frame log is the hot path (docs/benchmark.md), so the date and time down to the
+    second are formatted once per second and cached; each line adds only its
+    milliseconds (one ``time.time()``, one int, one table lookup, one concatenation)."""
+
+    __slots__ = ("_prefix", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        event_dict["ts"] = self._prefix + _MILLIS[int((now - second) * 1000)]
+        return event_dict
+
+
+#: ``.000Z`` … ``.999Z``: a lookup is cheaper than formatting the milliseconds.
+_MILLIS = tuple(f".{i:03d}Z" for i in range(1000))
 
 
 def _redact_error(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +206,7 @@ class _Sink:
     __slots__ = ("_listeners", "_write")
 
     def __init__(self, stream: IO[bytes], listeners: list[Callable[[bytes], None]]) -> None:
-        self._write = stream.write
+        self._write: Callable[[bytes], object] = stream.write
         self._listeners = listeners
 
     def msg(self, line: bytes) -> None:
@@ -153,6 +215,14 @@ class _Sink:
             listener(line)
 
     info = msg
+
+    def drop(self) -> None:
+        """Write nothing from now on (the stream is closed)."""
+        self._write = _discard
+
+
+def _discard(data: bytes) -> int:
+    return len(data)
 
 
 class FrameLog:
@@ -178,7 +248,9 @@ class FrameLog:
         renderer: Any = _PrettyRenderer(colors=_isatty(stream)) if self.pretty else _render
         out: IO[bytes] = stream if stream is not None else _NullStream()  # type: ignore[assignment]
         sink = _Sink(out, self._listeners)
-        processors: list[Any] = [_redact_error, self._observe, renderer]
+        self._sink = sink
+        # ts first: observers (traces, the admin API, ChaosProxy.lines) see it too.
+        processors: list[Any] = [_Timestamp(), _redact_error, self._observe, renderer]
         self._logger: Any = structlog.wrap_logger(
             sink,
             processors=processors,
@@ -245,9 +317,13 @@ class FrameLog:
                 self._stream.flush()
 
     def close(self) -> None:
+        """Flush and close the stream. A line logged afterwards (a request cut at
+        shutdown still unwinding) is dropped, never an error in its request."""
         self.flush()
+        self._sink.drop()
         if self._stream is not None and self._stream is not sys.stdout.buffer:
-            self._stream.close()
+            with contextlib.suppress(OSError, ValueError):
+                self._stream.close()
 
 
 def _isatty(stream: IO[bytes] | None) -> bool:

@@ -14,6 +14,10 @@ built-in mock) with the built-in scenario library plus ``--chaos-scenarios`` (in
 ``chaos_scenarios``), in a background thread, so it serves sync and async tests alike:
 one per test (``chaos_proxy``, whose default scenario a ``chaos`` marker sets) or one
 for the whole session (``chaos_proxy_session``).
+
+Tearing a fixture down never hangs the test run: streams the test left running get the
+default grace (2 s), are then cut (outcome ``shutdown``), and whatever has not stopped
+within the grace plus a margin is abandoned (see :class:`~chaosproxy.ChaosProxy`).
 """
 
 from __future__ import annotations

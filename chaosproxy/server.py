@@ -3,28 +3,108 @@ event loop, from one :class:`~chaosproxy.config.Config`.
 
 Used by the CLI, :class:`~chaosproxy.ChaosProxy`, the tests and anything embedding
 chaosproxy: one place knows how the pieces are wired together.
+
+Stopping (:meth:`RunningProxy.close`) is bounded: it stops accepting at once, lets the
+streams in flight run for ``config.grace``, cuts those still running (their outcome is
+``shutdown``), then cleans up what is left (the upstream client, the admin API, the
+mock) in what remains of :data:`CLOSE_MARGIN`. Whatever has not finished by then is
+abandoned and reported, never waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+import ipaddress
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
 from chaosproxy.admin import AdminState, RequestStore, create_admin_app
 from chaosproxy.config import Config
-from chaosproxy.logs import FrameLog, Observer
+from chaosproxy.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.metrics import Metrics
-from chaosproxy.net import StartupError, hostport, listen
-from chaosproxy.proxy import ProxyState, create_proxy_app
+from chaosproxy.net import SHUTDOWN_GRACE, StartupError, hostport, listen
+from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.scenario import Scenario, load_scenarios, with_library
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
 from chaosproxy.upstream import Upstream
+
+#: After the grace, what cutting the streams and cleaning up may take at most, so that
+#: :meth:`RunningProxy.close` returns within ``grace + CLOSE_MARGIN``. The CLI exits
+#: within ``grace + 1 s`` of the signal whatever happens (DESIGN.md section 9).
+CLOSE_MARGIN = 0.5
+#: How long the mock upstream and the admin API give their own requests when they stop
+#: (the proxy's streams have ended by then: the mock has nobody left to serve).
+SIDE_GRACE = 0.1
+
+
+class _InFlight:
+    """The proxy's request handlers running now (an aiohttp middleware adds each
+    request's task), so that stopping can wait for them, then cut them."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    @web.middleware
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - aiohttp runs each request in a task
+            return await handler(request)
+        self.tasks.add(task)
+        try:
+            return await handler(request)
+        finally:
+            self.tasks.discard(task)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` listens on loopback only (``localhost``, 127.0.0.0/8,
+    ``::1``). Anything else, a wildcard or a name that must be resolved, is not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _bound_urls(runner: web.BaseRunner) -> list[str]:
+    """``http://HOST:PORT`` for every address ``runner`` actually listens on, as bound
+    (``0.0.0.0`` stays ``0.0.0.0``)."""
+    urls: list[str] = []
+    for address in runner.addresses:
+        host, port = address[0], address[1]
+        host = f"[{host}]" if ":" in host else host
+        url = f"http://{host}:{port}"
+        if url not in urls:
+            urls.append(url)
+    return urls
+
+
+def check_admin_binding(config: Config) -> str | None:
+    """Refuse (StartupError) an admin API off loopback without a token, unless
+    ``admin_insecure``; then the warning it deserves (for stderr and ``/health``)."""
+    if config.admin is None:
+        return None
+    if config.admin_token is not None and not config.admin_token.strip():
+        raise StartupError("--admin-token is empty: give a token, or leave it unset")
+    host, port = config.admin
+    if is_loopback(host) or config.admin_token is not None:
+        return None
+    where = hostport(host, port) if host not in ("0.0.0.0", "") else f"{host or '*'}:{port}"
+    if not config.admin_insecure:
+        raise StartupError(
+            f"the admin API on {where} is not on loopback and has no token: set "
+            "CHAOSPROXY_ADMIN_TOKEN (or --admin-token), bind it to 127.0.0.1, or pass "
+            "--admin-insecure"
+        )
+    return f"the admin API on {where} is open to anyone who can reach it (--admin-insecure)"
 
 
 @dataclass
@@ -46,6 +126,14 @@ class RunningProxy:
     _observers: list[Observer] = field(default_factory=list)
     #: Whether :meth:`close` closes the log (start_proxy opened it).
     _owns_log: bool = False
+    #: Every address the proxy listens on, as bound (``http://0.0.0.0:8080``).
+    bound: list[str] = field(default_factory=list)
+    #: Every address the admin API listens on, as bound (empty when it is off).
+    admin_bound: list[str] = field(default_factory=list)
+    #: Start-up warnings (also in the admin's ``GET /health``).
+    warnings: list[str] = field(default_factory=list)
+    _in_flight: _InFlight = field(default_factory=_InFlight)
+    _closing: asyncio.Future[list[str]] | None = None
 
     @property
     def config(self) -> Config:
@@ -55,15 +143,68 @@ class RunningProxy:
     def log(self) -> FrameLog:
         return self.state.log
 
-    async def close(self) -> None:
+    async def close(self, within: float | None = None) -> list[str]:
+        """Stop, within ``config.grace + CLOSE_MARGIN`` (or ``within``) seconds.
+
+        Stops accepting at once (on every listening socket, idle keep-alive
+        connections closed), lets streams in flight run for the grace (those that end
+        are ``completed`` as usual), cuts the rest (their outcome is ``shutdown``), then
+        cleans up the proxy (its upstream client), the admin API and the mock in the
+        time left. Returns what did not go as planned, one line each (empty: a clean
+        stop); whatever missed the deadline is abandoned, its connections closed.
+        Calling it again waits for the first call."""
+        if self._closing is not None:
+            return await asyncio.shield(self._closing)
+        loop = asyncio.get_running_loop()
+        self._closing = loop.create_future()
+        try:
+            problems = await self._close(loop, within)
+        except BaseException as exc:
+            self._closing.set_exception(exc)
+            self._closing.exception()  # retrieved: a second caller may never come
+            raise
+        self._closing.set_result(problems)
+        return problems
+
+    async def _close(self, loop: asyncio.AbstractEventLoop, within: float | None) -> list[str]:
+        grace = self.config.grace
+        budget = grace + CLOSE_MARGIN if within is None else within
+        start = loop.time()
+        deadline = start + budget
+        problems: list[str] = []
         self.state.stopping = True
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
-        for runner in reversed(self.runners):
-            await runner.cleanup()
-        # Every response has ended (and been logged) by now: detach from the log.
+        named = self._named_runners()
+        # Stop accepting: no new connection to the proxy or the admin, idle keep-alive
+        # ones closed. The mock goes on serving the streams in flight.
+        for name, runner in named:
+            if name == MOCK:
+                continue
+            for site in list(runner.sites):
+                await site.stop()
+            if runner.server is not None:
+                runner.server.pre_shutdown()
+        # The grace: streams in flight may end on their own.
+        tasks = self._in_flight.tasks
+        if tasks:
+            await asyncio.wait(set(tasks), timeout=min(grace, budget))
+        # The cut: the rest end now, as ``shutdown`` (the session sees ``stopping``).
+        while tasks and loop.time() < deadline:
+            running = set(tasks)
+            for task in running:
+                task.cancel()
+            await asyncio.wait(running, timeout=max(deadline - loop.time(), 0.001))
+        if tasks:
+            problems.append(f"{len(tasks)} request(s) did not end when cut; abandoned")
+        # The rest: the proxy's own cleanup (its upstream client), the admin, the mock.
+        for name, runner in reversed(named):
+            problem = await _cleanup_within(name, runner, deadline - loop.time())
+            if problem is not None:
+                problems.append(problem)
+        # Every response that could end has been logged by now: detach from the log.
         for observer in self._observers:
             self.log.remove_observer(observer)
         if self.traces is not None:
@@ -72,14 +213,58 @@ class RunningProxy:
             self.log.close()
         else:
             self.log.flush()
+        return problems
+
+    def _named_runners(self) -> list[tuple[str, web.BaseRunner]]:
+        named: list[tuple[str, web.BaseRunner]] = []
+        for i, runner in enumerate(self.runners):
+            app = getattr(runner, "app", None)
+            if app is not None and STATE in app:
+                named.append((PROXY, runner))
+            elif i == 0 and self.config.upstream == "mock":
+                named.append((MOCK, runner))
+            else:
+                named.append((ADMIN, runner))
+        return named
+
+
+PROXY = "the proxy (its upstream client)"
+MOCK = "the mock upstream"
+ADMIN = "the admin API"
+
+
+async def _cleanup_within(name: str, runner: web.BaseRunner, seconds: float) -> str | None:
+    """``runner.cleanup()``, given ``seconds`` at most (a little even when none are
+    left); on time out its connections are closed and the cleanup abandoned. A problem
+    is one line (never a traceback)."""
+    server = runner.server
+    task = asyncio.ensure_future(runner.cleanup())
+    try:
+        done, _ = await asyncio.wait({task}, timeout=max(seconds, 0.05))
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task in done:
+        exc = task.exception()
+        return None if exc is None else f"stopping {name} failed: {describe(exc)}"
+    task.cancel()
+    if server is not None:
+        for connection in server.connections:
+            connection.force_close()
+    # Give the cancelled cleanup one chance to unwind; never wait longer for it.
+    await asyncio.wait({task}, timeout=0.01)
+    if task.done() and not task.cancelled():
+        task.exception()  # retrieved, whatever it was
+    return f"stopping {name} did not finish in time; abandoned"
 
 
 async def start_mock(
-    host: str, port: int, *, tokens: int, interval: float
+    host: str, port: int, *, tokens: int, interval: float, grace: float = SHUTDOWN_GRACE
 ) -> tuple[web.AppRunner, str]:
     from chaosproxy.mock import create_mock_app
 
-    runner, bound = await listen(create_mock_app(tokens=tokens, interval=interval), host, port)
+    app = create_mock_app(tokens=tokens, interval=interval)
+    runner, bound = await listen(app, host, port, grace=grace)
     return runner, f"http://{hostport(host, bound)}"
 
 
@@ -99,8 +284,10 @@ async def start_proxy(
     (one of the same name overrides a built-in one) unless ``library`` is False (then
     they are all there is); ``log`` the frame log
     (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
-    client (a test double). Raises :class:`StartupError` with a one-line reason.
+    client (a test double). Raises :class:`StartupError` with a one-line reason: among
+    others, for an admin API off loopback without a token (unless ``admin_insecure``).
     """
+    admin_warning = check_admin_binding(config)  # before anything starts
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
     if library:
@@ -133,7 +320,11 @@ async def start_proxy(
         upstream = config.upstream
         if upstream == "mock":
             mock_runner, upstream = await start_mock(
-                "127.0.0.1", 0, tokens=config.mock_tokens, interval=config.mock_interval
+                "127.0.0.1",
+                0,
+                tokens=config.mock_tokens,
+                interval=config.mock_interval,
+                grace=SIDE_GRACE,
             )
             runners.append(mock_runner)
         state = ProxyState(
@@ -144,16 +335,39 @@ async def start_proxy(
             upstream_factory=upstream_factory,
         )
         host, port = config.listen
-        runner, bound = await listen(create_proxy_app(state), host, port, grace=config.grace)
+        app = create_proxy_app(state)
+        in_flight = _InFlight()
+        app.middlewares.append(in_flight.middleware)
+        # close() gives the streams their grace itself; aiohttp's own shutdown is then
+        # only for what slipped past it, briefly.
+        try:
+            runner, bound = await listen(app, host, port, grace=SIDE_GRACE)
+        except StartupError:
+            raise
+        except Exception as exc:  # the upstream client refused its URL, say
+            where = redact_url(upstream)
+            raise StartupError(
+                f"cannot start the proxy: {describe(exc)}; --upstream {where}"
+            ) from None
         runners.append(runner)
+        bound_urls = _bound_urls(runner)
+        warnings = [admin_warning] if admin_warning else []
+        admin_bound: list[str] = []
         if config.admin is not None:
             admin_host, admin_port = config.admin
-            admin = AdminState(state.scenarios, store, metrics, token=config.admin_token)
-            admin_runner, admin_bound = await listen(
-                create_admin_app(admin), admin_host, admin_port, what="the admin API"
+            admin = AdminState(
+                state.scenarios, store, metrics, token=config.admin_token, warnings=warnings
+            )
+            admin_runner, admin_port_bound = await listen(
+                create_admin_app(admin),
+                admin_host,
+                admin_port,
+                what="the admin API",
+                grace=SIDE_GRACE,
             )
             runners.append(admin_runner)
-            admin_url = f"http://{hostport(admin_host, admin_bound)}"
+            admin_url = f"http://{hostport(admin_host, admin_port_bound)}"
+            admin_bound = _bound_urls(admin_runner)
     except BaseException:
         for r in reversed(runners):
             await r.cleanup()
@@ -175,6 +389,10 @@ async def start_proxy(
         traces=traces,
         _observers=observers,
         _owns_log=owns_log,
+        bound=bound_urls,
+        admin_bound=admin_bound,
+        warnings=warnings,
+        _in_flight=in_flight,
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     return proxy
@@ -190,16 +408,12 @@ async def _flush_periodically(
             traces.flush()
 
 
-def default_scenario_paths() -> list[Path]:
-    """No paths: the scenario library is built in (start_proxy always loads it), and
-    nothing is read from the working directory unless given."""
-    return []
-
-
 __all__ = [
+    "CLOSE_MARGIN",
     "RunningProxy",
     "StartupError",
-    "default_scenario_paths",
+    "check_admin_binding",
+    "is_loopback",
     "start_mock",
     "start_proxy",
 ]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -359,8 +361,8 @@ async def test_unknown_routes_answer_json(make_proxy: ProxyFactory) -> None:
 
 # --------------------------------------------------------------------------- auth
 
+#: Every endpoint but GET /health (anyone may ask whether the proxy is up).
 ENDPOINTS = [
-    ("GET", "/health"),
     ("GET", "/scenarios"),
     ("POST", "/scenarios"),
     ("DELETE", "/scenarios/a"),
@@ -385,15 +387,62 @@ async def test_bearer_token_guards_every_endpoint(make_proxy: ProxyFactory) -> N
     assert proxy.admin_url is not None
     async with aiohttp.ClientSession() as s:
         for header in (f"Basic {token}", token, f"Bearer{token}"):
-            async with s.get(proxy.admin_url + "/health", headers={"Authorization": header}) as r:
+            async with s.get(
+                proxy.admin_url + "/scenarios", headers={"Authorization": header}
+            ) as r:
                 assert r.status == 401, header
         async with s.get(
-            proxy.admin_url + "/health", headers={"Authorization": f"bearer  {token} "}
+            proxy.admin_url + "/scenarios", headers={"Authorization": f"bearer  {token} "}
         ) as r:
             assert r.status == 200
     status, body, _ = await call(proxy, "GET", "/scenarios", token=token)
     assert status == 200 and body["default"] is None
     status, _, _ = await call(proxy, "PUT", "/default", token=token, json={"scenario": "a"})
+    assert status == 200
+
+
+async def test_health_needs_no_token_and_then_says_only_that_the_proxy_is_up(
+    make_proxy: ProxyFactory,
+) -> None:
+    token = "s3cret-admin-token"
+    proxy = await make_proxy(scenarios={"a": RECHUNK % 3}, admin=ADMIN, admin_token=token)
+    for wrong in (None, "wrong"):
+        status, body, _ = await call(proxy, "GET", "/health", token=wrong)
+        assert (status, body) == (200, {"status": "ok", "warnings": []})
+    status, body, _ = await call(proxy, "GET", "/health", token=token)
+    assert status == 200 and body["status"] == "ok" and body["warnings"] == []
+    assert (body["scenarios"], body["default"], body["in_flight"]) == (1, None, 0)
+    status, _, _ = await call(proxy, "POST", "/reset")  # the rest still wants it
+    assert status == 401
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "192.0.2.1", "example.com"])
+async def test_an_admin_off_loopback_without_a_token_refuses_to_start(
+    make_proxy: ProxyFactory, host: str
+) -> None:
+    with pytest.raises(StartupError, match="not on loopback and has no token"):
+        await make_proxy(admin=(host, 0))
+
+
+async def test_an_empty_admin_token_refuses_to_start(make_proxy: ProxyFactory) -> None:
+    with pytest.raises(StartupError, match="empty"):
+        await make_proxy(admin=ADMIN, admin_token=" ")
+
+
+async def test_admin_insecure_starts_and_health_warns(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy(admin=("0.0.0.0", 0), admin_insecure=True)
+    assert proxy.admin_bound[0].startswith("http://0.0.0.0:")
+    status, body, _ = await call(proxy, "GET", "/health")
+    assert status == 200 and len(body["warnings"]) == 1
+    assert "--admin-insecure" in body["warnings"][0]
+    assert proxy.warnings == body["warnings"]
+
+
+async def test_an_admin_off_loopback_with_a_token_starts(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy(admin=("0.0.0.0", 0), admin_token="t0k")
+    status, body, _ = await call(proxy, "GET", "/health")
+    assert (status, body) == (200, {"status": "ok", "warnings": []})
+    status, _, _ = await call(proxy, "GET", "/scenarios", token="t0k")
     assert status == 200
 
 
@@ -591,3 +640,148 @@ async def test_requests_filtered_by_scenario_and_limited(
     assert [r["request_id"] for r in body["requests"]] == ids["b"][-1:]
     _, body, _ = await call(proxy, "GET", "/requests?scenario=nope")
     assert body == {"requests": []}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "chaosproxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+
+
+def test_serve_refuses_a_public_admin_without_a_token_in_one_line() -> None:
+    result = run_cli("serve", "--listen", "127.0.0.1:0", "--admin", "0.0.0.0:0")
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert lines[0].startswith("chaosproxy: error: the admin API on 0.0.0.0:0 is not on loopback")
+    assert "CHAOSPROXY_ADMIN_TOKEN" in lines[0] and "--admin-insecure" in lines[0]
+    # The same from the environment, as in a container.
+    result = run_cli("serve", "--listen", "127.0.0.1:0", env={"CHAOSPROXY_ADMIN": "0.0.0.0:0"})
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+async def serve_until_started(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """``chaosproxy serve`` as a process; its stderr lines up to the start-up line and
+    the notices after it (read until a short quiet)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "chaosproxy", "serve", *args,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines: list[str] = []
+    async with asyncio.timeout(20):
+        while not lines or "listening on" not in lines[-1]:
+            line = (await proc.stderr.readline()).decode()
+            assert line, lines
+            lines.append(line.rstrip("\n"))
+    while True:
+        try:
+            async with asyncio.timeout(0.5):
+                line = (await proc.stderr.readline()).decode()
+        except TimeoutError:
+            break
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+    return proc, lines
+
+
+async def sigterm(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stderr is not None
+    proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(10):
+        await proc.wait()
+    assert proc.returncode == 0
+    return (await proc.stderr.read()).decode()
+
+
+async def test_start_up_prints_the_addresses_actually_bound() -> None:
+    proc, lines = await serve_until_started(
+        "--listen", "0.0.0.0:0", "--admin", "0.0.0.0:0", "--admin-token", "t0k"
+    )
+    try:
+        start = lines[0]
+        found = re.search(r"listening on http://0\.0\.0\.0:(\d+) ", start)
+        admin = re.search(r"admin: http://0\.0\.0\.0:(\d+) \(bearer token\)", start)
+        assert found and admin, start
+        assert int(found.group(1)) and int(admin.group(1))
+        assert "t0k" not in "\n".join(lines)
+        async with (
+            aiohttp.ClientSession() as s,
+            s.get(f"http://127.0.0.1:{admin.group(1)}/health") as resp,  # reachable there
+        ):
+            assert resp.status == 200
+    finally:
+        await sigterm(proc)
+
+
+def dockerfile() -> tuple[dict[str, str], list[str], str]:
+    """The Dockerfile's ENV, its CMD, and its HEALTHCHECK's python -c code."""
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    env: dict[str, str] = {}
+    cmd: list[str] = []
+    health = ""
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            env.update(re.findall(r"(\w+)=(\S+)", line))
+        elif line.startswith("CMD "):
+            cmd = json.loads(line[4:])
+        elif line.startswith("HEALTHCHECK "):
+            exec_form = json.loads(line[line.index("CMD ") + 4 :])
+            assert exec_form[:2] == ["python", "-c"], exec_form
+            health = exec_form[2]
+    return env, cmd, health
+
+
+def test_the_image_keeps_the_admin_on_loopback() -> None:
+    env, cmd, health = dockerfile()
+    assert cmd == ["serve"]  # no flag that would override CHAOSPROXY_*
+    host, _, port = env["CHAOSPROXY_ADMIN"].rpartition(":")
+    assert host == "127.0.0.1" and port == "8478"
+    assert env["CHAOSPROXY_LISTEN"] == "0.0.0.0:8080"
+    assert "CHAOSPROXY_ADMIN_TOKEN" not in env
+    assert "127.0.0.1" in health and "/health" in health
+
+
+async def test_the_image_starts_with_no_configuration_and_its_healthcheck_passes() -> None:
+    env, cmd, health = dockerfile()
+    # As the image runs it, but on free ports (hosts kept) and the repo's scenarios.
+    image = {
+        **env,
+        "CHAOSPROXY_LISTEN": "0.0.0.0:0",
+        "CHAOSPROXY_ADMIN": "127.0.0.1:0",
+        "CHAOSPROXY_SCENARIOS": str(REPO / "scenarios"),
+        "CHAOSPROXY_ADMIN_TOKEN": "",
+    }
+    proc, lines = await serve_until_started(*cmd[1:], env=image)
+    try:
+        admin = re.search(r"admin: (http://127\.0\.0\.1:(\d+))", lines[0])
+        assert admin, lines
+        notices = [x for x in lines[1:] if x.startswith("chaosproxy: notice: ")]
+        assert len(notices) == 1 and "loopback only" in notices[0], lines
+        assert "CHAOSPROXY_ADMIN=0.0.0.0:" in notices[0]
+        check = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", health,
+            env={**os.environ, "CHAOSPROXY_ADMIN": f"127.0.0.1:{admin.group(2)}"},
+        )  # fmt: skip
+        async with asyncio.timeout(10):
+            assert await check.wait() == 0
+        # Published as the notice says, with a token: /health still needs none.
+        check = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", health,
+            env={**os.environ, "CHAOSPROXY_ADMIN": f"0.0.0.0:{admin.group(2)}"},
+        )  # fmt: skip
+        async with asyncio.timeout(10):
+            assert await check.wait() == 0
+    finally:
+        await sigterm(proc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import types
 from typing import Any
@@ -11,7 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
-from chaosproxy.logs import FrameLog, redact_path, redact_text
+from chaosproxy import logs
+from chaosproxy.logs import FrameLog, redact_path, redact_text, redact_url
+
+TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
 def _lines(log: FrameLog) -> list[bytes]:
@@ -29,6 +33,7 @@ def test_json_lines_carry_the_bound_request_and_render_to_bytes() -> None:
     bound.info("response_end", outcome="completed", bytes=5)
     log.flush()
     parsed = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert all(TS.fullmatch(line.pop("ts")) for line in parsed)
     assert parsed == [
         {"request_id": "r-1", "scenario": "dup", "seq": 0, "offset": 0, "size": 5, "t_ms": 1.5,
          "event": "frame"},
@@ -53,6 +58,7 @@ def test_pretty_format_uses_the_console_renderer_and_keeps_observed_dicts_intact
     with pytest.raises(orjson.JSONDecodeError):
         orjson.loads(text)
     # ConsoleRenderer pops keys from what it renders; observers keep the whole line.
+    assert TS.fullmatch(observed[0].pop("ts"))
     assert observed == [
         {"request_id": "r-9", "scenario": None, "seq": 3, "size": 12, "event": "frame"}
     ]
@@ -147,6 +153,10 @@ def test_error_texts_are_redacted_before_observers_and_rendering() -> None:
         ("GET /x?key=abc&alt=sse", "GET /x?key=***&alt=sse"),
         ("url='http://h/p?API_KEY=abc'", "url='http://h/p?API_KEY=***'"),
         ("/p?a=1;token=t0k3n#frag", "/p?a=1;token=***#frag"),
+        ("GET /x?alt=sse;key=SECRET", "GET /x?alt=sse;key=***"),
+        ("cannot reach http://user:PASSWORD@host/v1", "cannot reach http://user:***@host/v1"),
+        ("url='https://u:p/a@ss@h:8443/x'", "url='https://u:***@h:8443/x'"),
+        ("http://user@host/ and http://host:80/x", "http://user@host/ and http://host:80/x"),
         ("Authorization: Bearer sk-live-123.abc", "Authorization: Bearer ***"),
         ("basic dXNlcjpwYXNz", "basic ***"),
         ("monkey=banana ?keyboard=1", "monkey=banana ?keyboard=1"),
@@ -163,3 +173,72 @@ def test_redact_path_masks_credential_parameters_only() -> None:
     )
     assert redact_path("/v1/chat/completions?x=1") == "/v1/chat/completions?x=1"
     assert redact_path("/plain") == "/plain"
+
+
+def test_every_line_carries_ts_in_utc_with_milliseconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.BytesIO()
+    log = FrameLog(out)
+    observed: list[dict[str, Any]] = []
+    log.add_observer(observed.append)
+    bound = log.for_request(request_id="r-1", scenario=None)
+    clock = iter([1764603359.9996, 1764603360.0, 1764603360.1234, 1764603361.5])
+    monkeypatch.setattr(logs.time, "time", lambda: next(clock))
+    for _ in range(4):
+        bound.info("frame", size=1)
+    stamps = [orjson.loads(line)["ts"] for line in out.getvalue().splitlines()]
+    assert stamps == [
+        "2025-12-01T15:35:59.999Z",
+        "2025-12-01T15:36:00.000Z",
+        "2025-12-01T15:36:00.123Z",  # the cached second, new milliseconds
+        "2025-12-01T15:36:01.500Z",
+    ]
+    assert [x["ts"] for x in observed] == stamps  # traces and the admin API see it too
+
+
+def test_pretty_lines_carry_ts_too() -> None:
+    out = io.BytesIO()
+    FrameLog(out, fmt="pretty").for_request(request_id="r-1", scenario=None).info("request")
+    assert TS.search(out.getvalue().decode())
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/m:streamGenerateContent?alt=sse;key=SECRET", "/m:streamGenerateContent?alt=sse;key=***"),
+        ("/p?key=A;alt=sse&token=B", "/p?key=***;alt=sse&token=***"),
+        ("/p?Access_Token=A&x=1", "/p?Access_Token=***&x=1"),
+        ("/p?%6Bey=A", "/p?%6Bey=***"),  # a name is compared decoded
+        ("/p?q=a%20b+c&sig=S&e=", "/p?q=a%20b+c&sig=***&e="),  # the rest as it was
+        ("/p?key", "/p?key"),  # no value, nothing to mask
+        ("/p?keyboard=1;monkey=2", "/p?keyboard=1;monkey=2"),
+        ("/p?", "/p?"),
+    ],
+)
+def test_redact_path_splits_on_ampersands_and_semicolons(path: str, expected: str) -> None:
+    assert redact_path(path) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://user:PASSWORD@host", "http://user:***@host"),
+        ("https://user:PASSWORD@host:8443/v1?key=K", "https://user:***@host:8443/v1?key=***"),
+        ("https://user:pa/ss@host/v1", "https://user:***@host/v1"),  # a raw / in it
+        ("https://user:p@ss@host/v1", "https://user:***@host/v1"),  # a raw @ in it
+        ("https://user@host/v1", "https://user@host/v1"),
+        ("https://api.openai.com/v1", "https://api.openai.com/v1"),
+        ("http://127.0.0.1:8000", "http://127.0.0.1:8000"),
+    ],
+)
+def test_redact_url_masks_the_password(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
+
+
+def test_a_line_logged_after_close_is_dropped(tmp_path: Any) -> None:
+    path = tmp_path / "frames.jsonl"
+    log = FrameLog.open(str(path))
+    bound = log.for_request(request_id="r-1", scenario=None)
+    bound.info("request")
+    log.close()
+    bound.info("response_end", outcome="shutdown")  # a request still unwinding: no error
+    assert [orjson.loads(x)["event"] for x in path.read_bytes().splitlines()] == ["request"]

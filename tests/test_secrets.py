@@ -9,7 +9,11 @@ echoes them, so any hit is the proxy's own leak.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -23,6 +27,7 @@ from chaosproxy.api import EMBEDDED
 from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server import RunningProxy, start_proxy
+from tests.conftest import REPO
 from tests.upstream import Script, ScriptedUpstream, raw_upstream, scripted_upstream
 
 AUTH = "sk-SECRET-AUTHORIZATION-1a2b"
@@ -232,3 +237,94 @@ async def test_upstream_error_answer_hides_the_key(tmp_path: Path) -> None:
                 log.close()
     assert status == 502
     world.evidence.assert_clean()
+
+
+# --------------------------------------------------------------------------- printed URLs
+
+URL_PASSWORD = "SECRET-URL-PASSWORD-k1l2"
+
+
+async def test_a_semicolon_separated_key_is_masked_in_the_log(tmp_path: Path) -> None:
+    world = World(tmp_path, content=False)
+    async with scripted_upstream() as upstream:
+        upstream.route(GEMINI_PATH, Script.events(SSE, sep=b"\r\n\r\n"))
+        proxy = await world.start("semicolon", upstream.url)
+        try:
+            for where, query in [
+                ("semicolon", f"?alt=sse;key={GEMINI_KEY}"),
+                ("mixed", f"?key={GEMINI_KEY};alt=sse&access_token={AUTH}"),
+            ]:
+                status, _ = await world.request(proxy, GEMINI_PATH + query, where=where)
+                assert status == 200
+            await world.collect()
+        finally:
+            await proxy.close()
+            for log in world.logs:
+                log.close()
+    lines = [orjson.loads(x) for x in (tmp_path / "semicolon.log").read_bytes().splitlines()]
+    assert [x["path"] for x in lines if x["event"] == "request"] == [
+        GEMINI_PATH + "?alt=sse;key=***",
+        GEMINI_PATH + "?key=***;alt=sse&access_token=***",
+    ]
+    world.evidence.assert_clean()
+
+
+async def serve_process(*args: str) -> tuple[int | None, str]:
+    """``chaosproxy serve`` until its start-up line (or its exit), then SIGTERM; its
+    exit code and everything it wrote on stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+        "--admin", "off", "--log", os.devnull, *args,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    async with asyncio.timeout(20):
+        first = (await proc.stderr.readline()).decode()
+    if "listening on" in first:
+        proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(10):
+        rest = (await proc.stderr.read()).decode()
+        await proc.wait()
+    return proc.returncode, first + rest
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        f"http://user:{URL_PASSWORD}@127.0.0.1:9",
+        f"https://user:{URL_PASSWORD}@example.com/v1?key={GEMINI_KEY}",
+        f"https://user:pa/{URL_PASSWORD}@example.com/v1",  # a raw / in the password
+    ],
+)
+async def test_an_upstream_password_is_never_printed_at_start(upstream: str) -> None:
+    code, stderr = await serve_process("--upstream", upstream)
+    assert URL_PASSWORD not in stderr and GEMINI_KEY not in stderr, stderr
+    if code == 0:
+        assert "user:***@" in stderr.splitlines()[0], stderr
+    assert "Traceback" not in stderr
+
+
+async def test_a_bad_upstream_flag_does_not_echo_its_password() -> None:
+    code, stderr = await serve_process("--upstream", f"ftp://user:{URL_PASSWORD}@host")
+    assert code == 2
+    assert URL_PASSWORD not in stderr and "user:***@host" in stderr, stderr
+
+
+async def test_an_unreachable_upstream_with_a_password_leaks_it_nowhere(tmp_path: Path) -> None:
+    world = World(tmp_path, content=True)
+    host_port = dead_url().removeprefix("http://")
+    proxy = await world.start("password", f"http://user:{URL_PASSWORD}@{host_port}")
+    try:
+        status, _ = await world.request(proxy, GEMINI_PATH + QUERY, where="unreachable")
+        assert status == 502
+        await world.collect()
+    finally:
+        await proxy.close()
+        for log in world.logs:
+            log.close()
+    world.evidence.assert_clean()
+    for where, data in world.evidence.blobs:
+        assert URL_PASSWORD.encode() not in data, where
