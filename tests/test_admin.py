@@ -476,7 +476,11 @@ async def test_serve_prints_where_it_listens_and_stops_cleanly_on_sigterm(
         admin = re.search(r"admin: (http://127\.0\.0\.1:(\d+)) \(bearer token\)", line)
         assert found and admin, line
         assert int(found.group(2)) != 0 and int(admin.group(2)) != 0
-        assert "scenarios: none" in line and "seed: 7" in line and "tok-123" not in line
+        assert (
+            "scenarios: 26 (the built-in library);" in line
+            and "seed: 7" in line
+            and "tok-123" not in line
+        )
         async with aiohttp.ClientSession() as s:
             body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
             async with s.post(found.group(1) + "/v1/chat/completions", json=body) as resp:
