@@ -33,6 +33,7 @@ from chaosproxy.upstream import (
     Reply,
     UpstreamConnectError,
     UpstreamError,
+    UpstreamHeadTimeout,
     UpstreamTimeout,
 )
 
@@ -67,6 +68,9 @@ class Exchange:
         self._content = state.log.content
         #: The response once its head is out (None before).
         self._resp: web.StreamResponse | None = None
+        #: Why the upstream failed, in a few words ("head timeout", "closed early"...):
+        #: the ``reason`` of an ``upstream_error`` response_end line.
+        self._reason: str | None = None
 
     @property
     def session(self) -> Session:
@@ -143,6 +147,7 @@ class Exchange:
         session = self.session
         request = self.request
         body, length = await self._request_body()
+        config = self.state.config
         try:
             upstream = await self.state.upstream.request(
                 request.method,
@@ -150,13 +155,21 @@ class Exchange:
                 forwarded_request_headers(request.headers.items()),
                 body,
                 content_length=length,
+                head_timeout=config.head_timeout,
+                idle_timeout=config.idle_timeout,
             )
-        except UpstreamTimeout:
-            where = self.state.upstream_label
-            return answer(session.unavailable(504, f"upstream timed out on connect: {where}"))
-        except UpstreamConnectError as exc:
-            return answer(session.unavailable(502, f"upstream unreachable: {describe(exc)}"))
         except UpstreamError as exc:
+            self._reason = exc.reason
+            where = self.state.upstream_label
+            if isinstance(exc, UpstreamTimeout):
+                return answer(session.unavailable(504, f"upstream timed out on connect: {where}"))
+            if isinstance(exc, UpstreamHeadTimeout):
+                message = (
+                    f"upstream sent no response head within {config.head_timeout:g} s: {where}"
+                )
+                return answer(session.unavailable(504, message))
+            if isinstance(exc, UpstreamConnectError):
+                return answer(session.unavailable(502, f"upstream unreachable: {describe(exc)}"))
             message = f"upstream failed before responding: {describe(exc)}"
             return answer(session.unavailable(502, message))
         try:
@@ -181,8 +194,11 @@ class Exchange:
         head = self.session.response_head(
             upstream.status, upstream.reason, list(upstream.headers.items())
         )
+        reason = head.reason
+        if reason is not None and not (reason.isascii() and reason.isprintable()):
+            reason = None  # (aiohttp refuses control characters: the standard phrase)
         resp = web.StreamResponse(
-            status=head.status, reason=head.reason, headers=CIMultiDict(head.headers)
+            status=head.status, reason=reason, headers=CIMultiDict(head.headers)
         )
         writer = await resp.prepare(self.request)
         self._resp = resp
@@ -195,7 +211,13 @@ class Exchange:
         try:
             await pump.run()
         except FramingError as exc:
-            await pump.upstream_failed(f"upstream broke its framing: {exc}", salvage=False)
+            await pump.upstream_failed(
+                f"upstream broke its framing: {exc}", reason="event too large", salvage=False
+            )
+        if self.session.outcome == "upstream_error":
+            # Never a clean end after an upstream failure: aiohttp would end the body
+            # properly when the handler returns on a connection still open.
+            await self.abort()
         return resp
 
     async def _prepare(self, resp: web.StreamResponse) -> web.StreamResponse:
@@ -211,6 +233,9 @@ class Exchange:
         if self._content:
             line.update(content_fields(send.data))
         self.log.info("frame", **line)
+
+    def note_reason(self, reason: str) -> None:
+        self._reason = reason
 
     async def sleep(self, seconds: float) -> None:
         if math.isinf(seconds):
@@ -240,5 +265,7 @@ class Exchange:
         if not session.ended:  # every path above ends it: this is a guard against a bug
             session.internal_error("internal error: the request ended without an outcome")
         line: dict[str, Any] = session.summary(time.monotonic())
+        if session.outcome == "upstream_error" and self._reason is not None:
+            line["reason"] = self._reason
         self.log.info("response_end", **line)
         self.state.log.flush()

@@ -26,6 +26,7 @@ from typing import Protocol
 from aiohttp.abc import AbstractStreamWriter
 
 from chaosproxy.core.actions import Action, Cut, Send, Sleep
+from chaosproxy.core.framing import FramingError
 from chaosproxy.core.session import Session
 from chaosproxy.logs import describe
 from chaosproxy.upstream import Reply, UpstreamError, UpstreamProtocolError
@@ -43,6 +44,9 @@ class PumpHost(Protocol):
 
     def log_frame(self, send: Send, now: float) -> None:
         """Account for (and log) one write about to go to the client."""
+
+    def note_reason(self, reason: str) -> None:
+        """Why the upstream failed mid-body, in a few words (the log's ``reason``)."""
 
     async def sleep(self, seconds: float) -> None:
         """Wait (``math.inf``: until the client goes away)."""
@@ -176,9 +180,9 @@ class BodyPump:
 
     async def _finish(self, end: UpstreamError | _Clean) -> None:
         if isinstance(end, UpstreamProtocolError):
-            await self.upstream_failed(f"upstream body broken: {describe(end)}")
+            await self.upstream_failed(f"upstream body broken: {describe(end)}", end.reason)
         elif isinstance(end, UpstreamError):
-            await self.upstream_failed(f"upstream failed mid-body: {describe(end)}")
+            await self.upstream_failed(f"upstream failed mid-body: {describe(end)}", end.reason)
         else:
             await self._run_actions(self.session.body_end(time.monotonic()))
             if not self.session.ended:
@@ -191,12 +195,18 @@ class BodyPump:
                 else:
                     self.session.finish()
 
-    async def upstream_failed(self, message: str, *, salvage: bool = True) -> None:
+    async def upstream_failed(self, message: str, reason: str, *, salvage: bool = True) -> None:
         """The upstream broke mid-body: send what did arrive of an unfinished event (as
-        passthrough would), then end without a clean completion."""
+        passthrough would), then end without a clean completion. ``reason``: in a few
+        words, for the log."""
         if self.session.ended:
             return
-        for send in self.session.upstream_failed(message, time.monotonic(), salvage=salvage):
+        self.host.note_reason(reason)
+        try:
+            sends = self.session.upstream_failed(message, time.monotonic(), salvage=salvage)
+        except FramingError:  # what is held breaks the framing too: nothing to salvage
+            sends = []
+        for send in sends:
             if not self._send(send):
                 break
         await self.host.abort()

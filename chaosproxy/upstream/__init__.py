@@ -10,6 +10,8 @@ from chaosproxy.upstream.errors import (
     UpstreamClosed,
     UpstreamConnectError,
     UpstreamError,
+    UpstreamHeadTimeout,
+    UpstreamIdleTimeout,
     UpstreamProtocolError,
     UpstreamTimeout,
 )
@@ -25,6 +27,8 @@ __all__ = [
     "UpstreamClosed",
     "UpstreamConnectError",
     "UpstreamError",
+    "UpstreamHeadTimeout",
+    "UpstreamIdleTimeout",
     "UpstreamPool",
     "UpstreamProtocolError",
     "UpstreamResponse",

@@ -11,6 +11,15 @@ response with httptools (llhttp), handing each read's body to the response's sin
   handled here: the end of a close-delimited body (llhttp is never told EOF, so
   ``connection_lost`` ends it) and a ``HEAD`` request (the parser is stopped from its
   head-complete callback, since llhttp would wait for the announced ``Content-Length``).
+- **Timeouts without a per-read timer.** One timer per exchange: first the head timeout
+  (the clock restarts whenever a piece of the request body goes out, and stops while
+  the client's own body is awaited), then the idle timeout, which only counts while we
+  read: a read records a timestamp, the timer re-arms itself from it, and a connection
+  we paused (the caller is busy or its client is slow) is never idle.
+- **An early answer survives a failed write.** The upstream may answer, and close,
+  before it has read the whole request body; the write that then fails makes the
+  transport drop its reader. What the upstream had sent is still in the kernel, so
+  ``connection_lost`` reads it (plain TCP only) before it decides how the exchange ended.
 - TCP_NODELAY on every socket. A connection hands itself back to its pool (:mod:`.pool`)
   when the exchange left it reusable. Connection, pool and response are one unit split
   for reading: they use each other's underscore attributes, nobody else does.
@@ -20,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import os
 import socket
 from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Final, cast
@@ -30,6 +41,8 @@ from multidict import CIMultiDict
 from chaosproxy.upstream.errors import (
     UpstreamClosed,
     UpstreamError,
+    UpstreamHeadTimeout,
+    UpstreamIdleTimeout,
     UpstreamProtocolError,
     one_line,
 )
@@ -42,6 +55,16 @@ __all__ = ["Connection", "Stale"]
 
 _INLINE_BODY: Final = 16384  # a bytes body up to this size goes out in the head's write
 _VERSIONS: Final = {"1.1": (1, 1), "1.0": (1, 0)}
+#: What connection_lost reads from a failed connection's socket, at most, per call.
+_SALVAGE_READ: Final = 262144
+_SALVAGE_READS: Final = 64
+
+
+def _limit(seconds: float | None) -> float | None:
+    """A timeout as given (None, 0 or infinite: none)."""
+    if seconds is None or seconds <= 0 or math.isinf(seconds):
+        return None
+    return seconds
 
 
 class _Stop(Exception):
@@ -88,6 +111,17 @@ class Connection(asyncio.Protocol):
         self._error: UpstreamError | None = None
         self._body_task: asyncio.Task[None] | None = None
         self._body_sent = True
+        self._lost = False
+        # Timeouts of the exchange in flight: one timer, for the head then the body.
+        self._head_timeout: float | None = None
+        self._idle_timeout: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        #: When the head clock (re)started: the request or its last body piece went out.
+        self._sent_at = 0.0
+        #: The request body's task waits for the caller's next piece (the head clock stops).
+        self._awaiting_caller = False
+        #: When the last read arrived (or reading resumed): the idle clock.
+        self._read_at = 0.0
 
     # ------------------------------------------------------------------ exchange
 
@@ -104,6 +138,8 @@ class Connection(asyncio.Protocol):
         is_head: bool,
         req_close: bool,
         reused: bool,
+        head_timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> asyncio.Future[UpstreamResponse]:
         fut: asyncio.Future[UpstreamResponse] = self.loop.create_future()
         self._head = fut
@@ -134,6 +170,12 @@ class Connection(asyncio.Protocol):
                 transport.writelines((head, body))
         else:
             transport.write(head)
+        self._head_timeout = _limit(head_timeout)
+        self._idle_timeout = _limit(idle_timeout)
+        self._awaiting_caller = False
+        self._sent_at = self.loop.time()
+        if self._head_timeout is not None:
+            self._timer = self.loop.call_later(self._head_timeout, self._on_timer)
         if stream is not None:
             self._body_sent = False
             self._body_task = self.loop.create_task(self._send_body(stream, length))
@@ -148,11 +190,26 @@ class Connection(asyncio.Protocol):
         self._resp = None
         self._pieces.clear()
         self._head_chunks = None
+        timer = self._timer
+        if timer is not None:
+            self._timer = None
+            timer.cancel()
         task = self._body_task
         if task is not None:
             self._body_task = None
             if not task.done():
                 task.cancel()
+
+    def drop(self) -> None:
+        """The connect was given up (cancelled, timed out) after ``connection_made``:
+        the event loop may tear the transport down without ever calling
+        ``connection_lost`` (uvloop does, when the connect's waiter is cancelled after
+        it was woken), so the connection says it is gone itself. Idempotent."""
+        transport = self.transport
+        if transport is not None and not self._lost:
+            with contextlib.suppress(Exception):
+                transport.abort()
+        self._gone(ConnectionAbortedError("the connection was dropped"))
 
     def abandon(self) -> None:
         """The caller gave up on the exchange: drop the connection, notify nobody."""
@@ -180,9 +237,46 @@ class Connection(asyncio.Protocol):
             return
         self._read_paused = not on
         if on:
+            self._read_at = self.loop.time()  # silence counts again from now
             transport.resume_reading()
         else:
             transport.pause_reading()
+
+    def _on_timer(self) -> None:
+        """The head or idle deadline may have come: fail the exchange, or re-arm."""
+        self._timer = None
+        if self._parser is None or self._lost:
+            return
+        now = self.loop.time()
+        where = self.pool._where
+        resp = self._resp
+        if resp is None:
+            limit = self._head_timeout
+            if limit is None:
+                return
+            due = now + limit if self._awaiting_caller else self._sent_at + limit
+            if now < due:
+                self._timer = self.loop.call_at(due, self._on_timer)
+                return
+            self._fail(
+                UpstreamHeadTimeout(f"upstream {where} sent no response head within {limit:g} s")
+            )
+            return
+        limit = self._idle_timeout
+        if limit is None:
+            return
+        due = now + limit if self._read_paused else self._read_at + limit
+        if now < due:
+            self._timer = self.loop.call_at(due, self._on_timer)
+            return
+        n = resp._received
+        amount = f"{n} body bytes" if resp._length is None else f"{n} of {resp._length} body bytes"
+        self._fail(
+            UpstreamIdleTimeout(
+                f"upstream {where} sent nothing for {limit:g} s mid-body, after {amount}",
+                body_bytes=n,
+            )
+        )
 
     def _finish(self) -> None:
         """The final message ended cleanly: pool or close, then tell the response."""
@@ -214,8 +308,17 @@ class Connection(asyncio.Protocol):
 
     async def _send_body(self, body: AsyncIterable[bytes], length: int | None) -> None:
         sent = 0
+        pieces = aiter(body)
         try:
-            async for chunk in body:
+            while True:
+                self._awaiting_caller = True
+                try:
+                    chunk = await anext(pieces)
+                except StopAsyncIteration:
+                    break
+                finally:
+                    self._awaiting_caller = False
+                    self._sent_at = self.loop.time()
                 if not chunk:
                     continue
                 transport = self.transport
@@ -231,6 +334,7 @@ class Connection(asyncio.Protocol):
                 if self._write_paused:
                     waiter = self._drain_waiter = self.loop.create_future()
                     await waiter
+                self._sent_at = self.loop.time()
             transport = self.transport
             if transport is None or transport.is_closing():
                 return
@@ -277,6 +381,7 @@ class Connection(asyncio.Protocol):
             self.kill()
             return
         self._bytes_in += len(data)
+        self._read_at = self.loop.time()
         head_chunks = self._head_chunks
         if head_chunks is not None:
             head_chunks.append(data)
@@ -314,6 +419,41 @@ class Connection(asyncio.Protocol):
         return None  # close; connection_lost decides what the EOF meant
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.alive = False
+        if exc is not None and self._parser is not None and not self._lost:
+            self._salvage()
+        self._gone(exc)
+
+    def _salvage(self) -> None:
+        """The transport failed (typically a write of the request body into a
+        connection the upstream has closed after answering): read what the upstream
+        sent before, still in the kernel, so that a complete answer is delivered."""
+        transport = self.transport
+        if transport is None or self.pool._tls is not None:
+            return  # TLS records cannot be read past the TLS layer
+        sock = transport.get_extra_info("socket")
+        try:
+            fd = -1 if sock is None else sock.fileno()
+        except (OSError, AttributeError):
+            return
+        if fd < 0:
+            return
+        for _ in range(_SALVAGE_READS):
+            try:
+                data = os.read(fd, _SALVAGE_READ)
+            except OSError:  # nothing more (EAGAIN), or the reset itself
+                return
+            if not data:
+                return
+            self.data_received(data)
+            if self._parser is None:  # the exchange ended (or failed) on these bytes
+                return
+
+    def _gone(self, exc: Exception | None) -> None:
+        """The connection is gone: tell whoever waits, once."""
+        if self._lost:
+            return
+        self._lost = True
         self.alive = False
         if self.idle_timer is not None:
             self.idle_timer.cancel()
@@ -413,6 +553,13 @@ class Connection(asyncio.Protocol):
             self.pool._where,
         )
         self._resp = resp
+        timer = self._timer  # the head is in: the idle clock starts
+        if timer is not None:
+            self._timer = None
+            timer.cancel()
+        if self._idle_timeout is not None:
+            self._read_at = self.loop.time()
+            self._timer = self.loop.call_later(self._idle_timeout, self._on_timer)
         head = self._head
         if head is not None and not head.done():
             head.set_result(resp)

@@ -66,13 +66,19 @@ class Upstream(Protocol):
         body: bytes | AsyncIterable[bytes] | None = None,
         *,
         content_length: int | None = None,
+        head_timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> Reply:
         """Send a request; returns once the final response head has arrived.
 
         ``target`` is the path and query. Raises
         :class:`~chaosproxy.upstream.UpstreamConnectError` (the proxy answers 502),
-        its subclass :class:`~chaosproxy.upstream.UpstreamTimeout` (504), or another
-        :class:`~chaosproxy.upstream.UpstreamError` (502).
+        its subclass :class:`~chaosproxy.upstream.UpstreamTimeout` (504),
+        :class:`~chaosproxy.upstream.UpstreamHeadTimeout` when no head came within
+        ``head_timeout`` seconds (504), or another
+        :class:`~chaosproxy.upstream.UpstreamError` (502). A body silent for
+        ``idle_timeout`` seconds while read ends with
+        :class:`~chaosproxy.upstream.UpstreamIdleTimeout`. ``None`` or 0: no limit.
         """
         ...
 

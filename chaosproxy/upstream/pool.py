@@ -8,7 +8,11 @@
   body can be sent again (bytes or none).
 - Connections go back only after a clean, fully read, non close-delimited HTTP/1.1 body
   with keep-alive on both sides and the request body fully sent.
-- One ``connect_timeout`` covers name resolution (:mod:`.resolver`), TCP and TLS.
+- One ``connect_timeout`` covers name resolution (:mod:`.resolver`), TCP and TLS; a
+  request's ``head_timeout`` and ``idle_timeout`` are the connection's (:mod:`.connection`).
+- A request cancelled at any point leaves nothing behind: a connect given up after the
+  transport was made drops its connection itself (the loop may never report it), and
+  :meth:`UpstreamPool.close` waits for its connections to report for a bounded time only.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ _BAD_VALUE: Final = re.compile(r"[\r\n\x00]")
 _BAD_TARGET: Final = re.compile(r"[\x00-\x20\x7f]")
 _OWN_HEADERS: Final = frozenset({"host", "content-length", "transfer-encoding"})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+#: How long close() waits for aborted connections to report before it forgets them.
+_CLOSE_WAIT: Final = 1.0
 
 
 class UpstreamPool:
@@ -106,8 +112,16 @@ class UpstreamPool:
         body: bytes | AsyncIterable[bytes] | None = None,
         *,
         content_length: int | None = None,
+        head_timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> UpstreamResponse:
         """Send a request; returns once the final response head is parsed.
+
+        ``head_timeout``: the longest the upstream may take to send its final head,
+        from the request (or the last piece of its body) written (then
+        :class:`UpstreamHeadTimeout`); ``idle_timeout``: the longest it may send
+        nothing mid-body while we read (then the body ends with
+        :class:`UpstreamIdleTimeout`). ``None`` or 0: no limit.
 
         ``target`` (path and query) is appended to the base URL's path. Host,
         Content-Length and Transfer-Encoding are the pool's: the caller's are dropped.
@@ -143,19 +157,22 @@ class UpstreamPool:
         reused = conn is not None
         if conn is None:
             conn = await self._connect()
+        limits = (head_timeout, idle_timeout)
         try:
             return await self._exchange(
-                conn, head, data, stream, content_length, is_head, req_close, reused
+                conn, head, data, stream, content_length, is_head, req_close, reused, limits
             )
         except Stale:
             conn = await self._connect()
             return await self._exchange(
-                conn, head, data, stream, content_length, is_head, req_close, False
+                conn, head, data, stream, content_length, is_head, req_close, False, limits
             )
 
     async def close(self) -> None:
         """Close every connection, idle or in use (their responses end with
-        :class:`UpstreamClosed`); returns once all of them are gone."""
+        :class:`UpstreamClosed`); returns once all of them are gone, or after
+        ``_CLOSE_WAIT`` seconds at most: a connection whose transport never reports
+        its end is then forgotten (and its response ended) all the same."""
         self._closed = True
         self._idle.clear()
         if not self._conns:
@@ -166,7 +183,12 @@ class UpstreamPool:
         gone = self._all_gone
         for conn in list(self._conns):
             conn.kill()
-        await asyncio.shield(gone)
+        try:
+            async with asyncio.timeout(_CLOSE_WAIT):
+                await asyncio.shield(gone)
+        except TimeoutError:
+            for conn in list(self._conns):
+                conn.drop()
 
     # ------------------------------------------------------------------ internals
 
@@ -180,9 +202,18 @@ class UpstreamPool:
         is_head: bool,
         req_close: bool,
         reused: bool,
+        limits: tuple[float | None, float | None],
     ) -> UpstreamResponse:
         fut = conn.begin(
-            head, data, stream, length, is_head=is_head, req_close=req_close, reused=reused
+            head,
+            data,
+            stream,
+            length,
+            is_head=is_head,
+            req_close=req_close,
+            reused=reused,
+            head_timeout=limits[0],
+            idle_timeout=limits[1],
         )
         try:
             return await fut
@@ -289,12 +320,19 @@ class UpstreamPool:
         loop = self._loop
         assert loop is not None
         conn = Connection(self, loop)
-        await loop.create_connection(
-            lambda: conn,
-            addr,
-            self._port,
-            family=family,
-            ssl=self._tls,
-            server_hostname=self._host if self._tls is not None else None,
-        )
+        try:
+            await loop.create_connection(
+                lambda: conn,
+                addr,
+                self._port,
+                family=family,
+                ssl=self._tls,
+                server_hostname=self._host if self._tls is not None else None,
+            )
+        except BaseException:
+            # Cancelled (or timed out, or TLS failed) after connection_made perhaps:
+            # the loop tears the transport down, and uvloop never says so. Drop it here.
+            if conn.transport is not None:
+                conn.drop()
+            raise
         return conn

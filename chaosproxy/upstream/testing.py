@@ -19,16 +19,21 @@ the handler gets each :class:`Request` (body read whole) and returns an :class:`
 
 Once the reply is started, each piece (its ``delay`` after the previous one) and then
 the end are delivered from their own event-loop callbacks, one ``body_data`` per piece,
-like reads from a socket. Pausing holds the piece that falls due (and stops the
-timeline) until ``resume_reading``; a closed reply delivers nothing more. Unlike the
-pool, nothing arrives before ``start``, and the double neither rewrites the request's
-headers (Host, framing) nor checks the answer's against its body.
+like reads from a socket. ``head_timeout`` bounds an awaitable handler
+(:class:`~chaosproxy.upstream.UpstreamHeadTimeout`); ``idle_timeout`` ends the body
+with :class:`~chaosproxy.upstream.UpstreamIdleTimeout` when the next piece (or the end,
+or a ``"hold"``) is due later than that while the reply is not paused. Pausing holds
+the piece that falls due (and stops the timeline) until ``resume_reading``; a closed
+reply delivers nothing more. Unlike the pool, nothing arrives before ``start``, and the
+double neither rewrites the request's headers (Host, framing) nor checks the answer's
+against its body.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -36,7 +41,13 @@ from typing import TYPE_CHECKING, Literal
 
 from multidict import CIMultiDict
 
-from chaosproxy.upstream.errors import UpstreamClosed, UpstreamConnectError, UpstreamError
+from chaosproxy.upstream.errors import (
+    UpstreamClosed,
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamHeadTimeout,
+    UpstreamIdleTimeout,
+)
 from chaosproxy.upstream.response import BodySink
 
 __all__ = ["Answer", "Handler", "MockReply", "MockUpstream", "Piece", "Request"]
@@ -115,6 +126,8 @@ class MockUpstream:
         body: bytes | AsyncIterable[bytes] | None = None,
         *,
         content_length: int | None = None,
+        head_timeout: float | None = None,
+        idle_timeout: float | None = None,
     ) -> MockReply:
         if self.closed:
             raise UpstreamConnectError("the mock upstream is closed")
@@ -123,8 +136,14 @@ class MockUpstream:
         self.requests.append(request)
         answer = self.handler(request)
         if inspect.isawaitable(answer):
-            answer = await answer
-        reply = MockReply(answer, self, asyncio.get_running_loop())
+            try:
+                async with asyncio.timeout(_limit(head_timeout)):
+                    answer = await answer
+            except TimeoutError:
+                raise UpstreamHeadTimeout(
+                    f"the mock upstream sent no response head within {head_timeout:g} s"
+                ) from None
+        reply = MockReply(answer, self, asyncio.get_running_loop(), _limit(idle_timeout))
         self._open.add(reply)
         return reply
 
@@ -142,9 +161,14 @@ class MockReply:
     """A :class:`~chaosproxy.upstream.interface.Reply` playing an :class:`Answer`."""
 
     def __init__(
-        self, answer: Answer, upstream: MockUpstream, loop: asyncio.AbstractEventLoop
+        self,
+        answer: Answer,
+        upstream: MockUpstream,
+        loop: asyncio.AbstractEventLoop,
+        idle_timeout: float | None = None,
     ) -> None:
         self.answer = answer
+        self._idle_timeout = idle_timeout
         self.status = answer.status
         self.reason = answer.reason if answer.reason is not None else _phrase(answer.status)
         self.headers: CIMultiDict[str] = CIMultiDict(answer.headers)
@@ -224,9 +248,15 @@ class MockReply:
         if self._next < len(pieces):
             delay = pieces[self._next].delay
         elif self.answer.end == "hold":
-            return
+            delay = math.inf
         else:
             delay = self.answer.end_delay
+        idle = self._idle_timeout
+        if idle is not None and delay > idle:
+            self._timer = self._loop.call_later(idle, self._idle_out)
+            return
+        if math.isinf(delay):
+            return
         if delay > 0:
             self._timer = self._loop.call_later(delay, self._step)
         else:
@@ -252,6 +282,19 @@ class MockReply:
             return
         end = self.answer.end
         self._end(end if isinstance(end, UpstreamError) else None)
+
+    def _idle_out(self) -> None:
+        self._timer = None
+        if self._ended or self._paused:
+            return  # (paused: the timeline starts again at resume_reading)
+        n = self._received
+        self._end(
+            UpstreamIdleTimeout(
+                f"the mock upstream sent nothing for {self._idle_timeout:g} s mid-body, "
+                f"after {n} body bytes",
+                body_bytes=n,
+            )
+        )
 
     def _end(self, error: UpstreamError | None) -> None:
         if self._ended:
@@ -303,6 +346,10 @@ async def _read_body(body: bytes | AsyncIterable[bytes] | None, length: int | No
     if length is not None and length != len(data):
         raise ValueError(f"request body was {len(data)} bytes, content_length={length}")
     return data
+
+
+def _limit(seconds: float | None) -> float | None:
+    return None if seconds is None or seconds <= 0 or math.isinf(seconds) else seconds
 
 
 def _phrase(status: int) -> str:
