@@ -108,7 +108,9 @@ class ChaosProxy:
         loaded.update({s.name: s for s in parsed})
         self._scenarios = loaded
         self._log = (
-            FrameLog.open(log, content=log_content, fmt=self.config.log_format)
+            FrameLog.open(
+                log, content=log_content, fmt=self.config.log_format, level=self.config.log_level
+            )
             if log
             else FrameLog(None, content=log_content)
         )

@@ -257,7 +257,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             fail(str(problem))
         return EXIT_USAGE
     try:
-        log = FrameLog.open(config.log, content=config.log_content, fmt=config.log_format)
+        log = FrameLog.open(
+            config.log, content=config.log_content, fmt=config.log_format, level=config.log_level
+        )
     except OSError as exc:
         return fail(f"cannot open log {config.log}: {exc.strerror or exc}")
 

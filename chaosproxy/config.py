@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
-from chaosproxy.logs import LogFormat
+from chaosproxy.logs import LogFormat, LogLevel
 
 HostPort = tuple[str, int]
 ENV_PREFIX = "CHAOSPROXY_"
@@ -195,6 +195,15 @@ class Config:
             "--log-format",
             "auto: pretty on a terminal, JSON lines otherwise",
             choices=("auto", "json", "pretty"),
+        ),
+    )
+    log_level: LogLevel = field(
+        default="frames",
+        metadata=option(
+            "--log-level",
+            "frames: every line (default); requests: every line but frame lines; off: "
+            "no log (the admin API and metrics still see every line)",
+            choices=("frames", "requests", "off"),
         ),
     )
     log_content: bool = field(

@@ -196,6 +196,26 @@ class _PrettyRenderer:
 LogFormat = Literal["auto", "json", "pretty"]
 
 
+#: What the log writes: ``frames`` every line (the default: from the log alone a test
+#: can rebuild what each client received), ``requests`` every line but ``frame`` lines
+#: (a busy staging run), ``off`` nothing. Observers (the admin API, metrics, traces,
+#: ``ChaosProxy.lines``) see every line whatever the level.
+LogLevel = Literal["frames", "requests", "off"]
+
+
+def _without_frames(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    if event_dict.get("event") == "frame":
+        raise structlog.DropEvent
+    return event_dict
+
+
+def _nothing(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    raise structlog.DropEvent
+
+
+_LEVEL_FILTERS: dict[str, Any] = {"requests": _without_frames, "off": _nothing}
+
+
 #: Something that wants every log line as a dict (metrics, traces, the admin API).
 Observer = Callable[[dict[str, Any]], None]
 
@@ -238,8 +258,10 @@ class FrameLog:
         *,
         content: bool = False,
         fmt: LogFormat = "json",
+        level: LogLevel = "frames",
     ) -> None:
         self.content = content
+        self.level = level
         self._stream = stream
         self._listeners: list[Callable[[bytes], None]] = []
         self._observers: list[Observer] = []
@@ -251,6 +273,8 @@ class FrameLog:
         self._sink = sink
         # ts first: observers (traces, the admin API, ChaosProxy.lines) see it too.
         processors: list[Any] = [_Timestamp(), _redact_error, self._observe, renderer]
+        if level in _LEVEL_FILTERS:  # after the observers: they see every line
+            processors.insert(3, _LEVEL_FILTERS[level])
         self._logger: Any = structlog.wrap_logger(
             sink,
             processors=processors,
@@ -263,16 +287,22 @@ class FrameLog:
 
     @classmethod
     def open(
-        cls, target: str | None, *, content: bool = False, fmt: LogFormat = "auto"
+        cls,
+        target: str | None,
+        *,
+        content: bool = False,
+        fmt: LogFormat = "auto",
+        level: LogLevel = "frames",
     ) -> FrameLog:
         """``-`` for stdout, a path to append to, or None for no log. With ``auto``,
         stdout on a terminal is rendered pretty; files and pipes get JSON lines."""
         if target is None:
-            return cls(None, content=content, fmt="json" if fmt == "auto" else fmt)
+            return cls(None, content=content, fmt="json" if fmt == "auto" else fmt, level=level)
         if target == "-":
-            return cls(sys.stdout.buffer, content=content, fmt=fmt)
+            return cls(sys.stdout.buffer, content=content, fmt=fmt, level=level)
         path = Path(target)
-        return cls(path.open("ab", buffering=1 << 16), content=content, fmt=fmt)
+        stream = path.open("ab", buffering=1 << 16)
+        return cls(stream, content=content, fmt=fmt, level=level)
 
     def _observe(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
         for observer in self._observers:

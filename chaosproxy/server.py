@@ -297,7 +297,12 @@ async def start_proxy(
     owns_log = log is None
     if log is None:
         try:
-            log = FrameLog.open(config.log, content=config.log_content, fmt=config.log_format)
+            log = FrameLog.open(
+                config.log,
+                content=config.log_content,
+                fmt=config.log_format,
+                level=config.log_level,
+            )
         except OSError as exc:
             raise StartupError(f"cannot open log {config.log}: {exc.strerror or exc}") from None
     traces: TraceWriter | None = None

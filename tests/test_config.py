@@ -24,6 +24,7 @@ SAMPLES: dict[str, str | None] = {
     "--admin-token": "t0k",
     "--log": "/tmp/chaos.log",
     "--log-format": "json",
+    "--log-level": "requests",
     "--log-content": None,  # a switch
     "--trace-dir": "/tmp/traces",
     "--seed": "42",

@@ -242,3 +242,59 @@ def test_a_line_logged_after_close_is_dropped(tmp_path: Any) -> None:
     log.close()
     bound.info("response_end", outcome="shutdown")  # a request still unwinding: no error
     assert [orjson.loads(x)["event"] for x in path.read_bytes().splitlines()] == ["request"]
+
+
+@pytest.mark.parametrize(
+    ("level", "written"),
+    [
+        ("frames", ["request", "frame", "frame", "response_end"]),
+        ("requests", ["request", "response_end"]),
+        ("off", []),
+    ],
+)
+def test_the_log_level_chooses_what_is_written_and_observers_see_every_line(
+    level: logs.LogLevel, written: list[str]
+) -> None:
+    out = io.BytesIO()
+    log = FrameLog(out, level=level)
+    observed: list[str] = []
+    log.add_observer(lambda line: observed.append(line["event"]))
+    bound = log.for_request(request_id="r-1", scenario=None)
+    bound.info("request", seed=1)
+    bound.info("frame", seq=0, size=1)
+    bound.info("frame", seq=1, size=1)
+    bound.info("response_end", outcome="completed")
+    log.flush()
+    assert [orjson.loads(x)["event"] for x in out.getvalue().splitlines()] == written
+    assert observed == ["request", "frame", "frame", "response_end"]
+
+
+def test_serve_with_log_level_requests_writes_no_frame_lines(tmp_path: Any) -> None:
+    import signal
+    import subprocess
+    import urllib.request
+
+    path = tmp_path / "frames.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+         "--admin", "off", "--log", str(path), "--log-level", "requests",
+         "--mock-interval-ms", "0"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", line)
+        assert url, line
+        request = urllib.request.Request(
+            url.group(1) + "/v1/chat/completions",
+            data=b'{"model":"m","stream":true,"messages":[]}',
+            headers={"Content-Type": "application/json", "X-Chaos-Scenario": "drop-third-delta"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert b"data: [DONE]" in resp.read()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    events = [orjson.loads(x)["event"] for x in path.read_bytes().splitlines()]
+    assert events == ["request", "response_end"]
