@@ -1,4 +1,4 @@
-"""The admin API (DESIGN.md section 8): a small JSON API on its own port.
+"""The admin API (docs/admin-api.md): a small JSON API on its own port.
 
 ``GET /health``, ``GET /scenarios``, ``GET /scenarios/{name}``, ``POST /scenarios``,
 ``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``,

@@ -1,4 +1,4 @@
-"""``ChaosProxy``: the proxy in-process, for tests (DESIGN.md section 8).
+"""``ChaosProxy``: the proxy in-process, for tests (docs/python-api.md).
 
 ::
 

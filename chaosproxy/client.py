@@ -1,5 +1,6 @@
 """``ChaosClient``: the runtime calls of :class:`~chaosproxy.ChaosProxy`, against a
-running chaosproxy (a sidecar, a container) over its admin API (DESIGN.md section 8).
+running chaosproxy (a sidecar, a container) over its admin API (docs/python-api.md, ChaosClient;
+docs/admin-api.md).
 
 ::
 

@@ -1,5 +1,5 @@
-"""The proxy's guard against hostile clients, at the connection level (DESIGN.md,
-issue 11): what aiohttp's server does not bound by itself.
+"""The proxy's guard against hostile clients, at the connection level (docs/operations.md,
+Clients, in detail): what aiohttp's server does not bound by itself.
 
 - ``client_timeout``: a connection that has not sent a whole request head within it
   (from the connection's start, or from the end of its previous response) is closed.

@@ -1,5 +1,6 @@
 """The ``chaos_proxy`` and ``chaos_proxy_session`` fixtures and the ``chaos`` marker,
-registered with pytest by chaosproxy's entry point (DESIGN.md section 8).
+registered with pytest by chaosproxy's entry point (docs/python-api.md, The pytest
+plugin).
 
 ::
 

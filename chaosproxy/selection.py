@@ -1,4 +1,5 @@
-"""Choosing the scenario and the seed of each request (DESIGN.md section 3).
+"""Choosing the scenario and the seed of each request (docs/scenarios.md, Choosing the
+scenario for a request; Seeds).
 
 In this order, the first hit wins: the ``X-Chaos-Scenario`` header, a ``/_chaos/NAME/``
 path prefix (always removed before forwarding), the first loaded scenario whose

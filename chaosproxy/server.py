@@ -35,7 +35,7 @@ from chaosproxy.upstream import Upstream
 
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
 #: :meth:`RunningProxy.close` returns within ``grace + CLOSE_MARGIN``. The CLI exits
-#: within ``grace + 1 s`` of the signal whatever happens (DESIGN.md section 9).
+#: within ``grace + 1 s`` of the signal whatever happens (docs/operations.md, Shutdown).
 CLOSE_MARGIN = 0.5
 #: How long the mock upstream and the admin API give their own requests when they stop
 #: (the proxy's streams have ended by then: the mock has nobody left to serve).

@@ -1,4 +1,4 @@
-"""The built-in mock LLM upstream (DESIGN.md section 7).
+"""The built-in mock LLM upstream (docs/mock.md).
 
 ``create_mock_app()`` builds the aiohttp application; ``run_mock()`` serves it until
 cancelled. See docs/mock.md for the endpoints and knobs.

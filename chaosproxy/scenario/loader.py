@@ -1,6 +1,6 @@
 """Scenario files: read safely, validated with every problem located to its line.
 
-A scenario file is one YAML mapping (DESIGN.md section 4). It is parsed with PyYAML's
+A scenario file is one YAML mapping (docs/scenarios.md). It is parsed with PyYAML's
 ``SafeLoader`` (``yaml.safe_load`` semantics: no custom tags), but composed to nodes
 first so that every problem can be reported with the line of the key or value at
 fault, all at once. Fault parameters are validated by each fault's own ``Config``
@@ -123,7 +123,7 @@ def _library() -> tuple[Scenario, ...]:
 
 
 def load_library() -> dict[str, Scenario]:
-    """The built-in scenario library (DESIGN.md section 4), in name order; a new dict
+    """The built-in scenario library (docs/scenario-library.md), in name order; a new dict
     each call (the scenarios themselves are immutable and parsed once)."""
     return {s.name: s for s in _library()}
 

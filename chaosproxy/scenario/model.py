@@ -1,6 +1,6 @@
 """The Scenario value: one pydantic model, so its rules are stated once.
 
-The loader validates a file's keys with these same models (DESIGN.md section 4); only
+The loader validates a file's keys with these same models (docs/scenarios.md); only
 the fault list, which needs each fault's own ``Config``, is validated by the loader.
 """
 
@@ -107,7 +107,7 @@ class Scenario(BaseModel):
     format: Format = "auto"
     match: MatchRule | None = None
     #: The fraction of matched (or default) requests the scenario takes; the others
-    #: fall through to the next rule (DESIGN.md section 3).
+    #: fall through to the next rule (docs/scenarios.md, Staging mixes: ``rate``).
     rate: Annotated[float, Field(ge=0, le=1)] = 1.0
     #: The 1-based request ordinals the faults apply to (None: every request). A file
     #: gives a list, hence not strict here; the items stay strict.

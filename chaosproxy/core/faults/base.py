@@ -112,7 +112,10 @@ StrOrList = str | list[str]
 
 
 class SelectorConfig(FaultConfig):
-    """The event selectors of DESIGN.md section 4; all given must hold."""
+    """The event selectors (docs/scenarios.md, Selectors); all given must hold.
+
+    A new field here is a new selector: document it there (tests/test_docs.py checks).
+    """
 
     kind: StrOrList | None = None
     type: StrOrList | None = None
