@@ -6,7 +6,7 @@
   repository: the rules users rely on are written in the docs themselves;
 - docs/scenarios.md has a "## Selectors" section that names every field of
   ``SelectorConfig`` (so a new selector without docs fails) and a "## Kinds" section that
-  names every kind and every provider profile.
+  names every kind and every provider profile; the YAML examples there are valid.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 
 from chaosproxy.core.faults.base import SelectorConfig
 from chaosproxy.core.providers import KINDS, PROVIDER_NAMES
+from chaosproxy.scenario import parse_scenario
 from tests.conftest import REPO
 
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -178,3 +179,16 @@ def test_scenarios_md_documents_every_kind_and_provider() -> None:
     missing = [k for k in KINDS if f"`{k}`" not in kinds]
     missing += [p for p in PROVIDER_NAMES if p not in kinds]
     assert not missing, f"missing from docs/scenarios.md, Kinds: {missing}"
+
+
+def test_the_selector_and_kind_examples_are_valid_scenarios() -> None:
+    """Every ``yaml`` block under Selectors and Kinds loads as a scenario."""
+    text = (REPO / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    blocks = []
+    for heading in ("## Selectors", "## Kinds"):
+        start = text.index(f"\n{heading}\n")
+        end = text.find("\n## ", start + len(heading) + 2)
+        blocks += re.findall(r"```yaml\n(.*?)```", text[start:end], re.DOTALL)
+    assert blocks
+    for n, block in enumerate(blocks):
+        parse_scenario(block, f"docs/scenarios.md yaml block {n}", default_name=f"doc-{n}")
