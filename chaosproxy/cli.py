@@ -1,4 +1,4 @@
-"""The ``chaosproxy`` command line (DESIGN.md section 2).
+"""The ``chaosproxy`` command line (README.md, "Commands").
 
 Every ``serve`` flag can also come from ``CHAOSPROXY_<FLAG>`` (``CHAOSPROXY_LISTEN``,
 ``CHAOSPROXY_LOG_CONTENT=1``…), for containers. Anything wrong with the arguments,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 #: After the signal, ``serve`` exits within ``grace + EXIT_MARGIN`` seconds whatever
-#: happens (DESIGN.md section 9 promises ``grace + 1 s``; the rest is the margin for the
+#: happens (docs/operations.md, "Shutdown", promises ``grace + 1 s``; the rest is the margin for the
 #: interpreter's own exit).
 EXIT_MARGIN = 0.85
 

@@ -68,9 +68,6 @@ class Exchange:
         self._content = state.log.content
         #: The response once its head is out (None before).
         self._resp: web.StreamResponse | None = None
-        #: Why the upstream failed, in a few words ("head timeout", "closed early"...):
-        #: the ``reason`` of an ``upstream_error`` response_end line.
-        self._reason: str | None = None
 
     @property
     def session(self) -> Session:
@@ -159,19 +156,17 @@ class Exchange:
                 idle_timeout=config.idle_timeout,
             )
         except UpstreamError as exc:
-            self._reason = exc.reason
             where = self.state.upstream_label
             if isinstance(exc, UpstreamTimeout):
-                return answer(session.unavailable(504, f"upstream timed out on connect: {where}"))
-            if isinstance(exc, UpstreamHeadTimeout):
-                message = (
-                    f"upstream sent no response head within {config.head_timeout:g} s: {where}"
-                )
-                return answer(session.unavailable(504, message))
-            if isinstance(exc, UpstreamConnectError):
-                return answer(session.unavailable(502, f"upstream unreachable: {describe(exc)}"))
-            message = f"upstream failed before responding: {describe(exc)}"
-            return answer(session.unavailable(502, message))
+                status, message = 504, f"upstream timed out on connect: {where}"
+            elif isinstance(exc, UpstreamHeadTimeout):
+                wait = f"{config.head_timeout:g} s"
+                status, message = 504, f"upstream sent no response head within {wait}: {where}"
+            elif isinstance(exc, UpstreamConnectError):
+                status, message = 502, f"upstream unreachable: {describe(exc)}"
+            else:
+                status, message = 502, f"upstream failed before responding: {describe(exc)}"
+            return answer(session.unavailable(status, message, exc.reason))
         try:
             return await self._stream(upstream)
         finally:
@@ -234,9 +229,6 @@ class Exchange:
             line.update(content_fields(send.data))
         self.log.info("frame", **line)
 
-    def note_reason(self, reason: str) -> None:
-        self._reason = reason
-
     async def sleep(self, seconds: float) -> None:
         if math.isinf(seconds):
             # Hold the connection open until the client goes away (the handler is
@@ -265,7 +257,5 @@ class Exchange:
         if not session.ended:  # every path above ends it: this is a guard against a bug
             session.internal_error("internal error: the request ended without an outcome")
         line: dict[str, Any] = session.summary(time.monotonic())
-        if session.outcome == "upstream_error" and self._reason is not None:
-            line["reason"] = self._reason
         self.log.info("response_end", **line)
         self.state.log.flush()

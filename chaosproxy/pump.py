@@ -45,9 +45,6 @@ class PumpHost(Protocol):
     def log_frame(self, send: Send, now: float) -> None:
         """Account for (and log) one write about to go to the client."""
 
-    def note_reason(self, reason: str) -> None:
-        """Why the upstream failed mid-body, in a few words (the log's ``reason``)."""
-
     async def sleep(self, seconds: float) -> None:
         """Wait (``math.inf``: until the client goes away)."""
 
@@ -201,9 +198,10 @@ class BodyPump:
         words, for the log."""
         if self.session.ended:
             return
-        self.host.note_reason(reason)
         try:
-            sends = self.session.upstream_failed(message, time.monotonic(), salvage=salvage)
+            sends = self.session.upstream_failed(
+                message, time.monotonic(), reason=reason, salvage=salvage
+            )
         except FramingError:  # what is held breaks the framing too: nothing to salvage
             sends = []
         for send in sends:

@@ -1,4 +1,4 @@
-"""Event faults (DESIGN.md section 5, first table), Playbook style: bytes in, Sends out.
+"""Event faults (docs/faults-event.md), Playbook style: bytes in, Sends out.
 
 Most tests run a real :class:`Pipeline` (framer, profile, faults) over a small literal
 body and assert the exact bytes of every write, the upstream ordinal of the event it

@@ -1,4 +1,4 @@
-"""Every fault and selector of DESIGN.md sections 4 and 5 through the live proxy.
+"""Every fault and selector of docs/scenarios.md and docs/faults-*.md through the live proxy.
 
 A scripted upstream sends a known OpenAI-chat stream; the proxy runs one scenario; the
 tests assert what the client observes on the wire (exact bytes, how the connection

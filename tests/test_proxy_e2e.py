@@ -219,7 +219,7 @@ async def test_upstream_refusing_connections_gives_502(
     assert "unreachable" in error["message"]
     assert "unreachable" in resp.headers["X-Chaos-Proxy-Error"]
     end = log_capture.end(resp.headers["X-Chaos-Request-Id"])
-    # The upstream's fault, not the proxy's (DESIGN.md section 6).
+    # The upstream's fault, not the proxy's (docs/observability.md, outcomes).
     assert end["outcome"] == "upstream_error"
     assert end["status"] == 502
 

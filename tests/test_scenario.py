@@ -1,4 +1,4 @@
-"""Scenario files: loading, validation with located errors (DESIGN.md section 4)."""
+"""Scenario files: loading, validation with located errors (docs/scenarios.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Choosing the scenario and the seed of a request (DESIGN.md section 3)."""
+"""Choosing the scenario and the seed of a request (docs/scenarios.md)."""
 
 from __future__ import annotations
 

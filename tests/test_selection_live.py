@@ -1,4 +1,4 @@
-"""Choosing the scenario and seed of a request, through the live proxy (DESIGN.md s. 3).
+"""Choosing the scenario and seed of a request, through the live proxy (docs/scenarios.md).
 
 The header, the ``/_chaos/NAME/`` prefix, ``match:``, the default, none; unknown names;
 ``X-Chaos-*`` headers kept from the upstream; the ``X-Chaos-*`` response headers; and

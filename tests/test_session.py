@@ -241,7 +241,7 @@ def test_a_cut_before_headers_ends_the_request_as_cut() -> None:
 def test_an_unreachable_upstream_is_the_upstreams_fault_with_a_reason() -> None:
     s = session()
     s.start(0.0)
-    answer = s.unavailable(502, "upstream unreachable: refused")
+    answer = s.unavailable(502, "upstream unreachable: refused", "unreachable")
     assert answer.status == 502
     assert orjson.loads(answer.body) == {
         "error": {"type": "chaosproxy_error", "message": "upstream unreachable: refused"}
@@ -249,11 +249,12 @@ def test_an_unreachable_upstream_is_the_upstreams_fault_with_a_reason() -> None:
     assert answer.headers["X-Chaos-Proxy-Error"] == "upstream unreachable: refused"
     assert answer.headers["X-Chaos-Request-Id"] == "r-1"
     end = s.summary(0.01)
-    assert (end["outcome"], end["status"], end["error"], end["stage"]) == (
+    assert (end["outcome"], end["status"], end["error"], end["stage"], end["reason"]) == (
         "upstream_error",
         502,
         "upstream unreachable: refused",
         "connect",
+        "unreachable",
     )
 
 
@@ -373,15 +374,16 @@ def test_header_faults_edit_the_head_and_compress_names_its_encoding() -> None:
 def test_an_upstream_failure_mid_event_salvages_what_arrived() -> None:
     s = at_body()
     s.feed(E1 + E2[:9], 0.0)
-    salvage = s.upstream_failed("upstream failed mid-body: reset", 0.0)
+    salvage = s.upstream_failed("upstream failed mid-body: reset", 0.0, reason="closed early")
     assert [a.data for a in salvage] == [E2[:9]]
     with pytest.raises(SessionError):  # the pump stops feeding once the session has ended
         s.upstream_failed("again", 0.0)
     end = s.summary(0.0)
-    assert (end["outcome"], end["error"], end["stage"]) == (
+    assert (end["outcome"], end["error"], end["stage"], end["reason"]) == (
         "upstream_error",
         "upstream failed mid-body: reset",
         "body",
+        "closed early",
     )
 
 

@@ -1,6 +1,6 @@
 """Stopping, bounded: ``--grace`` and what the client, the log and the exit code show.
 
-The contract (DESIGN.md section 9): on SIGTERM or SIGINT the proxy stops accepting, lets
+The contract (docs/operations.md, Shutdown): on SIGTERM or SIGINT the proxy stops accepting, lets
 the streams in flight run for ``--grace``, then cuts them (outcome ``shutdown``); the
 process exits 0 within ``grace + 1 s`` of the signal, always — even when some cleanup
 never finishes. :class:`~chaosproxy.ChaosProxy` (async and sync) and the ``chaos_proxy``

@@ -205,6 +205,8 @@ class Session:
         self.phase = Phase.START
         self.outcome: Outcome | None = None
         self.error: str | None = None
+        #: Why the upstream failed, in a few words (``upstream_error`` only).
+        self.reason: str | None = None
         self.faults: list[Fault] = []
         self.pipeline: Pipeline | None = None
         #: The response head, once decided.
@@ -279,9 +281,11 @@ class Session:
         self._move("refuse")
         return self._error_answer(status, message)
 
-    def unavailable(self, status: int, message: str) -> Respond:
-        """The upstream could not be reached or failed before its head (502, 504)."""
+    def unavailable(self, status: int, message: str, reason: str | None = None) -> Respond:
+        """The upstream could not be reached or failed before its head (502, 504);
+        ``reason`` says why in a few words (``head timeout``, ``unreachable``...)."""
         self._move("unavailable")
+        self.reason = reason
         return self._error_answer(status, message)
 
     def _error_answer(self, status: int, message: str) -> Respond:
@@ -397,14 +401,17 @@ class Session:
         """The response ended cleanly: the last byte was handed to the client."""
         self._move("finish")
 
-    def upstream_failed(self, message: str, now: float, *, salvage: bool = True) -> list[Send]:
-        """The upstream broke mid-body (or broke its framing). Returns what did
-        arrive of an unfinished event, to send before the connection is aborted
-        (never a clean end): as passthrough would have sent it."""
+    def upstream_failed(
+        self, message: str, now: float, *, reason: str | None = None, salvage: bool = True
+    ) -> list[Send]:
+        """The upstream broke mid-body (or broke its framing; ``reason`` says how in a
+        few words). Returns what did arrive of an unfinished event, to send before the
+        connection is aborted (never a clean end): as passthrough would have sent it."""
         pipeline = self.pipeline
         if not self._move("upstream_failed"):
             return []
         self.error = message
+        self.reason = reason
         if not salvage or pipeline is None:
             return []
         return [a for a in pipeline.salvage(now) if isinstance(a, Send)]
@@ -512,6 +519,8 @@ class Session:
         if self.outcome == "upstream_error":
             # Before the head (unreachable, timed out, broken) or mid-body.
             line["stage"] = "body" if self.head is not None else "connect"
+            if self.reason is not None:
+                line["reason"] = self.reason
         return line
 
     @property
