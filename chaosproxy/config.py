@@ -231,6 +231,49 @@ class Config:
             "DURATION",
         ),
     )
+    upstream_ca: str | None = field(
+        default=None,
+        metadata=option(
+            "--upstream-ca",
+            "verify the upstream's TLS certificate against this CA bundle (PEM) instead of "
+            "the system store",
+            metavar="FILE",
+        ),
+    )
+    upstream_insecure: bool = field(
+        default=False,
+        metadata=option(
+            "--upstream-insecure",
+            "do not verify the upstream's TLS certificate (loud warning at start and in /health)",
+            parse_bool,
+            kind="switch",
+        ),
+    )
+    upstream_cert: str | None = field(
+        default=None,
+        metadata=option(
+            "--upstream-cert",
+            "a client certificate (PEM) to present to the upstream; with --upstream-key",
+            metavar="FILE",
+        ),
+    )
+    upstream_key: str | None = field(
+        default=None,
+        metadata=option(
+            "--upstream-key",
+            "the private key (PEM) of --upstream-cert",
+            metavar="FILE",
+        ),
+    )
+    upstream_max_connections: int = field(
+        default=256,
+        metadata=option(
+            "--upstream-max-connections",
+            "connections to each upstream, at most; requests beyond wait for one (default 256)",
+            parse_positive_int,
+            "N",
+        ),
+    )
     head_timeout: float = field(
         default=300.0,
         metadata=option(

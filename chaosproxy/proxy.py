@@ -23,7 +23,8 @@ from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
 from chaosproxy.logs import FrameLog, redact_url
 from chaosproxy.net import CLIENT_GUARD
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
-from chaosproxy.upstream import Upstream, UpstreamPool
+from chaosproxy.upstream import Upstream
+from chaosproxy.upstream.factory import pool_for
 
 
 @dataclass(slots=True)
@@ -95,9 +96,7 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
     if state.upstream_factory is not None:
         state.upstream = state.upstream_factory()
     else:
-        state.upstream = UpstreamPool(
-            state.upstream_url, connect_timeout=state.config.connect_timeout
-        )
+        state.upstream = pool_for(state.upstream_url, state.config)
     try:
         yield
     finally:
