@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from chaosproxy.upstream.pool import UpstreamPool
+from chaosproxy.upstream.tls import tls_context
 
 if TYPE_CHECKING:
     from chaosproxy.config import Config
 
 
 def pool_for(url: str, config: Config) -> UpstreamPool:
-    """A keep-alive pool to ``url`` with the upstream settings of ``config``."""
-    return UpstreamPool(url, connect_timeout=config.connect_timeout)
+    """A keep-alive pool to ``url`` with the upstream settings of ``config``.
+
+    Raises :class:`~chaosproxy.net.StartupError` (one line) for TLS settings that cannot
+    work, whatever the URL's scheme (a mistake is said at start, not at the first https
+    request)."""
+    context = tls_context(config)  # checked for an http URL too
+    ssl_context = context if urlsplit(url).scheme == "https" else None
+    return UpstreamPool(
+        url,
+        connect_timeout=config.connect_timeout,
+        ssl_context=ssl_context,
+        max_connections=config.upstream_max_connections,
+    )

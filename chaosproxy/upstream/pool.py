@@ -10,6 +10,12 @@
   with keep-alive on both sides and the request body fully sent.
 - One ``connect_timeout`` covers name resolution (:mod:`.resolver`), TCP and TLS; a
   request's ``head_timeout`` and ``idle_timeout`` are the connection's (:mod:`.connection`).
+- ``max_connections`` bounds the connections open (idle, busy or being made) at once. A
+  request that finds none idle and no room waits, first come first served, for a
+  connection to come back idle or to close; the wait has no deadline of its own (the
+  connections it waits for are bounded by their own timeouts) and ends when the request
+  is cancelled (its client left) or the pool closes. ``connect_timeout`` and
+  ``head_timeout`` start once it has its connection.
 - A request cancelled at any point leaves nothing behind: a connect given up after the
   transport was made drops its connection itself (the loop may never report it), and
   :meth:`UpstreamPool.close` waits for its connections to report for a bounded time only.
@@ -19,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import re
 import ssl
+from collections import deque
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -40,6 +48,7 @@ class PoolStats:
     reused: int  #: requests sent on a pooled (reused) connection
     idle: int  #: connections in the pool now
     active: int  #: connections open now, idle or busy
+    waiting: int = 0  #: requests waiting for a connection (``max_connections`` reached)
 
 
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
@@ -63,6 +72,7 @@ class UpstreamPool:
         max_idle: int = 256,
         idle_timeout: float = 60.0,
         max_head_size: int = 65536,
+        max_connections: int | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -92,6 +102,13 @@ class UpstreamPool:
         self._max_idle = max_idle
         self._idle_timeout = idle_timeout
         self._max_head_size = max_head_size
+        if max_connections is not None and max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._max_connections = max_connections
+        #: Connects in flight (a connection is counted in ``_conns`` from connection_made).
+        self._connecting = 0
+        #: Requests waiting for room, oldest first.
+        self._waiters: deque[asyncio.Future[None]] = deque()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: dict[Connection, None] = {}  # insertion-ordered: popitem() is LIFO
         self._conns: set[Connection] = set()
@@ -102,7 +119,8 @@ class UpstreamPool:
 
     @property
     def stats(self) -> PoolStats:
-        return PoolStats(self._opened, self._reused, len(self._idle), len(self._conns))
+        waiting = sum(1 for w in self._waiters if not w.done())
+        return PoolStats(self._opened, self._reused, len(self._idle), len(self._conns), waiting)
 
     async def request(
         self,
@@ -153,17 +171,14 @@ class UpstreamPool:
                 framing = "Transfer-Encoding: chunked\r\n"
         head, req_close = self._encode_head(method, target, headers, framing)
         is_head = method.upper() == "HEAD"
-        conn = self._take_idle()
-        reused = conn is not None
-        if conn is None:
-            conn = await self._connect()
+        conn, reused = await self._acquire(fresh=False)
         limits = (head_timeout, idle_timeout)
         try:
             return await self._exchange(
                 conn, head, data, stream, content_length, is_head, req_close, reused, limits
             )
         except Stale:
-            conn = await self._connect()
+            conn, _ = await self._acquire(fresh=True)
             return await self._exchange(
                 conn, head, data, stream, content_length, is_head, req_close, False, limits
             )
@@ -175,6 +190,10 @@ class UpstreamPool:
         its end is then forgotten (and its response ended) all the same."""
         self._closed = True
         self._idle.clear()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # it sees the pool closed
         if not self._conns:
             return
         assert self._loop is not None
@@ -191,6 +210,58 @@ class UpstreamPool:
                 conn.drop()
 
     # ------------------------------------------------------------------ internals
+
+    async def _acquire(self, *, fresh: bool) -> tuple[Connection, bool]:
+        """A connection for one exchange, and whether it is a reused one: an idle one,
+        else a new one if there is room under ``max_connections``, else the first of
+        those once one comes back or closes (``fresh``: a new one first, an idle one
+        only when there is no room)."""
+        loop = self._loop
+        assert loop is not None
+        front = False
+        while True:
+            if self._closed:
+                raise UpstreamConnectError(f"the pool for upstream {self._where} is closed")
+            if not fresh or not self._room():
+                conn = self._take_idle()
+                if conn is not None:
+                    return conn, not fresh
+            if self._room():
+                self._connecting += 1
+                try:
+                    return await self._connect(), False
+                finally:
+                    self._connecting -= 1
+                    self._wake()  # a failed connect leaves room
+            waiter: asyncio.Future[None] = loop.create_future()
+            if front:  # woken but beaten to it: still first in line
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
+            try:
+                await waiter
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # we were woken as we were cancelled: pass it on
+                else:
+                    waiter.cancel()
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
+                raise
+            front = True
+
+    def _room(self) -> bool:
+        limit = self._max_connections
+        return limit is None or len(self._conns) + self._connecting < limit
+
+    def _wake(self) -> None:
+        """A connection came back idle, or room was made: the first waiter looks."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     async def _exchange(
         self,
@@ -274,10 +345,14 @@ class UpstreamPool:
         assert self._loop is not None
         conn.idle_timer = self._loop.call_later(self._idle_timeout, conn.expire)
         self._idle[conn] = None
+        if self._waiters:
+            self._wake()
 
     def _forget(self, conn: Connection) -> None:
         self._idle.pop(conn, None)
         self._conns.discard(conn)
+        if self._waiters:
+            self._wake()
         gone = self._all_gone
         if not self._conns and gone is not None and not gone.done():
             gone.set_result(None)
