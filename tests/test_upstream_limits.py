@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from chaosproxy.upstream import UpstreamConnectError, UpstreamPool
-from tests.conftest import ProxyFactory
+from tests.conftest import LogCapture, ProxyFactory
 from tests.upstream import until
 
 
@@ -195,3 +195,30 @@ async def test_a_failed_connect_leaves_room() -> None:
 def test_max_connections_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         UpstreamPool("http://127.0.0.1:1", max_connections=0)
+
+
+async def test_a_client_leaving_while_its_request_waits(
+    make_proxy: ProxyFactory, server: CountingServer, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(upstream=server.url, upstream_max_connections=1)
+    server.go.clear()  # the first stream holds the only connection
+    async with httpx.AsyncClient(timeout=20) as client:
+        first = asyncio.create_task(_stream(client, proxy.url))
+        await until(lambda: server.requests == 1)
+        host, port = proxy.url.removeprefix("http://").rsplit(":", 1)
+        _, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        await until(lambda: sum(1 for x in log_capture.lines if x["event"] == "request") == 2)
+        await asyncio.sleep(0.05)  # it is waiting for the connection
+        writer.close()  # and its client leaves
+        await until(lambda: any(x["event"] == "response_end" for x in log_capture.lines))
+        (end,) = [x for x in log_capture.lines if x["event"] == "response_end"]
+        assert end["outcome"] == "client_gone"
+        server.go.set()
+        async with asyncio.timeout(10):
+            assert len(await first) == server.events
+        # The line is empty again: the next request gets the connection at once.
+        async with asyncio.timeout(10):
+            assert len(await _stream(client, proxy.url)) == server.events
+    assert server.accepted == 1

@@ -27,7 +27,7 @@ from aiohttp import web
 from chaosproxy.api import EMBEDDED, ChaosProxy
 from chaosproxy.net import StartupError
 from chaosproxy.upstream.tls import tls_context, upstream_warnings
-from tests.conftest import REPO, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory
 
 
 @dataclass
@@ -208,11 +208,20 @@ async def test_insecure_warning_in_health_and_running_proxy(
 
 
 async def test_client_certificate_required(
-    make_proxy: ProxyFactory, mtls_upstream: TlsUpstream, client_pair: tuple[str, str]
+    make_proxy: ProxyFactory,
+    mtls_upstream: TlsUpstream,
+    client_pair: tuple[str, str],
+    log_capture: LogCapture,
 ) -> None:
     without = await make_proxy(upstream=mtls_upstream.url, upstream_ca=mtls_upstream.ca_file)
     resp = await _get(without.url)
     assert resp.status_code == 502
+    end = await log_capture.wait_end(resp.headers["X-Chaos-Request-Id"])
+    # TLS 1.3: refused after the handshake (closed early); TLS 1.2: in it (unreachable).
+    assert (end["outcome"], end["reason"]) in {
+        ("upstream_error", "closed early"),
+        ("upstream_error", "unreachable"),
+    }
     assert resp.json()["error"]["type"] == "chaosproxy_error", resp.text
     cert, key = client_pair
     proxy = await make_proxy(
