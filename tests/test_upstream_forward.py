@@ -406,3 +406,26 @@ async def test_http_upstream_through_a_proxy_with_credentials(
     assert head.startswith("GET http://upstream.test:8080/base/v1/models?x=1 HTTP/1.1\r\n")
     assert "\r\nHost: upstream.test:8080\r\n" in head
     assert f"\r\nProxy-Authorization: {auth}\r\n" in head
+
+
+@pytest.mark.xfail(
+    strict=True, reason="factory.pool_for must call pool.connect_directly() for the mock"
+)
+async def test_the_builtin_mock_is_never_reached_through_a_forward_proxy(
+    make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{_dead_port()}")
+    proxy = await make_proxy(upstream="mock")
+    status, body = await _get(proxy.url + "/v1/models")
+    assert status == 200, body
+
+
+async def test_an_unsupported_proxy_scheme_is_a_502_that_says_so(
+    make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("https_proxy", "socks5://user:hunter2@127.0.0.1:1080")
+    proxy = await make_proxy(upstream="https://upstream.test")
+    status, body = await _get(proxy.url + "/v1/models")
+    assert status == 502
+    assert "only http:// proxies are supported" in body
+    assert "hunter2" not in body

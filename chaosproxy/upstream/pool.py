@@ -307,6 +307,11 @@ class UpstreamPool:
             self._route_memo = route
         return route
 
+    def connect_directly(self) -> None:
+        """Never use a forward proxy, whatever the environment says: for an upstream of
+        the proxy's own (the built-in mock on loopback)."""
+        self._route_memo = _Route(None, self._resolver, self._port)
+
     def _proxy_target(self, path: str) -> tuple[str, str]:
         """The request target and extra head lines for ``path``: through a plain-HTTP
         forward proxy, the absolute form and the proxy's credentials."""
