@@ -8,7 +8,8 @@
   body can be sent again (bytes or none).
 - Connections go back only after a clean, fully read, non close-delimited HTTP/1.1 body
   with keep-alive on both sides and the request body fully sent.
-- One ``connect_timeout`` covers name resolution (:mod:`.resolver`), TCP and TLS; a
+- One ``connect_timeout`` covers name resolution (:mod:`.resolver`), TCP (the
+  addresses raced, :mod:`.eyeballs`), a forward proxy's tunnel (:mod:`.forward`) and TLS; a
   request's ``head_timeout`` and ``idle_timeout`` are the connection's (:mod:`.connection`).
 - ``max_connections`` bounds the connections open (idle, busy or being made) at once. A
   request that finds none idle and no room waits, first come first served, for a
@@ -27,6 +28,7 @@ import asyncio
 import base64
 import contextlib
 import re
+import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterable, Iterable
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
+from chaosproxy.upstream import eyeballs, forward
 from chaosproxy.upstream.connection import Connection, Stale
 from chaosproxy.upstream.errors import UpstreamConnectError, UpstreamTimeout, one_line
 from chaosproxy.upstream.resolver import Resolver
@@ -116,6 +119,9 @@ class UpstreamPool:
         self._reused = 0
         self._closed = False
         self._all_gone: asyncio.Future[None] | None = None
+
+    #: The route (:meth:`_route`), set on first use: read from the environment.
+    _route_memo: _Route | None = None
 
     @property
     def stats(self) -> PoolStats:
@@ -305,7 +311,9 @@ class UpstreamPool:
             path = "/" + path
         if _BAD_TARGET.search(path):
             raise ValueError("the request target contains whitespace or control characters")
-        out = [method, " ", path, " HTTP/1.1\r\nHost: ", self._host_header, "\r\n"]
+        target, proxy_lines = self._proxy_target(path)
+        out = [method, " ", target, " HTTP/1.1\r\nHost: ", self._host_header, "\r\n"]
+        out.append(proxy_lines)
         close = False
         has_auth = False
         for name, value in headers:
@@ -357,14 +365,48 @@ class UpstreamPool:
         if not self._conns and gone is not None and not gone.done():
             gone.set_result(None)
 
+    def _route(self) -> _Route:
+        """How this pool reaches its upstream: directly, or through the forward proxy
+        the environment names (:mod:`.forward`), read once, on first use."""
+        route = self._route_memo
+        if route is None:
+            scheme = "https" if self._tls is not None else "http"
+            try:
+                proxy = forward.proxy_for(scheme, self._host)
+            except ValueError as exc:
+                raise UpstreamConnectError(str(exc)) from None
+            if proxy is None:
+                route = _Route(None, self._resolver, self._port)
+            else:
+                route = _Route(proxy, Resolver(proxy.host, proxy.port), proxy.port)
+            self._route_memo = route
+        return route
+
+    def connect_directly(self) -> None:
+        """Never use a forward proxy, whatever the environment says: for an upstream of
+        the proxy's own (the built-in mock on loopback)."""
+        self._route_memo = _Route(None, self._resolver, self._port)
+
+    def _proxy_target(self, path: str) -> tuple[str, str]:
+        """The request target and extra head lines for ``path``: through a plain-HTTP
+        forward proxy, the absolute form and the proxy's credentials."""
+        proxy = self._route().proxy
+        if proxy is None or self._tls is not None:
+            return path, ""
+        auth = proxy.authorization
+        extra = "" if auth is None else f"Proxy-Authorization: {auth}\r\n"
+        return f"http://{self._where}{path}", extra
+
     async def _connect(self) -> Connection:
+        route = self._route()
         where = self._where
+        if route.proxy is not None:
+            where = f"{where} through forward proxy {route.proxy.where}"
         loop = self._loop
         assert loop is not None
         try:
             async with asyncio.timeout(self._connect_timeout):
-                addrs = await self._resolver.resolve(loop)
-                conn = await self._open(addrs)
+                conn = await self._open(route)
         except TimeoutError:
             raise UpstreamTimeout(
                 f"connect to upstream {where} timed out after {self._connect_timeout:g} s"
@@ -380,27 +422,34 @@ class UpstreamPool:
             raise UpstreamConnectError(f"the pool for upstream {where} is closed")
         return conn
 
-    async def _open(self, addrs: list[tuple[int, str]]) -> Connection:
-        error: OSError | None = None
-        for family, addr in addrs:
-            try:
-                return await self._open_one(family, addr)
-            except ssl.SSLError:
-                raise  # another address of the same name will not fix a TLS failure
-            except OSError as exc:
-                error = exc
-        raise error if error is not None else OSError("no address to connect to")
+    async def _open(self, route: _Route) -> Connection:
+        """Resolve, race the addresses (:mod:`.eyeballs`), tunnel through the forward
+        proxy for TLS, then the connection (TLS with the upstream included)."""
+        loop = self._loop
+        assert loop is not None
+        addrs = await route.resolver.resolve(loop)
+        # Each attempt gets half the connect timeout when there are others to try, so
+        # one that hangs leaves time for the rest (they start 250 ms apart regardless).
+        timeout = self._connect_timeout / 2 if len(addrs) > 1 else None
+        sock = await eyeballs.connect_first(
+            loop, addrs, route.port, attempt_timeout=timeout, failed=route.resolver.forget
+        )
+        try:
+            if route.proxy is not None and self._tls is not None:
+                await forward.open_tunnel(loop, sock, self._where, route.proxy)
+        except BaseException:
+            sock.close()
+            raise
+        return await self._open_one(sock)
 
-    async def _open_one(self, family: int, addr: str) -> Connection:
+    async def _open_one(self, sock: socket.socket) -> Connection:
         loop = self._loop
         assert loop is not None
         conn = Connection(self, loop)
         try:
             await loop.create_connection(
                 lambda: conn,
-                addr,
-                self._port,
-                family=family,
+                sock=sock,
                 ssl=self._tls,
                 server_hostname=self._host if self._tls is not None else None,
             )
@@ -409,5 +458,16 @@ class UpstreamPool:
             # the loop tears the transport down, and uvloop never says so. Drop it here.
             if conn.transport is not None:
                 conn.drop()
+            else:
+                sock.close()  # a no-op if the loop's transport closed it already
             raise
         return conn
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where a pool's connections go: the upstream, or the forward proxy."""
+
+    proxy: forward.ForwardProxy | None
+    resolver: Resolver  #: the addresses to connect to (the upstream's or the proxy's)
+    port: int

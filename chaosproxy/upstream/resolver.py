@@ -1,6 +1,11 @@
-"""The upstream's addresses: resolved once per five minutes, not once per connect, and
-one lookup shared by a burst of connects (like aiohttp's ``ttl_dns_cache``); an IP
-literal is never looked up."""
+"""The upstream's addresses: one lookup shared by a burst of connects; an IP literal is
+never looked up.
+
+getaddrinfo gives no TTL, so an answer is kept only briefly (``_DNS_TTL``, a few
+seconds: enough to share one lookup among a burst of connects, too short to outlive a
+DNS change by much), and a family's addresses are dropped from the cached answer as
+soon as connecting to one of them fails (:meth:`Resolver.forget`): the next connect
+looks the name up again rather than retrying a stale address."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from typing import Final
 
 __all__ = ["Resolver"]
 
-_DNS_TTL: Final = 300.0
+_DNS_TTL: Final = 5.0
 
 
 class Resolver:
@@ -40,6 +45,15 @@ class Resolver:
             task = self._dns_task = loop.create_task(self._lookup(loop))
             task.add_done_callback(_retrieve)
         return await asyncio.shield(task)
+
+    def forget(self, family: int) -> None:
+        """Connecting to an address of ``family`` failed: drop that family's addresses
+        from the cached answer (none left: the next connect asks DNS again)."""
+        cached = self._dns
+        if cached is None:
+            return
+        left = [addr for addr in cached[1] if addr[0] != family]
+        self._dns = (cached[0], left) if left else None
 
     async def _lookup(self, loop: asyncio.AbstractEventLoop) -> list[tuple[int, str]]:
         try:
