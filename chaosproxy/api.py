@@ -81,7 +81,7 @@ class ChaosProxy:
 
     def __init__(
         self,
-        upstream: str = "mock",
+        upstream: str | Sequence[str] = "mock",
         scenarios: Sequence[str | Path] | Iterable[Scenario] = (),
         *,
         scenario: str | None = None,
