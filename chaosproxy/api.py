@@ -77,11 +77,14 @@ class ChaosProxy:
 
     Every setting of :class:`~chaosproxy.config.Config` (each ``chaosproxy serve``
     flag) is a keyword argument: ``ChaosProxy(connect_timeout=0.5, seed=7)``.
+    ``upstream`` is one URL (or ``mock``), or a list of them with route prefixes:
+    ``ChaosProxy(upstream=["/anthropic=https://api.anthropic.com", "https://api.openai.com"])``
+    (docs/gateways.md).
     """
 
     def __init__(
         self,
-        upstream: str = "mock",
+        upstream: str | Sequence[str] = "mock",
         scenarios: Sequence[str | Path] | Iterable[Scenario] = (),
         *,
         scenario: str | None = None,

@@ -299,14 +299,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:
     """``chaosproxy V listening on URL → UPSTREAM; …; admin: URL``, with the addresses
-    as actually bound (``0.0.0.0`` stays ``0.0.0.0``) and no password."""
+    as actually bound (``0.0.0.0`` stays ``0.0.0.0``) and no password. With routes,
+    UPSTREAM is ``/anthropic: URL, /openai: URL, other paths: URL|404``."""
     from chaosproxy.logs import redact_url
+    from chaosproxy.routes import MOCK
 
-    upstream = (
-        f"mock (built in, {proxy.upstream})"
-        if config.upstream == "mock"
-        else redact_url(proxy.upstream)
-    )
+    def shown(configured: str, url: str) -> str:
+        return f"mock (built in, {url})" if configured == MOCK else redact_url(url)
+
+    urls = proxy.upstreams
+    parts = [
+        f"{route.prefix or 'other paths'}: {shown(route.url, urls[route.prefix])}"
+        for route in sorted(config.routes, key=lambda r: (not r.prefix, -len(r.prefix)))
+    ]
+    if len(parts) == 1 and not config.routes[0].prefix:
+        upstream = shown(config.routes[0].url, proxy.upstream)
+    else:  # longest prefix first, then the fallback (or that there is none)
+        if all(route.prefix for route in config.routes):
+            parts.append("other paths: 404")
+        upstream = ", ".join(parts)
     admin = "off"
     if proxy.admin_url is not None:
         admin = _addresses(proxy.admin_bound or [proxy.admin_url])

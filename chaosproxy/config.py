@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.logs import LogFormat, LogLevel
+from chaosproxy.routes import Route, RouteError, parse_route, parse_routes, split_environment
 
 HostPort = tuple[str, int]
 ENV_PREFIX = "CHAOSPROXY_"
@@ -39,11 +40,12 @@ def parse_hostport(value: str) -> HostPort:
 
 
 def parse_upstream(value: str) -> str:
-    if value == "mock":
-        return value
-    if not value.startswith(("http://", "https://")) or not value.split("://", 1)[1]:
-        raise ConfigError(f"expected an http(s) URL or 'mock', got {value!r}")
-    return value.rstrip("/")
+    """One ``--upstream`` value: a URL or ``mock`` (the fallback), or ``PREFIX=URL``
+    (docs/gateways.md); normalised (no trailing ``/``)."""
+    try:
+        return parse_route(value).text
+    except RouteError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_admin(value: str) -> HostPort | None:
@@ -110,9 +112,11 @@ class Flag:
     parse: Callable[[str], Any] = _text
     metavar: str | None = None
     #: ``store``: one value; ``append``: repeatable (the environment separates values
-    #: with ``os.pathsep``); ``switch``: a flag without a value.
+    #: with ``os.pathsep``, or as ``split`` does); ``switch``: a flag without a value.
     kind: Literal["store", "append", "switch"] = "store"
     choices: tuple[str, ...] | None = None
+    #: How the environment variable of an ``append`` flag is cut into values.
+    split: Callable[[str], list[str]] | None = None
 
     @property
     def env(self) -> str:
@@ -137,13 +141,21 @@ class Config:
             "--listen", "address to listen on (default 127.0.0.1:8080)", parse_hostport, "HOST:PORT"
         ),
     )
-    upstream: str = field(
-        default="mock",
+    #: The upstreams: one URL (or ``mock``) is the fallback, ``PREFIX=URL`` routes a
+    #: path prefix (docs/gateways.md). A plain string is taken as a one-value tuple
+    #: (``ChaosProxy(upstream="https://...")``).
+    upstream: tuple[str, ...] = field(
+        default=("mock",),
         metadata=option(
             "--upstream",
-            "the upstream's base URL, or mock for the built-in mock LLM (default mock)",
+            "the upstream's base URL, or mock for the built-in mock LLM (default mock); "
+            "repeatable as PREFIX=URL to route by path prefix (the prefix is removed), a "
+            "bare URL being the fallback; CHAOSPROXY_UPSTREAM separates values with "
+            "spaces or commas",
             parse_upstream,
-            "URL|mock",
+            "URL|mock|PREFIX=URL",
+            kind="append",
+            split=split_environment,
         ),
     )
     scenarios: tuple[str, ...] = field(
@@ -353,6 +365,20 @@ class Config:
     history: int = field(default=256)
     history_frames: int = field(default=1000)
 
+    def __post_init__(self) -> None:
+        value: Any = self.upstream
+        values = (value,) if isinstance(value, str) else tuple(value)
+        try:
+            routes = parse_routes(values)
+        except RouteError as exc:
+            raise ConfigError(f"--upstream: {exc}") from None
+        object.__setattr__(self, "upstream", tuple(r.text for r in routes))
+
+    @property
+    def routes(self) -> tuple[Route, ...]:
+        """The upstreams, parsed (``--upstream``)."""
+        return parse_routes(self.upstream)
+
     def replace(self, **changes: Any) -> Config:
         """A copy with ``changes`` (field names); unknown names are a TypeError."""
         unknown = set(changes) - NAMES
@@ -383,7 +409,8 @@ def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]
             continue
         try:
             if flag.kind == "append":
-                found[name] = tuple(flag.parse(p) for p in raw.split(os.pathsep) if p)
+                parts = flag.split(raw) if flag.split else raw.split(os.pathsep)
+                found[name] = tuple(flag.parse(p) for p in parts if p)
             elif flag.kind == "switch":
                 found[name] = parse_bool(raw)
             else:

@@ -26,7 +26,7 @@ from multidict import CIMultiDict
 from chaosproxy.core.actions import Cut, Respond, Send, Sleep
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.session import Session, forwarded_request_headers
-from chaosproxy.logs import content_fields, describe, redact_path
+from chaosproxy.logs import content_fields, describe, redact_path, redact_url
 from chaosproxy.net import cut_connection
 from chaosproxy.pump import BodyPump
 from chaosproxy.upstream import (
@@ -39,6 +39,7 @@ from chaosproxy.upstream import (
 
 if TYPE_CHECKING:
     from chaosproxy.proxy import ProxyState
+    from chaosproxy.routes import Target
     from chaosproxy.selection import Choice
 
 #: Request bodies up to this size are read whole before they are forwarded (so a
@@ -55,10 +56,18 @@ class Exchange:
     """Forward one request, stream the answer back, log it."""
 
     def __init__(
-        self, request: web.Request, state: ProxyState, session: Session, choice: Choice
+        self,
+        request: web.Request,
+        state: ProxyState,
+        session: Session,
+        choice: Choice,
+        target: Target | None = None,
     ) -> None:
         self.request = request
         self.state = state
+        #: The upstream this request goes to (None: no route matched, or a test's
+        #: exchange: the proxy's only upstream).
+        self.target = target
         self._session = session
         self.choice = choice
         self.log = state.log.for_request(
@@ -75,10 +84,11 @@ class Exchange:
 
     # ------------------------------------------------------------------ the request
 
-    async def run(self, refusal: str | None = None) -> web.StreamResponse:
-        """Forward and stream back; with ``refusal``, answer 400 with that reason."""
+    async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
+        """Forward and stream back; with ``refusal``, answer ``status`` with that reason."""
         session = self.session
         choice = self.choice
+        target = self.target
         self.log.info(
             "request",
             seed=session.seed,
@@ -86,10 +96,11 @@ class Exchange:
             path=redact_path(session.path),
             **({"ordinal": choice.ordinal} if choice.scenario else {}),
             **({} if choice.active else {"inactive": True}),
+            **({"upstream": target.label} if target is not None else {}),
         )
         try:
             if refusal is not None:
-                return answer(session.refuse(400, refusal, time.monotonic()))
+                return answer(session.refuse(status, refusal, time.monotonic()))
             for action in session.start(time.monotonic()):
                 if isinstance(action, Sleep):
                     await self.sleep(action.seconds)
@@ -145,8 +156,12 @@ class Exchange:
         request = self.request
         body, length = await self._request_body()
         config = self.state.config
+        target = self.target
+        client = (
+            self.state.upstream if target is None or target.upstream is None else target.upstream
+        )
         try:
-            upstream = await self.state.upstream.request(
+            upstream = await client.request(
                 request.method,
                 session.path,
                 forwarded_request_headers(request.headers.items()),
@@ -156,7 +171,7 @@ class Exchange:
                 idle_timeout=config.idle_timeout,
             )
         except UpstreamError as exc:
-            where = self.state.upstream_label
+            where = redact_url(target.url) if target is not None else self.state.upstream_label
             if isinstance(exc, UpstreamTimeout):
                 status, message = 504, f"upstream timed out on connect: {where}"
             elif isinstance(exc, UpstreamHeadTimeout):

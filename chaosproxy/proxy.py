@@ -13,6 +13,7 @@ import itertools
 import secrets
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
 
@@ -22,6 +23,7 @@ from chaosproxy.exchange import Exchange
 from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
 from chaosproxy.logs import FrameLog, redact_url
 from chaosproxy.net import CLIENT_GUARD
+from chaosproxy.routes import Route, RouteTable, Target
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.factory import pool_for
@@ -32,16 +34,25 @@ class ProxyState:
     """What every request of one proxy shares: its settings and its live parts."""
 
     config: Config
-    #: The upstream's base URL (the mock's own when ``config.upstream`` is ``mock``).
+    #: The upstream's base URL (the mock's own when it is ``mock``): the fallback's, or
+    #: the first route's when there is no fallback.
     upstream_url: str
     scenarios: ScenarioSet
     log: FrameLog
-    #: Builds the upstream client (tests inject a double); default: an UpstreamPool.
+    #: Builds the upstream client (tests inject a double), once per upstream;
+    #: default: ``pool_for(url, config)``.
     upstream_factory: Callable[[], Upstream] | None = None
-    #: The upstream client, while the app runs.
+    #: The client of ``upstream_url``, while the app runs.
     upstream: Upstream = None  # type: ignore[assignment]
     #: Set when the proxy starts stopping: responses it ends are ``shutdown``.
     stopping: bool = False
+    #: Which upstream serves which path (``config.upstream``); default: every path to
+    #: ``upstream_url``.
+    routes: RouteTable = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if cast("RouteTable | None", self.routes) is None:
+            self.routes = RouteTable([Route("", self.upstream_url)])
 
     @property
     def upstream_label(self) -> str:
@@ -92,15 +103,24 @@ def create_proxy_app(state: ProxyState) -> web.Application:
 
 
 async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
+    """One client per upstream URL (routes to one URL share it), all closed at the end."""
     state = app[STATE]
-    if state.upstream_factory is not None:
-        state.upstream = state.upstream_factory()
-    else:
-        state.upstream = pool_for(state.upstream_url, state.config)
+    targets = list(state.routes.targets.values())
+    made: list[Upstream] = []
     try:
+        for target in targets:
+            if state.upstream_factory is not None:
+                target.upstream = state.upstream_factory()
+            else:
+                target.upstream = pool_for(target.url, state.config)
+            made.append(target.upstream)
+        first = state.routes.first
+        state.upstream_url = first.url
+        state.upstream = first.upstream  # type: ignore[assignment]
         yield
     finally:
-        await state.upstream.close()
+        for upstream in made:
+            await upstream.close()
 
 
 #: Request ids are ``r-<process tag>-<n>``: short, ordered within a run, and unique
@@ -127,16 +147,30 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         refusal = str(exc)
         choice = Choice(None, False, 0, secrets.randbelow(2**53), path_qs)
         label = request.headers.get("X-Chaos-Scenario", "")[:128] or None
+    # Routing comes after the scenario's choice: ``/_chaos/NAME/`` is removed first,
+    # then the route's prefix; ``match:`` sees the path with the route's prefix.
+    routed = state.routes.match(choice.path)
+    target: Target | None = None
+    path = choice.path
+    status = 400
+    if routed is not None:
+        target, path = routed
+    elif refusal is None:
+        refusal, status = NO_UPSTREAM, 404
     session = Session(
         next_request_id(),
         scenario=choice.scenario,
         active=choice.active,
         seed=choice.seed,
-        path=choice.path,
+        path=path,
         label=label,
         max_event_size=state.config.max_event_size,
     )
-    return await Exchange(request, state, session, choice).run(refusal)
+    return await Exchange(request, state, session, choice, target).run(refusal, status)
 
 
-__all__ = ["STATE", "ProxyState", "create_proxy_app", "next_request_id"]
+#: The proxy's answer (404) to a request no route matches when there is no fallback.
+NO_UPSTREAM = "no upstream for this path"
+
+
+__all__ = ["NO_UPSTREAM", "STATE", "ProxyState", "create_proxy_app", "next_request_id"]

@@ -28,6 +28,8 @@ from chaosproxy.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.metrics import Metrics
 from chaosproxy.net import SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
+from chaosproxy.routes import MOCK as MOCK_UPSTREAM
+from chaosproxy.routes import RouteTable
 from chaosproxy.scenario import Scenario, load_scenarios, with_library
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
@@ -61,6 +63,11 @@ class _InFlight:
             return await handler(request)
         finally:
             self.tasks.discard(task)
+
+
+def uses_mock(config: Config) -> bool:
+    """Whether one of the upstreams is the built-in mock (started once for all)."""
+    return any(route.url == MOCK_UPSTREAM for route in config.routes)
 
 
 def is_loopback(host: str) -> bool:
@@ -110,7 +117,8 @@ def check_admin_binding(config: Config) -> str | None:
 @dataclass
 class RunningProxy:
     url: str
-    #: The upstream's base URL (the mock's own when the upstream is the mock).
+    #: The upstream's base URL (the mock's own when the upstream is the mock): the
+    #: fallback's, or the first route's when there is no fallback.
     upstream: str
     state: ProxyState
     runners: list[web.BaseRunner]
@@ -142,6 +150,16 @@ class RunningProxy:
     @property
     def log(self) -> FrameLog:
         return self.state.log
+
+    @property
+    def upstreams(self) -> dict[str, str]:
+        """Every upstream by route prefix (``""``: the fallback), as base URLs (the
+        mock's own for ``mock``), longest prefix first, the fallback last."""
+        routes = self.state.routes
+        out = {prefix: target.url for prefix, target in routes.prefixed}
+        if routes.fallback is not None:
+            out[""] = routes.fallback.url
+        return out
 
     async def close(self, within: float | None = None) -> list[str]:
         """Stop, within ``config.grace + CLOSE_MARGIN`` (or ``within``) seconds.
@@ -221,7 +239,7 @@ class RunningProxy:
             app = getattr(runner, "app", None)
             if app is not None and STATE in app:
                 named.append((PROXY, runner))
-            elif i == 0 and self.config.upstream == "mock":
+            elif i == 0 and uses_mock(self.config):
                 named.append((MOCK, runner))
             else:
                 named.append((ADMIN, runner))
@@ -276,7 +294,7 @@ async def start_proxy(
     upstream_factory: Callable[[], Upstream] | None = None,
     library: bool = True,
 ) -> RunningProxy:
-    """Start the proxy (and the mock upstream when ``config.upstream`` is ``mock``, and
+    """Start the proxy (and the mock upstream when an upstream is ``mock``, and
     the admin API unless ``config.admin`` is None).
 
     ``scenarios`` are the loaded scenarios (default: loaded from ``config.scenarios``,
@@ -322,9 +340,9 @@ async def start_proxy(
     runners: list[web.BaseRunner] = []
     admin_url: str | None = None
     try:
-        upstream = config.upstream
-        if upstream == "mock":
-            mock_runner, upstream = await start_mock(
+        resolve: dict[str, str] = {}
+        if uses_mock(config):  # one mock, however many routes lead to it
+            mock_runner, resolve[MOCK_UPSTREAM] = await start_mock(
                 "127.0.0.1",
                 0,
                 tokens=config.mock_tokens,
@@ -332,12 +350,15 @@ async def start_proxy(
                 grace=SIDE_GRACE,
             )
             runners.append(mock_runner)
+        routes = RouteTable(config.routes, resolve)
+        upstream = routes.first.url
         state = ProxyState(
             config=config,
             upstream_url=upstream,
             scenarios=ScenarioSet(scenarios, config.scenario, config.seed),
             log=log,
             upstream_factory=upstream_factory,
+            routes=routes,
         )
         host, port = config.listen
         app = create_proxy_app(state)
@@ -350,7 +371,7 @@ async def start_proxy(
         except StartupError:
             raise
         except Exception as exc:  # the upstream client refused its URL, say
-            where = redact_url(upstream)
+            where = " ".join(redact_url(u) for u in config.upstream)
             raise StartupError(
                 f"cannot start the proxy: {describe(exc)}; --upstream {where}"
             ) from None

@@ -95,7 +95,7 @@ async def make_proxy(log_capture: LogCapture) -> AsyncIterator[ProxyFactory]:
     started: list[RunningProxy] = []
 
     async def factory(
-        upstream: str = "mock",
+        upstream: str | tuple[str, ...] = "mock",
         scenarios: dict[str, str] | None = None,
         default: str | None = None,
         content: bool = False,
