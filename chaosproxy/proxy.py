@@ -112,7 +112,7 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
             if state.upstream_factory is not None:
                 target.upstream = state.upstream_factory()
             else:
-                target.upstream = pool_for(target.url, state.config)
+                target.upstream = pool_for(target.url, state.config, direct=target.direct)
             made.append(target.upstream)
         first = state.routes.first
         state.upstream_url = first.url

@@ -160,6 +160,8 @@ class Target:
     url: str
     #: ``host[:port]``, for the log.
     label: str
+    #: The built-in mock, on loopback: reached directly, never through a forward proxy.
+    direct: bool = False
     upstream: Upstream | None = field(default=None, repr=False)
 
 
@@ -177,7 +179,8 @@ class RouteTable:
             url = resolve.get(route.url, route.url)
             target = self.targets.get(url)
             if target is None:
-                target = self.targets[url] = Target(url, host_label(url))
+                target = Target(url, host_label(url), direct=route.url == MOCK)
+                self.targets[url] = target
             if route.prefix:
                 prefixed.append((route.prefix, target))
             else:

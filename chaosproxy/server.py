@@ -34,6 +34,7 @@ from chaosproxy.scenario import Scenario, load_scenarios, with_library
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
 from chaosproxy.upstream import Upstream
+from chaosproxy.upstream.tls import upstream_warnings
 
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
 #: :meth:`RunningProxy.close` returns within ``grace + CLOSE_MARGIN``. The CLI exits
@@ -378,6 +379,7 @@ async def start_proxy(
         runners.append(runner)
         bound_urls = _bound_urls(runner)
         warnings = [admin_warning] if admin_warning else []
+        warnings += upstream_warnings(config)
         admin_bound: list[str] = []
         if config.admin is not None:
             admin_host, admin_port = config.admin

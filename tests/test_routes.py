@@ -232,8 +232,8 @@ async def test_one_mock_for_every_route_to_it_and_one_pool_per_url(
     closed: list[Upstream] = []
     real = chaosproxy.proxy.pool_for
 
-    def counting(url: str, config: Config) -> Any:
-        pool = real(url, config)
+    def counting(url: str, config: Config, *, direct: bool = False) -> Any:
+        pool = real(url, config, direct=direct)
         close = pool.close
 
         async def close_and_count() -> None:

@@ -408,9 +408,6 @@ async def test_http_upstream_through_a_proxy_with_credentials(
     assert f"\r\nProxy-Authorization: {auth}\r\n" in head
 
 
-@pytest.mark.xfail(
-    strict=True, reason="factory.pool_for must call pool.connect_directly() for the mock"
-)
 async def test_the_builtin_mock_is_never_reached_through_a_forward_proxy(
     make_proxy: ProxyFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -187,10 +187,6 @@ async def test_insecure_skips_verification_and_warns(
     assert "--upstream-insecure" in warning and "NOT verified" in warning
 
 
-@pytest.mark.xfail(
-    reason="needs the server.py line that adds upstream_warnings(config) to the warnings",
-    strict=False,
-)
 async def test_insecure_warning_in_health_and_running_proxy(
     make_proxy: ProxyFactory, tls_upstream: TlsUpstream
 ) -> None:

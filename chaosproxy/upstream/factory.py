@@ -12,17 +12,21 @@ if TYPE_CHECKING:
     from chaosproxy.config import Config
 
 
-def pool_for(url: str, config: Config) -> UpstreamPool:
-    """A keep-alive pool to ``url`` with the upstream settings of ``config``.
+def pool_for(url: str, config: Config, *, direct: bool = False) -> UpstreamPool:
+    """A keep-alive pool to ``url`` with the upstream settings of ``config``; ``direct``
+    (the built-in mock, on loopback) never goes through a forward proxy.
 
     Raises :class:`~chaosproxy.net.StartupError` (one line) for TLS settings that cannot
     work, whatever the URL's scheme (a mistake is said at start, not at the first https
     request)."""
     context = tls_context(config)  # checked for an http URL too
     ssl_context = context if urlsplit(url).scheme == "https" else None
-    return UpstreamPool(
+    pool = UpstreamPool(
         url,
         connect_timeout=config.connect_timeout,
         ssl_context=ssl_context,
         max_connections=config.upstream_max_connections,
     )
+    if direct:
+        pool.connect_directly()
+    return pool
