@@ -278,10 +278,11 @@ class Config:
         ),
     )
     upstream_max_connections: int = field(
-        default=256,
+        default=4096,
         metadata=option(
             "--upstream-max-connections",
-            "connections to each upstream, at most; requests beyond wait for one (default 256)",
+            "connections to each upstream, at most; requests beyond wait for one (default 4096, "
+            "as --max-connections)",
             parse_positive_int,
             "N",
         ),
