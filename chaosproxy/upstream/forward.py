@@ -60,6 +60,19 @@ class ForwardProxy:
         return f"{host}:{self.port}"
 
 
+def basic_auth(username: str | None, password: str | None) -> str | None:
+    """``Basic …`` for a URL's user info (percent-decoded; Latin-1 when it fits, as
+    browsers send it, else UTF-8), or None without a user name."""
+    if username is None:
+        return None
+    user_pass = f"{unquote(username)}:{unquote(password or '')}"
+    try:
+        raw = user_pass.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = user_pass.encode("utf-8")
+    return "Basic " + base64.b64encode(raw).decode("ascii")
+
+
 def parse_proxy(url: str) -> ForwardProxy:
     """``url`` (``http://user:pass@host:port``, scheme optional) as a proxy.
 
@@ -78,15 +91,7 @@ def parse_proxy(url: str) -> ForwardProxy:
         raise ValueError(f"forward proxy {shown}: bad port") from None
     if not parts.hostname:
         raise ValueError(f"forward proxy {shown}: no host")
-    auth = None
-    if parts.username is not None:
-        user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        try:
-            raw = user_pass.encode("latin-1")
-        except UnicodeEncodeError:
-            raw = user_pass.encode("utf-8")
-        auth = "Basic " + base64.b64encode(raw).decode("ascii")
-    return ForwardProxy(parts.hostname, port, auth, shown)
+    return ForwardProxy(parts.hostname, port, basic_auth(parts.username, parts.password), shown)
 
 
 def _env(env: Mapping[str, str], *names: str) -> str | None:

@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import re
 import socket
@@ -34,7 +33,7 @@ from collections import deque
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from chaosproxy.upstream import eyeballs, forward
 from chaosproxy.upstream.connection import Connection, Stale
@@ -89,14 +88,7 @@ class UpstreamPool:
         self._host_header = bracketed if self._port == default_port else f"{bracketed}:{self._port}"
         self._where = f"{bracketed}:{self._port}"
         self._prefix = parts.path.rstrip("/")
-        self._auth: str | None = None
-        if parts.username is not None:
-            user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-            try:
-                raw = user_pass.encode("latin-1")
-            except UnicodeEncodeError:
-                raw = user_pass.encode("utf-8")
-            self._auth = "Basic " + base64.b64encode(raw).decode("ascii")
+        self._auth = forward.basic_auth(parts.username, parts.password)
         self._tls: ssl.SSLContext | None = None
         if parts.scheme == "https":
             self._tls = ssl_context if ssl_context is not None else ssl.create_default_context()
