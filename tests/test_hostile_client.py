@@ -24,7 +24,7 @@ from aiohttp import web
 from chaosproxy.guard import ClientGuard, GuardedRunner, normalise_path
 from chaosproxy.server import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
-from tests.upstream import Script, ScriptedUpstream, until
+from tests.upstream import Script, ScriptedUpstream, serve_app, until
 
 TIMEOUT = 0.5
 
@@ -681,14 +681,8 @@ async def counting_upstream() -> AsyncIterator[CountingUpstream]:
     up = CountingUpstream()
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", up.handle)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    up.url = f"http://127.0.0.1:{port}"
-    yield up
-    await runner.cleanup()
+    async with serve_app(app) as up.url:
+        yield up
 
 
 @pytest.mark.parametrize("framing", ["content-length", "chunked"])
@@ -750,14 +744,8 @@ async def big_upstream() -> AsyncIterator[BigUpstream]:
     up = BigUpstream()
     app = web.Application()
     app.router.add_get("/big", up.handle)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    up.url = f"http://127.0.0.1:{port}"
-    yield up
-    await runner.cleanup()
+    async with serve_app(app) as up.url:
+        yield up
 
 
 async def test_clients_that_never_read_a_long_response_hold_a_bounded_amount(

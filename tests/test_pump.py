@@ -21,7 +21,7 @@ from chaosproxy.server import RunningProxy
 from chaosproxy.upstream import UpstreamPool
 from tests.conftest import LogCapture, ProxyFactory
 from tests.test_proxy_e2e import dechunk, raw_http
-from tests.upstream import Script, ScriptedUpstream, raw_upstream, until
+from tests.upstream import Script, ScriptedUpstream, raw_upstream, serve_app, until
 
 #: Far more than every buffer between upstream and client (kernel socket buffers on
 #: both hops, the proxy's inbox and transport buffer) can hold together.
@@ -55,14 +55,8 @@ async def big_upstream() -> AsyncIterator[BigUpstream]:
     up = BigUpstream()
     app = web.Application()
     app.router.add_get("/big", up.handle)
-    runner = web.AppRunner(app, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    up.url = f"http://127.0.0.1:{port}"
-    yield up
-    await runner.cleanup()
+    async with serve_app(app) as up.url:
+        yield up
 
 
 async def read_head(reader: asyncio.StreamReader) -> bytes:

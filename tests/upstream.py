@@ -90,20 +90,27 @@ class ScriptedUpstream:
 
 
 @asynccontextmanager
-async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
-    upstream = ScriptedUpstream()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", upstream.handle)
+async def serve_app(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on a free port of 127.0.0.1; yields its base URL."""
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    upstream.url = f"http://127.0.0.1:{port}"
     try:
-        yield upstream
+        yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
+    upstream = ScriptedUpstream()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", upstream.handle)
+    async with serve_app(app) as url:
+        upstream.url = url
+        yield upstream
 
 
 @asynccontextmanager
