@@ -12,12 +12,13 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from aiohttp import web
 
 from chaosproxy.config import Config
+from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.exchange import Exchange
 from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
@@ -49,6 +50,8 @@ class ProxyState:
     #: Which upstream serves which path (``config.upstream``); default: every path to
     #: ``upstream_url``.
     routes: RouteTable = None  # type: ignore[assignment]
+    #: Recent framed streams, the sources of the ``splice`` fault (bounded).
+    streams: RecentStreams = field(default_factory=RecentStreams)
 
     def __post_init__(self) -> None:
         if cast("RouteTable | None", self.routes) is None:
@@ -165,6 +168,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         path=path,
         label=label,
         max_event_size=state.config.max_event_size,
+        streams=state.streams,
     )
     return await Exchange(request, state, session, choice, target).run(refusal, status)
 

@@ -22,6 +22,8 @@ class Event:
     kinds: frozenset[str]
     #: Names of the faults that made or changed this event, in order.
     faults: tuple[str, ...] = ()
+    #: The request id of the stream a ``splice`` took this event from.
+    splice_from: str | None = None
 
     @property
     def raw(self) -> bytes:
@@ -29,4 +31,6 @@ class Event:
 
     def touched(self, fault: str, frame: Frame | None = None) -> Event:
         """This event, marked as shaped by ``fault`` (with a new frame if given)."""
-        return Event(frame or self.frame, self.ordinal, self.kinds, (*self.faults, fault))
+        return Event(
+            frame or self.frame, self.ordinal, self.kinds, (*self.faults, fault), self.splice_from
+        )

@@ -34,8 +34,11 @@ class Pipeline:
         *,
         detect_profile: Callable[[Frame], Profile] | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
+        record: Callable[[Event], None] | None = None,
     ) -> None:
-        """``detect_profile``, when given, replaces ``profile`` from the first event.
+        """``detect_profile``, when given, replaces ``profile`` from the first event;
+        ``record``, when given, sees every upstream event before any fault (the proxy's
+        recent streams, :mod:`chaosproxy.core.recent`).
 
         The faults share one :class:`~chaosproxy.core.faults.Stream` (those of one
         :func:`~chaosproxy.core.faults.build_faults` already do); the pipeline decides it
@@ -62,6 +65,8 @@ class Pipeline:
                 self._observers.append(f.selector.observe)
             else:
                 self._observers.append(f.observe)
+        if record is not None:
+            self._observers.append(record)
         self._raw = fmt == "raw"
         self._framer: Framer = make_framer(fmt, max_size)
         self._ordinal = 0

@@ -43,6 +43,7 @@ from chaosproxy.core.providers import (
     provider_for_event,
     provider_for_path,
 )
+from chaosproxy.core.recent import RecentStreams, StreamRecord
 
 Outcome = Literal["completed", "cut", "client_gone", "upstream_error", "shutdown", "proxy_error"]
 
@@ -187,13 +188,15 @@ class Session:
         label: str | None = None,
         provider: str | None = None,
         max_event_size: int = DEFAULT_MAX_SIZE,
+        streams: RecentStreams | None = None,
     ) -> None:
         """``scenario`` is the one chosen (None: passthrough); ``active`` False when
         its ``requests:`` leave this request alone (forwarded untouched, but
         reported under the scenario's name). ``path`` is the path and query that
         will be forwarded; ``label`` the name reported when there is no scenario
         (the name a refused request asked for); ``provider`` overrides the
-        scenario's (``chaosproxy simulate --provider``)."""
+        scenario's (``chaosproxy simulate --provider``); ``streams`` the proxy's
+        recent framed streams, which a framed body joins (and ``splice`` reads)."""
         self.request_id = request_id
         self.seed = seed
         self.path = path
@@ -202,6 +205,8 @@ class Session:
         self.label = scenario.name if scenario is not None else (label or "none")
         self._provider_override = provider
         self._max_event_size = max_event_size
+        self._streams = streams
+        self._record: StreamRecord | None = None
         self.phase = Phase.START
         self.outcome: Outcome | None = None
         self.error: str | None = None
@@ -238,6 +243,8 @@ class Session:
         self.phase = target
         if target is Phase.ENDED:
             self.outcome = OUTCOMES[event]
+            if self._record is not None and self._streams is not None:
+                self._streams.close(self._record)
             return True
         return False
 
@@ -266,7 +273,14 @@ class Session:
         self._started = now
         if self._run is None:
             return []
-        self.faults = build_faults(self._run.faults, self.seed, "raw", get_profile("generic"))
+        self.faults = build_faults(
+            self._run.faults,
+            self.seed,
+            "raw",
+            get_profile("generic"),
+            streams=self._streams,
+            request_id=self.request_id,
+        )
         actions: list[HttpAction] = []
         for fault in self.faults:
             for action in fault.before_upstream():
@@ -362,8 +376,15 @@ class Session:
                 self._unframed.append(fault)
             else:
                 active.append(fault)
+        if fmt != "raw" and self._streams is not None:
+            self._record = self._streams.open(self.request_id, fmt)
         self.pipeline = Pipeline(
-            active, fmt, profile, detect_profile=detect, max_size=self._max_event_size
+            active,
+            fmt,
+            profile,
+            detect_profile=detect,
+            max_size=self._max_event_size,
+            record=self._record.record if self._record is not None else None,
         )
 
     # ------------------------------------------------------------------ the body
@@ -474,6 +495,10 @@ class Session:
             line["events"] = [e.ordinal for e in send.events]
             line["kinds"] = sorted({k for e in send.events for k in e.kinds})
             line["faults"] = list(send.faults)
+            if "splice" in send.faults:
+                sources = list(dict.fromkeys(e.splice_from for e in send.events if e.splice_from))
+                if sources:
+                    line["splice_from"] = sources[0] if len(sources) == 1 else sources
         self.frames += 1
         self.bytes += len(data)
         return line

@@ -23,6 +23,7 @@ from chaosproxy.core.faults.base import (
 )
 from chaosproxy.core.frames import Format
 from chaosproxy.core.providers import Profile
+from chaosproxy.core.recent import RecentStreams
 
 
 @cache
@@ -48,14 +49,24 @@ def registry() -> dict[str, type[Fault]]:
 
 
 def build_faults(
-    specs: Sequence[tuple[str, FaultConfig]], seed: int, fmt: Format, profile: Profile
+    specs: Sequence[tuple[str, FaultConfig]],
+    seed: int,
+    fmt: Format,
+    profile: Profile,
+    *,
+    streams: RecentStreams | None = None,
+    request_id: str = "",
 ) -> list[Fault]:
     """Fresh per-request instances of a scenario's faults, each with its own RNG, all
-    sharing one :class:`Stream` (``fmt`` and ``profile`` until the pipeline decides)."""
+    sharing one :class:`Stream` (``fmt`` and ``profile`` until the pipeline decides);
+    ``streams`` are the proxy's recent framed streams (None offline)."""
     faults = registry()
     stream = Stream(fmt, profile)
     return [
-        faults[name](config, FaultContext(fault_rng(seed, i, name), stream, seed, i))
+        faults[name](
+            config,
+            FaultContext(fault_rng(seed, i, name), stream, seed, i, streams, request_id),
+        )
         for i, (name, config) in enumerate(specs)
     ]
 

@@ -55,6 +55,7 @@ from chaosproxy.core.actions import Action, HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
+from chaosproxy.core.recent import RecentStreams
 
 # --------------------------------------------------------------------------- config
 
@@ -285,6 +286,10 @@ class FaultContext:
     seed: int
     #: The fault's position in the scenario's ``faults`` list (0-based).
     position: int
+    #: The proxy's recent framed streams (``splice`` reads them); None offline.
+    streams: RecentStreams | None = None
+    #: The request's id (how other streams name it).
+    request_id: str = ""
 
     @property
     def format(self) -> Format:
