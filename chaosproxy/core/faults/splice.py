@@ -1,0 +1,195 @@
+"""``splice``: insert events taken from another framed stream of this proxy.
+
+A response contaminated by another: a late delta from a cancelled answer, another
+user's text. ``from: previous`` takes from the framed stream that finished last before
+this request started (whatever its scenario), ``from: concurrent`` from one running
+at the moment of the splice (another one than this). ``count`` consecutive events of
+``kind`` (as the source's provider classified them) are chosen with the fault's own
+generator — the same seed and the same source give the same events — and sent right
+``after`` the upstream event named, re-framed for this stream: SSE with this stream's
+line endings (the source's ``event:`` name kept, its ``id:`` not), NDJSON as one
+compact JSON line. Each spliced event names its source (``Event.splice_from``; the
+frame log's ``splice_from``). Spliced events have ordinal 0.
+
+The sources are the proxy's recent streams (:mod:`chaosproxy.core.recent`); offline
+(``chaosproxy simulate``) there are none, and the fault is reported skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+import orjson
+from pydantic import ConfigDict, Field, field_validator
+
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults.anchor import OrdinalAnchor
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.frames import Frame
+from chaosproxy.core.framing import parse_block
+from chaosproxy.core.framing.encode import data_bytes, ndjson_terminator, newline_of
+from chaosproxy.core.recent import StreamRecord
+
+Anchor = Annotated[int, Field(ge=1, strict=True)] | Literal["terminal", "start"]
+
+_NEWLINES = re.compile(rb"\r\n|\r|\n")
+
+
+class SpliceConfig(FaultConfig):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True
+    )
+
+    #: Where the events come from: the stream that finished last, or one running now.
+    from_: Literal["previous", "concurrent"] = Field(alias="from")
+    #: The upstream event they follow: an ordinal, or the first ``terminal``/``start``.
+    after: Anchor
+    #: How many consecutive events of the source to insert.
+    count: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
+    #: The kind of the source's events to take (as its provider classified them).
+    kind: str = "delta"
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        from chaosproxy.core.providers import KINDS
+
+        if v not in KINDS:
+            raise ValueError(f"unknown kind {v!r}; one of {', '.join(KINDS)}")
+        return v
+
+
+class SpliceFault(Fault[SpliceConfig]):
+    name = "splice"
+    stage = "event"
+    Config = SpliceConfig
+
+    def __init__(self, config: SpliceConfig, ctx: FaultContext) -> None:
+        super().__init__(config, ctx)
+        self._target = config.after
+        self._anchor = OrdinalAnchor(config.after if isinstance(config.after, int) else None)
+        self._last: Frame | None = None
+        #: Why the splice found nothing to insert, once it tried.
+        self._why: str | None = None
+        #: ``from: previous``: the stream that finished last before this request began.
+        streams = ctx.streams
+        self._previous = (
+            streams.previous if streams is not None and config.from_ == "previous" else None
+        )
+
+    def observe(self, ev: Event) -> None:
+        self._anchor.observe(ev)
+        target = self._target
+        if self._anchor.ordinal is None and isinstance(target, str) and target in ev.kinds:
+            self._anchor.ordinal = ev.ordinal
+
+    def on_event(self, ev: Event) -> list[Event]:
+        if ev.frame.data is not None:
+            self._last = ev.frame  # the stream's line endings, for the spliced events
+        place = self._anchor.at(ev, "after")
+        if place is None:
+            return [ev]
+        made = self._splice()
+        return [ev, *made] if place == "after" else [*made, ev]
+
+    def on_event_end(self) -> list[Event]:
+        if self._anchor.at_end():
+            return self._splice()
+        return []
+
+    # ------------------------------------------------------------------ the source
+
+    def _splice(self) -> list[Event]:
+        chosen = self._choose()
+        if chosen is None:
+            return []
+        source, frames = chosen
+        self.applied += 1
+        profile = self.ctx.profile
+        return [
+            Event(frame, 0, profile.classify(frame), (self.name,), source.request_id)
+            for frame in frames
+        ]
+
+    def _choose(self) -> tuple[StreamRecord, list[Frame]] | None:
+        """The source stream and the re-framed events to insert (seeded), or None
+        (``_why`` says why)."""
+        cfg = self.config
+        streams = self.ctx.streams
+        what = f"{cfg.kind} events"
+        if streams is None:
+            self._why = (
+                f"from: {cfg.from_}: no other stream to take from (an offline run has only its own)"
+            )
+            return None
+        rng = self.ctx.rng
+        if cfg.from_ == "previous":
+            source = self._previous
+            if source is None:
+                self._why = "from: previous: no framed stream had finished before this one"
+                return None
+            frames = self._usable(source)
+            if not frames:
+                self._why = f"from: previous: stream {source.request_id} had no {what}"
+                if source.format != self.ctx.format:
+                    self._why += f" that fit {self.ctx.format}"
+                return None
+        else:
+            candidates = []
+            running = streams.running(exclude=self.ctx.request_id)
+            for record in running:
+                usable = self._usable(record)
+                if usable:
+                    candidates.append((record, usable))
+            if not candidates:
+                self._why = (
+                    "from: concurrent: no other framed stream was running"
+                    if not running
+                    else f"from: concurrent: no other running stream had {what} yet"
+                )
+                return None
+            source, frames = candidates[rng.randrange(len(candidates))]
+        count = min(cfg.count, len(frames))
+        start = rng.randrange(len(frames) - count + 1)
+        return source, frames[start : start + count]
+
+    def _usable(self, source: StreamRecord) -> list[Frame]:
+        """The source's kept events of the wanted kind, each re-framed for this stream
+        (those that cannot be, left out)."""
+        out = []
+        for frame in source.events(self.config.kind):
+            made = self._reframe(frame, source)
+            if made is not None:
+                out.append(made)
+        return out
+
+    def _reframe(self, frame: Frame, source: StreamRecord) -> Frame | None:
+        data = data_bytes(frame, source.format)
+        last = self._last
+        if self.ctx.format == "sse":
+            nl = newline_of(last) if last is not None else b"\n"
+            lines = []
+            if source.format == "sse" and frame.event:
+                lines.append(b"event: " + frame.event.encode("utf-8"))
+            lines += [b"data: " + part for part in _NEWLINES.split(data)]
+            return parse_block(b"".join(line + nl for line in lines) + nl, "sse")
+        # NDJSON: one JSON value on one line.
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if _NEWLINES.search(data):
+            data = orjson.dumps(value)
+        nl = (ndjson_terminator(last.raw) if last is not None else b"") or b"\n"
+        return parse_block(data + nl, "ndjson")
+
+    def skipped(self) -> str | None:
+        if self.applied:
+            return None
+        if self._why is not None:
+            return self._why
+        where = f"after: {self._target}"
+        if isinstance(self._target, str) and self._anchor.ordinal is None:
+            return f"{where} never reached: the stream had no {self._target} event"
+        return f"{where} never reached: the stream had {self._anchor.seen} events"
