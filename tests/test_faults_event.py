@@ -31,6 +31,7 @@ from chaosproxy.core.faults.line_endings import LineEndingsConfig
 from chaosproxy.core.faults.mutate import MutateConfig
 from chaosproxy.core.faults.oversize import OversizeConfig, OversizeFault, oversize_payload
 from chaosproxy.core.faults.reorder import ReorderConfig
+from chaosproxy.core.faults.splice import SpliceConfig
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import replace_data, split_lines
@@ -154,6 +155,7 @@ EVENT_FAULTS = [
     "mutate",
     "oversize",
     "reorder",
+    "splice",
 ]
 
 
@@ -178,6 +180,7 @@ def test_registry_has_every_event_fault() -> None:
         ("oversize", OversizeConfig(after=9, bytes=10)),
         ("line_endings", LineEndingsConfig(style="lf")),
         ("comment", CommentConfig(every=9)),
+        ("splice", SpliceConfig.model_validate({"from": "previous", "after": 9})),
     ],
     ids=lambda s: s[0],
 )
