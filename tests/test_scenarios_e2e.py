@@ -706,6 +706,78 @@ async def check_delta_after_done(lab: Lab) -> None:
     assert frames[-1]["faults"] == ["inject"]
 
 
+#: Another user's request: the mock answers it with other text and other ids.
+OTHER_BODY: dict[str, Any] = {
+    **CHAT_BODY,
+    "messages": [{"role": "user", "content": "Another user's question."}],
+}
+
+
+def chat_text_deltas(datas: list[str]) -> list[dict[str, Any]]:
+    """The OpenAI chat chunks (parsed) of an SSE stream's data that carry text."""
+    chunks = [json.loads(d) for d in datas if d != "[DONE]"]
+    return [c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]
+
+
+@covers("splice-previous-delta")
+async def check_splice_previous_delta(lab: Lab) -> None:
+    # The source: another user's answer, framed (a passthrough stream is not a source).
+    other = await sse_events(lab, "one-event-per-read", body=OTHER_BODY)
+    foreign = chat_text_deltas(other.datas)
+    client = lab.openai()
+    reference = await stream_chat(client, None)
+    run = await stream_chat(client, "splice-previous-delta")
+    # The openai SDK passes the foreign chunk on, after upstream event 2: a piece of the
+    # other answer, with the other answer's id, sits in this text.
+    ref = reference.dumps()
+    spliced = run.dumps()[2]
+    assert run.dumps() == [*ref[:2], spliced, *ref[2:]]
+    assert spliced["id"] != ref[0]["id"] and spliced["id"] == foreign[0]["id"]
+    assert spliced["choices"][0]["delta"]["content"] in [
+        c["choices"][0]["delta"]["content"] for c in foreign
+    ]
+    assert run.deltas == [*reference.deltas[:1], run.deltas[1], *reference.deltas[1:]]
+    [frame] = [f for f in lab.log.frames(run.request_id) if f["faults"] == ["splice"]]
+    assert frame["splice_from"] == other.request_id
+    # Anthropic: the previous stream is that OpenAI chat answer; its chunk arrives as
+    # an SSE event without an event name, which the SDK passes over.
+    ant = lab.anthropic()
+    ant_ref = await stream_messages(ant, None)
+    messages = await stream_messages(ant, "splice-previous-delta")
+    assert messages.events == ant_ref.events
+    assert messages.final_text == ant_ref.final_text
+    [frame] = [f for f in lab.log.frames(messages.request_id) if f["faults"] == ["splice"]]
+    assert frame["splice_from"] == run.request_id
+
+
+@covers("splice-concurrent-delta")
+async def check_splice_concurrent_delta(lab: Lab) -> None:
+    client = lab.openai()
+    reference = await stream_chat(client, None)
+    got = b""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            lab.url + CHAT, json=OTHER_BODY, headers=chaos("hang-after-last-event")
+        ) as other,
+    ):
+        # Another user's stream, still open (it hangs after its last event): running now.
+        async with asyncio.timeout(5):
+            while b"data: [DONE]\n\n" not in got:
+                got += await other.content.readany()
+        other_id = other.headers["X-Chaos-Request-Id"]
+        run = await stream_chat(client, "splice-concurrent-delta")
+    foreign = chat_text_deltas([b.decode()[len("data: ") : -2] for b in sse_blocks(got)])
+    ref = reference.dumps()
+    spliced = run.dumps()[2]
+    assert run.dumps() == [*ref[:2], spliced, *ref[2:]]
+    assert spliced in [
+        ChatCompletionChunk.model_validate(c).model_dump() for c in foreign
+    ]  # another user's text, in this user's answer
+    [frame] = [f for f in lab.log.frames(run.request_id) if f["faults"] == ["splice"]]
+    assert frame["splice_from"] == other_id
+
+
 @covers("keepalive-comments")
 async def check_keepalive_comments(lab: Lab) -> None:
     raw = await raw_body(lab, "keepalive-comments")
