@@ -30,6 +30,7 @@ import orjson
 from aiohttp import web
 
 from chaosproxy import __version__
+from chaosproxy.core.recent import RecentStreams
 from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
@@ -194,6 +195,8 @@ class AdminState:
     #: Said by ``GET /health`` (to anyone): an admin open without a token, say.
     warnings: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    #: The proxy's recent framed streams (``splice`` sources), forgotten on reset.
+    streams: RecentStreams | None = None
 
 
 ADMIN = web.AppKey("admin", AdminState)
@@ -363,6 +366,8 @@ async def _reset(request: web.Request) -> web.Response:
     state = request.app[ADMIN]
     state.requests.reset()
     state.scenarios.restore()
+    if state.streams is not None:
+        state.streams.clear()
     return _json({"reset": True})
 
 

@@ -26,7 +26,7 @@ from chaosproxy.cli import build_parser, config_from
 from chaosproxy.config import Config
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server import RunningProxy, StartupError
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import LIBRARY, REPO, LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
 
 ADMIN = ("127.0.0.1", 0)
@@ -477,7 +477,7 @@ async def test_serve_prints_where_it_listens_and_stops_cleanly_on_sigterm(
         assert found and admin, line
         assert int(found.group(2)) != 0 and int(admin.group(2)) != 0
         assert (
-            "scenarios: 26 (the built-in library);" in line
+            f"scenarios: {len(list(LIBRARY.glob('*.yaml')))} (the built-in library);" in line
             and "seed: 7" in line
             and "tok-123" not in line
         )

@@ -844,3 +844,23 @@ async def test_live_many_streams_keep_the_registry_bounded(
     assert streams.previous.request_id in {rid for rid, _ in ids}
     assert streams.events <= DEFAULT_MAX_EVENTS and streams.bytes <= DEFAULT_MAX_BYTES
     assert streams.previous.forgotten == len(many) - DEFAULT_MAX_EVENTS
+
+
+async def test_live_admin_reset_forgets_the_sources(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(
+        library=True, mock_tokens=3, mock_interval=0.001, admin=("127.0.0.1", 0)
+    )
+    first_id, _ = await post(proxy.url, {"X-Chaos-Scenario": "one-event-per-read"})
+    await log_capture.wait_end(first_id)
+    assert proxy.state.streams.previous is not None
+    assert proxy.admin_url is not None
+    async with aiohttp.ClientSession() as client, client.post(proxy.admin_url + "/reset") as resp:
+        assert resp.status == 200
+    assert len(proxy.state.streams) == 0
+    rid, _ = await post(proxy.url, {"X-Chaos-Scenario": "splice-previous-delta"})
+    end = await log_capture.wait_end(rid)
+    assert end["faults_skipped"][0]["reason"] == (
+        "from: previous: no framed stream had finished before this one"
+    )

@@ -27,7 +27,7 @@ DEFAULT_MAX_EVENTS = 256
 #: Bytes of events (as sent upstream) a stream keeps at most.
 DEFAULT_MAX_BYTES = 64 * 1024
 #: Streams recorded at once at most (those running, not counting the previous one).
-DEFAULT_MAX_RUNNING = 256
+DEFAULT_MAX_RUNNING = 64
 
 _NO_FRAMES: tuple[Frame, ...] = ()
 
