@@ -680,6 +680,28 @@ def test_a_stream_that_was_cut_or_left_is_previous_too() -> None:
     assert streams.previous is not None and len(streams.previous.events("delta")) == 2
 
 
+@pytest.mark.parametrize("stem", ["splice-previous-delta", "splice-concurrent-delta"])
+def test_simulate_reports_the_library_scenarios_skipped(stem: str) -> None:
+    """Offline, one stream alone: the bytes go through untouched, and the summary says
+    why the splice did nothing (never silently ignored)."""
+    from chaosproxy.scenario import load_library
+    from chaosproxy.simulate import simulate
+
+    scenario = load_library()[stem]
+    sim = simulate(scenario, b"".join(B), seed=1, path="/v1/chat/completions")
+    assert sim.body == b"".join(B)
+    assert sim.applied == {}
+    which = "previous" if "previous" in stem else "concurrent"
+    assert sim.skipped == [
+        {
+            "fault": "splice",
+            "position": 0,
+            "reason": f"from: {which}: no other stream to take from "
+            "(an offline run has only its own)",
+        }
+    ]
+
+
 # --------------------------------------------------------------------------- live
 
 
