@@ -400,7 +400,10 @@ def test_bad_names() -> None:
 
 
 def test_source_is_not_a_key_a_document_can_set() -> None:
-    allowed = "(allowed: name, description, seed, provider, format, match, rate, requests, resume, faults)"
+    allowed = (
+        "(allowed: name, description, seed, provider, format, match, rate, requests, resume,"
+        " faults)"
+    )
     # Refused like any unknown key, and listed in the document's order among them.
     assert problems_in("{bogus: 1, source: x, seed: -1, faults: []}") == [
         "s.yaml:1: seed: must be >= 0",
