@@ -283,11 +283,11 @@ async def test_stopping_the_proxy_ends_background_readers(
 # ------------------------------------------------------------------ the mock
 
 
-async def mock_reference(proxy: RunningProxy) -> list[str]:
+async def mock_reference(proxy: RunningProxy, body: dict[str, object] = CHAT) -> list[str]:
     """The data of every event of the same request, uncut (the mock is deterministic)."""
     async with httpx.AsyncClient(timeout=10) as client:
         resp = await client.post(
-            proxy.url + "/v1/chat/completions", json=CHAT, headers={"X-Chaos-Scenario": "none"}
+            proxy.url + "/v1/chat/completions", json=body, headers={"X-Chaos-Scenario": "none"}
         )
     return [
         line[len("data: ") :]
