@@ -346,3 +346,40 @@ async def test_every_policy_in_front_of_the_mock(
     assert run.deduplicated() == reference
     assert text_of(run.deduplicated()) == text_of(reference)
     assert run.twice() == ids(first.request_id, range(start, 6))
+
+
+async def test_unattended_reading_stops_after_max_bytes(
+    make_proxy: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    """Nobody reconnects and the upstream goes on: reading stops once ``max_bytes`` more
+    were read, well before the (long) retention."""
+    big = b"".join(b"data: " + b"x" * 200 + b"\n\n" for _ in range(40))  # ~8 kB
+    upstream.route("/stream", Script.events(big, gap=0.005, end="hold"))
+    text = scenario("resume", "{after: 1, how: reset}", retention="60s", max_bytes="2KiB")
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    async with httpx.AsyncClient(timeout=5) as client:
+        with pytest.raises(httpx.TransportError):
+            await (await client.get(proxy.url + "/stream")).aread()
+    [stream] = proxy.state.resume.store.streams()
+    await asyncio.wait_for(upstream.disconnected.wait(), 5)
+    assert proxy.state.resume.readers == 0 and stream.state == "abandoned"
+    assert stream.bytes <= 2048
+    assert stream.total < 40  # it stopped before the upstream's end
+
+
+async def test_many_live_streams_keep_at_most_streams(
+    make_proxy: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    upstream.route("/stream", Script.events(PLAIN))
+    text = "resume: {streams: 20, max_bytes: 100}\nfaults: []\n"
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    async with httpx.AsyncClient(timeout=5) as client:
+        rids = []
+        for _ in range(150):
+            resp = await client.get(proxy.url + "/stream")
+            rids.append(resp.headers["X-Chaos-Request-Id"])
+    store = proxy.state.resume.store
+    kept = list(store.streams("s"))
+    assert [s.request_id for s in kept] == rids[-20:]
+    assert all(s.bytes <= 100 for s in kept) and store.bytes <= 20 * 100
+    assert proxy.state.resume.readers == 0
