@@ -50,6 +50,8 @@ def _is_sse(reply: Reply, choice: Choice) -> bool:
     """Whether a 200 reply's body is SSE (a scenario's ``format: sse`` says so too)."""
     if reply.status != 200:
         return False
+    if reply.headers.get("Content-Encoding", "identity").lower() != "identity":
+        return False  # compressed: no events to read
     scenario = choice.scenario
     if scenario is not None and scenario.format != "auto":
         return scenario.format == "sse"

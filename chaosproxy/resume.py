@@ -62,7 +62,7 @@ class ResumeManager:
         if self.closed:
             return reply
         stream = self.store.begin(
-            scenario, config, request_id, list(reply.headers.items()), time.monotonic()
+            scenario, config, request_id, _unframed(reply.headers), time.monotonic()
         )
         return KeptReply(self, reply, stream)
 
@@ -121,6 +121,7 @@ class KeptReply:
         self._unattended_bytes = 0
         self.unattended_since = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._headers: CIMultiDict[str] = CIMultiDict(stream.headers)
 
     @property
     def status(self) -> int:
@@ -132,11 +133,15 @@ class KeptReply:
 
     @property
     def headers(self) -> CIMultiDict[str]:
-        return self.upstream.headers
+        """The upstream's, without ``Content-Length`` (the ids change the length)."""
+        return self._headers
 
     @property
     def complete(self) -> bool:
-        return self.upstream.complete
+        """True once the recorder has seen the body's clean end: until then, an early
+        exit closes this reply (which then reads on), even if the upstream's body had
+        all arrived but was not yet delivered."""
+        return self.stream.state == "completed"
 
     def start(self, sink: BodySink) -> None:
         self._sink = sink
@@ -308,6 +313,11 @@ class HistoryReply:
     def close(self) -> None:
         if not self._ended:
             self._end(UpstreamClosed("the resumed stream was closed"))
+
+
+def _unframed(headers: CIMultiDict[str]) -> list[tuple[str, str]]:
+    """Response headers to keep for a stream whose bytes the ids change."""
+    return [(k, v) for k, v in headers.items() if k.lower() != "content-length"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -383,3 +383,21 @@ async def test_many_live_streams_keep_at_most_streams(
     assert [s.request_id for s in kept] == rids[-20:]
     assert all(s.bytes <= 100 for s in kept) and store.bytes <= 20 * 100
     assert proxy.state.resume.readers == 0
+
+
+async def test_an_inactive_request_with_a_content_length_still_gets_ids(
+    make_proxy: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    """``requests:`` leaves the first two requests unfaulted, but they are kept, with ids:
+    the upstream's Content-Length no longer holds and is not passed on."""
+    upstream.route("/stream", Script.events(PLAIN, content_length=True))
+    text = "resume: {}\nrequests: [3]\nfaults:\n  - cut: {after: 1}\n"
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    async with httpx.AsyncClient(timeout=5) as client:
+        resp = await client.get(proxy.url + "/stream")
+        rid = resp.headers["X-Chaos-Request-Id"]
+        assert resp.text == "".join(f"id: {rid}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1))
+        again = await client.get(proxy.url + "/stream", headers={"Last-Event-ID": f"{rid}.5"})
+    assert again.text == "".join(
+        f"id: {rid}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1) if i > 5
+    )
