@@ -342,7 +342,7 @@ class ResumePlan:
         if isinstance(decision, Replay):
             fields["resume_answer"] = "history"
         elif isinstance(decision, Answer):
-            fields["resume_answer"] = decision.status
+            fields["resume_answer"] = str(decision.status)
             fields["resume_reason"] = decision.reason
         elif isinstance(decision, Fresh):
             fields["resume_answer"] = "new_stream"
