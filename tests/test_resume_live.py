@@ -21,6 +21,7 @@ import pytest
 from chaosproxy.server import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.resume_client import Run, resume_loop
+from tests.test_admin import ADMIN, call
 from tests.upstream import Script, ScriptedUpstream, until
 
 WORDS = [f"w{i}" for i in range(1, 9)]
@@ -401,3 +402,50 @@ async def test_an_inactive_request_with_a_content_length_still_gets_ids(
     assert again.text == "".join(
         f"id: {rid}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1) if i > 5
     )
+
+
+async def test_unattended_reading_ends_at_the_idle_timeout(
+    make_proxy: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    """An upstream that goes silent after the cut is dropped at ``--idle-timeout``, long
+    before the retention: the stream ends ``failed``, and a reconnect gets what was kept,
+    then an unclean end (never a clean one)."""
+    upstream.route("/stream", Script.events(PLAIN, end="hold"))
+    text = scenario("resume", "{after: 2, how: reset}", retention="60s")
+    proxy = await make_proxy(
+        upstream=upstream.url, scenarios={"s": text}, default="s", idle_timeout=0.3
+    )
+    async with httpx.AsyncClient(timeout=5) as client:
+        with pytest.raises(httpx.TransportError):
+            await (await client.get(proxy.url + "/stream")).aread()
+        [stream] = proxy.state.resume.store.streams()
+        await asyncio.wait_for(upstream.disconnected.wait(), 5)
+        await until(lambda: stream.finished)
+        assert (stream.state, stream.total, proxy.state.resume.readers) == ("failed", 8, 0)
+        rid = stream.request_id
+        got: list[str] = []
+        with pytest.raises(httpx.TransportError):
+            async with client.stream(
+                "GET", proxy.url + "/stream", headers={"Last-Event-ID": f"{rid}.2"}
+            ) as resp:
+                async for line in resp.aiter_lines():
+                    got.append(line)
+    assert [x for x in got if x.startswith("id: ")] == [f"id: {rid}.{i}" for i in range(3, 9)]
+
+
+async def test_the_admin_store_links_the_connections(
+    make_proxy: ProxyFactory, upstream: ScriptedUpstream, log_capture: LogCapture
+) -> None:
+    upstream.route("/stream", Script.events(PLAIN))
+    proxy = await make_proxy(
+        upstream=upstream.url, scenarios={"s": scenario("resume")}, default="s", admin=ADMIN
+    )
+    run = await plain_run(proxy)
+    first, second = (c.request_id for c in run.connections[:2])
+    await log_capture.wait_end(second or "")
+    status, detail, _ = await call(proxy, "GET", f"/requests/{second}")
+    assert status == 200
+    shown = detail["summary"]
+    assert (shown["resumes"], shown["last_event_id"]) == (first, f"{first}.3")
+    assert shown["outcome"] == "completed"
+    assert sum(f["size"] for f in detail["frames"]) == shown["bytes"] > 0
