@@ -24,11 +24,14 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from chaosproxy.core.actions import Cut, Respond, Send, Sleep
+from chaosproxy.core.frames import format_for_content_type
 from chaosproxy.core.framing import FramingError
+from chaosproxy.core.history import Answer, Replay, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
 from chaosproxy.logs import content_fields, describe, redact_path, redact_url
 from chaosproxy.net import cut_connection
 from chaosproxy.pump import BodyPump
+from chaosproxy.resume import KeptReply, ResumePlan
 from chaosproxy.upstream import (
     Reply,
     UpstreamConnectError,
@@ -41,6 +44,28 @@ if TYPE_CHECKING:
     from chaosproxy.proxy import ProxyState
     from chaosproxy.routes import Target
     from chaosproxy.selection import Choice
+
+
+def _is_sse(reply: Reply, choice: Choice) -> bool:
+    """Whether a 200 reply's body is SSE (a scenario's ``format: sse`` says so too)."""
+    if reply.status != 200:
+        return False
+    if reply.headers.get("Content-Encoding", "identity").lower() != "identity":
+        return False  # compressed: no events to read
+    scenario = choice.scenario
+    if scenario is not None and scenario.format != "auto":
+        return scenario.format == "sse"
+    return format_for_content_type(reply.headers.get("Content-Type")) == "sse"
+
+
+def _upstream_id(stream: StreamHistory, event_id: str | None) -> str | None:
+    """The upstream's own id of the kept event the client sees as ``event_id``."""
+    if event_id is None:
+        return None
+    index = stream.index_of(event_id)
+    kept = None if index is None else stream.get(index)
+    return None if kept is None else kept.upstream_id
+
 
 #: Request bodies up to this size are read whole before they are forwarded (so a
 #: request on a stale keep-alive connection can be sent again).
@@ -62,6 +87,8 @@ class Exchange:
         session: Session,
         choice: Choice,
         target: Target | None = None,
+        *,
+        resume: ResumePlan | None = None,
     ) -> None:
         self.request = request
         self.state = state
@@ -77,6 +104,10 @@ class Exchange:
         self._content = state.log.content
         #: The response once its head is out (None before).
         self._resp: web.StreamResponse | None = None
+        #: Under a scenario with ``resume:``: a first connection or a reconnect.
+        self.resume = resume
+        #: The kept stream this response's events come from (for ``upstream_ids``).
+        self._kept: StreamHistory | None = None
 
     @property
     def session(self) -> Session:
@@ -97,6 +128,7 @@ class Exchange:
             **({"ordinal": choice.ordinal} if choice.scenario else {}),
             **({} if choice.active else {"inactive": True}),
             **({"upstream": target.label} if target is not None else {}),
+            **(self.resume.log_fields() if self.resume is not None else {}),
         )
         try:
             if refusal is not None:
@@ -154,17 +186,31 @@ class Exchange:
     async def _forward(self) -> web.StreamResponse:
         session = self.session
         request = self.request
+        plan = self.resume
+        decision = plan.decision if plan is not None else None
+        if isinstance(decision, Answer):  # the proxy answers itself: 204 or 404
+            return await self._respond(Respond(decision.status, {}, b""))
+        if isinstance(decision, Replay):  # from history, then live
+            self._kept = decision.stream
+            replay = self.state.resume.replay(decision.stream, decision.start)
+            try:
+                return await self._stream(replay)
+            finally:
+                replay.close()
         body, length = await self._request_body()
         config = self.state.config
         target = self.target
         client = (
             self.state.upstream if target is None or target.upstream is None else target.upstream
         )
+        headers = forwarded_request_headers(request.headers.items())
+        if plan is not None:  # the proxy plays the server that knows the ids
+            headers = [(k, v) for k, v in headers if k.lower() != "last-event-id"]
         try:
             upstream = await client.request(
                 request.method,
                 session.path,
-                forwarded_request_headers(request.headers.items()),
+                headers,
                 body,
                 content_length=length,
                 head_timeout=config.head_timeout,
@@ -182,6 +228,12 @@ class Exchange:
             else:
                 status, message = 502, f"upstream failed before responding: {describe(exc)}"
             return answer(session.unavailable(status, message, exc.reason))
+        if plan is not None and _is_sse(upstream, self.choice):
+            upstream = self.state.resume.keep(
+                upstream, plan.scenario, plan.config, session.request_id
+            )
+            if isinstance(upstream, KeptReply):
+                self._kept = upstream.stream
         try:
             return await self._stream(upstream)
         finally:
@@ -240,6 +292,11 @@ class Exchange:
     def log_frame(self, send: Send, now: float) -> None:
         """The ``frame`` line of one write to the client."""
         line = self.session.wrote(send, now)
+        kept = self._kept
+        if kept is not None and send.events:
+            upstream_ids = [_upstream_id(kept, e.frame.id) for e in send.events]
+            if any(u is not None for u in upstream_ids):
+                line["upstream_ids"] = upstream_ids
         if self._content:
             line.update(content_fields(send.data))
         self.log.info("frame", **line)

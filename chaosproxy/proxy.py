@@ -24,6 +24,7 @@ from chaosproxy.exchange import Exchange
 from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
 from chaosproxy.logs import FrameLog, redact_url
 from chaosproxy.net import CLIENT_GUARD
+from chaosproxy.resume import ResumeManager, ResumePlan, plan_for
 from chaosproxy.routes import Route, RouteTable, Target
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
 from chaosproxy.upstream import Upstream
@@ -52,8 +53,11 @@ class ProxyState:
     routes: RouteTable = None  # type: ignore[assignment]
     #: Recent framed streams, the sources of the ``splice`` fault (bounded).
     streams: RecentStreams = field(default_factory=RecentStreams)
+    #: The kept streams of scenarios with ``resume:`` (docs/reconnection.md).
+    resume: ResumeManager = field(default_factory=ResumeManager)
 
     def __post_init__(self) -> None:
+        self.resume.max_event_size = self.config.max_event_size
         if cast("RouteTable | None", self.routes) is None:
             self.routes = RouteTable([Route("", self.upstream_url)])
 
@@ -122,6 +126,7 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
         state.upstream = first.upstream  # type: ignore[assignment]
         yield
     finally:
+        state.resume.close()  # background readers first: they hold upstream connections
         for upstream in made:
             await upstream.close()
 
@@ -160,6 +165,11 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         target, path = routed
     elif refusal is None:
         refusal, status = NO_UPSTREAM, 404
+    resume: ResumePlan | None = None
+    scenario = choice.scenario
+    if refusal is None and scenario is not None and scenario.resume is not None:
+        last_id = request.headers.get("Last-Event-ID")
+        resume = plan_for(state.resume, scenario.name, scenario.resume, last_id)
     session = Session(
         next_request_id(),
         scenario=choice.scenario,
@@ -170,7 +180,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         max_event_size=state.config.max_event_size,
         streams=state.streams,
     )
-    return await Exchange(request, state, session, choice, target).run(refusal, status)
+    exchange = Exchange(request, state, session, choice, target, resume=resume)
+    return await exchange.run(refusal, status)
 
 
 #: The proxy's answer (404) to a request no route matches when there is no fallback.

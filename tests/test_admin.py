@@ -477,7 +477,7 @@ async def test_serve_prints_where_it_listens_and_stops_cleanly_on_sigterm(
         assert found and admin, line
         assert int(found.group(2)) != 0 and int(admin.group(2)) != 0
         assert (
-            f"scenarios: {len(list(LIBRARY.glob('*.yaml')))} (the built-in library);" in line
+            f"scenarios: {len(load_library())} (the built-in library);" in line
             and "seed: 7" in line
             and "tok-123" not in line
         )
@@ -534,6 +534,7 @@ async def test_get_one_scenario_in_the_shape_of_its_file(make_proxy: ProxyFactor
         "match": None,
         "rate": 1.0,
         "requests": None,
+        "resume": None,
         "faults": [
             {
                 "delay": {
@@ -595,7 +596,7 @@ async def test_a_file_may_not_set_source_but_a_post_may_give_it_back(tmp_path: P
         load_scenarios([bad])
     assert [str(p) for p in info.value.problems] == [
         f"{bad}:1: source: unknown key (allowed: name, description, seed, provider, format, "
-        "match, rate, requests, faults)"
+        "match, rate, requests, resume, faults)"
     ]
     assert parse_scenario("source: x\nfaults: [drop]\n", "body", "a", read_only=True).source == (
         "body"

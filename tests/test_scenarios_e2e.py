@@ -48,6 +48,7 @@ from chaosproxy.mock import MOCK_REQUESTS
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
 from chaosproxy.server import RunningProxy, start_proxy
 from tests.conftest import LogCapture
+from tests.resume_client import Run, resume_loop
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = REPO / "chaosproxy" / "scenarios"
@@ -1091,3 +1092,84 @@ async def check_wrong_content_type(lab: Lab) -> None:
         await sse_events(lab, "wrong-content-type", sse)
     assert sse.content_type.startswith("text/plain")
     assert sse.events == []
+
+
+# --------------------------------------------------------------------------- reconnection
+
+
+async def resume_run(lab: Lab, stem: str) -> tuple[Run, list[str]]:
+    """The fetch-style resuming client of tests/resume_client.py under ``stem``, and the
+    data of every event of the same request, uncut (the reference)."""
+    reference = (await sse_events(lab, None)).datas
+    async with httpx.AsyncClient(timeout=5) as client:
+        run = await resume_loop(client, lab.url + CHAT, json=CHAT_BODY, headers=chaos(stem))
+    return run, reference
+
+
+def stream_ids(rid: str | None, first: int, last: int) -> list[str]:
+    return [f"{rid}.{n}" for n in range(first, last + 1)]
+
+
+@covers("resume-after-mid-utf8-cut")
+async def check_resume_after_mid_utf8_cut(lab: Lab) -> None:
+    run, reference = await resume_run(lab, "resume-after-mid-utf8-cut")
+    rid, n = run.connections[0].request_id, len(reference)
+    assert run.statuses == [200, 200, 204] and run.connections[0].end == "error"
+    assert run.ids == stream_ids(rid, 1, n)  # each event once, the whole answer
+    assert run.datas == reference and "\u2615" in reference[8]  # the cut was in the 9th
+    [action] = [x for x in lab.log.for_request(rid or "") if x["event"] == "action"]
+    assert action["how"] == "abort"
+    assert sum(lab.mock_requests.values()) == 2  # the reference and the first connection
+
+
+@covers("replay-last-after-id-cut")
+async def check_replay_last_after_id_cut(lab: Lab) -> None:
+    run, reference = await resume_run(lab, "replay-last-after-id-cut")
+    rid, n = run.connections[0].request_id, len(reference)
+    assert run.statuses == [200, 200, 204]
+    assert run.connections[0].ids == stream_ids(rid, 1, 3)  # the 4th's id never dispatched
+    assert run.connections[1].ids == stream_ids(rid, 3, n)
+    assert run.twice() == [f"{rid}.3"]
+    assert run.deduplicated() == reference
+
+
+@covers("restart-after-cut-before-terminal")
+async def check_restart_after_cut_before_terminal(lab: Lab) -> None:
+    run, reference = await resume_run(lab, "restart-after-cut-before-terminal")
+    rid, n = run.connections[0].request_id, len(reference)
+    assert run.statuses == [200, 200, 204]
+    assert run.connections[0].ids == stream_ids(rid, 1, n - 1)
+    assert run.connections[1].ids == stream_ids(rid, 1, n)  # from the first, same ids
+    assert run.twice() == stream_ids(rid, 1, n - 1)
+    assert run.datas == reference[:-1] + reference  # appended blindly: twice the answer
+    assert run.deduplicated() == reference
+
+
+@covers("new-stream-after-reset")
+async def check_new_stream_after_reset(lab: Lab) -> None:
+    run, reference = await resume_run(lab, "new-stream-after-reset")
+    first, second = (c.request_id for c in run.connections[:2])
+    assert run.statuses == [200, 200, 204] and first != second
+    assert run.connections[0].ids == stream_ids(first, 1, 5)
+    assert run.connections[1].ids == stream_ids(second, 1, len(reference))
+    assert run.datas == reference[:5] + reference and run.twice() == []
+    [request] = [x for x in lab.log.for_request(second or "") if x["event"] == "request"]
+    assert (request["resumes"], request["last_event_id"]) == (first, f"{first}.5")
+
+
+@covers("unsupported-after-cut")
+async def check_unsupported_after_cut(lab: Lab) -> None:
+    run, reference = await resume_run(lab, "unsupported-after-cut")
+    assert run.statuses == [200, 204]
+    assert run.datas == reference[:5]
+    assert sum(lab.mock_requests.values()) == 2  # the 204 never asked the upstream
+
+
+@covers("history-expired")
+async def check_history_expired(lab: Lab) -> None:
+    run, reference = await resume_run(lab, "history-expired")
+    assert run.statuses == [200, 204]
+    assert run.datas == reference[:5]
+    assert sum(lab.mock_requests.values()) == 2
+    end = await lab.end(run.connections[1].request_id or "")
+    assert (end["status"], end["bytes"]) == (204, 0)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
+from chaosproxy.core.history import ResumeConfig
 
 #: Largest accepted seed (fits a signed 64-bit integer, so every JSON encoder takes it).
 MAX_SEED = 2**63 - 1
@@ -114,6 +115,8 @@ class Scenario(BaseModel):
     requests: (
         Annotated[frozenset[Annotated[int, Field(ge=1)]], Field(min_length=1, strict=False)] | None
     ) = None
+    #: Reconnection and resume (docs/reconnection.md); None: reconnects are forwarded.
+    resume: ResumeConfig | None = None
     faults: tuple[tuple[str, FaultConfig], ...]
     #: Where it came from: a file path, or the ``source`` given to parse_scenario.
     source: str = Field(default="", exclude=True)
@@ -164,6 +167,7 @@ class Scenario(BaseModel):
             },
             "rate": self.rate,
             "requests": None if self.requests is None else sorted(self.requests),
+            "resume": None if self.resume is None else self.resume.model_dump(mode="json"),
             "faults": [{n: c.model_dump(mode="json")} for n, c in self.faults],
             "source": self.source,
         }

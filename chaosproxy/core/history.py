@@ -1,0 +1,373 @@
+"""Reconnection and resume: the bounded history of SSE streams, without I/O.
+
+A scenario with a ``resume:`` key keeps every SSE stream framed under it, so that a
+client that reconnects with ``Last-Event-ID`` can be answered by the scenario's policy
+(docs/reconnection.md). This module holds the bookkeeping; the shell
+(:mod:`chaosproxy.resume`) moves the bytes and keeps reading an upstream whose client
+was cut. Time is data: every call that needs it takes ``now`` (seconds, monotonic).
+
+* :class:`ResumeConfig` is the ``resume:`` key of a scenario.
+* :class:`Recorder` sits between an upstream body and its session: it frames the SSE
+  body, gives every event its id (``<request_id>.<n>`` with ``ids: proxy``; the
+  upstream's own with ``ids: upstream``), keeps the events in a :class:`StreamHistory`
+  and returns the bytes with those ids, for the session's own pipeline.
+* :class:`HistoryStore` keeps the streams of each scenario, bounded (``streams`` per
+  scenario, ``max_bytes`` per stream, ``retention`` after the last activity), and
+  :meth:`HistoryStore.decide` answers a reconnect by the policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict, deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+
+from chaosproxy.core.faults.base import Duration
+from chaosproxy.core.frames import Frame
+from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
+from chaosproxy.core.framing.encode import field_name, newline_of, split_bom, split_lines
+from chaosproxy.core.framing.sse import SseFramer
+
+Policy = Literal["resume", "replay_last", "restart", "new_stream", "unsupported", "expired"]
+IdSource = Literal["proxy", "upstream"]
+Missing = Literal[204, 404, "new_stream"]
+#: How a kept stream's upstream body ended (``live`` while it is still read).
+StreamState = Literal["live", "completed", "failed", "abandoned"]
+
+_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2}
+_SIZE = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
+
+
+def parse_bytes(value: Any) -> Any:
+    """A size: an int of bytes, or a string with a unit (``512KiB``, ``4MiB``, ``100kB``)."""
+    if isinstance(value, str):
+        m = _SIZE.fullmatch(value)
+        unit = m.group(2).lower() if m else ""
+        if m is None or unit not in _UNITS:
+            raise ValueError(f"not a size: {value!r} (use bytes, or 512KiB, 4MiB)")
+        return int(m.group(1)) * _UNITS[unit]
+    return value
+
+
+ByteSize = Annotated[
+    int,
+    BeforeValidator(parse_bytes),
+    PlainSerializer(int, return_type=int, when_used="json"),
+    Field(ge=1, strict=True),
+]
+
+
+class ResumeConfig(BaseModel):
+    """The ``resume:`` key of a scenario (docs/reconnection.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: Policy = "resume"
+    ids: IdSource = "proxy"
+    #: Seconds a stream stays reconnectable after its last activity.
+    retention: Annotated[Duration, Field(gt=0)] = 60.0
+    streams: Annotated[int, Field(ge=1, strict=True)] = 100
+    max_bytes: ByteSize = 4 * 1024**2
+    missing: Missing = 204
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """One event of a kept stream, as it was sent before any fault (ids assigned)."""
+
+    #: The id the client sees (None with ``ids: upstream`` when the event has none).
+    id: str | None
+    #: The upstream's own ``id:`` field, if it had one.
+    upstream_id: str | None
+    #: 1-based position among the stream's upstream events.
+    ordinal: int
+    raw: bytes
+
+
+class StreamHistory:
+    """The kept events of one stream, the oldest forgotten beyond ``max_bytes``.
+
+    Events are numbered by absolute index (0-based, never reused): ``first`` is the
+    index of the oldest still kept, ``total`` the number ever appended.
+    """
+
+    def __init__(
+        self,
+        scenario: str,
+        request_id: str,
+        config: ResumeConfig,
+        headers: Sequence[tuple[str, str]],
+        now: float,
+    ) -> None:
+        self.scenario = scenario
+        self.request_id = request_id
+        self.config = config
+        #: The upstream's response headers, for a reconnect answered from history.
+        self.headers = list(headers)
+        self.events: deque[Kept] = deque()
+        self.first = 0
+        self.total = 0
+        self.bytes = 0
+        self.state: StreamState = "live"
+        self.last_activity = now
+
+    @property
+    def finished(self) -> bool:
+        return self.state != "live"
+
+    def append(self, kept: Kept, now: float) -> None:
+        self.events.append(kept)
+        self.total += 1
+        self.bytes += len(kept.raw)
+        self.last_activity = now
+        while self.bytes > self.config.max_bytes and self.events:
+            old = self.events.popleft()
+            self.bytes -= len(old.raw)
+            self.first += 1
+
+    def end(self, state: StreamState, now: float) -> None:
+        """The upstream body ended (once; later calls change nothing)."""
+        if self.state == "live":
+            self.state = state
+            self.last_activity = now
+
+    def touch(self, now: float) -> None:
+        self.last_activity = now
+
+    def index_of(self, event_id: str) -> int | None:
+        """The absolute index of the kept event with that id (the latest, when the
+        upstream repeats ids), or None."""
+        if self.config.ids == "proxy":
+            rid, dot, n = event_id.rpartition(".")
+            if not dot or rid != self.request_id or not n.isdigit():
+                return None
+            index = int(n) - 1
+            if self.first <= index < self.total:
+                return index
+            return None
+        for offset in range(len(self.events) - 1, -1, -1):
+            if self.events[offset].id == event_id:
+                return self.first + offset
+        return None
+
+    def since(self, index: int) -> list[Kept]:
+        """The kept events from absolute ``index`` on (``index >= first``)."""
+        start = max(index - self.first, 0)
+        return [self.events[i] for i in range(start, len(self.events))]
+
+    def get(self, index: int) -> Kept | None:
+        if self.first <= index < self.total:
+            return self.events[index - self.first]
+        return None
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """Answer from history, from absolute index ``start``, then live until the end."""
+
+    stream: StreamHistory
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The proxy answers itself (204 or 404), without asking the upstream."""
+
+    status: int
+    reason: str
+    #: The stream the id named, when it is known.
+    stream: StreamHistory | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fresh:
+    """Forward upstream as a new generation (fresh ids)."""
+
+    reason: str
+    stream: StreamHistory | None = None
+
+
+Decision = Replay | Answer | Fresh
+
+
+class HistoryStore:
+    """The kept streams, per scenario, each bounded by its scenario's ``resume:``."""
+
+    def __init__(self) -> None:
+        self._streams: dict[str, OrderedDict[str, StreamHistory]] = {}
+
+    def begin(
+        self,
+        scenario: str,
+        config: ResumeConfig,
+        request_id: str,
+        headers: Sequence[tuple[str, str]],
+        now: float,
+    ) -> StreamHistory:
+        """Keep a new stream; the oldest of the scenario go beyond ``streams``."""
+        self.expire(now)
+        kept = self._streams.setdefault(scenario, OrderedDict())
+        stream = StreamHistory(scenario, request_id, config, headers, now)
+        kept[request_id] = stream
+        while len(kept) > config.streams:
+            kept.popitem(last=False)
+        return stream
+
+    def expire(self, now: float) -> list[StreamHistory]:
+        """Forget the streams whose retention has passed; returns them."""
+        gone: list[StreamHistory] = []
+        for scenario, kept in list(self._streams.items()):
+            for rid, stream in list(kept.items()):
+                if now - stream.last_activity >= stream.config.retention:
+                    del kept[rid]
+                    gone.append(stream)
+            if not kept:
+                del self._streams[scenario]
+        return gone
+
+    def holds(self, stream: StreamHistory) -> bool:
+        """Whether ``stream`` is still kept (not dropped nor expired)."""
+        kept = self._streams.get(stream.scenario)
+        return kept is not None and kept.get(stream.request_id) is stream
+
+    def streams(self, scenario: str | None = None) -> Iterator[StreamHistory]:
+        for name, kept in self._streams.items():
+            if scenario is None or name == scenario:
+                yield from kept.values()
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.bytes for s in self.streams())
+
+    def clear(self) -> None:
+        self._streams.clear()
+
+    def find(self, scenario: str, event_id: str) -> tuple[StreamHistory, int] | None:
+        """The kept stream of ``scenario`` with an event of that id, and its index."""
+        kept = self._streams.get(scenario)
+        if not kept:
+            return None
+        for stream in reversed(kept.values()):
+            index = stream.index_of(event_id)
+            if index is not None:
+                return stream, index
+        return None
+
+    def decide(
+        self, scenario: str, config: ResumeConfig, last_event_id: str, now: float
+    ) -> Decision:
+        """How to answer a request of ``scenario`` carrying ``Last-Event-ID``."""
+        self.expire(now)
+        found = self.find(scenario, last_event_id)
+        stream = found[0] if found else None
+        if stream is not None:
+            stream.touch(now)
+        if config.policy == "unsupported":
+            return Answer(204, "resume unsupported", stream)
+        if found is None or config.policy == "expired":
+            why = "history expired" if config.policy == "expired" else "unknown event id"
+            if config.missing == "new_stream":
+                return Fresh(why, stream)
+            return Answer(config.missing, why, stream)
+        stream, index = found
+        if stream.finished and index >= stream.total - 1:
+            return Answer(204, "stream finished", stream)
+        policy = config.policy
+        if policy == "new_stream":
+            return Fresh("new generation", stream)
+        start = {"resume": index + 1, "replay_last": index, "restart": stream.first}[policy]
+        return Replay(stream, start)
+
+
+# --------------------------------------------------------------------------- recording
+
+
+def with_id(frame: Frame, event_id: str) -> bytes:
+    """The event's bytes with its ``id:`` lines replaced by ``id: <event_id>`` (first),
+    without a leading BOM."""
+    _, body = split_bom(frame.raw)
+    nl = newline_of(frame)
+    rest = b"".join(c + t for c, t in split_lines(body) if field_name(c) != b"id")
+    return b"id: " + event_id.encode("utf-8") + nl + rest
+
+
+class Recorder:
+    """Frames one upstream SSE body into its :class:`StreamHistory`, assigning ids.
+
+    :meth:`feed` returns the bytes to hand on (to the session): whole events with their
+    ids, comments as they came; what ends no event yet is held. After a framing error
+    (an event beyond the size limit) the stream ends as ``failed`` and bytes pass on
+    unchanged.
+    """
+
+    def __init__(self, stream: StreamHistory, max_size: int = DEFAULT_MAX_SIZE) -> None:
+        self.stream = stream
+        self._framer = SseFramer(max_size)
+        self._ordinal = 0
+        self._broken = False
+
+    def feed(self, data: bytes, now: float) -> bytes:
+        if self._broken:
+            return data
+        try:
+            frames = self._framer.feed(data)
+        except FramingError:
+            self._broken = True
+            self.stream.end("failed", now)
+            return data
+        return self._record(frames, now)
+
+    def eof(self, now: float) -> bytes:
+        """The body ended: what was held (an unterminated last event), recorded too."""
+        if self._broken:
+            return b""
+        try:
+            frames = self._framer.eof()
+        except FramingError:
+            return b""
+        return self._record(frames, now)
+
+    def _record(self, frames: list[Frame], now: float) -> bytes:
+        out: list[bytes] = []
+        stream = self.stream
+        proxy_ids = stream.config.ids == "proxy"
+        for frame in frames:
+            if frame.data is None:  # a comment or a stray blank line: not an event
+                out.append(frame.raw)
+                continue
+            self._ordinal += 1
+            if proxy_ids:
+                event_id: str | None = f"{stream.request_id}.{self._ordinal}"
+                assert event_id is not None
+                raw = with_id(frame, event_id)
+                bom, _ = split_bom(frame.raw)
+                out.append(bom + raw)
+            else:
+                event_id = frame.id
+                bom, raw = split_bom(frame.raw)
+                out.append(frame.raw)
+            stream.append(Kept(event_id, frame.id, self._ordinal, raw), now)
+        return b"".join(out)
+
+
+__all__ = [
+    "Answer",
+    "ByteSize",
+    "Decision",
+    "Fresh",
+    "HistoryStore",
+    "Kept",
+    "Recorder",
+    "Replay",
+    "ResumeConfig",
+    "StreamHistory",
+    "parse_bytes",
+    "with_id",
+]
