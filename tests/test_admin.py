@@ -26,7 +26,7 @@ from chaosproxy.cli import build_parser, config_from
 from chaosproxy.config import Config
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server import RunningProxy, StartupError
-from tests.conftest import LIBRARY, REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
 
 ADMIN = ("127.0.0.1", 0)
