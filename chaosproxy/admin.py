@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -34,6 +34,9 @@ from chaosproxy.core.recent import RecentStreams
 from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
+
+if TYPE_CHECKING:
+    from chaosproxy.resume import ResumeManager
 
 #: Recent requests kept by default (in flight and finished).
 DEFAULT_HISTORY = 256
@@ -197,6 +200,8 @@ class AdminState:
     started: float = field(default_factory=time.monotonic)
     #: The proxy's recent framed streams (``splice`` sources), forgotten on reset.
     streams: RecentStreams | None = None
+    #: The kept streams of ``resume:`` scenarios, forgotten on reset.
+    resume: ResumeManager | None = None
 
 
 ADMIN = web.AppKey("admin", AdminState)
@@ -368,6 +373,8 @@ async def _reset(request: web.Request) -> web.Response:
     state.scenarios.restore()
     if state.streams is not None:
         state.streams.clear()
+    if state.resume is not None:
+        state.resume.forget()
     return _json({"reset": True})
 
 

@@ -95,6 +95,13 @@ class ResumeManager:
         """Upstreams read in the background now (for tests and /health-like checks)."""
         return len(self._keepers)
 
+    def forget(self) -> None:
+        """``POST /reset``: the kept streams are forgotten and their background readers
+        stop; connections serving a reconnect now go on to their end."""
+        for keeper in list(self._keepers):
+            keeper.stop()
+        self.store.clear()
+
     def close(self) -> None:
         """The proxy stops: every background reader ends now, and the history goes."""
         self.closed = True

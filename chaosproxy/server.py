@@ -390,6 +390,7 @@ async def start_proxy(
                 token=config.admin_token,
                 warnings=warnings,
                 streams=state.streams,
+                resume=state.resume,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),

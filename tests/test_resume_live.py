@@ -281,6 +281,34 @@ async def test_stopping_the_proxy_ends_background_readers(
     await asyncio.wait_for(upstream.disconnected.wait(), 5)
 
 
+async def test_admin_reset_forgets_kept_streams_and_stops_their_readers(
+    make_proxy: ProxyFactory, upstream: ScriptedUpstream
+) -> None:
+    upstream.route("/stream", Script.events(PLAIN, end="hold"))
+    proxy = await make_proxy(
+        upstream=upstream.url,
+        scenarios={"s": scenario("resume", "{after: 2, how: reset}")},
+        default="s",
+        admin=ADMIN,
+    )
+    async with httpx.AsyncClient(timeout=5) as client:
+        with pytest.raises(httpx.TransportError):
+            await (await client.get(proxy.url + "/stream")).aread()
+        manager = proxy.state.resume
+        await until(lambda: manager.readers == 1)
+        kept = list(manager.store.streams())
+        assert len(kept) == 1
+        status, body, _ = await call(proxy, "POST", "/reset")
+        assert (status, body) == (200, {"reset": True})
+        assert manager.readers == 0 and list(manager.store.streams()) == []
+        await asyncio.wait_for(upstream.disconnected.wait(), 5)
+        # The history is gone: the reconnect gets ``missing`` (204), not the old stream.
+        again = await client.get(
+            proxy.url + "/stream", headers={"Last-Event-ID": f"{kept[0].request_id}.2"}
+        )
+        assert again.status_code == 204
+
+
 # ------------------------------------------------------------------ the mock
 
 
