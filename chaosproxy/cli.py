@@ -207,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="feed stdin in reads of N bytes (default: one read)",
     )
+
+    from chaosproxy.matrix import add_parser as add_matrix_parser
+
+    add_matrix_parser(sub)
     return parser
 
 
@@ -219,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scenarios": cmd_scenarios,
         "simulate": cmd_simulate,
         "replay": cmd_replay,
+        "matrix": cmd_matrix,
     }[args.command]
     try:
         return command(args)
@@ -458,6 +463,15 @@ def _serve_app(
         return 0
 
     return _run(serve)
+
+
+# ---------------------------------------------------------------------------- matrix
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from chaosproxy.matrix import cmd_matrix as run
+
+    return run(args)
 
 
 # ---------------------------------------------------------------------------- validate

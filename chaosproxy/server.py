@@ -384,7 +384,12 @@ async def start_proxy(
         if config.admin is not None:
             admin_host, admin_port = config.admin
             admin = AdminState(
-                state.scenarios, store, metrics, token=config.admin_token, warnings=warnings
+                state.scenarios,
+                store,
+                metrics,
+                token=config.admin_token,
+                warnings=warnings,
+                log=log,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),
