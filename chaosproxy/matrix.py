@@ -76,7 +76,7 @@ class Matrix:
 
     @property
     def counts(self) -> dict[str, int]:
-        counts = {v: 0 for v in VERDICTS}
+        counts: dict[str, int] = {v: 0 for v in VERDICTS}
         for run in self.results:
             counts[run.verdict] = counts.get(run.verdict, 0) + 1
         return {k: v for k, v in counts.items() if v}
