@@ -117,6 +117,14 @@ class Outcome:
         return self.exit_code is None
 
     @property
+    def text(self) -> str | None:
+        """The final text: stdout, or None when the command was killed, or raised
+        without printing anything."""
+        if self.timed_out or (self.exit_code != 0 and not self.stdout):
+            return None
+        return self.stdout
+
+    @property
     def error(self) -> str | None:
         if self.exit_code in (0, None):
             return None
@@ -200,7 +208,7 @@ def run_scenario(
     try:
         verdict = proxy.verdict(
             last,
-            text=None if outcome.timed_out else outcome.stdout,
+            text=outcome.text,
             error=outcome.error,
             timed_out=outcome.timed_out,
             timeout=SETTLE,

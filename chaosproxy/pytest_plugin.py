@@ -176,7 +176,9 @@ class ChaosVerdict:
         ]
         if request_id is None:
             if not requests:
-                pytest.fail("chaos_verdict: the test made no request through chaos_proxy")
+                pytest.fail(
+                    "chaos_verdict: the test made no request through chaos_proxy", pytrace=False
+                )
             request_id = requests[-1]
         verdict = self.proxy.verdict(request_id, text=text, error=error, timed_out=timed_out)
         verdict = {**verdict, "request_id": request_id, "requests": requests}
