@@ -332,7 +332,7 @@ def write_outputs(matrix: Matrix, lines: list[dict[str, Any]], out: Path) -> lis
         "matrix.md": render_markdown(matrix),
         "matrix.json": orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n",
         "junit.xml": render_junit(matrix),
-        "report.html": render_report(lines, data),
+        "report.html": render_report(lines, data, limit=None),  # every request of the run
     }
     written = []
     for name, text in files.items():
