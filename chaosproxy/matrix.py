@@ -128,9 +128,12 @@ class Outcome:
     def error(self) -> str | None:
         if self.exit_code in (0, None):
             return None
+        from chaosproxy.logs import redact_text
+
         lines = [line for line in self.stderr.splitlines() if line.strip()]
         last = lines[-1].strip() if lines else ""
-        return (last or f"exit status {self.exit_code}")[:ERROR_CHARS]
+        # It goes into the matrix files, which CI publishes: credentials masked.
+        return redact_text(last or f"exit status {self.exit_code}")[:ERROR_CHARS]
 
 
 def run_command(command: str, env: Mapping[str, str], timeout: float) -> Outcome:

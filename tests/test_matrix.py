@@ -141,6 +141,8 @@ def test_the_error_is_the_last_line_of_stderr() -> None:
     assert (outcome.exit_code, outcome.error) == (3, "Boom: it broke")
     assert run_command("exit 4", {}, 5).error == "exit status 4"
     assert run_command("echo -n text", {}, 5).error is None
+    leaky = run_command("echo 'Error: GET https://u:pw@host/?key=sk-1 failed' >&2; exit 1", {}, 5)
+    assert leaky.error == "Error: GET https://u:***@host/?key=*** failed"
 
 
 @pytest.fixture

@@ -134,6 +134,17 @@ CASES: list[tuple[str, dict[str, Any], ClientReport, tuple[str, str | None, str,
         ),
     ),
     (
+        "closed the stream itself, but was sent a late delta it ignored",
+        framed("broken", sent=TEXT + " late", outcome="client_gone"),
+        ClientReport(text=TEXT),
+        (
+            "silent_corruption",
+            "broken",
+            "the client accepted a stream that was broken; its text matches the upstream's",
+            True,
+        ),
+    ),
+    (
         "left early with part of the text",
         framed("broken", outcome="client_gone"),
         ClientReport(text="Hello"),

@@ -24,15 +24,21 @@ BODY = {
 }
 
 
-def chat_text(lines: Iterator[str]) -> str:
-    """The text of an OpenAI Chat stream, read up to its ``[DONE]``."""
+def chat_text(lines: Iterator[str], *, to_the_end: bool = True) -> str:
+    """The text of an OpenAI Chat stream up to its ``[DONE]``; the body is read to its
+    end (so the client never leaves before the proxy's last write) unless
+    ``to_the_end`` is False."""
     parts: list[str] = []
+    done = False
     for line in lines:
-        if not line.startswith("data: "):
+        if done or not line.startswith("data: "):
             continue
         data = line.removeprefix("data: ")
         if data == "[DONE]":
-            break
+            if not to_the_end:
+                break
+            done = True
+            continue
         for choice in json.loads(data)["choices"]:
             parts.append(choice["delta"].get("content") or "")
     return "".join(parts)
@@ -192,7 +198,7 @@ def test_a_request_in_flight_gets_its_verdict_once_it_has_ended(
     ) as response:
         request_id = response.headers["X-Chaos-Request-Id"]
         lines = response.iter_lines()  # held: closing it would close the response
-        text = chat_text(lines)
+        text = chat_text(lines, to_the_end=False)  # the body never ends
         status, body = admin(proxy, "POST", f"/requests/{request_id}/verdict", b"{}")
         assert (status, body["error"]["type"]) == (409, "in_flight")
         with pytest.raises(ChaosClientError) as raised:
@@ -210,3 +216,21 @@ def test_the_trace_of_a_request_ends_with_its_verdict(proxy: ChaosProxy) -> None
     (trace,) = traces.glob(f"{request_id}.jsonl")
     last = json.loads(trace.read_text().splitlines()[-1])
     assert (last["event"], last["verdict"]) == ("verdict", "silent_corruption")
+
+
+async def test_a_verdict_from_async_code() -> None:
+    from tests.upstream import until
+
+    async with ChaosProxy(mock_interval=0.001) as proxy, httpx.AsyncClient() as http:
+        response = await http.post(
+            proxy.url + "/v1/chat/completions",
+            json=BODY,
+            headers={"X-Chaos-Scenario": "duplicate-third-delta"},
+        )
+        request_id = response.headers["X-Chaos-Request-Id"]
+        text = chat_text(iter(response.text.splitlines()))
+        # On the proxy's own loop nothing may block: wait for the end without blocking.
+        await until(lambda: any(s["request_id"] == request_id for s in proxy.requests(settle=0)))
+        verdict = proxy.verdict(request_id, text=text)
+    assert (verdict["verdict"], verdict["integrity"]) == ("silent_corruption", "altered")
+    assert proxy.lines[-1]["event"] == "verdict"
