@@ -446,6 +446,18 @@ def _timeline(req: Request, gap_ms: float, stall_ms: float) -> str:
     return "".join(parts)
 
 
+def _verdict(req: Request, matrix_verdict: Mapping[str, Any] | None) -> Any:
+    """The request's verdict: its own ``verdict`` line, else the matrix's row."""
+    return (req.verdict or matrix_verdict or {}).get("verdict")
+
+
+def _integrity(req: Request, matrix_verdict: Mapping[str, Any] | None) -> Any:
+    """The logged integrity, else the one its verdict names."""
+    if req.integrity:
+        return req.integrity.get("integrity")
+    return (req.verdict or matrix_verdict or {}).get("integrity")
+
+
 def _pill(kind: str, value: Any) -> str:
     if value is None:
         return f'<span class="pill">{NONE}</span>'
@@ -465,11 +477,7 @@ def _request_section(
 ) -> str:
     end = req.end or {}
     verdict = req.verdict or matrix_verdict
-    integrity = (
-        (req.integrity or {}).get("integrity")
-        if req.integrity
-        else (verdict or {}).get("integrity")
-    )
+    integrity = _integrity(req, matrix_verdict)
     method, path = req.value("method"), req.value("path")
     faults = end.get("faults_applied")
     head = [
@@ -621,8 +629,8 @@ def render_report(
     summary = (
         f"{total} request{'s' if total != 1 else ''}"
         f" · outcomes: {_counts((r.end or {}).get('outcome') for r in requests)}"
-        f" · integrity: {_counts((r.integrity or {}).get('integrity') for r in requests)}"
-        f" · verdicts: {_counts((r.verdict or by_request.get(r.request_id) or {}).get('verdict') for r in requests)}"  # noqa: E501
+        f" · integrity: {_counts(_integrity(r, by_request.get(r.request_id)) for r in requests)}"
+        f" · verdicts: {_counts(_verdict(r, by_request.get(r.request_id)) for r in requests)}"
         f" · violations: {sum(len(r.violations) for r in requests)}"
         f" · rejected: {len(rejected)}"
     )
