@@ -302,6 +302,7 @@ def test_the_command_writes_four_files_and_gates(scenarios: Path, tmp_path: Path
     html = (out / "report.html").read_text()
     for r in data["results"]:
         assert r["request_id"] in html
+        assert f'<td class="verdict verdict-{r["verdict"]}">{r["verdict"]}</td>' in html
     # Gate on something else: the same run passes.
     out2 = tmp_path / "out2"
     args[args.index(str(out))] = str(out2)
