@@ -68,6 +68,8 @@ class RequestRecord:
     summary: dict[str, Any]
     frames: list[dict[str, Any]] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
+    #: Its ``violation`` lines (contract breaches; at most 100 per side).
+    violations: list[dict[str, Any]] = field(default_factory=list)
     #: Frame/action lines not kept (beyond ``max_frames``).
     omitted: int = 0
     #: Payload characters kept so far.
@@ -91,11 +93,12 @@ class RequestRecord:
         return view
 
     def detail(self) -> dict[str, Any]:
-        """Summary, frames and actions, as ``GET /requests/{id}`` shows them."""
+        """Summary, frames, actions and violations, as ``GET /requests/{id}`` shows them."""
         return {
             "summary": self.view(),
             "frames": [_strip(f) for f in self.frames],
             "actions": [_strip(a) for a in self.actions],
+            "violations": [_strip(v) for v in self.violations],
             "omitted_lines": self.omitted,
         }
 
@@ -146,6 +149,8 @@ class RequestStore:
             record.done = True
         elif event == "verdict":
             record.verdict = _strip(line)
+        elif event == "violation":
+            record.violations.append(line)
         else:
             self._keep(record, record.actions, line)
 

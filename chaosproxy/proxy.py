@@ -165,6 +165,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         path=path,
         label=label,
         max_event_size=state.config.max_event_size,
+        envelope=state.config.envelope,
     )
     return await Exchange(request, state, session, choice, target).run(refusal, status)
 

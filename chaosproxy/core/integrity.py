@@ -34,7 +34,7 @@ from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
-from chaosproxy.core.providers.base import NOTHING, Piece
+from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, Piece
 
 Integrity = Literal["intact", "altered", "incomplete", "broken"]
 SideName = Literal["upstream", "sent"]
@@ -149,29 +149,26 @@ class HasProfile(Protocol):
     def profile(self) -> Profile: ...
 
 
-def piece_of(frame: Frame, profile: Profile) -> Piece:
-    """What ``frame`` means to ``profile``, read once per frame (cached on it)."""
-    piece = frame.piece
-    if piece is None:
-        piece = frame.piece = profile.content(frame)
-    return piece  # type: ignore[no-any-return]
-
-
 class Side:
     """One side of a stream: its logical content and its contract checks."""
 
     __slots__ = (
         "_envelope",
+        "_fast",
+        "_generic",
         "_ids",
-        "_json",
         "_last_seq",
         "_max_seq",
         "_open",
+        "_peers",
         "_seq",
+        "_slow",
+        "_source",
         "_stream",
         "_stream_value",
         "_text",
         "_whole",
+        "check_json",
         "closed",
         "errors",
         "events",
@@ -184,9 +181,13 @@ class Side:
     )
 
     def __init__(
-        self, name: SideName, *, check_json: bool, envelope: Envelope | None = None
+        self, name: SideName, source: HasProfile, *, envelope: Envelope | None = None
     ) -> None:
         self.name: SideName = name
+        self._source = source
+        self._generic = False
+        #: The other side(s): the upstream side decides for them on its first event.
+        self._peers: tuple[Side, ...] = ()
         #: Events seen on this side.
         self.events = 0
         #: Terminal events seen.
@@ -206,13 +207,19 @@ class Side:
         self._open: dict[str, None] = {}  # tool calls not yet ended
         self._whole = 0  # whole tool calls numbered so far
         self._ids: set[str] = set()
-        self._json = check_json
+        #: Whether every event must be valid JSON (``invalid_json``): decided on the
+        #: first event.
+        self.check_json = False
         self._envelope = envelope
         self._stream = parse_pointer(envelope.stream) if envelope and envelope.stream else None
         self._seq = parse_pointer(envelope.sequence) if envelope and envelope.sequence else None
         self._stream_value: Any = _MISSING
         self._last_seq: int | None = None
         self._max_seq = 0
+        # Anything to check per event beyond its content (JSON, envelope, terminal seen).
+        self._slow = envelope is not None
+        # Upstream side of a generic stream with nothing to check: count events only.
+        self._fast = False
 
     # ------------------------------------------------------------------ content
 
@@ -248,28 +255,63 @@ class Side:
 
     # ------------------------------------------------------------------ events
 
-    def event(self, frame: Frame, profile: Profile) -> None:
-        """One event (a frame with data) on this side."""
-        self.events += 1
-        n = self.events
-        piece = piece_of(frame, profile)
+    def event(self, ev: Event) -> None:
+        """One event (its frame has data) on this side. Runs per event on both sides:
+        kept to a few attribute reads when the event carries no content."""
+        frame = ev.frame
+        if self._fast and not frame.id and "terminal" not in ev.kinds:
+            # The usual generic event: no content, nothing to check, only counted.
+            self.events += 1
+            frame.piece = NOTHING
+            return
+        n = self.events = self.events + 1
+        piece = frame.piece
+        if piece is None:  # (always, upstream: the framer's frames are new)
+            if n == 1 and self._peers:
+                self._first()
+            if self._generic:
+                # A generic event means only its terminal kind, just classified (only
+                # upstream events are sure to carry fresh kinds: only that side does it).
+                piece = TERMINAL_PIECE if "terminal" in ev.kinds else NOTHING
+            else:
+                piece = self._source.profile.content(frame)
+            frame.piece = piece
+        if self._slow or frame.id:
+            self._check(frame, piece, n)
+        if piece is not NOTHING:
+            self._add(piece, n)
+
+    def _first(self) -> None:
+        # The provider is known once the first event is framed (it may be recognised
+        # from it), before any event reaches the sent side. Every event of a known
+        # provider is JSON (or its [DONE]); a generic stream's payload is unknown, and
+        # checking it would cost a parse per event.
+        generic = self._source.profile.name == "generic"
+        self._generic = generic
+        for side in (self, *self._peers):
+            side.check_json = not generic
+            side._slow = side.check_json or side._envelope is not None
+        self._fast = generic and not self._slow
+
+    def _check(self, frame: Frame, piece: Piece, n: int) -> None:
         if self.terminals and not piece.terminal:
             self._breach("after_terminal", n)
-        if self._json and frame.json() is None:
-            data = frame.data or ""
-            stripped = data.strip()
+        if self.check_json and frame.json() is None:
+            stripped = (frame.data or "").strip()
             if stripped != _DONE and stripped != "null":
                 self._breach("invalid_json", n)
-        event_id = frame.id
-        if event_id:
-            if event_id in self._ids:
-                self._breach("duplicate_id", n)
-            else:
-                self._ids.add(event_id)
+        if frame.id:
+            self._check_id(frame.id, n)
         if self._envelope is not None:
             self._check_envelope(frame.json(), n)
-        if piece is NOTHING:
-            return
+
+    def _check_id(self, event_id: str, n: int) -> None:
+        if event_id in self._ids:
+            self._breach("duplicate_id", n)
+        else:
+            self._ids.add(event_id)
+
+    def _add(self, piece: Piece, n: int) -> None:
         if self.terminals and (piece.text or piece.tools):
             self.late += 1
         for channel, fragment in piece.text:
@@ -296,6 +338,8 @@ class Side:
         if piece.error:
             self.errors += 1
         if piece.terminal:
+            self._slow = True  # every later event is checked: after_terminal
+            self._fast = False
             if self._open:
                 self._end_calls(tuple(self._open), n)
             if self.terminals:
@@ -370,35 +414,28 @@ class StreamContent:
         *,
         envelope: Envelope | None = None,
     ) -> None:
-        self._stream = stream
-        # JSON is required of every event of a known provider, and of every NDJSON line.
-        check_json = fmt == "ndjson" or stream.profile.name != "generic"
-        self._check_json_auto = fmt != "ndjson"
-        self.upstream = Side("upstream", check_json=check_json, envelope=envelope)
-        self.sent = Side("sent", check_json=check_json, envelope=envelope)
+        self.format = fmt
+        self.upstream = Side("upstream", stream, envelope=envelope)
+        self.sent = Side("sent", stream, envelope=envelope)
+        self.upstream._peers = (self.sent,)
+        self._sent_event = self.sent.event
+        #: Give every upstream event, as framed, to this (``Pipeline.watch``).
+        self.upstream_event = self.upstream.event
         # Sent side: events whose first bytes were written but not their last, in order.
         self._open: dict[int, Event] = {}
-
-    def _recheck_json(self) -> None:
-        # A provider recognised from the first event: generic streams are not JSON.
-        if self._check_json_auto:
-            check = self._stream.profile.name != "generic"
-            self.upstream._json = check
-            self.sent._json = check
-            self._check_json_auto = False
-
-    def upstream_event(self, ev: Event) -> None:
-        """An event as the upstream sent it (a pipeline watcher)."""
-        if self._check_json_auto:
-            self._recheck_json()
-        self.upstream.event(ev.frame, self._stream.profile)
 
     def wrote(self, send: Send) -> None:
         """A write to the client (its events, and how many of them end in it)."""
         events = send.events
         open_ = self._open
-        if not open_ and send.ends == 1 and len(events) == 1:
-            self._sent(events[0])  # the usual write: one whole event
+        if send.ends == 1 and len(events) == 1 and not open_:
+            ev = events[0]  # the usual write: one whole event
+            frame = ev.frame
+            sent = self.sent
+            if frame.piece is NOTHING and not sent._slow and not frame.id:
+                sent.events += 1  # no content, nothing to check: only counted
+            elif frame.data is not None:
+                self._sent_event(ev)
             return
         for ev in events:
             key = id(ev)
@@ -410,9 +447,8 @@ class StreamContent:
             self._sent(open_.pop(next(iter(open_))))
 
     def _sent(self, ev: Event) -> None:
-        frame = ev.frame
-        if frame.data is not None:
-            self.sent.event(frame, self._stream.profile)
+        if ev.frame.data is not None:
+            self.sent.event(ev)
 
     def close(self, *, upstream_ended: bool) -> None:
         """The response is over. ``upstream_ended``: the upstream's body ended (cleanly
@@ -444,6 +480,5 @@ __all__ = [
     "StreamContent",
     "Violation",
     "parse_pointer",
-    "piece_of",
     "resolve",
 ]
