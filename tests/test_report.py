@@ -31,6 +31,7 @@ from chaosproxy.report import (
     TOP,
     WIDTH,
     ReportError,
+    load_newest,
     load_records,
     render_report,
 )
@@ -494,6 +495,24 @@ def test_load_records_from_a_log_and_from_a_trace_dir(tmp_path: Path) -> None:
     (traces / "notes.txt").write_text("ignored")
     ids = [r["request_id"] for r in load_records(traces) if r["event"] == "request"]
     assert ids == ["r-1", "r-2", "r-10"]  # natural order
+
+
+def test_load_newest_keeps_only_the_newest_requests(tmp_path: Path) -> None:
+    log = tmp_path / "frames.jsonl"
+    rejected = {"event": "rejected", "status": 400, "reason": "bad head", "peer": "p"}
+    # Interleaved, as concurrent requests are; an id with an escaped quote.
+    lines = [*stream("r-1", SIMPLE), rejected, *stream('r-"2"', SIMPLE), *stream("r-3", SIMPLE)]
+    lines.insert(2, stream("r-3", SIMPLE)[0])  # r-3 starts before r-2
+    write_lines(log, lines)
+    records, omitted = load_newest(log, 2)
+    assert omitted == 1
+    assert {r.get("request_id") for r in records} == {"r-3", 'r-"2"', None}
+    assert rejected in records
+    page = render_report(records, limit=2, omitted=omitted)
+    assert re.findall(r'data-request-id="([^"]*)"', page) == ["r-3", "r-&quot;2&quot;"]
+    assert "Showing the newest 2 of 3 requests; 1 older ones are left out" in page
+    assert "3 requests; of the newest 2:" in page
+    assert load_newest(log, 5) == (load_records(log), 0)
 
 
 def test_load_records_errors(tmp_path: Path) -> None:
