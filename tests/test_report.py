@@ -772,3 +772,37 @@ def test_the_docs_screenshot_is_a_small_png() -> None:
     png = (REPO / "docs" / "report.png").read_bytes()
     assert png_size(png)[0] >= 800
     assert len(png) < 300_000
+
+
+async def test_hostile_text_stays_text_in_chromium(chromium_path: str, tmp_path: Path) -> None:
+    bad = (
+        "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
+        "<svg onload='window.pwned = 3'></svg>\"'&amp;"
+    )
+    records = stream(bad, SIMPLE, scenario=bad, path="/v1/x?q=" + bad, outcome=bad)
+    records.append({"event": "verdict", "request_id": bad, "verdict": bad, "reason": bad})
+    html_path = tmp_path / "hostile.html"
+    html_path.write_text(render_report(records, {"results": [{"scenario": bad}]}, title=bad))
+    async with Chromium(executable=chromium_path) as browser:
+        page = await browser.open(html_path.as_uri())
+        seen = await page.evaluate(
+            """({
+                pwned: typeof window.pwned,
+                foreign: document.querySelectorAll('script, img, iframe, object, embed').length,
+                svgs: document.querySelectorAll('svg').length,
+                id: document.querySelector('section.request').dataset.requestId,
+                heading: document.querySelector('section.request h2').textContent,
+                title: document.title,
+                scenario: document.querySelector('tr[data-scenario]').dataset.scenario,
+            })"""
+        )
+        assert page.errors == []
+    assert seen == {
+        "pwned": "undefined",
+        "foreign": 0,
+        "svgs": 1,
+        "id": bad,
+        "heading": bad,
+        "title": bad,
+        "scenario": bad,
+    }
