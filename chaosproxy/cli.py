@@ -541,13 +541,13 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from chaosproxy.report import DEFAULT_LIMIT, ReportError, load_records, render_report
+    from chaosproxy.report import DEFAULT_LIMIT, ReportError, load_newest, render_report
 
     limit = DEFAULT_LIMIT if args.limit is None else args.limit
     if limit < 0:
         return fail(f"--limit must be >= 0, not {limit}")
     try:
-        records = load_records(args.source)
+        records, omitted = load_newest(args.source, limit or None)
         matrix = None
         if args.matrix is not None:
             with open(args.matrix, "rb") as stream:
@@ -558,7 +558,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail(f"{args.matrix}: not JSON: {exc}")
     except (OSError, ReportError) as exc:
         return fail(_os_message(exc))
-    page = render_report(records, matrix, limit=limit or None)
+    page = render_report(records, matrix, limit=limit or None, omitted=omitted)
     if args.output == "-":
         sys.stdout.write(page)
         return 0

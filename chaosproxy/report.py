@@ -72,14 +72,48 @@ def _natural_key(path: Path) -> list[Any]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
 
 
-def _read_lines(path: Path, into: list[dict[str, Any]]) -> int:
-    """Append the JSON objects of one file; returns how many non-empty lines were not."""
+#: The request id of a frame-log line, found without parsing the whole line (payload text
+#: is a JSON string, so an unescaped ``"request_id":"`` can only be the key itself).
+_REQUEST_ID = re.compile(rb'"request_id":\s*("(?:[^"\\]|\\.)*")')
+
+
+def _line_id(line: bytes) -> str | None:
+    match = _REQUEST_ID.search(line)
+    if match is None:
+        return None
+    try:
+        value = orjson.loads(match.group(1))
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _request_ids(files: Sequence[Path]) -> list[str]:
+    """Every request id, in order of first appearance (a cheap first pass)."""
+    seen: dict[str, None] = {}
+    for path in files:
+        with path.open("rb") as stream:
+            for raw in stream:
+                rid = _line_id(raw)
+                if rid is not None:
+                    seen.setdefault(rid, None)
+    return list(seen)
+
+
+def _read_lines(path: Path, into: list[dict[str, Any]], keep: set[str] | None) -> int:
+    """Append the JSON objects of one file (only the lines of the requests in ``keep``,
+    and those of no request, when given); returns how many non-empty lines were not
+    JSON objects."""
     skipped = 0
     with path.open("rb") as stream:
         for raw in stream:
             line = raw.strip()
             if not line:
                 continue
+            if keep is not None:
+                rid = _line_id(line)
+                if rid is not None and rid not in keep:
+                    continue
             try:
                 value = orjson.loads(line)
             except orjson.JSONDecodeError:
@@ -96,22 +130,34 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
     """The frame-log lines of a LOG file (JSON lines) or of a TRACE_DIR (its ``*.jsonl``,
     in natural name order). Lines that are not JSON objects are skipped; raises
     :class:`ReportError` when nothing is left, OSError when the path cannot be read."""
+    return load_newest(path, None)[0]
+
+
+def load_newest(path: str | Path, limit: int | None) -> tuple[list[dict[str, Any]], int]:
+    """As :func:`load_records`, but only the lines of the newest ``limit`` requests (and
+    those of no request, such as ``rejected``), so a huge log costs the memory of what
+    is drawn; also returns how many requests were left out."""
     source = Path(path)
-    records: list[dict[str, Any]] = []
-    skipped = 0
     if source.is_dir():
         files = sorted(source.glob("*.jsonl"), key=_natural_key)
         if not files:
             raise ReportError(f"{source}: no *.jsonl trace files in this directory")
-        for file in files:
-            skipped += _read_lines(file, records)
     else:
-        skipped = _read_lines(source, records)
+        files = [source]
+    keep: set[str] | None = None
+    omitted = 0
+    if limit is not None:
+        ids = _request_ids(files)
+        if len(ids) > limit:
+            omitted = len(ids) - limit
+            keep = set(ids[omitted:])
+    records: list[dict[str, Any]] = []
+    skipped = sum(_read_lines(file, records, keep) for file in files)
     if not records and skipped:
         raise ReportError(
             f"{source}: no JSON lines (write the log with --log-format json, the default)"
         )
-    return records
+    return records, omitted
 
 
 # ------------------------------------------------------------------------------ model
@@ -616,10 +662,13 @@ def render_report(
     title: str = "chaosproxy report",
     gap_ms: float = GAP_MS,
     stall_ms: float = STALL_MS,
+    omitted: int = 0,
 ) -> str:
     """One self-contained HTML page of the frame-log ``records`` (and the ``matrix`` of
-    ``chaosproxy matrix``, when given). Only the newest ``limit`` requests are drawn."""
-    requests, omitted, rejected = group_requests(records, limit)
+    ``chaosproxy matrix``, when given). Only the newest ``limit`` requests are drawn;
+    ``omitted`` counts requests already left out of ``records`` (by :func:`load_newest`)."""
+    requests, dropped, rejected = group_requests(records, limit)
+    omitted += dropped
     by_request: dict[str, Mapping[str, Any]] = {}
     for result in _list((matrix or {}).get("results")):
         if isinstance(result, dict) and isinstance(result.get("request_id"), str):
@@ -628,7 +677,8 @@ def render_report(
     total = len(requests) + omitted
     summary = (
         f"{total} request{'s' if total != 1 else ''}"
-        f" · outcomes: {_counts((r.end or {}).get('outcome') for r in requests)}"
+        + (f"; of the newest {len(requests)}:" if omitted else "")
+        + f" · outcomes: {_counts((r.end or {}).get('outcome') for r in requests)}"
         f" · integrity: {_counts(_integrity(r, by_request.get(r.request_id)) for r in requests)}"
         f" · verdicts: {_counts(_verdict(r, by_request.get(r.request_id)) for r in requests)}"
         f" · violations: {sum(len(r.violations) for r in requests)}"
@@ -682,6 +732,7 @@ __all__ = [
     "STALL_MS",
     "ReportError",
     "group_requests",
+    "load_newest",
     "load_records",
     "render_report",
 ]

@@ -31,6 +31,7 @@ from chaosproxy.report import (
     TOP,
     WIDTH,
     ReportError,
+    load_newest,
     load_records,
     render_report,
 )
@@ -496,6 +497,24 @@ def test_load_records_from_a_log_and_from_a_trace_dir(tmp_path: Path) -> None:
     assert ids == ["r-1", "r-2", "r-10"]  # natural order
 
 
+def test_load_newest_keeps_only_the_newest_requests(tmp_path: Path) -> None:
+    log = tmp_path / "frames.jsonl"
+    rejected = {"event": "rejected", "status": 400, "reason": "bad head", "peer": "p"}
+    # Interleaved, as concurrent requests are; an id with an escaped quote.
+    lines = [*stream("r-1", SIMPLE), rejected, *stream('r-"2"', SIMPLE), *stream("r-3", SIMPLE)]
+    lines.insert(2, stream("r-3", SIMPLE)[0])  # r-3 starts before r-2
+    write_lines(log, lines)
+    records, omitted = load_newest(log, 2)
+    assert omitted == 1
+    assert {r.get("request_id") for r in records} == {"r-3", 'r-"2"', None}
+    assert rejected in records
+    page = render_report(records, limit=2, omitted=omitted)
+    assert re.findall(r'data-request-id="([^"]*)"', page) == ["r-3", "r-&quot;2&quot;"]
+    assert "Showing the newest 2 of 3 requests; 1 older ones are left out" in page
+    assert "3 requests; of the newest 2:" in page
+    assert load_newest(log, 5) == (load_records(log), 0)
+
+
 def test_load_records_errors(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         load_records(tmp_path / "missing.jsonl")
@@ -753,3 +772,37 @@ def test_the_docs_screenshot_is_a_small_png() -> None:
     png = (REPO / "docs" / "report.png").read_bytes()
     assert png_size(png)[0] >= 800
     assert len(png) < 300_000
+
+
+async def test_hostile_text_stays_text_in_chromium(chromium_path: str, tmp_path: Path) -> None:
+    bad = (
+        "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
+        "<svg onload='window.pwned = 3'></svg>\"'&amp;"
+    )
+    records = stream(bad, SIMPLE, scenario=bad, path="/v1/x?q=" + bad, outcome=bad)
+    records.append({"event": "verdict", "request_id": bad, "verdict": bad, "reason": bad})
+    html_path = tmp_path / "hostile.html"
+    html_path.write_text(render_report(records, {"results": [{"scenario": bad}]}, title=bad))
+    async with Chromium(executable=chromium_path) as browser:
+        page = await browser.open(html_path.as_uri())
+        seen = await page.evaluate(
+            """({
+                pwned: typeof window.pwned,
+                foreign: document.querySelectorAll('script, img, iframe, object, embed').length,
+                svgs: document.querySelectorAll('svg').length,
+                id: document.querySelector('section.request').dataset.requestId,
+                heading: document.querySelector('section.request h2').textContent,
+                title: document.title,
+                scenario: document.querySelector('tr[data-scenario]').dataset.scenario,
+            })"""
+        )
+        assert page.errors == []
+    assert seen == {
+        "pwned": "undefined",
+        "foreign": 0,
+        "svgs": 1,
+        "id": bad,
+        "heading": bad,
+        "title": bad,
+        "scenario": bad,
+    }
