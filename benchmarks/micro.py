@@ -1,6 +1,7 @@
 """Per-event CPU of chaosproxy's sans-IO core, in-process: ``python benchmarks/micro.py``.
 
-Times :meth:`Pipeline.feed` (plus the one :meth:`Pipeline.end` per body) on pipelines
+Times :meth:`Pipeline.feed` (plus the one :meth:`Pipeline.end` per body, and the
+accounting of each write's events for integrity and the contract monitor) on pipelines
 built as the proxy builds them (a :class:`~chaosproxy.core.session.Session` given a head),
 over whole bodies, and prints microseconds per upstream event: the minimum over
 ``--repeats`` repeats, each timing enough fresh pipelines for ``--per-repeat`` events
@@ -118,13 +119,18 @@ class Case:
     reads: list[bytes]
 
 
-def body_pipeline(scenario: Scenario, seed: int, fmt: Format, path: str) -> Pipeline:
-    """The pipeline the proxy builds for a body of ``fmt`` answering ``path``."""
+def body_pipeline(
+    scenario: Scenario, seed: int, fmt: Format, path: str
+) -> tuple[Pipeline, Callable[[Send], None] | None]:
+    """The pipeline the proxy builds for a body of ``fmt`` answering ``path``, and what
+    accounts each of its writes for the stream's sent side (integrity and contract
+    monitor; ``Session.wrote`` calls it)."""
     session = Session("bench", scenario=scenario, seed=seed, path=path)
     session.start(0.0)
     session.response_head(200, "OK", [("Content-Type", CONTENT_TYPES[fmt])])
     assert session.pipeline is not None
-    return session.pipeline
+    content = session.content
+    return session.pipeline, None if content is None else content.wrote
 
 
 def time_case(case: Case, bodies: int, repeats: int) -> tuple[float, int]:
@@ -141,12 +147,21 @@ def time_case(case: Case, bodies: int, repeats: int) -> tuple[float, int]:
         gc.disable()
         try:
             for _ in range(bodies):
-                p = start(case.scenario, 1234, case.fmt, case.path)
+                p, wrote = start(case.scenario, 1234, case.fmt, case.path)
                 feed = p.feed
                 t0 = clock()
-                for chunk in reads:
-                    feed(chunk, 0.0)
-                p.end(0.0)
+                if wrote is None:
+                    for chunk in reads:
+                        feed(chunk, 0.0)
+                    p.end(0.0)
+                else:
+                    for chunk in reads:
+                        for action in feed(chunk, 0.0):
+                            if isinstance(action, Send):
+                                wrote(action)
+                    for action in p.end(0.0):
+                        if isinstance(action, Send):
+                            wrote(action)
                 elapsed += clock() - t0
                 total += p.events_in
                 events = p.events_in

@@ -2,7 +2,8 @@
 
 ``GET /health``, ``GET /scenarios``, ``GET /scenarios/{name}``, ``POST /scenarios``,
 ``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``,
-``GET /requests/{id}``, ``POST /reset``, ``GET /metrics``. With a token, every endpoint
+``GET /requests/{id}``, ``POST /requests/{id}/verdict``, ``POST /reset``,
+``GET /metrics``. With a token, every endpoint
 but ``GET /health`` wants ``Authorization: Bearer TOKEN`` (compared in constant time).
 ``GET /health`` needs none and then says only that the proxy is up, plus any warning;
 with the token (or when the admin has none) it adds the details (version, uptime,
@@ -31,9 +32,11 @@ from aiohttp import web
 
 from chaosproxy import __version__
 from chaosproxy.core.recent import RecentStreams
+from chaosproxy.logs import FrameLog
 from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
+from chaosproxy.verdict import ClientReport, VerdictInputError, classify, verdict_line
 
 if TYPE_CHECKING:
     from chaosproxy.resume import ResumeManager
@@ -69,6 +72,8 @@ class RequestRecord:
     summary: dict[str, Any]
     frames: list[dict[str, Any]] = field(default_factory=list)
     actions: list[dict[str, Any]] = field(default_factory=list)
+    #: Its ``violation`` lines (contract breaches; at most 100 per side).
+    violations: list[dict[str, Any]] = field(default_factory=list)
     #: Frame/action lines not kept (beyond ``max_frames``).
     omitted: int = 0
     #: Payload characters kept so far.
@@ -77,6 +82,8 @@ class RequestRecord:
     sent_frames: int = 0
     sent_bytes: int = 0
     done: bool = False
+    #: The last verdict recorded (``POST /requests/{id}/verdict``), as logged.
+    verdict: dict[str, Any] | None = None
 
     def view(self) -> dict[str, Any]:
         """The summary, as ``GET /requests`` shows it."""
@@ -85,14 +92,17 @@ class RequestRecord:
             view["state"] = "done"
         else:
             view.update(state="in_flight", bytes=self.sent_bytes, frames=self.sent_frames)
+        if self.verdict is not None:
+            view["verdict"] = self.verdict
         return view
 
     def detail(self) -> dict[str, Any]:
-        """Summary, frames and actions, as ``GET /requests/{id}`` shows them."""
+        """Summary, frames, actions and violations, as ``GET /requests/{id}`` shows them."""
         return {
             "summary": self.view(),
             "frames": [_strip(f) for f in self.frames],
             "actions": [_strip(a) for a in self.actions],
+            "violations": [_strip(v) for v in self.violations],
             "omitted_lines": self.omitted,
         }
 
@@ -141,6 +151,10 @@ class RequestStore:
         elif event == "response_end":
             record.summary = {**record.summary, **line}
             record.done = True
+        elif event == "verdict":
+            record.verdict = _strip(line)
+        elif event == "violation":
+            record.violations.append(line)
         else:
             self._keep(record, record.actions, line)
 
@@ -202,6 +216,9 @@ class AdminState:
     streams: RecentStreams | None = None
     #: The kept streams of ``resume:`` scenarios, forgotten on reset.
     resume: ResumeManager | None = None
+    #: Where a recorded verdict is logged (its observers include ``requests``); None:
+    #: straight into ``requests``.
+    log: FrameLog | None = None
 
 
 ADMIN = web.AppKey("admin", AdminState)
@@ -266,6 +283,7 @@ def create_admin_app(state: AdminState) -> web.Application:
     r.add_put("/default", _put_default)
     r.add_get("/requests", _list_requests)
     r.add_get("/requests/{id}", _get_request)
+    r.add_post("/requests/{id}/verdict", _post_verdict)
     r.add_post("/reset", _reset)
     r.add_get("/metrics", _metrics)
     return app
@@ -367,6 +385,39 @@ async def _get_request(request: web.Request) -> web.Response:
     return _json(record.detail())
 
 
+async def _post_verdict(request: web.Request) -> web.Response:
+    state = request.app[ADMIN]
+    request_id = request.match_info["id"]
+    record = state.requests.get(request_id)
+    if record is None:
+        return _error(404, "not_found", f"no recent request {request_id!r}")
+    try:
+        report = ClientReport.from_json(orjson.loads(await request.read()))
+    except orjson.JSONDecodeError:
+        return _error(400, "bad_request", "expected a JSON body")
+    except VerdictInputError as exc:
+        return _error(400, "bad_request", str(exc))
+    if not record.done:
+        return _error(
+            409, "in_flight", f"request {request_id!r} has not ended yet; ask again when it has"
+        )
+    verdict = classify(record.summary, report)
+    record_verdict(state.log, state.requests, request_id, verdict)
+    return _json(verdict)
+
+
+def record_verdict(
+    log: FrameLog | None, store: RequestStore | None, request_id: str, verdict: dict[str, Any]
+) -> None:
+    """Log the ``verdict`` line (the store, traces and ``--log`` see it through the log's
+    observers), or, without a log, give it to ``store`` directly."""
+    line = verdict_line(request_id, verdict)
+    if log is not None:
+        log.for_request().info("verdict", **line)
+    elif store is not None:
+        store({"event": "verdict", **line})
+
+
 async def _reset(request: web.Request) -> web.Response:
     state = request.app[ADMIN]
     state.requests.reset()
@@ -391,4 +442,5 @@ __all__ = [
     "RequestRecord",
     "RequestStore",
     "create_admin_app",
+    "record_verdict",
 ]

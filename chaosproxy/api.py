@@ -39,6 +39,7 @@ from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import NAME_PATTERN, Scenario, load_scenarios, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
 from chaosproxy.server import CLOSE_MARGIN, RunningProxy, start_proxy
+from chaosproxy.verdict import ClientReport, classify, verdict_line
 
 #: How long the calls that read finished requests wait, by default, for the requests in
 #: flight to end (a client sees its last byte a moment before the proxy logs the end).
@@ -160,6 +161,13 @@ class ChaosProxy:
                 merged = {**started, **line}
                 merged.pop("event", None)
                 self._finished.append(merged)
+            elif event == "verdict" and isinstance(request_id, str):
+                for summary in reversed(self._finished):
+                    if summary.get("request_id") == request_id:
+                        summary["verdict"] = {
+                            k: v for k, v in line.items() if k not in ("event", "request_id")
+                        }
+                        break
             self._changed.notify_all()
 
     def summary(self, request_id: str, timeout: float = SETTLE) -> dict[str, Any]:
@@ -213,6 +221,58 @@ class ChaosProxy:
         if not finished:
             raise LookupError("no request has gone through the proxy yet")
         return finished[-1]
+
+    def verdict(
+        self,
+        request_id: str,
+        *,
+        text: str | None = None,
+        error: str | BaseException | None = None,
+        timed_out: bool = False,
+        timeout: float = SETTLE,
+    ) -> dict[str, Any]:
+        """Record what the client concluded about a request (the text it assembled, the
+        error it raised, or that it timed out) and classify it (docs/verdicts.md):
+        ``{"verdict", "integrity", "reason", "text_matches"}``. The verdict is logged
+        (a ``verdict`` line) and shown in the request's summary from then on.
+
+        From sync code, waits up to ``timeout`` seconds for the request to end (as
+        :meth:`summary`); KeyError if it has not. An exception given as ``error`` is
+        recorded as its type and message."""
+        if isinstance(error, BaseException):
+            error = f"{type(error).__name__}: {error}"
+        report = ClientReport(text=text, error=error, timed_out=timed_out)
+        verdict = classify(self.summary(request_id, timeout=self._wait(timeout)), report)
+        line = verdict_line(request_id, verdict)
+        self._on_loop(lambda: self._log.for_request().info("verdict", **line))
+        return verdict
+
+    def _wait(self, timeout: float) -> float:
+        """``timeout``, or 0 on the proxy's own event loop (waiting there would block
+        the very request being waited for)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return timeout
+        return 0.0
+
+    def _on_loop(self, call: Any) -> None:
+        """Run ``call`` on the proxy's thread (the frame log and its observers are
+        used from there), and wait for it."""
+        loop = self._loop
+        if loop is None or self._thread is None or threading.current_thread() is self._thread:
+            call()
+            return
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                call()
+            finally:
+                done.set()
+
+        loop.call_soon_threadsafe(run)
+        done.wait(SETTLE)
 
     # ------------------------------------------------------------------ run time
 

@@ -207,6 +207,38 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="feed stdin in reads of N bytes (default: one read)",
     )
+    report = sub.add_parser(
+        "report", help="write a self-contained HTML report of a frame log or a trace directory"
+    )
+    report.add_argument(
+        "source",
+        metavar="LOG|TRACE_DIR",
+        help="a frame log (--log, JSON lines) or a directory of traces (--trace-dir)",
+    )
+    report.add_argument(
+        "-o",
+        "--output",
+        default="report.html",
+        metavar="FILE",
+        help="the HTML file to write (default report.html; - for stdout)",
+    )
+    report.add_argument(
+        "--matrix",
+        default=None,
+        metavar="MATRIX_JSON",
+        help="a matrix.json written by chaosproxy matrix: add its scenario-by-verdict table",
+    )
+    report.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="draw only the newest N requests (default 500; 0 for all)",
+    )
+
+    from chaosproxy.matrix import add_parser as add_matrix_parser
+
+    add_matrix_parser(sub)
     return parser
 
 
@@ -219,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scenarios": cmd_scenarios,
         "simulate": cmd_simulate,
         "replay": cmd_replay,
+        "matrix": cmd_matrix,
+        "report": cmd_report,
     }[args.command]
     try:
         return command(args)
@@ -460,6 +494,15 @@ def _serve_app(
     return _run(serve)
 
 
+# ---------------------------------------------------------------------------- matrix
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from chaosproxy.matrix import cmd_matrix as run
+
+    return run(args)
+
+
 # ---------------------------------------------------------------------------- validate
 
 
@@ -492,6 +535,46 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
         description = " ".join(scenario.description.split())  # one line each
         print(f"{name:<{width}}  {description}".rstrip())
     return 0
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from chaosproxy.report import DEFAULT_LIMIT, ReportError, load_newest, render_report
+
+    limit = DEFAULT_LIMIT if args.limit is None else args.limit
+    if limit < 0:
+        return fail(f"--limit must be >= 0, not {limit}")
+    try:
+        records, omitted = load_newest(args.source, limit or None)
+        matrix = None
+        if args.matrix is not None:
+            with open(args.matrix, "rb") as stream:
+                matrix = json.loads(stream.read())
+            if not isinstance(matrix, dict):
+                return fail(f"{args.matrix}: not a matrix (a JSON object)")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return fail(f"{args.matrix}: not JSON: {exc}")
+    except (OSError, ReportError) as exc:
+        return fail(_os_message(exc))
+    page = render_report(records, matrix, limit=limit or None, omitted=omitted)
+    if args.output == "-":
+        sys.stdout.write(page)
+        return 0
+    try:
+        Path(args.output).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        return fail(_os_message(exc))
+    print(f"chaosproxy: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _os_message(exc: Exception) -> str:
+    """``PATH: reason`` for an OSError (its errno text), else the exception's own text."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return str(exc)
 
 
 # ---------------------------------------------------------------------------- simulate

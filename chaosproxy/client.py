@@ -193,6 +193,34 @@ class ChaosClient:
         frames: list[dict[str, Any]] = self._detail(request_id, 0.0)["frames"]
         return frames
 
+    def verdict(
+        self,
+        request_id: str,
+        *,
+        text: str | None = None,
+        error: str | BaseException | None = None,
+        timed_out: bool = False,
+        timeout: float = SETTLE,
+    ) -> dict[str, Any]:
+        """``POST /requests/{id}/verdict``: record what the client concluded (the text
+        it assembled, the error it raised, or that it timed out) and get its
+        classification, ``{"verdict", "integrity", "reason", "text_matches"}``
+        (docs/verdicts.md). Waits up to ``timeout`` seconds for the request to end
+        first; KeyError when the proxy does not know it or it has not ended."""
+        if isinstance(error, BaseException):
+            error = f"{type(error).__name__}: {error}"
+        self._detail(request_id, timeout)
+        body = orjson.dumps({"text": text, "error": error, "timed_out": timed_out})
+        try:
+            verdict: dict[str, Any] = self._call(
+                "POST", "/requests/" + _quote(request_id) + "/verdict", body
+            )
+        except ChaosClientError as exc:
+            if exc.status == 404:
+                raise KeyError(request_id) from None
+            raise
+        return verdict
+
     def _detail(self, request_id: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:

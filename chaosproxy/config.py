@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
+from chaosproxy.core.integrity import Envelope
 from chaosproxy.logs import LogFormat, LogLevel
 from chaosproxy.routes import Route, RouteError, parse_route, parse_routes, split_environment
 
@@ -62,6 +63,13 @@ def parse_positive_int(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise ConfigError(f"expected a positive integer, got {value!r}")
     return int(value)
+
+
+def parse_envelope(value: str) -> Envelope:
+    try:
+        return Envelope.parse(value)
+    except ValueError as exc:
+        raise ConfigError(f"--envelope: {exc}") from None
 
 
 def parse_number(value: str) -> float:
@@ -360,6 +368,17 @@ class Config:
             "MS",
         ),
     )
+    envelope: Envelope | None = field(
+        default=None,
+        metadata=option(
+            "--envelope",
+            "JSON pointers to an application envelope's stream id and sequence number, "
+            "checked by the contract monitor when a scenario sets no envelope: of its own "
+            "(e.g. stream=/streamId,sequence=/sequence)",
+            parse_envelope,
+            "stream=PTR,sequence=PTR",
+        ),
+    )
     #: The largest event (or line) the framers hold before refusing a stream.
     max_event_size: int = field(default=DEFAULT_MAX_SIZE)
     #: Recent requests the admin API keeps, and frame lines kept per request.
@@ -367,6 +386,9 @@ class Config:
     history_frames: int = field(default=1000)
 
     def __post_init__(self) -> None:
+        envelope: Any = self.envelope
+        if isinstance(envelope, str):  # ChaosProxy(envelope="stream=/id,...")
+            object.__setattr__(self, "envelope", parse_envelope(envelope))
         value: Any = self.upstream
         values = (value,) if isinstance(value, str) else tuple(value)
         try:

@@ -329,5 +329,7 @@ class Exchange:
         if not session.ended:  # every path above ends it: this is a guard against a bug
             session.internal_error("internal error: the request ended without an outcome")
         line: dict[str, Any] = session.summary(time.monotonic())
+        for violation in session.violations():
+            self.log.info("violation", **violation.fields())
         self.log.info("response_end", **line)
         self.state.log.flush()

@@ -82,6 +82,13 @@ class Metrics:
             ["scenario", "stage"],
             registry=r,
         )
+        self.contract_violations = Counter(
+            "chaosproxy_contract_violations",
+            "Breaches of the stream contract, by side (upstream: what the upstream sent; "
+            "sent: what the client was sent) and rule (docs/integrity.md).",
+            ["side", "rule"],
+            registry=r,
+        )
         self.ttfb = Histogram(
             "chaosproxy_ttfb_seconds",
             "Time from the request to the first body byte written to the client.",
@@ -111,6 +118,8 @@ class Metrics:
         elif event == "response_end":
             self.in_flight.dec()
             self._end(line)
+        elif event == "violation":
+            self.contract_violations.labels(str(line.get("side")), str(line.get("rule"))).inc()
 
     def _end(self, line: dict[str, Any]) -> None:
         scenario = line.get("scenario") or NO_SCENARIO

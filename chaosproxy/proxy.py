@@ -179,6 +179,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         label=label,
         max_event_size=state.config.max_event_size,
         streams=state.streams,
+        envelope=state.config.envelope,
     )
     exchange = Exchange(request, state, session, choice, target, resume=resume)
     return await exchange.run(refusal, status)

@@ -16,6 +16,20 @@ built-in mock) with the built-in scenario library plus ``--chaos-scenarios`` (in
 one per test (``chaos_proxy``, whose default scenario a ``chaos`` marker sets) or one
 for the whole session (``chaos_proxy_session``).
 
+``@pytest.mark.chaos_matrix`` runs a test once per scenario (the built-in library, or
+only the ``--chaos-scenarios`` ones when given, or ``scenarios=[...]``), each time with
+the ``chaos_proxy`` fixture's default set to it; the ``chaos_verdict`` fixture records
+what the client concluded and fails the test on a verdict in ``fail_on`` (default:
+silent_corruption, false_alarm, hung; docs/verdicts.md)::
+
+    @pytest.mark.chaos_matrix
+    def test_my_client(chaos_proxy, chaos_verdict):
+        client = OpenAI(base_url=chaos_proxy.url + "/v1", api_key="test")
+        with chaos_verdict.run() as run:
+            stream = client.chat.completions.create(model="m", messages=[], stream=True)
+            for chunk in stream:
+                run.text += chunk.choices[0].delta.content or ""
+
 Tearing a fixture down never hangs the test run: streams the test left running get the
 default grace (2 s), are then cut (outcome ``shutdown``), and whatever has not stopped
 within the grace plus a margin is abandoned (see :class:`~chaosproxy.ChaosProxy`).
@@ -23,15 +37,20 @@ within the grace plus a margin is abandoned (see :class:`~chaosproxy.ChaosProxy`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from chaosproxy.verdict import FAILING
 
 if TYPE_CHECKING:
     from chaosproxy.api import ChaosProxy
 
 MARKER = "chaos"
+MATRIX_MARKER = "chaos_matrix"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,6 +90,146 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}(scenario): the default scenario of the chaos_proxy fixture for this test "
         "(a loaded scenario's name, or a scenario as YAML text)",
     )
+    config.addinivalue_line(
+        "markers",
+        f"{MATRIX_MARKER}(scenarios=None, fail_on=None): run this test once per scenario "
+        "(default: the library, or the --chaos-scenarios ones), the chaos_proxy fixture's "
+        "default set to it; chaos_verdict records what the client concluded",
+    )
+    config.stash[_RESULTS] = []
+
+
+_RESULTS = pytest.StashKey[list[tuple[str, str, dict[str, Any]]]]()
+
+
+def _matrix_scenarios(config: pytest.Config, marker: pytest.Mark) -> list[str]:
+    if marker.args:
+        raise pytest.UsageError(
+            f"@pytest.mark.{MATRIX_MARKER} takes keyword arguments only: "
+            "scenarios=[names], fail_on=[verdicts]"
+        )
+    names = marker.kwargs.get("scenarios")
+    if names is not None:
+        return list(names)
+    from chaosproxy.scenario import load_library, load_scenarios
+
+    paths = config.getoption("--chaos-scenarios") or config.getini("chaos_scenarios")
+    return list(load_scenarios(list(paths)) if paths else load_library())
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MATRIX_MARKER)
+    if marker is None or "chaos_matrix_scenario" not in metafunc.fixturenames:
+        return
+    names = _matrix_scenarios(metafunc.config, marker)
+    metafunc.parametrize("chaos_matrix_scenario", names, ids=names, indirect=True)
+
+
+@pytest.fixture
+def chaos_matrix_scenario(request: pytest.FixtureRequest) -> str | None:
+    """The scenario of this run of a ``@pytest.mark.chaos_matrix`` test (None for
+    other tests)."""
+    return getattr(request, "param", None)
+
+
+@dataclass
+class VerdictRun:
+    """What ``chaos_verdict.run()`` collects: add the client's text to ``text``; an
+    exception raised in the block is recorded as its ``error`` (and not raised)."""
+
+    text: str = ""
+    error: str | None = None
+    #: The verdict recorded when the block ended.
+    verdict: dict[str, Any] = field(default_factory=dict)
+
+
+class ChaosVerdict:
+    """The ``chaos_verdict`` fixture: record what the client concluded about the last
+    request of this test (``chaos_verdict(text=..., error=...)`` or ``with
+    chaos_verdict.run() as run:``), and fail the test when its verdict is in
+    ``fail_on``."""
+
+    def __init__(
+        self, proxy: ChaosProxy, node: pytest.Item, scenario: str | None, fail_on: Iterable[str]
+    ) -> None:
+        self.proxy = proxy
+        self.scenario = scenario
+        self.fail_on = frozenset(fail_on)
+        self._node = node
+        #: Every verdict recorded in this test, in order.
+        self.verdicts: list[dict[str, Any]] = []
+
+    def __call__(
+        self,
+        text: str | None = None,
+        error: str | BaseException | None = None,
+        *,
+        timed_out: bool = False,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the verdict on ``request_id`` (default: the last request of the test)
+        and return it, with ``scenario`` and ``requests`` (every request of the test)
+        added; fails the test when the verdict is in ``fail_on``."""
+        self.proxy.requests()  # those in flight have ended (or the settle time passed)
+        requests = [
+            line["request_id"] for line in list(self.proxy.lines) if line["event"] == "request"
+        ]
+        if request_id is None:
+            if not requests:
+                pytest.fail(
+                    "chaos_verdict: the test made no request through chaos_proxy", pytrace=False
+                )
+            request_id = requests[-1]
+        verdict = self.proxy.verdict(request_id, text=text, error=error, timed_out=timed_out)
+        verdict = {**verdict, "request_id": request_id, "requests": requests}
+        verdict["scenario"] = self.scenario
+        self.verdicts.append(verdict)
+        self._node.user_properties.append(("chaos_verdict", verdict["verdict"]))
+        self._node.config.stash[_RESULTS].append((self._node.nodeid, self.scenario or "", verdict))
+        if verdict["verdict"] in self.fail_on:
+            pytest.fail(
+                f"{verdict['verdict']} under {self.scenario or 'no scenario'}: "
+                f"{verdict['reason']} (request {request_id})",
+                pytrace=False,
+            )
+        return verdict
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[VerdictRun]:
+        """Run the client in the block: an exception is the client raising (recorded,
+        not raised); the verdict is recorded when the block ends."""
+        run = VerdictRun()
+        try:
+            yield run
+        except Exception as exc:
+            run.error = f"{type(exc).__name__}: {exc}"
+        run.verdict = self(text=run.text, error=run.error)
+
+
+@pytest.fixture
+def chaos_verdict(
+    request: pytest.FixtureRequest, chaos_proxy: ChaosProxy, chaos_matrix_scenario: str | None
+) -> ChaosVerdict:
+    """Records what the client concluded about the test's last request through
+    ``chaos_proxy`` (docs/verdicts.md)."""
+    marker = request.node.get_closest_marker(MATRIX_MARKER)
+    fail_on = FAILING
+    if marker is not None and marker.kwargs.get("fail_on") is not None:
+        fail_on = frozenset(marker.kwargs["fail_on"])
+    return ChaosVerdict(chaos_proxy, request.node, chaos_matrix_scenario, fail_on)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    results = config.stash.get(_RESULTS, [])
+    if not results:
+        return
+    terminalreporter.section("chaosproxy verdicts")
+    width = max(len(scenario) for _, scenario, _ in results)
+    for nodeid, scenario, verdict in results:
+        test = nodeid.split("[")[0]
+        terminalreporter.write_line(
+            f"{scenario or '-':<{width}}  {verdict['verdict']:<17}  {test}: {verdict['reason']}"
+        )
 
 
 def _start(config: pytest.Config) -> ChaosProxy:
@@ -82,11 +241,17 @@ def _start(config: pytest.Config) -> ChaosProxy:
 
 
 @pytest.fixture
-def chaos_proxy(request: pytest.FixtureRequest) -> Iterator[ChaosProxy]:
+def chaos_proxy(
+    request: pytest.FixtureRequest, chaos_matrix_scenario: str | None
+) -> Iterator[ChaosProxy]:
     """A chaosproxy for this test, on a free local port; ``@pytest.mark.chaos(NAME)``
-    sets its default scenario."""
+    (or the run of a ``@pytest.mark.chaos_matrix`` test) sets its default scenario."""
     marker = request.node.get_closest_marker(MARKER)
     with _start(request.config) as proxy:
+        if chaos_matrix_scenario is not None:
+            with proxy.scenario(chaos_matrix_scenario):
+                yield proxy
+            return
         if marker is None:
             yield proxy
             return

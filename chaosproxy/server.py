@@ -391,6 +391,7 @@ async def start_proxy(
                 warnings=warnings,
                 streams=state.streams,
                 resume=state.resume,
+                log=log,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),

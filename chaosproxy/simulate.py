@@ -136,7 +136,9 @@ def simulate(
         for action in actions:
             sim.actions.append((now, action))
             sim.http_actions += http
-            if isinstance(action, Sleep):
+            if isinstance(action, Send):
+                session.wrote(action, now)  # (accounts what the client was sent)
+            elif isinstance(action, Sleep):
                 if math.isinf(action.seconds):
                     session.client_gone()  # a hang: only the client can end it
                     return True

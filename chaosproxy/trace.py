@@ -3,8 +3,9 @@
 A :class:`TraceWriter` observes the frame log and appends each line of a request to
 ``DIR/<request_id>.jsonl``: the ``request`` line, every ``frame`` (with
 ``--log-content``, its exact bytes as base64 ``raw``), ``action`` lines and the
-``response_end`` line, at which the file is closed. Lines are JSON whatever the console
-log looks like. ``chaosproxy replay`` serves such a file again.
+``response_end`` line, at which the file is closed; a ``verdict`` recorded later
+for one of the last :data:`ENDED_KEPT` requests is appended to its file. Lines are
+JSON whatever the console log looks like. ``chaosproxy replay`` serves such a file again.
 
 Request ids (``r-N``) start again at 1 in every process, so a file that already exists
 is never overwritten: the trace goes to ``<request_id>.2.jsonl`` (then ``.3``…) instead.
@@ -25,6 +26,8 @@ import orjson
 
 #: Open trace files kept at once (one per request in flight, up to this).
 DEFAULT_MAX_OPEN = 64
+#: Ended requests whose trace a later ``verdict`` line is still appended to.
+ENDED_KEPT = 256
 
 
 class TraceWriter:
@@ -39,6 +42,8 @@ class TraceWriter:
         self._paths: dict[str, Path] = {}
         #: request_id -> open file, least recently written first.
         self._open: OrderedDict[str, IO[bytes]] = OrderedDict()
+        #: request_id -> trace path, for the most recently ended requests (verdicts).
+        self._ended: OrderedDict[str, Path] = OrderedDict()
         #: Traces written completely (closed at response_end), for tests and callers.
         self.completed = 0
         self._warned = False
@@ -61,6 +66,9 @@ class TraceWriter:
         if not isinstance(request_id, str):
             return
         event = line.get("event")
+        if event == "verdict":
+            self._append_verdict(request_id, line)
+            return
         try:
             stream = self._stream(request_id, new=event == "request")
             if stream is None:
@@ -106,9 +114,25 @@ class TraceWriter:
                 n += 1
                 path = self.directory / f"{safe}.{n}.jsonl"
 
+    def _append_verdict(self, request_id: str, line: dict[str, Any]) -> None:
+        path = self._ended.get(request_id) or self._paths.get(request_id)
+        if path is None:
+            return
+        with contextlib.suppress(OSError):
+            stream = self._open.get(request_id)
+            if stream is not None:
+                stream.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+                return
+            with path.open("ab") as out:
+                out.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+
     def _finish(self, request_id: str) -> None:
         stream = self._open.pop(request_id, None)
-        self._paths.pop(request_id, None)
+        path = self._paths.pop(request_id, None)
+        if path is not None:
+            self._ended[request_id] = path
+            while len(self._ended) > ENDED_KEPT:
+                self._ended.popitem(last=False)
         if stream is not None:
             stream.close()
 
@@ -136,4 +160,4 @@ class TraceWriter:
         self._paths.clear()
 
 
-__all__ = ["DEFAULT_MAX_OPEN", "TraceWriter"]
+__all__ = ["DEFAULT_MAX_OPEN", "ENDED_KEPT", "TraceWriter"]

@@ -42,6 +42,7 @@ SAMPLES: dict[str, str | None] = {
     "--admin-insecure": None,
     "--mock-tokens": "3",
     "--mock-interval-ms": "5",
+    "--envelope": "stream=/streamId,sequence=/meta~1seq",
 }
 
 

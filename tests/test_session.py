@@ -4,6 +4,7 @@ as inputs → outputs with exact expectations."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable
 
@@ -316,6 +317,12 @@ def test_a_framed_body_is_decided_once_and_accounted_per_write() -> None:
         "ttfb_ms": 10.0,
         "max_gap_ms": pytest.approx(10.0),
         "duration_ms": 40.0,
+        # E2 ("b") went out twice: the client was sent "abb", the upstream meant "ab".
+        "integrity": "altered",
+        "text_sha256": {
+            "upstream": hashlib.sha256(b"ab").hexdigest(),
+            "sent": hashlib.sha256(b"abb").hexdigest(),
+        },
     }
 
 

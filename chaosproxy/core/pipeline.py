@@ -75,6 +75,10 @@ class Pipeline:
         self.events_out = 0
         self._cut = False
 
+    def watch(self, observer: Callable[[Event], None]) -> None:
+        """Call ``observer`` with every upstream event, as framed, before any fault."""
+        self._observers.append(observer)
+
     @property
     def format(self) -> Format:
         return self.stream.format

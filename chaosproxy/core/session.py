@@ -36,6 +36,7 @@ from chaosproxy.core.actions import Action, Cut, HttpAction, Respond, Send
 from chaosproxy.core.faults import Fault, FaultConfig, build_faults
 from chaosproxy.core.frames import Format, Frame, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
+from chaosproxy.core.integrity import Envelope, Integrity, StreamContent, Violation
 from chaosproxy.core.pipeline import Pipeline, fault_summary
 from chaosproxy.core.providers import (
     Profile,
@@ -82,6 +83,19 @@ class ScenarioLike(Protocol):
     def format(self) -> str: ...
     @property
     def faults(self) -> Sequence[tuple[str, FaultConfig]]: ...
+    @property
+    def envelope(self) -> EnvelopeLike | None:
+        """JSON pointers to an application envelope (the contract monitor checks it)."""
+        ...
+
+
+class EnvelopeLike(Protocol):
+    """A scenario's ``envelope:`` (:class:`chaosproxy.scenario.model.EnvelopeRule`)."""
+
+    @property
+    def stream(self) -> str | None: ...
+    @property
+    def sequence(self) -> str | None: ...
 
 
 class Phase(enum.Enum):
@@ -189,6 +203,7 @@ class Session:
         provider: str | None = None,
         max_event_size: int = DEFAULT_MAX_SIZE,
         streams: RecentStreams | None = None,
+        envelope: Envelope | None = None,
     ) -> None:
         """``scenario`` is the one chosen (None: passthrough); ``active`` False when
         its ``requests:`` leave this request alone (forwarded untouched, but
@@ -196,7 +211,9 @@ class Session:
         will be forwarded; ``label`` the name reported when there is no scenario
         (the name a refused request asked for); ``provider`` overrides the
         scenario's (``chaosproxy simulate --provider``); ``streams`` the proxy's
-        recent framed streams, which a framed body joins (and ``splice`` reads)."""
+        recent framed streams, which a framed body joins (and ``splice`` reads);
+        ``envelope`` the one ``--envelope`` names (a scenario's own ``envelope:``
+        wins)."""
         self.request_id = request_id
         self.seed = seed
         self.path = path
@@ -219,6 +236,12 @@ class Session:
         #: Faults left out because the body has no events to act on.
         self._unframed: list[Fault] = []
         self._provider: str | None = None
+        self._envelope = envelope
+        #: Both sides of a framed body (what the upstream sent, what the client was
+        #: sent): their content and contract checks. None when the body is not framed.
+        self.content: StreamContent | None = None
+        self._cut_how: str | None = None
+        self._upstream_ended = False
         # What the client was sent, for the summary.
         self.status = 0
         self.content_type: str | None = None
@@ -386,6 +409,11 @@ class Session:
             max_size=self._max_event_size,
             record=self._record.record if self._record is not None else None,
         )
+        if fmt != "raw":
+            rule = self._run.envelope
+            envelope = Envelope(rule.stream, rule.sequence) if rule else self._envelope
+            self.content = StreamContent(self.pipeline.stream, fmt, envelope=envelope)
+            self.pipeline.watch(self.content.upstream_event)
 
     # ------------------------------------------------------------------ the body
 
@@ -416,7 +444,10 @@ class Session:
         """The upstream body ended cleanly: what the faults still hold. Once they
         are carried out, report :meth:`finish` (or :meth:`cut` for a Cut)."""
         pipeline = self._pipeline()
-        return [] if pipeline is None else pipeline.end(now)
+        if pipeline is None:
+            return []
+        self._upstream_ended = True
+        return pipeline.end(now)
 
     def finish(self) -> None:
         """The response ended cleanly: the last byte was handed to the client."""
@@ -433,13 +464,15 @@ class Session:
             return []
         self.error = message
         self.reason = reason
+        self._upstream_ended = True
         if not salvage or pipeline is None:
             return []
         return [a for a in pipeline.salvage(now) if isinstance(a, Send)]
 
     def cut(self, cut: Cut) -> dict[str, Any]:
         """A Cut is being carried out; the fields of its ``action`` log line."""
-        self._move("cut")
+        if self._move("cut"):
+            self._cut_how = cut.how
         return {"action": "cut", "how": cut.how, "fault": cut.fault, **cut.detail}
 
     # ------------------------------------------------------------------ any time
@@ -492,6 +525,8 @@ class Session:
             "t_ms": round(t_ms, 3),
         }
         if self.pipeline is not None and send.events:
+            if self.content is not None:
+                self.content.wrote(send)
             line["events"] = [e.ordinal for e in send.events]
             line["kinds"] = sorted({k for e in send.events for k in e.kinds})
             line["faults"] = list(send.faults)
@@ -539,6 +574,13 @@ class Session:
         line["ttfb_ms"] = self._ttfb_ms
         line["max_gap_ms"] = round(self._max_gap_ms, 3)
         line["duration_ms"] = round(self._ms_since_start(now), 3)
+        content = self.content
+        if content is not None:
+            line["integrity"] = self.integrity
+            line["text_sha256"] = {
+                "upstream": content.upstream.text_sha256,
+                "sent": content.sent.text_sha256,
+            }
         if self.error:
             line["error"] = self.error
         if self.outcome == "upstream_error":
@@ -547,6 +589,29 @@ class Session:
             if self.reason is not None:
                 line["reason"] = self.reason
         return line
+
+    @property
+    def integrity(self) -> Integrity | None:
+        """The framed body's integrity once ended (None before, or when not framed):
+        ``broken`` when the connection did not end cleanly (every outcome but
+        ``completed`` and a ``cut`` with ``how: close``), else as the content says."""
+        content = self.content
+        if content is None or not self.ended:
+            return None
+        clean = self.outcome == "completed" or (self.outcome == "cut" and self._cut_how == "close")
+        return content.integrity(clean_end=clean)
+
+    def violations(self) -> list[Violation]:
+        """Every breach of the stream contract, upstream side first (only once ended;
+        empty when the body is not framed). The sides are closed on the first call:
+        ``terminal_missing`` is then known."""
+        if not self.ended:
+            raise SessionError(f"violations() before the end (phase {self.phase.name})")
+        content = self.content
+        if content is None:
+            return []
+        content.close(upstream_ended=self._upstream_ended)
+        return content.violations()
 
     @property
     def provider(self) -> str:

@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
 from chaosproxy.core.history import ResumeConfig
+from chaosproxy.core.integrity import parse_pointer
 
 #: Largest accepted seed (fits a signed 64-bit integer, so every JSON encoder takes it).
 MAX_SEED = 2**63 - 1
@@ -92,6 +93,29 @@ class MatchRule(BaseModel):
         return True
 
 
+class EnvelopeRule(BaseModel):
+    """The ``envelope:`` of a scenario: RFC 6901 JSON pointers to each event's stream
+    id and sequence number in an application envelope (docs/integrity.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    stream: str | None = None
+    sequence: str | None = None
+
+    @field_validator("stream", "sequence")
+    @classmethod
+    def _pointer(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_pointer(v)
+        return v
+
+    @model_validator(mode="after")
+    def _something(self) -> EnvelopeRule:
+        if self.stream is None and self.sequence is None:
+            raise ValueError("give stream, sequence or both (JSON pointers)")
+        return self
+
+
 class Scenario(BaseModel):
     """A validated scenario; ``faults`` are (fault name, validated config) in order.
 
@@ -118,6 +142,8 @@ class Scenario(BaseModel):
     #: Reconnection and resume (docs/reconnection.md); None: reconnects are forwarded.
     resume: ResumeConfig | None = None
     faults: tuple[tuple[str, FaultConfig], ...]
+    #: JSON pointers to an application envelope, checked by the contract monitor.
+    envelope: EnvelopeRule | None = None
     #: Where it came from: a file path, or the ``source`` given to parse_scenario.
     source: str = Field(default="", exclude=True)
 
@@ -151,8 +177,9 @@ class Scenario(BaseModel):
         """A JSON-able view in the shape of a scenario file (for the admin API):
         durations as strings with a unit (``"800ms"``), so that the view, given back
         to :func:`~chaosproxy.scenario.parse_scenario` with ``read_only=True``, is the
-        same scenario. ``source`` is read-only (where the scenario came from)."""
-        return {
+        same scenario. ``source`` is read-only (where the scenario came from);
+        ``envelope`` is there only when set."""
+        view: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "seed": self.seed,
@@ -171,3 +198,6 @@ class Scenario(BaseModel):
             "faults": [{n: c.model_dump(mode="json")} for n, c in self.faults],
             "source": self.source,
         }
+        if self.envelope is not None:
+            view["envelope"] = self.envelope.model_dump()
+        return view

@@ -16,7 +16,7 @@ import re
 from typing import Protocol
 
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers.base import ProviderProfile
+from chaosproxy.core.providers.base import Piece, ProviderProfile
 
 KINDS = ("start", "delta", "tool_delta", "usage", "ping", "error", "terminal", "other")
 
@@ -31,6 +31,10 @@ class Profile(Protocol):
 
     def classify(self, frame: Frame) -> frozenset[str]:
         """The kinds of one event frame; never empty (``{"other"}`` at least)."""
+        ...
+
+    def content(self, frame: Frame) -> Piece:
+        """What one event frame contributes to the stream's logical content."""
         ...
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
@@ -119,6 +123,7 @@ __all__ = [
     "FALLBACK",
     "KINDS",
     "PROVIDER_NAMES",
+    "Piece",
     "Profile",
     "ProviderProfile",
     "get_profile",

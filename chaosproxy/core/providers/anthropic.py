@@ -34,7 +34,13 @@ from chaosproxy.core.providers._wire import (
     encode_event,
     is_done_marker,
 )
-from chaosproxy.core.providers.base import ProviderProfile
+from chaosproxy.core.providers.base import (
+    ERROR_PIECE,
+    NOTHING,
+    TERMINAL_PIECE,
+    Piece,
+    ProviderProfile,
+)
 
 _KINDS: dict[str, frozenset[str]] = {
     "message_start": START,
@@ -106,6 +112,43 @@ class AnthropicProfile(ProviderProfile):
                         return _DELTA_KINDS.get(delta_type, OTHER)
             return OTHER
         return _KINDS.get(kind, OTHER)
+
+    def content(self, frame: Frame) -> Piece:
+        """Text: ``text_delta``. Tool calls: ``input_json_delta.partial_json`` keyed by the
+        content block ``index``; ``content_block_stop`` ends the block's call. Finish
+        reason: ``message_delta``'s ``stop_reason``. Terminal: ``message_stop``."""
+        if frame.data is None:
+            return NOTHING
+        kind = frame.type
+        if kind is None:
+            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
+        if kind == "message_stop":
+            return TERMINAL_PIECE
+        if kind == "error":
+            return ERROR_PIECE
+        if kind not in ("content_block_delta", "content_block_stop", "message_delta"):
+            return NOTHING
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return NOTHING
+        if kind == "content_block_stop":
+            return Piece(tool_ends=(str(payload.get("index")),))
+        delta = payload.get("delta")
+        if not isinstance(delta, dict):
+            return NOTHING
+        if kind == "message_delta":
+            reason = delta.get("stop_reason")
+            return Piece(finish=((0, reason),)) if isinstance(reason, str) else NOTHING
+        delta_type = delta.get("type")
+        if delta_type == "text_delta":
+            text = delta.get("text")
+            if isinstance(text, str) and text:
+                return Piece(text=((0, text),))
+        elif delta_type == "input_json_delta":
+            fragment = delta.get("partial_json")
+            if isinstance(fragment, str):
+                return Piece(tools=((str(payload.get("index")), fragment),))
+        return NOTHING
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``event: error`` with an ``overloaded_error`` (what an HTTP 529 becomes mid-stream)."""

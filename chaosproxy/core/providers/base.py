@@ -23,9 +23,39 @@ matching and first-event detection (lowest first).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import ClassVar
 
 from chaosproxy.core.frames import Format, Frame
+
+
+# Not frozen, for the cost of construction (one per event); immutable by convention.
+@dataclass(slots=True)
+class Piece:
+    """What one event contributes to a stream's logical content (see
+    :mod:`chaosproxy.core.integrity`). Treat it as immutable.
+
+    Text and finish reasons are per *channel* (an OpenAI Chat choice, a Gemini
+    candidate; 0 otherwise). A tool call's key is a string naming the call within the
+    stream (``"0/1"``: choice 0, tool call index 1); the key ``""`` is a whole call
+    (Gemini, Ollama) that the accumulator numbers itself. ``tool_ends`` names the calls
+    that end at this event: a key, or a prefix ending in ``/`` for every call under it.
+    """
+
+    text: tuple[tuple[int, str], ...] = ()
+    tools: tuple[tuple[str, str], ...] = ()
+    tool_ends: tuple[str, ...] = ()
+    terminal: bool = False
+    finish: tuple[tuple[int, str], ...] = ()
+    error: bool = False
+
+
+#: An event that carries no content (a ping, a start, an unknown type).
+NOTHING = Piece()
+#: A bare terminal event (``[DONE]``, ``message_stop``).
+TERMINAL_PIECE = Piece(terminal=True)
+#: An in-stream error event.
+ERROR_PIECE = Piece(error=True)
 
 
 class ProviderProfile:
@@ -56,6 +86,11 @@ class ProviderProfile:
     def classify(self, frame: Frame) -> frozenset[str]:
         """The kinds of one event frame; never empty (``{"other"}`` at least)."""
         raise NotImplementedError
+
+    def content(self, frame: Frame) -> Piece:
+        """What one event frame means: its text, tool-call argument fragments, whether
+        it is terminal (and its finish reason), whether it is an error."""
+        return NOTHING
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """The raw bytes of this provider's own in-stream error event."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import (
     ERROR,
@@ -29,7 +31,13 @@ from chaosproxy.core.providers._wire import (
     is_done_marker,
     mask_table,
 )
-from chaosproxy.core.providers.base import ProviderProfile
+from chaosproxy.core.providers.base import (
+    ERROR_PIECE,
+    NOTHING,
+    TERMINAL_PIECE,
+    Piece,
+    ProviderProfile,
+)
 
 _ERROR_BODY = (
     b'{"error": {"code": 503, "message": "The model is overloaded. Please try again later.", '
@@ -91,6 +99,51 @@ class GeminiProfile(ProviderProfile):
         for candidate in candidates:
             mask |= _candidate_kinds(candidate)
         return _BY_MASK[mask]
+
+    def content(self, frame: Frame) -> Piece:
+        """Text: the non-thought ``text`` parts, per candidate ``index``. Tool calls:
+        each ``functionCall`` part is a whole call (its ``args`` as compact JSON, keyed by
+        its ``id`` when it has one). Terminal: a candidate with ``finishReason``."""
+        if frame.data is None:
+            return NOTHING
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
+        if payload.get("error"):
+            return ERROR_PIECE
+        candidates = payload.get("candidates")
+        if not isinstance(candidates, list):
+            return NOTHING
+        text: list[tuple[int, str]] = []
+        tools: list[tuple[str, str]] = []
+        finish: list[tuple[int, str]] = []
+        for candidate in candidates:
+            if not isinstance(candidate, dict):
+                continue
+            index = candidate.get("index", 0)
+            if not isinstance(index, int):
+                index = 0
+            reason = candidate.get("finishReason")
+            if isinstance(reason, str) and reason:
+                finish.append((index, reason))
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            if not isinstance(parts, list):
+                continue
+            for part in parts:
+                if not isinstance(part, dict):
+                    continue
+                value = part.get("text")
+                if isinstance(value, str) and value and not part.get("thought"):
+                    text.append((index, value))
+                call = part.get("functionCall")
+                if isinstance(call, dict):
+                    key = call.get("id")
+                    args = orjson.dumps(call.get("args", {}), option=orjson.OPT_SORT_KEYS)
+                    tools.append((key if isinstance(key, str) and key else "", args.decode()))
+        if not (text or tools or finish):
+            return NOTHING
+        return Piece(tuple(text), tuple(tools), (), bool(finish), tuple(finish))
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``data: {"error": {"code": 503, ..., "status": "UNAVAILABLE"}}``; pass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import DONE_MARKER, OTHER, TERMINAL, encode_event
-from chaosproxy.core.providers.base import ProviderProfile
+from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, Piece, ProviderProfile
 
 
 class GenericProfile(ProviderProfile):
@@ -31,6 +31,10 @@ class GenericProfile(ProviderProfile):
         if isinstance(payload, dict) and payload.get("done") is True:
             return TERMINAL
         return OTHER
+
+    def content(self, frame: Frame) -> Piece:
+        """Only the terminal markers: a generic stream's text is unknown."""
+        return TERMINAL_PIECE if "terminal" in self.classify(frame) else NOTHING
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         body = b'{"error":{"type":"chaosproxy_injected","message":"injected error"}}'

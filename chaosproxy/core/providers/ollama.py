@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+import orjson
+
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import (
     ERROR,
@@ -25,7 +27,13 @@ from chaosproxy.core.providers._wire import (
     is_done_marker,
     mask_table,
 )
-from chaosproxy.core.providers.base import ProviderProfile
+from chaosproxy.core.providers.base import (
+    ERROR_PIECE,
+    NOTHING,
+    TERMINAL_PIECE,
+    Piece,
+    ProviderProfile,
+)
 
 _ERROR_BODY = b'{"error":"an error was encountered while running the model"}'
 
@@ -72,6 +80,40 @@ class OllamaProfile(ProviderProfile):
         if payload.get("done") is True:
             mask |= _TERMINAL
         return _BY_MASK[mask]
+
+    def content(self, frame: Frame) -> Piece:
+        """Text: ``message.content`` (chat) or ``response`` (generate). Tool calls: each
+        of ``message.tool_calls`` is a whole call (``function.arguments`` as compact
+        JSON). Terminal: ``"done": true``, with ``done_reason``."""
+        if frame.data is None:
+            return NOTHING
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
+        if "error" in payload:
+            return ERROR_PIECE
+        text: list[tuple[int, str]] = []
+        tools: list[tuple[str, str]] = []
+        message = payload.get("message")
+        if isinstance(message, dict):
+            content = message.get("content")
+            if isinstance(content, str) and content:
+                text.append((0, content))
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    function = call.get("function") if isinstance(call, dict) else None
+                    args = function.get("arguments", {}) if isinstance(function, dict) else {}
+                    tools.append(("", orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()))
+        response = payload.get("response")
+        if isinstance(response, str) and response:
+            text.append((0, response))
+        terminal = payload.get("done") is True
+        reason = payload.get("done_reason")
+        finish = ((0, reason),) if terminal and isinstance(reason, str) else ()
+        if not (text or tools or terminal):
+            return NOTHING
+        return Piece(tuple(text), tuple(tools), (), terminal, finish)
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``{"error":"..."}`` and a newline, as the Ollama server writes it."""

@@ -33,7 +33,13 @@ from chaosproxy.core.providers._wire import (
     encode_event,
     mask_table,
 )
-from chaosproxy.core.providers.base import ProviderProfile
+from chaosproxy.core.providers.base import (
+    ERROR_PIECE,
+    NOTHING,
+    TERMINAL_PIECE,
+    Piece,
+    ProviderProfile,
+)
 
 _ERROR_BODY = (
     b'{"error": {"message": "The server had an error while processing your request. '
@@ -69,6 +75,14 @@ def _choice_kinds(choice: Any) -> int:
     return mask
 
 
+def _arguments(function: Any) -> str:
+    if isinstance(function, dict):
+        args = function.get("arguments")
+        if isinstance(args, str):
+            return args
+    return ""
+
+
 class OpenAIChatProfile(ProviderProfile):
     name = "openai-chat"
     rank = 10
@@ -101,6 +115,58 @@ class OpenAIChatProfile(ProviderProfile):
         for choice in choices:
             mask |= _choice_kinds(choice)
         return _BY_MASK[mask]
+
+    def content(self, frame: Frame) -> Piece:
+        """Text: ``delta.content`` and ``delta.refusal`` per choice ``index``. Tool calls:
+        ``delta.tool_calls[].function.arguments`` keyed ``"<choice>/<tool index>"`` (the
+        legacy ``function_call``: ``"<choice>/fn"``); a choice's ``finish_reason`` ends its
+        calls. Terminal: ``[DONE]``."""
+        data = frame.data
+        if data is None:
+            return NOTHING
+        if data == DONE_MARKER or data.strip() == DONE_MARKER:
+            return TERMINAL_PIECE
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return NOTHING
+        if payload.get("error"):
+            return ERROR_PIECE
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return NOTHING
+        text: list[tuple[int, str]] = []
+        tools: list[tuple[str, str]] = []
+        ends: list[str] = []
+        finish: list[tuple[int, str]] = []
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            if not isinstance(index, int):
+                index = 0
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                for field in ("content", "refusal"):
+                    value = delta.get(field)
+                    if isinstance(value, str) and value:
+                        text.append((index, value))
+                tool_calls = delta.get("tool_calls")
+                if isinstance(tool_calls, list):
+                    for call in tool_calls:
+                        if isinstance(call, dict):
+                            fragment = _arguments(call.get("function"))
+                            tool = call.get("index", 0)
+                            tools.append((f"{index}/{tool}", fragment))
+                legacy = delta.get("function_call")
+                if isinstance(legacy, dict):
+                    tools.append((f"{index}/fn", _arguments(legacy)))
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                finish.append((index, reason))
+                ends.append(f"{index}/")
+        if not (text or tools or finish):
+            return NOTHING
+        return Piece(tuple(text), tuple(tools), tuple(ends), False, tuple(finish))
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``data: {"error": {...}}``: the shape the SDK raises ``APIError`` on."""

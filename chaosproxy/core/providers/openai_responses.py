@@ -32,7 +32,13 @@ from chaosproxy.core.providers._wire import (
     encode_event,
     is_done_marker,
 )
-from chaosproxy.core.providers.base import ProviderProfile
+from chaosproxy.core.providers.base import (
+    ERROR_PIECE,
+    NOTHING,
+    TERMINAL_PIECE,
+    Piece,
+    ProviderProfile,
+)
 
 _KINDS: dict[str, frozenset[str]] = {
     "response.created": START,
@@ -53,6 +59,30 @@ _ERROR_BODY = (
     b'{"type":"error","code":"server_error","message":"The server had an error while '
     b'processing your request. Sorry about that!","param":null,"sequence_number":0}'
 )
+
+
+_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_TOOL_DELTAS = frozenset(
+    {
+        "response.function_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
+        "response.mcp_call_arguments.delta",
+    }
+)
+_TOOL_DONES = frozenset(
+    {
+        "response.function_call_arguments.done",
+        "response.custom_tool_call_input.done",
+        "response.mcp_call_arguments.done",
+    }
+)
+_TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def _call_key(payload: dict[str, object]) -> str:
+    """A tool call's key: its ``item_id``, else its ``output_index``."""
+    item = payload.get("item_id")
+    return item if isinstance(item, str) else str(payload.get("output_index"))
 
 
 class OpenAIResponsesProfile(ProviderProfile):
@@ -79,6 +109,38 @@ class OpenAIResponsesProfile(ProviderProfile):
             # Gateways that bolt a chat-style sentinel onto the stream.
             return TERMINAL if is_done_marker(frame) else OTHER
         return _KINDS.get(kind, OTHER)
+
+    def content(self, frame: Frame) -> Piece:
+        """Text: ``response.output_text.delta`` (and ``response.refusal.delta``). Tool
+        calls: the argument deltas keyed by ``item_id`` (else ``output_index``), ended by
+        their ``.done``. Terminal: ``response.completed|incomplete|failed``, with the
+        response's ``status`` as the finish reason."""
+        if frame.data is None:
+            return NOTHING
+        kind = frame.type
+        if kind is None:
+            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
+        if kind == "error":
+            return ERROR_PIECE
+        if not (kind in _TEXT_DELTAS or kind in _TOOL_DELTAS or kind in _TOOL_DONES):
+            if kind not in _TERMINALS:
+                return NOTHING
+            payload = frame.json()
+            response = payload.get("response") if isinstance(payload, dict) else None
+            status = response.get("status") if isinstance(response, dict) else None
+            finish = ((0, status),) if isinstance(status, str) else ()
+            return Piece(terminal=True, finish=finish, error=kind == "response.failed")
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return NOTHING
+        if kind in _TOOL_DONES:
+            return Piece(tool_ends=(_call_key(payload),))
+        delta = payload.get("delta")
+        if not isinstance(delta, str):
+            return NOTHING
+        if kind in _TEXT_DELTAS:
+            return Piece(text=((0, delta),)) if delta else NOTHING
+        return Piece(tools=((_call_key(payload), delta),))
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``event: error`` with the flat ``{"type":"error","code",..,"sequence_number":0}``."""

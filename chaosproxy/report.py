@@ -1,0 +1,738 @@
+"""``chaosproxy report``: one self-contained HTML page from a frame log or a trace dir.
+
+Per request: a header (id, scenario, seed, method and path as logged, status, outcome,
+integrity, verdict), a timeline of its writes as inline SVG (cumulative bytes over time
+as a step line, one mark per write coloured by the kind of its events, faulted writes
+labelled with the fault, long gaps and stalls shaded, the cut and the end marked), its
+contract violations and its verdict. Then, when given, the library matrix of
+``chaosproxy matrix`` (scenario by verdict).
+
+The page loads nothing: inline CSS and SVG only, no script, and a Content-Security-Policy
+that forbids any fetch. Every logged string is escaped (a log written with
+``--log-content`` holds payload text, which may be anything). The output is bounded:
+only the newest ``limit`` requests are drawn (the page says how many were left out), and
+a request with very many writes has its marks thinned, never its byte line's endpoints.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+#: Requests drawn by default (the newest ones).
+DEFAULT_LIMIT = 500
+#: A pause between two writes (or before the first, or after the last) at least this
+#: long is shaded as a gap…
+GAP_MS = 100.0
+#: …and at least this long as a stall.
+STALL_MS = 500.0
+#: Marks drawn per request at most (faulted writes always are).
+MAX_MARKS = 1500
+#: Longest string shown from a log field (reasons, paths, payload text).
+MAX_TEXT = 300
+
+#: Mark classes, by precedence when a write carries events of several kinds.
+KIND_CLASSES = ("terminal", "error", "tool", "start", "delta", "other")
+_KIND_OF = {
+    "terminal": "terminal",
+    "error": "error",
+    "tool_delta": "tool",
+    "start": "start",
+    "delta": "delta",
+}
+#: Verdicts that fail a CI gate (drawn in red).
+FAILING_VERDICTS = frozenset({"silent_corruption", "false_alarm", "hung"})
+
+#: Shown for a value the log does not have (an en dash).
+NONE = "\u2013"
+
+# Plot geometry (SVG user units).
+WIDTH, HEIGHT = 960, 190
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 30
+
+
+class ReportError(ValueError):
+    """The input cannot be read as a frame log."""
+
+
+# ------------------------------------------------------------------------------ input
+
+
+def _natural_key(path: Path) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
+
+
+#: The request id of a frame-log line, found without parsing the whole line (payload text
+#: is a JSON string, so an unescaped ``"request_id":"`` can only be the key itself).
+_REQUEST_ID = re.compile(rb'"request_id":\s*("(?:[^"\\]|\\.)*")')
+
+
+def _line_id(line: bytes) -> str | None:
+    match = _REQUEST_ID.search(line)
+    if match is None:
+        return None
+    try:
+        value = orjson.loads(match.group(1))
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _request_ids(files: Sequence[Path]) -> list[str]:
+    """Every request id, in order of first appearance (a cheap first pass)."""
+    seen: dict[str, None] = {}
+    for path in files:
+        with path.open("rb") as stream:
+            for raw in stream:
+                rid = _line_id(raw)
+                if rid is not None:
+                    seen.setdefault(rid, None)
+    return list(seen)
+
+
+def _read_lines(path: Path, into: list[dict[str, Any]], keep: set[str] | None) -> int:
+    """Append the JSON objects of one file (only the lines of the requests in ``keep``,
+    and those of no request, when given); returns how many non-empty lines were not
+    JSON objects."""
+    skipped = 0
+    with path.open("rb") as stream:
+        for raw in stream:
+            line = raw.strip()
+            if not line:
+                continue
+            if keep is not None:
+                rid = _line_id(line)
+                if rid is not None and rid not in keep:
+                    continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                skipped += 1
+                continue
+            if isinstance(value, dict):
+                into.append(value)
+            else:
+                skipped += 1
+    return skipped
+
+
+def load_records(path: str | Path) -> list[dict[str, Any]]:
+    """The frame-log lines of a LOG file (JSON lines) or of a TRACE_DIR (its ``*.jsonl``,
+    in natural name order). Lines that are not JSON objects are skipped; raises
+    :class:`ReportError` when nothing is left, OSError when the path cannot be read."""
+    return load_newest(path, None)[0]
+
+
+def load_newest(path: str | Path, limit: int | None) -> tuple[list[dict[str, Any]], int]:
+    """As :func:`load_records`, but only the lines of the newest ``limit`` requests (and
+    those of no request, such as ``rejected``), so a huge log costs the memory of what
+    is drawn; also returns how many requests were left out."""
+    source = Path(path)
+    if source.is_dir():
+        files = sorted(source.glob("*.jsonl"), key=_natural_key)
+        if not files:
+            raise ReportError(f"{source}: no *.jsonl trace files in this directory")
+    else:
+        files = [source]
+    keep: set[str] | None = None
+    omitted = 0
+    if limit is not None:
+        ids = _request_ids(files)
+        if len(ids) > limit:
+            omitted = len(ids) - limit
+            keep = set(ids[omitted:])
+    records: list[dict[str, Any]] = []
+    skipped = sum(_read_lines(file, records, keep) for file in files)
+    if not records and skipped:
+        raise ReportError(
+            f"{source}: no JSON lines (write the log with --log-format json, the default)"
+        )
+    return records, omitted
+
+
+# ------------------------------------------------------------------------------ model
+
+
+@dataclass
+class Write:
+    seq: int
+    t_ms: float
+    size: int
+    events: list[Any]
+    kinds: list[str]
+    faults: list[str]
+
+    @property
+    def kind_class(self) -> str:
+        found = {_KIND_OF.get(k, "other") for k in self.kinds} or {"other"}
+        return next(c for c in KIND_CLASSES if c in found)
+
+
+@dataclass
+class Request:
+    request_id: str
+    request: dict[str, Any] = field(default_factory=dict)
+    writes: list[Write] = field(default_factory=list)
+    #: ``(action line, t_ms or None)``.
+    actions: list[tuple[dict[str, Any], float | None]] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None
+    integrity: dict[str, Any] | None = None
+    text_sha256: Any = None
+
+    def value(self, name: str) -> Any:
+        """A value from the request line, else from response_end."""
+        if name in self.request:
+            return self.request[name]
+        return (self.end or {}).get(name)
+
+
+def _ts_ms(line: Mapping[str, Any]) -> float | None:
+    ts = line.get("ts")
+    if not isinstance(ts, str):
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
+    except ValueError:
+        return None
+
+
+def _number(value: Any, default: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def group_requests(
+    records: Iterable[Mapping[str, Any]], limit: int | None = None
+) -> tuple[list[Request], int, list[dict[str, Any]]]:
+    """Requests in order of first appearance (the newest ``limit`` of them), how many
+    were left out, and the ``rejected`` lines."""
+    records = list(records)
+    order: dict[str, None] = {}
+    rejected: list[dict[str, Any]] = []
+    for line in records:
+        rid = line.get("request_id")
+        if isinstance(rid, str):
+            order.setdefault(rid, None)
+        elif line.get("event") == "rejected":
+            rejected.append(dict(line))
+    ids = list(order)
+    omitted = 0
+    if limit is not None and len(ids) > limit:
+        omitted = len(ids) - limit
+        ids = ids[omitted:]
+    requests = {rid: Request(rid) for rid in ids}
+    started: dict[str, float | None] = {}
+    for line in records:
+        req = requests.get(line.get("request_id"))  # type: ignore[arg-type]
+        if req is None:
+            continue
+        event = line.get("event")
+        if event == "request":
+            req.request = dict(line)
+            started[req.request_id] = _ts_ms(line)
+        elif event == "frame":
+            req.writes.append(
+                Write(
+                    seq=int(_number(line.get("seq"), len(req.writes))),
+                    t_ms=_number(line.get("t_ms")),
+                    size=int(_number(line.get("size"))),
+                    events=_list(line.get("events")),
+                    kinds=_strings(line.get("kinds")),
+                    faults=_strings(line.get("faults")),
+                )
+            )
+        elif event == "action":
+            start, at = started.get(req.request_id), _ts_ms(line)
+            req.actions.append(
+                (dict(line), None if start is None or at is None else max(0.0, at - start))
+            )
+        elif event == "response_end":
+            req.end = dict(line)
+            if "integrity" in line:
+                req.integrity = {"integrity": line["integrity"]}
+            if "text_sha256" in line:
+                req.text_sha256 = line["text_sha256"]
+        elif event == "integrity":
+            req.integrity = dict(line)
+        elif event == "text_sha256":
+            req.text_sha256 = line.get("text_sha256", dict(line))
+        elif event == "violation":
+            req.violations.append(dict(line))
+        elif event == "verdict":
+            req.verdict = dict(line)
+    return list(requests.values()), omitted, rejected
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def _e(value: Any, limit: int = MAX_TEXT) -> str:
+    """Escaped text of a logged value, shortened to ``limit`` characters."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return html.escape(text, quote=True)
+
+
+def _slug(value: Any) -> str:
+    """A CSS class fragment: the value if it is a plain word, else ``unknown``."""
+    text = str(value) if value is not None else ""
+    return text if re.fullmatch(r"[a-z0-9_-]{1,40}", text) else "unknown"
+
+
+def _fmt_ms(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms >= 10_000 else f"{ms:.0f} ms"
+
+
+def _f(x: float) -> str:
+    return f"{x:.1f}"
+
+
+CSS = """
+:root { --start:#2b8a3e; --delta:#1c7ed6; --tool:#7048e8; --terminal:#212529;
+  --error:#e03131; --other:#868e96; --fault:#f08c00; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  margin: 0; padding: 20px 28px; color: #212529; background: #f8f9fa; }
+h1 { font-size: 22px; margin: 0 0 6px; }
+h2 { font-size: 16px; margin: 0; font-family: ui-monospace, Menlo, Consolas, monospace; }
+h3 { font-size: 13px; margin: 10px 0 4px; text-transform: uppercase; color: #495057; }
+.summary, .legend, .note { margin: 6px 0; color: #495057; }
+.note { background: #fff3bf; padding: 6px 10px; border-radius: 4px; }
+.legend span { display: inline-block; margin-right: 14px; }
+.sw { display: inline-block; width: 11px; height: 11px; border-radius: 50%;
+  vertical-align: -1px; margin-right: 4px; }
+section.request { background: #fff; border: 1px solid #dee2e6; border-radius: 6px;
+  padding: 12px 16px; margin: 14px 0; }
+.head { display: flex; flex-wrap: wrap; gap: 6px 18px; align-items: baseline; }
+.head .kv { color: #495057; }
+.head .kv b { color: #212529; font-weight: 600; }
+.pill { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px;
+  font-weight: 600; background: #e9ecef; }
+.outcome-completed, .integrity-intact, .verdict-tolerated, .verdict-detected {
+  background: #d3f9d8; color: #2b8a3e; }
+.outcome-cut, .outcome-client_gone, .outcome-shutdown, .integrity-altered,
+.integrity-incomplete { background: #fff3bf; color: #e67700; }
+.outcome-upstream_error, .outcome-proxy_error, .integrity-broken,
+.verdict-silent_corruption, .verdict-false_alarm, .verdict-hung {
+  background: #ffe3e3; color: #c92a2a; }
+svg.timeline { display: block; width: 100%; max-width: 960px; height: auto; margin-top: 8px; }
+svg .axis { stroke: #adb5bd; stroke-width: 1; }
+svg .tick { fill: #868e96; font-size: 10px; }
+svg .bytes { fill: none; stroke: #495057; stroke-width: 1.5; }
+svg .gap { fill: #e9ecef; }
+svg .stall { fill: #ffc9c9; opacity: .6; }
+svg .mark { stroke: #fff; stroke-width: .5; }
+svg .kind-start { fill: var(--start); } svg .kind-delta { fill: var(--delta); }
+svg .kind-tool { fill: var(--tool); } svg .kind-terminal { fill: var(--terminal); }
+svg .kind-error { fill: var(--error); } svg .kind-other { fill: var(--other); }
+svg .faulted { stroke: var(--fault); stroke-width: 2.5; }
+svg .fault-label { fill: var(--fault); font-size: 10px; font-weight: 600; }
+svg .cut { stroke: #c92a2a; stroke-width: 2; stroke-dasharray: 5 3; }
+svg .cut-label { fill: #c92a2a; font-size: 11px; font-weight: 700; }
+svg .end { stroke: #212529; stroke-width: 1.5; }
+svg .end-label { fill: #212529; font-size: 11px; }
+table { border-collapse: collapse; margin: 4px 0; font-size: 13px; }
+th, td { border: 1px solid #dee2e6; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f1f3f5; }
+td.verdict { font-weight: 700; }
+code { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
+.failed { color: #c92a2a; font-weight: 700; }
+.passed { color: #2b8a3e; font-weight: 700; }
+"""
+
+
+class _Scale:
+    def __init__(self, end_ms: float, total: int) -> None:
+        self.end_ms = max(end_ms, 1.0)
+        self.total = max(total, 1)
+        self.w = WIDTH - LEFT - RIGHT
+        self.h = HEIGHT - TOP - BOTTOM
+
+    def x(self, t_ms: float) -> float:
+        return LEFT + self.w * min(max(t_ms, 0.0), self.end_ms) / self.end_ms
+
+    def y(self, size: float) -> float:
+        return TOP + self.h - self.h * size / self.total
+
+
+def _nice_ticks(end_ms: float, n: int = 5) -> list[float]:
+    raw = end_ms / n
+    if raw <= 0:
+        return [0.0]
+    magnitude = 10 ** (len(str(int(raw))) - 1) if raw >= 1 else 1
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    return [i * step for i in range(int(end_ms // step) + 1)]
+
+
+def _timeline(req: Request, gap_ms: float, stall_ms: float) -> str:
+    writes = req.writes
+    total = sum(w.size for w in writes)
+    last_t = max((w.t_ms for w in writes), default=0.0)
+    duration = _number((req.end or {}).get("duration_ms"), last_t)
+    end_ms = max(duration, last_t)
+    cuts = [(line, at) for line, at in req.actions if line.get("action") == "cut"]
+    scale = _Scale(end_ms, total)
+    parts: list[str] = [
+        f'<svg class="timeline" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'data-total-bytes="{total}" data-writes="{len(writes)}" '
+        f'aria-label="timeline of {_e(req.request_id)}">'
+    ]
+    # Gaps and stalls: before the first write, between writes, after the last one.
+    times = [0.0, *(w.t_ms for w in writes), end_ms]
+    for a, b in itertools.pairwise(times):
+        if b - a >= gap_ms:
+            cls = "stall" if b - a >= stall_ms else "gap"
+            parts.append(
+                f'<rect class="{cls}" x="{_f(scale.x(a))}" y="{TOP}" '
+                f'width="{_f(scale.x(b) - scale.x(a))}" height="{scale.h}">'
+                f"<title>{cls} {_fmt_ms(b - a)} ({_fmt_ms(a)} → {_fmt_ms(b)})</title></rect>"
+            )
+    # Axes and ticks.
+    base = TOP + scale.h
+    parts.append(f'<line class="axis" x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}"/>')
+    parts.append(f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}"/>')
+    for tick in _nice_ticks(end_ms):
+        parts.append(
+            f'<text class="tick" x="{_f(scale.x(tick))}" y="{base + 14}" text-anchor="middle">'
+            f"{_fmt_ms(tick)}</text>"
+        )
+    parts.append(
+        f'<text class="tick" x="{LEFT - 6}" y="{TOP + 4}" text-anchor="end">{total} B</text>'
+        f'<text class="tick" x="{LEFT - 6}" y="{base}" text-anchor="end">0</text>'
+    )
+    # Cumulative bytes as a step line: flat until a write, then up by its size.
+    points = [(scale.x(0), scale.y(0))]
+    cumulative = 0
+    for w in writes:
+        x = scale.x(w.t_ms)
+        points.append((x, scale.y(cumulative)))
+        cumulative += w.size
+        points.append((x, scale.y(cumulative)))
+    points.append((scale.x(end_ms), scale.y(cumulative)))
+    # Consecutive equal points add nothing but size to a 100k-write stream.
+    compact = [p for i, p in enumerate(points) if i == 0 or p != points[i - 1]]
+    if len(compact) == 1:
+        compact.append(compact[0])
+    parts.append(
+        f'<polyline class="bytes" data-bytes="{cumulative}" points="'
+        + " ".join(f"{_f(x)},{_f(y)}" for x, y in compact)
+        + '"/>'
+    )
+    # One mark per write (thinned past MAX_MARKS, faulted ones always kept).
+    stride = max(1, -(-len(writes) // MAX_MARKS))
+    cumulative = 0
+    last_label: tuple[str, float] | None = None
+    for i, w in enumerate(writes):
+        cumulative += w.size
+        if w.faults or i % stride == 0 or i == len(writes) - 1:
+            x, y = scale.x(w.t_ms), scale.y(cumulative)
+            classes = f"mark kind-{w.kind_class}" + (" faulted" if w.faults else "")
+            title = (
+                f"write {w.seq} at {w.t_ms:.1f} ms: {w.size} B, events {_e(w.events, 80)}, "
+                f"kinds {_e(', '.join(w.kinds) or '-', 80)}"
+                + (f", faults {_e(', '.join(w.faults), 80)}" if w.faults else "")
+            )
+            parts.append(
+                f'<circle class="{classes}" cx="{_f(x)}" cy="{_f(y)}" '
+                f'r="{4.5 if w.faults else 3}" data-seq="{w.seq}"><title>{title}</title></circle>'
+            )
+            if w.faults:
+                label = ", ".join(w.faults)
+                if last_label is None or last_label[0] != label or x - last_label[1] > 40:
+                    parts.append(
+                        f'<text class="fault-label" x="{_f(x)}" y="{_f(max(y - 8, 10))}" '
+                        f'text-anchor="middle">{_e(label, 60)}</text>'
+                    )
+                    last_label = (label, x)
+    # The cut(s), then the end.
+    for line, at in cuts:
+        t = last_t if at is None else min(max(at, last_t), end_ms)
+        cx = _f(scale.x(t))
+        how = _e(line.get("how") or "?", 40)
+        after = line.get("after_event")
+        where = f" after event {_e(after, 20)}" if after is not None else ""
+        parts.append(
+            f'<line class="cut" x1="{cx}" y1="{TOP - 4}" x2="{cx}" y2="{base}">'
+            f"<title>cut ({how}){where}</title></line>"
+            f'<text class="cut-label" x="{cx}" y="{TOP - 8}" text-anchor="end">cut: {how}</text>'
+        )
+    outcome = (req.end or {}).get("outcome")
+    if outcome is not None:
+        ex = _f(scale.x(end_ms))
+        parts.append(
+            f'<line class="end" x1="{ex}" y1="{TOP}" x2="{ex}" y2="{base}"/>'
+            f'<text class="end-label" x="{ex}" y="{base + 26}" text-anchor="end">'
+            f"end: {_e(outcome, 40)} at {_fmt_ms(end_ms)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _verdict(req: Request, matrix_verdict: Mapping[str, Any] | None) -> Any:
+    """The request's verdict: its own ``verdict`` line, else the matrix's row."""
+    return (req.verdict or matrix_verdict or {}).get("verdict")
+
+
+def _integrity(req: Request, matrix_verdict: Mapping[str, Any] | None) -> Any:
+    """The logged integrity, else the one its verdict names."""
+    if req.integrity:
+        return req.integrity.get("integrity")
+    return (req.verdict or matrix_verdict or {}).get("integrity")
+
+
+def _pill(kind: str, value: Any) -> str:
+    if value is None:
+        return f'<span class="pill">{NONE}</span>'
+    return f'<span class="pill {kind}-{_slug(value)}">{_e(value, 60)}</span>'
+
+
+def _kv(label: str, value_html: str) -> str:
+    return f'<span class="kv">{label} <b>{value_html}</b></span>'
+
+
+def _request_section(
+    index: int,
+    req: Request,
+    matrix_verdict: Mapping[str, Any] | None,
+    gap_ms: float,
+    stall_ms: float,
+) -> str:
+    end = req.end or {}
+    verdict = req.verdict or matrix_verdict
+    integrity = _integrity(req, matrix_verdict)
+    method, path = req.value("method"), req.value("path")
+    faults = end.get("faults_applied")
+    head = [
+        f"<h2>{_e(req.request_id, 120)}</h2>",
+        _kv("scenario", _e(req.value("scenario") or NONE, 120)),
+        _kv("seed", _e(req.value("seed"), 40)),
+        _kv("request", f"<code>{_e(method, 20)} {_e(path)}</code>"),
+        _kv("status", _e(end.get("status", NONE), 20)),
+        _kv("outcome", _pill("outcome", end.get("outcome"))),
+        _kv("integrity", _pill("integrity", integrity)),
+        _kv("verdict", _pill("verdict", (verdict or {}).get("verdict"))),
+    ]
+    facts = []
+    for label, key in (("provider", "provider"), ("format", "format")):
+        if req.value(key) is not None:
+            facts.append(_kv(label, _e(req.value(key), 60)))
+    facts.append(_kv("bytes", str(sum(w.size for w in req.writes))))
+    facts.append(_kv("writes", str(len(req.writes))))
+    if "duration_ms" in end:
+        facts.append(_kv("duration", _fmt_ms(_number(end["duration_ms"]))))
+    if isinstance(faults, dict) and faults:
+        facts.append(_kv("faults", _e(", ".join(f"{k}\u00d7{v}" for k, v in faults.items()))))
+    if end.get("reason"):
+        facts.append(_kv("reason", _e(end["reason"])))
+    parts = [
+        f'<section class="request" id="req-{index}" data-request-id="{_e(req.request_id, 500)}">',
+        f'<div class="head">{"".join(head)}</div>',
+        f'<div class="head">{"".join(facts)}</div>',
+        _timeline(req, gap_ms, stall_ms),
+    ]
+    if req.text_sha256 is not None:
+        sha = req.text_sha256
+        if isinstance(sha, dict):
+            same = sha.get("upstream") == sha.get("sent")
+            parts.append(
+                '<div class="summary">text sha256: upstream '
+                f"<code>{_e(sha.get('upstream'), 16)}</code>, sent "
+                f"<code>{_e(sha.get('sent'), 16)}</code> "
+                + ("(same)" if same else '<span class="failed">(differs)</span>')
+                + "</div>"
+            )
+        else:
+            parts.append(f'<div class="summary">text sha256: <code>{_e(sha)}</code></div>')
+    if req.violations:
+        rows = "".join(
+            f"<tr><td>{_e(v.get('side'), 20)}</td><td>{_e(v.get('rule'), 60)}</td>"
+            f"<td>{_e(v.get('at_event'), 20)}</td></tr>"
+            for v in req.violations[:200]
+        )
+        more = len(req.violations) - 200
+        parts.append(
+            f"<h3>violations ({len(req.violations)})</h3>"
+            '<table class="violations"><tr><th>side</th><th>rule</th><th>at event</th></tr>'
+            f"{rows}</table>" + (f'<p class="note">{more} more not shown</p>' if more > 0 else "")
+        )
+    if verdict is not None:
+        parts.append(
+            '<h3>verdict</h3><table class="verdict"><tr><th>verdict</th><th>integrity</th>'
+            f'<th>reason</th></tr><tr><td class="verdict verdict-{_slug(verdict.get("verdict"))}">'
+            f"{_e(verdict.get('verdict'), 60)}</td><td>{_e(verdict.get('integrity'), 60)}</td>"
+            f"<td>{_e(verdict.get('reason'))}</td></tr></table>"
+        )
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _matrix_section(matrix: Mapping[str, Any], anchors: Mapping[str, int]) -> str:
+    results = _list(matrix.get("results"))
+    header = (
+        "<tr><th>scenario</th><th>verdict</th><th>integrity</th><th>reason</th>"
+        "<th>request</th><th>exit code</th><th>duration</th><th>text matches</th></tr>"
+    )
+    rows = []
+    for result in results:
+        if not isinstance(result, dict):
+            continue
+        rid = result.get("request_id")
+        if isinstance(rid, str) and rid in anchors:
+            request = f'<a href="#req-{anchors[rid]}">{_e(rid, 120)}</a>'
+        else:
+            request = _e(rid, 120)
+        others = [r for r in _strings(result.get("requests")) if r != rid]
+        if others:
+            request += f" <small>(also {_e(', '.join(others), 200)})</small>"
+        verdict = result.get("verdict")
+        duration = result.get("duration_ms")
+        rows.append(
+            f'<tr data-scenario="{_e(result.get("scenario"), 120)}">'
+            f"<td>{_e(result.get('scenario'), 120)}</td>"
+            f'<td class="verdict verdict-{_slug(verdict)}">{_e(verdict, 60)}</td>'
+            f"<td>{_e(result.get('integrity'), 60)}</td><td>{_e(result.get('reason'))}</td>"
+            f"<td>{request}</td><td>{_e(result.get('exit_code'), 20)}</td>"
+            f"<td>{_fmt_ms(_number(duration)) if duration is not None else ''}</td>"
+            f"<td>{_e(result.get('text_matches'), 10)}</td></tr>"
+        )
+    raw_counts = matrix.get("counts")
+    counts: Mapping[str, Any] = raw_counts if isinstance(raw_counts, dict) else {}
+    count_text = ", ".join(f"{_e(k, 60)}: {_e(v, 20)}" for k, v in counts.items())
+    failed = matrix.get("failed")
+    gate = (
+        '<span class="failed">gate: FAILED</span>'
+        if failed
+        else ('<span class="passed">gate: passed</span>' if failed is not None else "")
+    )
+    return (
+        '<section class="matrix" id="matrix"><h1>Library matrix</h1>'
+        f'<p class="summary">client <code>{_e(matrix.get("client"))}</code>, upstream '
+        f"<code>{_e(matrix.get('upstream'))}</code>. {count_text} {gate}</p>"
+        f'<table class="matrix">{header}{"".join(rows)}</table></section>'
+    )
+
+
+def _legend() -> str:
+    kinds = "".join(
+        f'<span><i class="sw" style="background:var(--{k})"></i>{k}</span>' for k in KIND_CLASSES
+    )
+    return (
+        f'<p class="legend">{kinds}'
+        '<span><i class="sw" style="border:2.5px solid var(--fault)"></i>faulted write</span>'
+        '<span><i class="sw" style="background:#e9ecef;border-radius:0"></i>gap</span>'
+        '<span><i class="sw" style="background:#ffc9c9;border-radius:0"></i>stall</span>'
+        '<span style="color:#c92a2a">┆ cut</span><span>│ end</span></p>'
+    )
+
+
+def _counts(values: Iterable[Any]) -> str:
+    counts = Counter(str(v) for v in values if v is not None)
+    return ", ".join(f"{_e(k, 60)} {n}" for k, n in counts.most_common()) or NONE
+
+
+def render_report(
+    records: Sequence[Mapping[str, Any]],
+    matrix: Mapping[str, Any] | None = None,
+    *,
+    limit: int | None = DEFAULT_LIMIT,
+    title: str = "chaosproxy report",
+    gap_ms: float = GAP_MS,
+    stall_ms: float = STALL_MS,
+    omitted: int = 0,
+) -> str:
+    """One self-contained HTML page of the frame-log ``records`` (and the ``matrix`` of
+    ``chaosproxy matrix``, when given). Only the newest ``limit`` requests are drawn;
+    ``omitted`` counts requests already left out of ``records`` (by :func:`load_newest`)."""
+    requests, dropped, rejected = group_requests(records, limit)
+    omitted += dropped
+    by_request: dict[str, Mapping[str, Any]] = {}
+    for result in _list((matrix or {}).get("results")):
+        if isinstance(result, dict) and isinstance(result.get("request_id"), str):
+            by_request[result["request_id"]] = result
+    anchors = {req.request_id: i for i, req in enumerate(requests, 1)}
+    total = len(requests) + omitted
+    summary = (
+        f"{total} request{'s' if total != 1 else ''}"
+        + (f"; of the newest {len(requests)}:" if omitted else "")
+        + f" · outcomes: {_counts((r.end or {}).get('outcome') for r in requests)}"
+        f" · integrity: {_counts(_integrity(r, by_request.get(r.request_id)) for r in requests)}"
+        f" · verdicts: {_counts(_verdict(r, by_request.get(r.request_id)) for r in requests)}"
+        f" · violations: {sum(len(r.violations) for r in requests)}"
+        f" · rejected: {len(rejected)}"
+    )
+    gaps = [b.t_ms - a.t_ms for r in requests for a, b in itertools.pairwise(r.writes)]
+    typical = f" (median gap between writes {statistics.median(gaps):.1f} ms)" if gaps else ""
+    body = [
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="summary">{summary}</p>',
+        f'<p class="summary">Gaps of {gap_ms:.0f} ms or more are shaded, stalls of '
+        f"{stall_ms:.0f} ms or more in red{typical}.</p>",
+        _legend(),
+    ]
+    if omitted:
+        body.append(
+            f'<p class="note">Showing the newest {len(requests)} of {total} requests; '
+            f"{omitted} older ones are left out (raise --limit to see more).</p>"
+        )
+    if matrix is not None:
+        body.append(_matrix_section(matrix, anchors))
+    if requests:
+        body.append("<h1>Requests</h1>")
+    for index, req in enumerate(requests, 1):
+        body.append(_request_section(index, req, by_request.get(req.request_id), gap_ms, stall_ms))
+    if rejected:
+        rows = "".join(
+            f"<tr><td>{_e(r.get('ts'), 40)}</td><td>{_e(r.get('status'), 10)}</td>"
+            f"<td>{_e(r.get('reason'))}</td><td>{_e(r.get('peer'), 80)}</td></tr>"
+            for r in rejected[-200:]
+        )
+        body.append(
+            f'<section class="rejected"><h1>Rejected ({len(rejected)})</h1>'
+            "<table><tr><th>time</th><th>status</th><th>reason</th><th>peer</th></tr>"
+            f"{rows}</table></section>"
+        )
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "GAP_MS",
+    "STALL_MS",
+    "ReportError",
+    "group_requests",
+    "load_newest",
+    "load_records",
+    "render_report",
+]
