@@ -213,6 +213,21 @@ def test_stream_changed_and_sequence_rules_in_the_upstream() -> None:
     ]
 
 
+def test_an_injected_event_of_another_stream_is_a_sent_side_stream_change() -> None:
+    def ev(content: str) -> bytes:
+        body = {"streamId": "s1", "choices": [{"index": 0, "delta": {"content": content}}]}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    foreign = {"data": {"streamId": "s2", "choices": []}}
+    session = drive(
+        ev("a") + ev("b") + DONE,
+        [{"inject": {"after": 1, "event": foreign}}],
+        provider="openai-chat",
+        envelope={"stream": "/streamId"},
+    )
+    assert found(session) == [("sent", "stream_changed", 2)]
+
+
 def test_the_sessions_envelope_applies_when_the_scenario_has_none() -> None:
     scenario = parse_scenario("faults: [{drop: {nth: 5}}]", "<s>", default_name="s")
     envelope = Envelope(sequence="/sequence_number")
