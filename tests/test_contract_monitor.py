@@ -14,12 +14,15 @@ from typing import Any
 
 import pytest
 
+from chaosproxy.config import Config, ConfigError
 from chaosproxy.core.actions import Send
 from chaosproxy.core.integrity import MAX_VIOLATIONS, RULES, Envelope, parse_pointer, resolve
 from chaosproxy.core.session import Session
+from chaosproxy.metrics import Metrics
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from tests.conftest import fixture_bytes
 from tests.test_integrity import OPENAI_RESPONSES, TOOL_ONLY, drive
+from tests.test_metrics import value
 from tests.test_provider_faults import sse_field
 
 Found = list[tuple[str, str, int]]
@@ -210,6 +213,21 @@ def test_stream_changed_and_sequence_rules_in_the_upstream() -> None:
     ]
 
 
+def test_an_injected_event_of_another_stream_is_a_sent_side_stream_change() -> None:
+    def ev(content: str) -> bytes:
+        body = {"streamId": "s1", "choices": [{"index": 0, "delta": {"content": content}}]}
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    foreign = {"data": {"streamId": "s2", "choices": []}}
+    session = drive(
+        ev("a") + ev("b") + DONE,
+        [{"inject": {"after": 1, "event": foreign}}],
+        provider="openai-chat",
+        envelope={"stream": "/streamId"},
+    )
+    assert found(session) == [("sent", "stream_changed", 2)]
+
+
 def test_the_sessions_envelope_applies_when_the_scenario_has_none() -> None:
     scenario = parse_scenario("faults: [{drop: {nth: 5}}]", "<s>", default_name="s")
     envelope = Envelope(sequence="/sequence_number")
@@ -287,3 +305,22 @@ def test_every_rule_is_tested_here() -> None:
     source = Path(__file__).read_text(encoding="utf-8")
     for rule in RULES:
         assert f'"{rule}"' in source, rule
+
+
+def test_a_violation_line_counts_in_the_metric() -> None:
+    metrics = Metrics()
+    line = {"event": "violation", "request_id": "r-1", "side": "sent", "rule": "sequence_gap"}
+    metrics({**line, "at_event": 5})
+    metrics({**line, "at_event": 9})
+    metrics({**line, "side": "upstream", "rule": "terminal_twice", "at_event": 3})
+    name = "chaosproxy_contract_violations_total"
+    assert value(metrics, name, side="sent", rule="sequence_gap") == 2
+    assert value(metrics, name, side="upstream", rule="terminal_twice") == 1
+    assert not value(metrics, name, side="upstream", rule="sequence_gap")
+
+
+def test_the_envelope_setting_takes_the_flag_form_in_python_too() -> None:
+    config = Config(envelope="stream=/id,sequence=/seq")  # type: ignore[arg-type]
+    assert config.envelope == Envelope("/id", "/seq")
+    with pytest.raises(ConfigError, match="--envelope: bad envelope item"):
+        Config(envelope="seq=/x")  # type: ignore[arg-type]

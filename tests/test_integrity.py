@@ -15,6 +15,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chaosproxy.core.actions import Cut, Send, Sleep
 from chaosproxy.core.session import Session
@@ -390,3 +392,30 @@ def test_unframed_and_passthrough_bodies_have_no_integrity() -> None:
     unframed.response_head(200, "OK", [("Content-Type", "application/octet-stream")])
     unframed.finish()
     assert "integrity" not in unframed.summary(0.0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    capture=st.sampled_from(CAPTURES),
+    read=st.integers(min_value=1, max_value=300),
+    sizes=st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=5),
+    merge=st.integers(min_value=2, max_value=6),
+    compress=st.sampled_from([None, "each", "end"]),
+)
+def test_any_chunking_of_any_capture_stays_intact(
+    capture: Capture, read: int, sizes: list[int], merge: int, compress: str | None
+) -> None:
+    """Upstream reads of any size, writes split and merged any way, compressed or not:
+    the client is sent every event whole, so the content is the upstream's."""
+    faults: list[dict[str, Any]] = [
+        {"rechunk": {"sizes": sizes}},
+        {"coalesce": {"events": merge}},
+    ]
+    if compress is not None:
+        faults.append({"compress": {"flush": compress}})
+    session = drive(capture, faults, chunk=read)
+    assert integrity(session) == "intact"
+    content = session.content
+    assert content is not None
+    assert content.sent.events == content.upstream.events == len(capture.events)
+    assert session.violations() == []
