@@ -589,6 +589,7 @@ class _Scenario:
         self.provider = "auto"
         self.format = "auto"
         self.faults = list(faults)
+        self.envelope = None
 
 
 def session_run(

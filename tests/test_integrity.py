@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaosproxy.core.actions import Cut, Send, Sleep
+from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import parse_scenario
 from tests.test_provider_faults import (
@@ -54,6 +55,8 @@ def drive(
     end: str = "finish",
     seed: int = SEED,
     envelope: dict[str, str] | None = None,
+    streams: RecentStreams | None = None,
+    request_id: str = "r-1",
 ) -> Session:
     """Run ``faults`` over a body as the proxy would: every Send is accounted with
     ``wrote``, a Sleep advances a virtual clock, a Cut ends the response. ``end``:
@@ -67,11 +70,12 @@ def drive(
     if envelope is not None:
         text += f"envelope: {json.dumps(envelope)}\n"
     session = Session(
-        "r-1",
+        request_id,
         scenario=parse_scenario(text, "<t>", default_name="t"),
         seed=seed,
         path="/",
         provider=provider,
+        streams=streams,
     )
     now = 0.0
 
@@ -316,6 +320,24 @@ def test_event_faults_make_a_stream_altered(capture: Capture, name: str) -> None
     session = drive(capture, altering(capture)[name], chunk=17)
     assert session.summary(0.0)["faults_applied"], "the fault must have acted"
     assert integrity(session) == "altered"
+
+
+
+@captures
+def test_splice_makes_a_stream_altered(capture: Capture) -> None:
+    # The previous stream is another answer of the same provider: its events carry
+    # text of their own, which the splice adds to this stream's content.
+    streams = RecentStreams()
+    drive(capture, [], streams=streams, request_id="r-0")
+    kind = target(capture)
+    session = drive(
+        capture, [{"splice": {"from": "previous", "after": 1, "kind": kind}}], streams=streams
+    )
+    assert session.summary(0.0)["faults_applied"] == {"splice": 1}
+    assert integrity(session) == "altered"
+    content = session.content
+    assert content is not None
+    assert content.upstream.text == meaning(capture)[0]
 
 
 CUTS = {
