@@ -322,7 +322,6 @@ def test_event_faults_make_a_stream_altered(capture: Capture, name: str) -> None
     assert integrity(session) == "altered"
 
 
-
 @captures
 def test_splice_makes_a_stream_altered(capture: Capture) -> None:
     # The previous stream is another answer of the same provider: its events carry
