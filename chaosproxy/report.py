@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import math
 import re
 import statistics
 from collections import Counter
@@ -209,9 +210,14 @@ def _ts_ms(line: Mapping[str, Any]) -> float | None:
 
 
 def _number(value: Any, default: float = 0.0) -> float:
+    """A finite number from a logged value, else ``default``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return default
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return default
+    return number if math.isfinite(number) else default
 
 
 def _list(value: Any) -> list[Any]:
@@ -244,7 +250,8 @@ def group_requests(
     requests = {rid: Request(rid) for rid in ids}
     started: dict[str, float | None] = {}
     for line in records:
-        req = requests.get(line.get("request_id"))  # type: ignore[arg-type]
+        rid = line.get("request_id")
+        req = requests.get(rid) if isinstance(rid, str) else None
         if req is None:
             continue
         event = line.get("event")
@@ -291,7 +298,13 @@ def _e(value: Any, limit: int = MAX_TEXT) -> str:
     """Escaped text of a logged value, shortened to ``limit`` characters."""
     if value is None:
         return ""
-    text = value if isinstance(value, str) else orjson.dumps(value).decode()
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        except (TypeError, orjson.JSONEncodeError):  # beyond JSON: huge ints, objects
+            text = repr(value)
     if len(text) > limit:
         text = text[:limit] + "…"
     return html.escape(text, quote=True)

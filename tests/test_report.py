@@ -19,6 +19,8 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chaosproxy.api import ChaosProxy
 from chaosproxy.cli import build_parser, main
@@ -806,3 +808,85 @@ async def test_hostile_text_stays_text_in_chromium(chromium_path: str, tmp_path:
         "title": bad,
         "scenario": bad,
     }
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+LOG_KEYS = [
+    "event",
+    "request_id",
+    "t_ms",
+    "size",
+    "kinds",
+    "faults",
+    "events",
+    "seq",
+    "ts",
+    "action",
+    "how",
+    "outcome",
+    "duration_ms",
+    "integrity",
+    "text_sha256",
+    "verdict",
+    "side",
+    "rule",
+    "at_event",
+    "status",
+    "reason",
+    "faults_applied",
+]
+LOG_LINES = st.lists(
+    st.fixed_dictionaries(
+        {
+            "event": st.sampled_from(
+                [
+                    "request",
+                    "frame",
+                    "action",
+                    "response_end",
+                    "violation",
+                    "verdict",
+                    "rejected",
+                    "x",
+                ]
+            ),
+            "request_id": st.sampled_from(["r-1", "r-2"]) | JSON_VALUES,
+        },
+        optional={key: JSON_VALUES for key in LOG_KEYS[2:]},
+    ),
+    max_size=25,
+)
+
+
+RESULT_KEYS = ["scenario", "verdict", "integrity", "reason", "request_id", "requests",
+               "exit_code", "duration_ms", "text_matches"]  # fmt: skip
+MATRICES = st.none() | st.fixed_dictionaries(
+    {},
+    optional={
+        "results": st.lists(
+            st.fixed_dictionaries(
+                {}, optional={k: JSON_VALUES | st.sampled_from(["r-1", "r-2"]) for k in RESULT_KEYS}
+            )
+            | JSON_VALUES,
+            max_size=4,
+        ),
+        "counts": JSON_VALUES,
+        "failed": JSON_VALUES,
+        "client": JSON_VALUES,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=LOG_LINES, matrix=MATRICES)
+def test_any_log_lines_render(records: list[dict[str, Any]], matrix: dict[str, Any] | None) -> None:
+    # Lines of any shape (other branches add fields; logs get edited): a page, never a crash.
+    page = render_report(records, matrix, limit=1)
+    assert page.endswith("</body></html>\n")
+    assert page.count("<svg") == len(sections(page)) <= 1
