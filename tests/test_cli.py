@@ -174,7 +174,13 @@ def test_simulate_an_unknown_name_is_one_line() -> None:
     )
 
 
-COMMANDS = ["mock", "replay", "simulate", "validate", "scenarios", "serve"]
+COMMANDS = sorted(
+    next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+)
+
+
+def test_every_command_is_checked() -> None:
+    assert {"matrix", "report", "serve", "simulate", "validate"} <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
