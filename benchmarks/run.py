@@ -457,6 +457,9 @@ def summarise_lag(window: dict[str, Any]) -> dict[str, Any]:
         "stall_total_ms",
         "histogram_us",
         "gc",
+        "gc_tracked",
+        "gc_frozen",
+        "gc_thresholds",
     )
     out = {k: window.get(k) for k in keep}
     out["stall_list"] = window.get("stall_list", [])[:200]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import re
@@ -271,6 +272,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except StartupError as exc:
             log.close()
             return fail(str(exc))
+        settle_gc()
         loaded = len(proxy.state.scenarios.scenarios)
         names = f"{loaded} (the built-in library" + (
             f" and {', '.join(scenarios)})" if scenarios else ")"
@@ -295,6 +297,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
     return _run(serve)
+
+
+def settle_gc() -> None:
+    """Once the proxy is up: collect start-up's garbage, then move everything left
+    (modules, scenario models, the app: some 50,000 objects) out of the garbage
+    collector's reach (``gc.freeze``), so that none of its passes during the streams
+    walks them again (a full pass over them held the event loop 10-20 ms; see
+    docs/benchmark.md). Only for ``serve``, which owns its process."""
+    gc.collect()
+    gc.freeze()
 
 
 def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:

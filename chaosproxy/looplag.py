@@ -157,13 +157,15 @@ class LoopLagProbe:
         if fd is None:
             return
         now = time.monotonic_ns()
-        for due in fd.expired():
+        for i, due in enumerate(fd.expired()):
             # Every tick the loop missed counts, each with its own lag: what an event
-            # arriving at that moment would have waited.
-            self.record((now - due) / 1e9)
+            # arriving at that moment would have waited. The stall list keeps the
+            # first (the longest) of them: one entry per stall.
+            self.record((now - due) / 1e9, listed=i == 0)
 
-    def record(self, lag: float) -> None:
-        """Count one sample: the timer ran ``lag`` seconds after it was due."""
+    def record(self, lag: float, *, listed: bool = True) -> None:
+        """Count one sample: the timer ran ``lag`` seconds after it was due. A stall
+        goes into the stall list too unless ``listed`` is False."""
         if lag < 0.0:
             lag = 0.0
         key = bucket_us(int(lag * 1e6))
@@ -173,7 +175,7 @@ class LoopLagProbe:
             self._max = lag
         if lag > self.stall:
             self._stall_count += 1
-            if len(self._stalls) < MAX_STALLS:
+            if listed and len(self._stalls) < MAX_STALLS:
                 at = self._clock() - lag - self._window_start
                 self._stalls.append((round(at, 4), round(lag * 1000.0, 3)))
 
@@ -213,6 +215,7 @@ class LoopLagProbe:
             "p999_ms": self._pct(99.9),
             "max_ms": round(self._max * 1000.0, 3),
             "stalls": self._stall_count,
+            # the time the loop was held beyond the threshold, from the listed stalls
             "stall_total_ms": round(sum(lag for _, lag in self._stalls), 3),
             "histogram_us": {str(k): hist[k] for k in sorted(hist)},
             "stall_list": self._stalls,
@@ -227,6 +230,10 @@ class LoopLagProbe:
             },
             "gc_stalls": self._gc_stalls,
             "gc_counts": list(gc.get_count()),
+            "gc_thresholds": list(gc.get_threshold()),
+            # (a list of every tracked object is made to count them: only at a write)
+            "gc_tracked": len(gc.get_objects()),
+            "gc_frozen": gc.get_freeze_count(),
         }
         self._reset(now)
         return out
