@@ -88,8 +88,6 @@ def one_repeat(
     finally:
         gc.enable()
     after = len(gc.get_objects())
-    for host in hosts:
-        host.session.finish() if hasattr(host.session, "finish") else None
     log.close()
     total = requests * lines
     return elapsed / 1000 / total, round((after - before) / total, 2)
@@ -100,10 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--lines", type=int, default=100, help="frame lines per request")
+    ap.add_argument("--only", choices=("framed", "passthrough"), help="one kind of sends")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "frames.jsonl"
-        cells = [(framed, gc_on) for framed in (True, False) for gc_on in (True, False)]
+        kinds = {"framed": (True,), "passthrough": (False,)}.get(args.only, (True, False))
+        cells = [(framed, gc_on) for framed in kinds for gc_on in (True, False)]
         best = {c: float("inf") for c in cells}
         tracked = {c: 0.0 for c in cells}
         for _ in range(args.repeats):
@@ -113,10 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 best[c] = min(best[c], us)
                 tracked[c] = kept
         print(
-            f"frame log, us per frame line ({args.requests} requests x {args.lines} lines, min of {args.repeats})"
+            f"frame log, us per frame line ({args.requests} requests x {args.lines} "
+            f"lines, min of {args.repeats})"
         )
         print(f"{'sends':<12} {'gc on':>8} {'gc off':>8} {'tracked/line':>13}")
-        for framed in (True, False):
+        for framed in kinds:
             name = "framed" if framed else "passthrough"
             print(
                 f"{name:<12} {best[(framed, True)]:>8.2f} {best[(framed, False)]:>8.2f} "

@@ -242,7 +242,7 @@ class Exchange:
         line = self.session.wrote(send, now)
         if self._content:
             line.update(content_fields(send.data))
-        self.log.info("frame", **line)
+        self.log.frame(line)
 
     async def sleep(self, seconds: float) -> None:
         if math.isinf(seconds):

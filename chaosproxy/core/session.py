@@ -470,9 +470,14 @@ class Session:
             "size": len(data),
             "t_ms": round(t_ms, 3),
         }
-        if self.pipeline is not None and send.events:
-            line["events"] = [e.ordinal for e in send.events]
-            line["kinds"] = sorted({k for e in send.events for k in e.kinds})
+        events = send.events
+        if self.pipeline is not None and events:
+            if len(events) == 1:  # the usual case: no comprehension frames per write
+                line["events"] = [events[0].ordinal]
+                line["kinds"] = sorted(events[0].kinds)
+            else:
+                line["events"] = [e.ordinal for e in events]
+                line["kinds"] = sorted({k for e in events for k in e.kinds})
             line["faults"] = list(send.faults)
         self.frames += 1
         self.bytes += len(data)
