@@ -61,18 +61,20 @@ _CONTENT = frozenset({"data", "raw"})
 class RequestRecord:
     """What the admin API knows of one request: its frame-log lines, as logged.
 
-    Frame and action lines are kept compact, each as its JSON text (``bytes``): a
+    Frame and action lines are kept compact, each as its JSON text (a ``str``): a
     busy proxy keeps a few hundred thousand of them, and as dicts (with their
     ``events``, ``kinds`` and ``faults`` lists) every one would be four more objects
     for each pass of Python's garbage collector to walk, with the loop held meanwhile
-    (docs/benchmark.md). They are decoded when the API shows them."""
+    (docs/benchmark.md). They are decoded when the API shows them. (A ``str``, not
+    orjson's ``bytes``: each of those keeps orjson's whole initial buffer, about
+    4 KB, however short the line.)"""
 
     #: The ``request`` line merged with the ``response_end`` line (when it came).
     summary: dict[str, Any]
     #: Frame lines, each its JSON text (:meth:`detail` decodes them).
-    frames: list[bytes] = field(default_factory=list)
+    frames: list[str] = field(default_factory=list)
     #: Action lines, likewise.
-    actions: list[bytes] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
     #: Frame/action lines not kept (beyond ``max_frames``).
     omitted: int = 0
     #: Payload characters kept so far.
@@ -148,7 +150,7 @@ class RequestStore:
         else:
             self._keep(record, record.actions, line)
 
-    def _keep(self, record: RequestRecord, into: list[bytes], line: dict[str, Any]) -> None:
+    def _keep(self, record: RequestRecord, into: list[str], line: dict[str, Any]) -> None:
         if len(record.frames) + len(record.actions) >= self.max_frames:
             record.omitted += 1
             return
@@ -160,7 +162,7 @@ class RequestStore:
                 line["content_omitted"] = True
             else:
                 record.content += size
-        into.append(orjson.dumps(line))
+        into.append(orjson.dumps(line).decode())
 
     def recent(self, limit: int, scenario: str | None = None) -> list[dict[str, Any]]:
         """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when

@@ -233,7 +233,7 @@ def test_the_admin_store_keeps_frame_lines_as_untracked_json() -> None:
     store({"request_id": "r-1", "action": "cut", "how": "reset", "event": "action"})
     record = store.get("r-1")
     assert record is not None
-    assert all(isinstance(f, bytes) and not gc.is_tracked(f) for f in record.frames)
+    assert all(isinstance(f, str) and not gc.is_tracked(f) for f in record.frames)
     detail = record.detail()
     assert detail["frames"] == [{k: v for k, v in line.items() if k not in ("event",
         "request_id", "scenario")}]  # fmt: skip
