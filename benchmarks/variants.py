@@ -30,7 +30,8 @@ Variants (comma-separate to combine):
 - ``nogc``: Python's cyclic garbage collector off (measures what its passes cost).
 - ``nofreeze``: ``serve`` does not freeze its start-up objects out of the collector.
 - ``gcslow``: a full collection at most every 1,000 second-generation ones
-  (``gc.set_threshold(700, 10, 1000)``) after start-up.
+  (``gc.set_threshold(700, 10, 1000)``) after start-up (serve's own is 100).
+- ``gcdefault``: Python's default thresholds (700, 10, 10) after start-up.
 - ``noobservers``: detach the frame-log observers (admin request store, metrics):
   shows what they cost. Not a proposal by itself.
 """
@@ -227,8 +228,23 @@ def _gcslow() -> None:
     cli.settle_gc = settle
 
 
+def _gcdefault() -> None:
+    import gc
+
+    from chaosproxy import cli
+
+    original = cli.settle_gc
+
+    def settle() -> None:
+        original()
+        gc.set_threshold(700, 10, 10)
+
+    cli.settle_gc = settle
+
+
 VARIANTS: dict[str, Callable[[], None]] = {
     "nofreeze": _nofreeze,
+    "gcdefault": _gcdefault,
     "gcslow": _gcslow,
     "baseline": lambda: None,
     "fastlog": _fastlog,

@@ -9,6 +9,7 @@ import gc
 import io
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from chaosproxy import logs, looplag
 from chaosproxy.admin import RequestStore
+from chaosproxy.cli import FULL_GC_EVERY
 from chaosproxy.config import Config
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
@@ -27,6 +29,7 @@ from chaosproxy.logs import FrameLog
 from chaosproxy.looplag import LoopLagProbe, bucket_us, percentile_us
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server import start_proxy
+from tests.conftest import REPO
 
 # --------------------------------------------------------------------------- the numbers
 
@@ -238,3 +241,38 @@ def test_the_admin_store_keeps_frame_lines_as_untracked_json() -> None:
     assert detail["frames"] == [{k: v for k, v in line.items() if k not in ("event",
         "request_id", "scenario")}]  # fmt: skip
     assert detail["actions"] == [{"action": "cut", "how": "reset"}]
+
+
+# --------------------------------------------------------------------------- serve
+
+
+async def test_serve_settles_the_gc_and_its_probe_answers_sigusr1(tmp_path: Path) -> None:
+    """``chaosproxy serve`` with the variable: the probe writes at once, on SIGUSR1 and
+    at the stop; start-up's objects are frozen out of the collector and a full pass
+    comes at most every FULL_GC_EVERY second-generation ones."""
+    path = tmp_path / "lag.json"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+        "--upstream", "http://127.0.0.1:9", "--admin", "off", "--log", str(tmp_path / "f"),
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), looplag.ENV: str(path)},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        first = await _written(path, 1, deadline_s=20.0)
+        assert first["pid"] == proc.pid
+        await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGUSR1)
+        second = await _written(path, 2)
+        assert second["samples"] >= 10
+        assert second["gc_frozen"] > 10_000
+        assert second["gc_thresholds"][2] == FULL_GC_EVERY
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(15):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert _read(path)["write"] == 3
