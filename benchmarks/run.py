@@ -445,7 +445,7 @@ LAG_PHASES = ("latency", "fanout")
 
 def summarise_lag(window: dict[str, Any]) -> dict[str, Any]:
     """The probe's window as the JSON keeps it: the numbers, the histogram, the GC
-    passes, and the stalls (time into the phase, ms) up to 200 of each."""
+    passes, and the 200 longest stalls and GC passes over 1 ms, with their times."""
     keep = (
         "seconds",
         "samples",
@@ -462,8 +462,10 @@ def summarise_lag(window: dict[str, Any]) -> dict[str, Any]:
         "gc_thresholds",
     )
     out = {k: window.get(k) for k in keep}
-    out["stall_list"] = window.get("stall_list", [])[:200]
-    out["gc_stalls"] = window.get("gc_stalls", [])[:200]
+    # the 200 longest, in time order: [seconds into the phase, ms]
+    longest = sorted(window.get("stall_list", []), key=lambda s: -s[1])[:200]
+    out["stall_list"] = sorted(longest)
+    out["gc_stalls"] = sorted(sorted(window.get("gc_stalls", []), key=lambda s: -s[2])[:200])
     return out
 
 
