@@ -401,6 +401,10 @@ class RequestLog:
         """Log the ``frame`` line of one write with these fields (not kept)."""
         self._log._frame(self._context, fields)
 
+    def __getattr__(self, name: str) -> Any:
+        # Anything else structlog's bound logger offers (warning, new, …) is its own.
+        return getattr(self._bound, name)
+
 
 def _isatty(stream: IO[bytes] | None) -> bool:
     try:

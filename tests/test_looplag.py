@@ -276,3 +276,16 @@ async def test_serve_settles_the_gc_and_its_probe_answers_sigusr1(tmp_path: Path
             proc.kill()
             await proc.wait()
     assert _read(path)["write"] == 3
+
+
+def test_a_request_log_is_still_a_structlog_logger_for_other_lines() -> None:
+    out = io.BytesIO()
+    log = FrameLog(out)
+    bound = log.for_request(request_id="r-1", scenario=None).bind(extra=1)
+    bound.msg("action", action="cut")  # structlog's own method
+    bound.frame({"seq": 0, "size": 1})
+    log.flush()
+    lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert [(x["event"], x["request_id"], x["extra"]) for x in lines] == [
+        ("action", "r-1", 1), ("frame", "r-1", 1)
+    ]  # fmt: skip
