@@ -55,6 +55,7 @@ from targets import (
     Target,
     TargetError,
     cpu_seconds,
+    loop_lag_window,
     peak_rss_mb,
     reset_peak_rss,
     rss_mb,
@@ -112,6 +113,7 @@ CHECKS: list[tuple[str, str, float, str, str]] = [
     ("passthrough", "fanout_peak_rss_mb", 200, "<=", "2,000 streams: peak RSS <= 200 MB"),
     ("framed", "fanout_peak_rss_mb", 200, "<=", "2,000 streams: peak RSS <= 200 MB"),
     ("passthrough", "added_ttfb_p50_ms", 1.0, "<=", "TTFB p50 <= direct + 1 ms"),
+    ("framed", "cpu_200_x_nginx", 2.0, "<=", "CPU per paced event <= 2x nginx's"),
     ("framed", "added_ttfb_p50_ms", 1.0, "<=", "TTFB p50 <= direct + 1 ms"),
 ]
 
@@ -334,6 +336,8 @@ def add_accounts(into: dict[str, Any], more: dict[str, Any]) -> None:
             into[key] = round(into.get(key, 0.0) + value, 3)
         elif key in ("machine_busy_pct", "others_pct", "busy_before_pct"):
             into[key] = max(into.get(key, 0.0), value)
+        elif key == "loop_lag":
+            into[key] = value
     if into.get("proxy_cpu_s") is not None and into.get("wall_s"):
         into["proxy_cpu_pct"] = round(100 * into["proxy_cpu_s"] / into["wall_s"], 1)
 
@@ -432,6 +436,36 @@ async def phase_fanout(target: Target, scale: Scale) -> dict[str, Any]:
         out["peak_rss_mb"] = peak_rss_mb(pids)
         out["peak_rss_since_reset"] = hwm_reset
     out["socket_options"] = sockets
+    return out
+
+
+#: Phases during which the proxy's loop-lag probe is read (chaosproxy/looplag.py).
+LAG_PHASES = ("latency", "fanout")
+
+
+def summarise_lag(window: dict[str, Any]) -> dict[str, Any]:
+    """The probe's window as the JSON keeps it: the numbers, the histogram, the GC
+    passes, and the 200 longest stalls and GC passes over 1 ms, with their times."""
+    keep = (
+        "seconds",
+        "samples",
+        "p50_ms",
+        "p99_ms",
+        "p999_ms",
+        "max_ms",
+        "stalls",
+        "stall_total_ms",
+        "histogram_us",
+        "gc",
+        "gc_tracked",
+        "gc_frozen",
+        "gc_thresholds",
+    )
+    out = {k: window.get(k) for k in keep}
+    # the 200 longest, in time order: [seconds into the phase, ms]
+    longest = sorted(window.get("stall_list", []), key=lambda s: -s[1])[:200]
+    out["stall_list"] = sorted(longest)
+    out["gc_stalls"] = sorted(sorted(window.get("gc_stalls", []), key=lambda s: -s[2])[:200])
     return out
 
 
@@ -621,7 +655,15 @@ def derive(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | No
             if isinstance(v, dict) and v.get("others_pct") is not None
         ]
         d["others_max_pct"] = max(others) if others else None
+        lag = results.get(name, {}).get("latency", {}).get("loop_lag") or {}
+        for key in ("p99_ms", "p999_ms", "max_ms", "stalls"):
+            value = lag.get(key)
+            d["loop_lag_" + key] = float(value) if isinstance(value, int | float) else None
         out[name] = d
+    nginx = out.get("nginx", {}).get("cpu_us_per_event_200")
+    for d in out.values():
+        mine = d.get("cpu_us_per_event_200")
+        d["cpu_200_x_nginx"] = round(mine / nginx, 2) if mine and nginx else None
     return out
 
 
@@ -650,6 +692,35 @@ def fmt(v: Any, spec: str = "") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return format(v, spec) if spec else str(v)
+
+
+def print_loop_lag(res: dict[str, dict[str, Any]]) -> None:
+    """The proxy's event-loop lag per phase (chaosproxy targets, from its probe)."""
+    rows = [
+        (name, phase, lag)
+        for name, phases in res.items()
+        for phase in LAG_PHASES
+        if isinstance(phases.get(phase), dict) and (lag := phases[phase].get("loop_lag"))
+    ]
+    if not rows:
+        return
+    head = (
+        f"{'loop lag':<12} {'phase':<8} {'samples':>7} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'p99.9 ms':>8} {'max ms':>7} {'>1 ms':>6} | {'gc passes':>9} {'gc ms':>7} "
+        f"{'gc max':>7}"
+    )
+    print("\n" + head)
+    print("-" * len(head))
+    for name, phase, lag in rows:
+        gcs = (lag.get("gc") or {}).values()
+        print(
+            f"{name:<12} {phase:<8} {fmt(lag.get('samples')):>7} "
+            f"{fmt(lag.get('p50_ms'), '.3f'):>7} {fmt(lag.get('p99_ms'), '.2f'):>7} "
+            f"{fmt(lag.get('p999_ms'), '.2f'):>8} {fmt(lag.get('max_ms'), '.2f'):>7} "
+            f"{fmt(lag.get('stalls')):>6} | {sum(g['passes'] for g in gcs):>9} "
+            f"{sum(g['total_ms'] for g in gcs):>7.1f} "
+            f"{max((g['max_ms'] for g in gcs), default=0.0):>7.2f}"
+        )
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -693,6 +764,7 @@ def print_report(report: dict[str, Any]) -> None:
         )
     for name, reason in report["skipped"].items():
         print(f"{name:<12} skipped: {reason}")
+    print_loop_lag(res)
     problems = [
         f"{n}/{p}: {', '.join(v['errors'])}"
         for n, phases in res.items()
@@ -857,8 +929,13 @@ async def bench(args: argparse.Namespace, scale: Scale, workdir: Path) -> dict[s
                     if args.quiet_wait > 0:
                         acct.update(await wait_quiet(args.quiet_wait, args.quiet_below))
                     prof = profiler.attach(t, phase) if profiler else contextlib.nullcontext()
+                    probed = phase in LAG_PHASES and await loop_lag_window(t) is not None
                     with prof, accounting(t, upstream, acct):
                         runs[t.name].append(await PHASES[phase](t, scale))
+                    if probed:
+                        lag = await loop_lag_window(t)
+                        if lag is not None:
+                            acct["loop_lag"] = summarise_lag(lag)
                     add_accounts(accts[t.name], acct)
                     print(f"{acct.get('wall_s', 0):6.1f}s", file=sys.stderr)
                     await asyncio.sleep(0.3)

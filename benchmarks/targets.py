@@ -12,8 +12,10 @@ Everything listens on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -23,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 HOST = "127.0.0.1"
@@ -130,12 +133,20 @@ def _die_with_parent() -> None:
         pass
 
 
-def spawn(name: str, argv: list[str], workdir: Path, *, stdout: int | None = None) -> Process:
+def spawn(
+    name: str,
+    argv: list[str],
+    workdir: Path,
+    *,
+    stdout: int | None = None,
+    env: dict[str, str] | None = None,
+) -> Process:
     stderr_path = workdir / f"{name}.stderr"
     with stderr_path.open("wb") as err:
         popen = subprocess.Popen(
             argv,
             cwd=workdir,
+            env={**os.environ, **env} if env else None,
             stdin=subprocess.PIPE,
             stdout=stdout if stdout is not None else subprocess.DEVNULL,
             stderr=err,
@@ -156,6 +167,8 @@ class Target:
     #: Extra files (the frame log) whose size is worth reporting.
     log_path: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    #: Where the proxy's loop-lag probe writes (chaosproxy.looplag), when it has one.
+    lag_path: Path | None = None
 
     def measured_pids(self) -> list[int]:
         """The processes whose CPU and memory count for this target."""
@@ -233,8 +246,31 @@ def start_chaosproxy(
     desc = "chaosproxy, default scenario duplicate p=0" if framed else "chaosproxy, passthrough"
     if variant:
         desc += f" [variant {variant}]"
-    proc = spawn(name, argv, tdir)
-    return Target(name, port, desc, proc, log_path)
+    lag_path = tdir / "looplag.json"
+    proc = spawn(name, argv, tdir, env={"CHAOSPROXY_LOOP_LAG": str(lag_path)})
+    return Target(name, port, desc, proc, log_path, lag_path=lag_path)
+
+
+async def loop_lag_window(target: Target, wait_s: float = 5.0) -> dict[str, Any] | None:
+    """Ask the proxy's loop-lag probe for what it measured since the last ask (SIGUSR1)
+    and wait for it to write; None when the target has no probe (nginx, direct, or a
+    chaosproxy older than the probe: its file never appears and no signal is sent)."""
+    path, proc = target.lag_path, target.process
+    if path is None or proc is None or not path.exists() or not proc.alive():
+        return None
+    try:
+        before = json.loads(path.read_bytes()).get("write", 0)
+    except (OSError, ValueError):
+        return None
+    os.kill(proc.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+        with contextlib.suppress(OSError, ValueError):
+            body: dict[str, Any] = json.loads(path.read_bytes())
+            if body.get("write", 0) > before:
+                return body
+    return None
 
 
 # ---------------------------------------------------------------------------- nginx

@@ -28,6 +28,10 @@ Variants (comma-separate to combine):
 - ``deferlog``: frame-log lines are queued and rendered in a batch at the end of the
   event-loop iteration (``call_soon``), in order, instead of inside each write.
 - ``nogc``: Python's cyclic garbage collector off (measures what its passes cost).
+- ``nofreeze``: ``serve`` does not freeze its start-up objects out of the collector.
+- ``gcslow``: a full collection at most every 1,000 second-generation ones
+  (``gc.set_threshold(700, 10, 1000)``) after start-up (serve's own is 100).
+- ``gcdefault``: Python's default thresholds (700, 10, 10) after start-up.
 - ``noobservers``: detach the frame-log observers (admin request store, metrics):
   shows what they cost. Not a proposal by itself.
 """
@@ -204,7 +208,44 @@ def _noobservers() -> None:
     logs.FrameLog.add_observer = add_observer  # type: ignore[method-assign]
 
 
+def _nofreeze() -> None:
+    from chaosproxy import cli
+
+    cli.settle_gc = lambda: None
+
+
+def _gcslow() -> None:
+    import gc
+
+    from chaosproxy import cli
+
+    original = cli.settle_gc
+
+    def settle() -> None:
+        original()
+        gc.set_threshold(700, 10, 1000)
+
+    cli.settle_gc = settle
+
+
+def _gcdefault() -> None:
+    import gc
+
+    from chaosproxy import cli
+
+    original = cli.settle_gc
+
+    def settle() -> None:
+        original()
+        gc.set_threshold(700, 10, 10)
+
+    cli.settle_gc = settle
+
+
 VARIANTS: dict[str, Callable[[], None]] = {
+    "nofreeze": _nofreeze,
+    "gcdefault": _gcdefault,
+    "gcslow": _gcslow,
     "baseline": lambda: None,
     "fastlog": _fastlog,
     "merge": _merge,

@@ -66,12 +66,22 @@ _CONTENT = frozenset({"data", "raw"})
 
 @dataclass
 class RequestRecord:
-    """What the admin API knows of one request: its frame-log lines, as logged."""
+    """What the admin API knows of one request: its frame-log lines, as logged.
+
+    Frame and action lines are kept compact, each as its JSON text (a ``str``): a
+    busy proxy keeps a few hundred thousand of them, and as dicts (with their
+    ``events``, ``kinds`` and ``faults`` lists) every one would be four more objects
+    for each pass of Python's garbage collector to walk, with the loop held meanwhile
+    (docs/benchmark.md). They are decoded when the API shows them. (A ``str``, not
+    orjson's ``bytes``: each of those keeps orjson's whole initial buffer, about
+    4 KB, however short the line.)"""
 
     #: The ``request`` line merged with the ``response_end`` line (when it came).
     summary: dict[str, Any]
-    frames: list[dict[str, Any]] = field(default_factory=list)
-    actions: list[dict[str, Any]] = field(default_factory=list)
+    #: Frame lines, each its JSON text (:meth:`detail` decodes them).
+    frames: list[str] = field(default_factory=list)
+    #: Action lines, likewise.
+    actions: list[str] = field(default_factory=list)
     #: Its ``violation`` lines (contract breaches; at most 100 per side).
     violations: list[dict[str, Any]] = field(default_factory=list)
     #: Frame/action lines not kept (beyond ``max_frames``).
@@ -100,8 +110,8 @@ class RequestRecord:
         """Summary, frames, actions and violations, as ``GET /requests/{id}`` shows them."""
         return {
             "summary": self.view(),
-            "frames": [_strip(f) for f in self.frames],
-            "actions": [_strip(a) for a in self.actions],
+            "frames": [_strip(orjson.loads(f)) for f in self.frames],
+            "actions": [_strip(orjson.loads(a)) for a in self.actions],
             "violations": [_strip(v) for v in self.violations],
             "omitted_lines": self.omitted,
         }
@@ -130,8 +140,8 @@ class RequestStore:
         self._records: OrderedDict[str, RequestRecord] = OrderedDict()
 
     def __call__(self, line: dict[str, Any]) -> None:
-        # Lines are kept as they are (the log never changes a line after its observers
-        # saw it); copies are made only when the API shows them.
+        # The log never changes a line after its observers saw it: the request line is
+        # kept as it is, frame and action lines as their JSON text (RequestRecord).
         event = line.get("event")
         request_id = line.get("request_id")
         if not isinstance(request_id, str):
@@ -158,9 +168,7 @@ class RequestStore:
         else:
             self._keep(record, record.actions, line)
 
-    def _keep(
-        self, record: RequestRecord, into: list[dict[str, Any]], line: dict[str, Any]
-    ) -> None:
+    def _keep(self, record: RequestRecord, into: list[str], line: dict[str, Any]) -> None:
         if len(record.frames) + len(record.actions) >= self.max_frames:
             record.omitted += 1
             return
@@ -172,7 +180,7 @@ class RequestStore:
                 line["content_omitted"] = True
             else:
                 record.content += size
-        into.append(line)
+        into.append(orjson.dumps(line).decode())
 
     def recent(self, limit: int, scenario: str | None = None) -> list[dict[str, Any]]:
         """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import re
@@ -305,6 +306,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except StartupError as exc:
             log.close()
             return fail(str(exc))
+        settle_gc()
         loaded = len(proxy.state.scenarios.scenarios)
         names = f"{loaded} (the built-in library" + (
             f" and {', '.join(scenarios)})" if scenarios else ")"
@@ -329,6 +331,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
     return _run(serve)
+
+
+#: After start-up, a full garbage-collector pass comes at most every this many
+#: second-generation passes (Python's default: 10). See :func:`settle_gc`.
+FULL_GC_EVERY = 100
+
+
+def settle_gc() -> None:
+    """Once the proxy is up: collect start-up's garbage, then move everything left
+    (modules, scenario models, the app: some 50,000 objects) out of the garbage
+    collector's reach (``gc.freeze``), so that none of its passes during the streams
+    walks them again; and let a full pass (over every object alive: at 2,000 streams,
+    each stream's connection, request and session) come at most every
+    ``FULL_GC_EVERY`` second-generation passes instead of 10: each one held the event
+    loop for 50-300 ms (docs/benchmark.md). Younger garbage is collected as before.
+    Only for ``serve``, which owns its process."""
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_GC_EVERY)
 
 
 def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:

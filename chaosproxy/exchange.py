@@ -299,7 +299,7 @@ class Exchange:
                 line["upstream_ids"] = upstream_ids
         if self._content:
             line.update(content_fields(send.data))
-        self.log.info("frame", **line)
+        self.log.frame(line)
 
     async def sleep(self, seconds: float) -> None:
         if math.isinf(seconds):

@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from chaosproxy import looplag
 from chaosproxy.admin import AdminState, RequestStore, create_admin_app
 from chaosproxy.config import Config
 from chaosproxy.logs import FrameLog, Observer, describe, redact_url
@@ -124,6 +125,8 @@ class RunningProxy:
     state: ProxyState
     runners: list[web.BaseRunner]
     _flusher: asyncio.Task[None] | None = None
+    #: The loop-lag probe (``CHAOSPROXY_LOOP_LAG``, chaosproxy.looplag), when on.
+    _lag_probe: looplag.EnvironmentProbe | None = None
     #: The admin API's base URL, or None when it is off.
     admin_url: str | None = None
     #: Recent requests (what ``GET /requests`` shows), fed by the frame log.
@@ -232,6 +235,8 @@ class RunningProxy:
             self.log.close()
         else:
             self.log.flush()
+        if self._lag_probe is not None:
+            self._lag_probe.stop()
         return problems
 
     def _named_runners(self) -> list[tuple[str, web.BaseRunner]]:
@@ -430,6 +435,7 @@ async def start_proxy(
         _in_flight=in_flight,
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
+    proxy._lag_probe = looplag.from_environment()
     return proxy
 
 

@@ -524,11 +524,16 @@ class Session:
             "size": len(data),
             "t_ms": round(t_ms, 3),
         }
-        if self.pipeline is not None and send.events:
+        events = send.events
+        if self.pipeline is not None and events:
             if self.content is not None:
                 self.content.wrote(send)
-            line["events"] = [e.ordinal for e in send.events]
-            line["kinds"] = sorted({k for e in send.events for k in e.kinds})
+            if len(events) == 1:  # the usual case: no comprehension frames per write
+                line["events"] = [events[0].ordinal]
+                line["kinds"] = sorted(events[0].kinds)
+            else:
+                line["events"] = [e.ordinal for e in events]
+                line["kinds"] = sorted({k for e in events for k in e.kinds})
             line["faults"] = list(send.faults)
             if "splice" in send.faults:
                 sources = list(dict.fromkeys(e.splice_from for e in send.events if e.splice_from))
