@@ -766,8 +766,6 @@ async def test_a_live_run_reported_and_read_in_chromium(chromium_path: str, tmp_
     assert by_id[seen["service-unavailable"][0]]["marks"] == 1
     assert cells == [[s, f"verdict verdict-{v}", v] for s, v in verdicts.items()]
     assert png_size(png) == (1100, 1500)
-    if os.environ.get("CHAOSPROXY_UPDATE_SCREENSHOT"):
-        (REPO / "docs" / "report.png").write_bytes(png)
 
 
 def test_the_docs_screenshot_is_a_small_png() -> None:
