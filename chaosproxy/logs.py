@@ -152,13 +152,17 @@ class _Timestamp:
         self._prefix = ""
 
     def __call__(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        event_dict["ts"] = self.now()
+        return event_dict
+
+    def now(self) -> str:
+        """The ``ts`` of a line logged now."""
         now = time.time()
         second = int(now)
         if second != self._second:
             self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = second
-        event_dict["ts"] = self._prefix + _MILLIS[int((now - second) * 1000)]
-        return event_dict
+        return self._prefix + _MILLIS[int((now - second) * 1000)]
 
 
 #: ``.000Z`` … ``.999Z``: a lookup is cheaper than formatting the milliseconds.
@@ -286,7 +290,7 @@ class FrameLog:
         )
         # Frame lines (one per write to a client: the hot path) take a shorter way to
         # the same processors: RequestLog.frame.
-        self._stamp = processors[0]
+        self._now = processors[0].now
         self._render = renderer
         self._frames_out = level == "frames"
 
@@ -314,15 +318,15 @@ class FrameLog:
             try:
                 observer(event_dict)
             except Exception as exc:
-                # A broken observer (a full disk under the traces) must never break
-                # the request being logged; say so once, count the rest.
-                self.observer_errors += 1
-                if self.observer_errors == 1:
-                    print(
-                        f"chaosproxy: warning: frame-log observer failed: {exc!r}",
-                        file=sys.stderr,
-                    )
+                self._observer_failed(exc)
         return event_dict
+
+    def _observer_failed(self, exc: Exception) -> None:
+        # A broken observer (a full disk under the traces) must never break the
+        # request being logged; say so once, count the rest.
+        self.observer_errors += 1
+        if self.observer_errors == 1:
+            print(f"chaosproxy: warning: frame-log observer failed: {exc!r}", file=sys.stderr)
 
     def add_observer(self, observer: Observer) -> None:
         """Call ``observer`` with every line as a dict, before it is rendered.
@@ -351,16 +355,20 @@ class FrameLog:
         # What structlog's bound logger does for ``info("frame", **fields)`` with the
         # processors above, without its generic steps (keyword packing, interpolation,
         # dispatch): the same dict, in the same key order, the same bytes.
-        # _redact_error is left out: a frame line has no ``error``.
-        line = context.copy()
-        line.update(fields)
-        line["event"] = "frame"
-        sink = self._sink
-        self._stamp(sink, "info", line)
-        if self._observers:
-            self._observe(sink, "info", line)
+        # The processors are inlined (one Python call each saved: this runs for every
+        # write); _redact_error is left out: a frame line has no ``error``.
+        line = {**context, **fields, "event": "frame", "ts": self._now()}
+        for observer in self._observers:
+            try:
+                observer(line)
+            except Exception as exc:
+                self._observer_failed(exc)
         if self._frames_out:
-            sink.msg(self._render(sink, "info", line))
+            render = self._render
+            if render is _render:
+                self._sink.msg(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+            else:
+                self._sink.msg(render(self._sink, "info", line))
 
     def flush(self) -> None:
         if self._stream is not None:
