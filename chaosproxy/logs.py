@@ -424,8 +424,8 @@ def _fast_call(observer: Observer) -> Observer:
     Python (the admin store, the metrics) is called through its bound ``__call__``,
     which skips the interpreter's generic path for calling an instance (a few hundred
     instructions a line, per observer)."""
-    if isinstance(getattr(type(observer), "__call__", None), types.FunctionType):
-        return observer.__call__  # type: ignore[no-any-return]
+    if isinstance(type(observer).__call__, types.FunctionType):
+        return observer.__call__  # type: ignore[operator,no-any-return]
     return observer
 
 
