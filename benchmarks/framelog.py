@@ -60,7 +60,10 @@ def one_repeat(
     hosts = []
     for s in sessions(requests, framed):
         host = SimpleNamespace(
-            session=s, _content=False, log=log.for_request(request_id=s.request_id, scenario=None)
+            session=s,
+            _content=False,
+            _kept=None,
+            log=log.for_request(request_id=s.request_id, scenario=None),
         )
         host.log.info("request", seed=s.seed, method="GET", path="/stream")
         hosts.append(host)

@@ -131,6 +131,32 @@ def test_a_failing_observer_never_breaks_logging(capsys: pytest.CaptureFixture[s
     assert log.observer_errors == 2
 
 
+def test_an_observer_object_sees_every_line_until_removed() -> None:
+    """An object with ``__call__`` (as the admin store and the metrics are) is called
+    through its bound method on the frame lines' short way; removing it by the object
+    added stops both ways."""
+
+    class Seen:
+        def __init__(self) -> None:
+            self.events: list[str] = []
+
+        def __call__(self, line: dict[str, Any]) -> None:
+            self.events.append(line["event"])
+
+    log = FrameLog(io.BytesIO())
+    seen, other = Seen(), Seen()
+    log.add_observer(seen)
+    log.add_observer(other)
+    bound = log.for_request(request_id="r-4", scenario=None)
+    bound.info("request")
+    bound.frame({"seq": 0, "size": 1})
+    log.remove_observer(seen)
+    bound.frame({"seq": 1, "size": 1})
+    bound.info("response_end")
+    assert seen.events == ["request", "frame"]
+    assert other.events == ["request", "frame", "frame", "response_end"]
+
+
 def test_error_texts_are_redacted_before_observers_and_rendering() -> None:
     out = io.BytesIO()
     log = FrameLog(out)

@@ -109,6 +109,11 @@ class Phase(enum.Enum):
     ENDED = "ended"
 
 
+#: Phases in which nothing may be written to the client (a tuple: cheaper to search
+#: than a set of enum members, whose hash is a Python call).
+_NO_WRITES = (Phase.START, Phase.HTTP)
+
+
 class SessionError(Exception):
     """The shell reported an event the current phase does not allow (a bug)."""
 
@@ -506,10 +511,11 @@ class Session:
     def wrote(self, send: Send, now: float) -> dict[str, Any]:
         """One write to the client is about to happen: account for it, and return
         the fields of its ``frame`` log line."""
-        if self.phase is Phase.START or self.phase is Phase.HTTP:
+        if self.phase in _NO_WRITES:
             raise SessionError(f"a write is not allowed in phase {self.phase.name}")
-        data = send.data
-        t_ms = self._ms_since_start(now)
+        size = len(send.data)
+        started = self._started
+        t_ms = 0.0 if started is None else (now - started) * 1000.0
         last = self._last_write
         if last is None:
             self._ttfb_ms = round(t_ms, 3)
@@ -521,7 +527,7 @@ class Session:
         line: dict[str, Any] = {
             "seq": self.frames,
             "offset": self.bytes,
-            "size": len(data),
+            "size": size,
             "t_ms": round(t_ms, 3),
         }
         events = send.events
@@ -540,7 +546,7 @@ class Session:
                 if sources:
                     line["splice_from"] = sources[0] if len(sources) == 1 else sources
         self.frames += 1
-        self.bytes += len(data)
+        self.bytes += size
         return line
 
     def _ms_since_start(self, now: float) -> float:
