@@ -168,7 +168,20 @@ class RequestStore:
         else:
             self._keep(record, record.actions, line)
 
-    def _keep(self, record: RequestRecord, into: list[str], line: dict[str, Any]) -> None:
+    def frame_json(self, line: dict[str, Any], text: bytes) -> None:
+        """The same as calling it with a ``frame`` line, given the line's JSON text and
+        a newline (the frame log makes it once, for itself and for this store)."""
+        request_id = line.get("request_id")
+        record = self._records.get(request_id) if isinstance(request_id, str) else None
+        if record is None:  # no request line (or forgotten)
+            return
+        record.sent_frames += 1
+        record.sent_bytes += line.get("size", 0)
+        self._keep(record, record.frames, line, text)
+
+    def _keep(
+        self, record: RequestRecord, into: list[str], line: dict[str, Any], text: bytes = b""
+    ) -> None:
         if len(record.frames) + len(record.actions) >= self.max_frames:
             record.omitted += 1
             return
@@ -178,9 +191,11 @@ class RequestStore:
             if record.content + size > self.max_content:
                 line = {k: v for k, v in line.items() if k not in _CONTENT}
                 line["content_omitted"] = True
+                text = b""
             else:
                 record.content += size
-        into.append(orjson.dumps(line).decode())
+        # The line's JSON without the newline, as orjson.dumps(line) would make it.
+        into.append(text[:-1].decode() if text else orjson.dumps(line).decode())
 
     def recent(self, limit: int, scenario: str | None = None) -> list[dict[str, Any]]:
         """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when

@@ -223,6 +223,9 @@ _LEVEL_FILTERS: dict[str, Any] = {"requests": _without_frames, "off": _nothing}
 
 #: Something that wants every log line as a dict (metrics, traces, the admin API).
 Observer = Callable[[dict[str, Any]], None]
+#: An observer's optional ``frame_json(line, text)``: called instead of the observer for
+#: a frame line, with the line's JSON text (``orjson.dumps(line)`` and a newline).
+FrameJsonObserver = Callable[[dict[str, Any], bytes], None]
 
 
 class _Sink:
@@ -272,6 +275,10 @@ class FrameLog:
         self._observers: list[Observer] = []
         #: How each observer is called, in the same order (:func:`_fast_call`).
         self._calls: list[Observer] = []
+        #: The same for a frame line: (the call, or the observer's ``frame_json``).
+        self._frame_calls: list[tuple[Observer, FrameJsonObserver | None]] = []
+        #: Whether a frame line's JSON text is made before its observers are called.
+        self._frame_json = False
         self.observer_errors = 0
         self.pretty = fmt == "pretty" or (fmt == "auto" and _isatty(stream))
         renderer: Any = _PrettyRenderer(colors=_isatty(stream)) if self.pretty else _render
@@ -296,6 +303,7 @@ class FrameLog:
         self._now = processors[0].now
         self._render = renderer
         self._frames_out = level == "frames"
+        self._update_frame_calls()
 
     @classmethod
     def open(
@@ -340,12 +348,23 @@ class FrameLog:
         ``observer_errors`` and otherwise ignored."""
         self._observers.append(observer)
         self._calls.append(_fast_call(observer))
+        self._update_frame_calls()
 
     def remove_observer(self, observer: Observer) -> None:
         """Stop calling ``observer`` (no error if it was not added)."""
         with contextlib.suppress(ValueError):
             i = self._observers.index(observer)
             del self._observers[i], self._calls[i]
+            self._update_frame_calls()
+
+    def _update_frame_calls(self) -> None:
+        # An observer with a ``frame_json(line, text)`` method (the admin store, which
+        # keeps each frame line as its JSON text) is given the text the log writes, made
+        # once, instead of being called with the line alone and making it again.
+        hooks = [getattr(o, "frame_json", None) for o in self._observers]
+        self._frame_calls = list(zip(self._calls, hooks, strict=True))
+        json_out = self._frames_out and self._render is _render
+        self._frame_json = json_out or any(h is not None for h in hooks)
 
     def add_listener(self, listener: Callable[[bytes], None]) -> None:
         """Call ``listener`` with every rendered line (JSON unless the log is pretty)."""
@@ -362,16 +381,23 @@ class FrameLog:
         # dispatch): the same dict, in the same key order, the same bytes.
         # The processors are inlined (one Python call each saved: this runs for every
         # write); _redact_error is left out: a frame line has no ``error``.
+        # The JSON text is made before the observers are called (they must not modify
+        # the line: the same bytes as after) when the log writes JSON or one of them
+        # takes it (``frame_json``).
         line = {**context, **fields, "event": "frame", "ts": self._now()}
-        for observer in self._calls:
+        text = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE) if self._frame_json else b""
+        for observer, frame_json in self._frame_calls:
             try:
-                observer(line)
+                if frame_json is None:
+                    observer(line)
+                else:
+                    frame_json(line, text)
             except Exception as exc:
                 self._observer_failed(exc)
         if self._frames_out:
             render = self._render
             if render is _render:
-                self._sink.msg(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+                self._sink.msg(text)
             else:
                 self._sink.msg(render(self._sink, "info", line))
 

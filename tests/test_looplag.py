@@ -289,3 +289,38 @@ def test_a_request_log_is_still_a_structlog_logger_for_other_lines() -> None:
     assert [(x["event"], x["request_id"], x["extra"]) for x in lines] == [
         ("action", "r-1", 1), ("frame", "r-1", 1)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["json", "pretty"])
+@pytest.mark.parametrize("level", ["frames", "requests", "off"])
+@pytest.mark.parametrize("max_content", [0, 1000])
+def test_the_admin_store_keeps_the_same_text_either_way(
+    fmt: logs.LogFormat, level: logs.LogLevel, max_content: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logs.time, "time", lambda: 1764600000.25)
+    # bound.frame hands the store the log's own JSON text (RequestStore.frame_json);
+    # bound.info("frame", ...) calls the store with the dict, which it dumps itself.
+    kept = []
+    for way in ("info", "frame"):
+        log = FrameLog(io.BytesIO(), fmt=fmt, level=level)
+        store = RequestStore(max_content=max_content)
+        observed: list[dict[str, Any]] = []
+        log.add_observer(observed.append)
+        log.add_observer(store)
+        bound = log.for_request(request_id="r-1", scenario="dup")
+        bound.info("request", seed=1)
+        for i in (1, 2):
+            fields = _fields(i) | {"data": "x", "raw": "eA=="}
+            if way == "info":
+                bound.info("frame", **fields)
+            else:
+                bound.frame(fields)
+        record = store.get("r-1")
+        assert record is not None
+        frames = [f for f in observed if f["event"] == "frame"]
+        assert ('"content_omitted":true' in record.frames[0]) == (not max_content)
+        if max_content:
+            assert record.frames == [orjson.dumps(f).decode() for f in frames]
+        assert (record.sent_frames, record.sent_bytes) == (2, 2 * frames[0]["size"])
+        kept.append(record.frames)
+    assert kept[0] == kept[1]
