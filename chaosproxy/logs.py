@@ -345,7 +345,9 @@ class FrameLog:
         Observers must not modify the dict (they may keep it: nothing changes it
         afterwards). Every line has ``event`` (request, frame, action, response_end)
         and ``request_id``. An exception in an observer is counted in
-        ``observer_errors`` and otherwise ignored."""
+        ``observer_errors`` and otherwise ignored. An observer with a
+        ``frame_json(line, text)`` method has it called instead for each ``frame`` line,
+        with the line's JSON text too (``orjson.dumps(line)`` and a newline)."""
         self._observers.append(observer)
         self._calls.append(_fast_call(observer))
         self._update_frame_calls()
