@@ -849,6 +849,37 @@ async def test_live_ndjson_stream_gets_an_sse_streams_delta_as_a_json_line(
     assert spliced["splice_from"] == first_id
 
 
+async def test_live_plain_sse_upstream_previous_stream_is_the_source(
+    upstream: ScriptedUpstream, make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    # A plain SSE upstream (``data:`` lines, no ids, no provider): its events are of
+    # kind ``other``, and the splice takes one of the previous stream's.
+    first_words = [b"data: first-%d\n\n" % i for i in range(1, 6)]
+    second_words = [b"data: second-%d\n\n" % i for i in range(1, 6)]
+    upstream.route("/a", Script.events(b"".join(first_words)))
+    upstream.route("/b", Script.events(b"".join(second_words)))
+    proxy = await make_proxy(
+        upstream=upstream.url,
+        scenarios={"s": "faults:\n  - splice: {from: previous, after: 2, kind: other}"},
+        default="s",
+    )
+    seed = 3
+    async with aiohttp.ClientSession() as client:
+        async with client.get(proxy.url + "/a", headers={"X-Chaos-Seed": "1"}) as resp:
+            first_id = resp.headers["X-Chaos-Request-Id"]
+            assert await resp.read() == b"".join(first_words)  # nothing to take from yet
+        await log_capture.wait_end(first_id)
+        async with client.get(proxy.url + "/b", headers={"X-Chaos-Seed": str(seed)}) as resp:
+            second_id = resp.headers["X-Chaos-Request-Id"]
+            body = await resp.read()
+    end = await log_capture.wait_end(second_id)
+    assert end["faults_applied"] == {"splice": 1}
+    chosen = first_words[pick(seed, len(first_words))]
+    assert body == b"".join([*second_words[:2], chosen, *second_words[2:]])
+    [spliced] = [f for f in log_capture.frames(second_id) if "splice_from" in f]
+    assert spliced["splice_from"] == first_id and spliced["kinds"] == ["other"]
+
+
 async def test_live_many_streams_keep_the_registry_bounded(
     upstream: ScriptedUpstream, make_proxy: ProxyFactory, log_capture: LogCapture
 ) -> None:
