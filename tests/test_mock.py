@@ -586,16 +586,28 @@ async def test_counts_health_models_and_unknown_paths(mock: Mock, http: httpx.As
     missing = await http.post("/v2/nowhere", json={})
     assert missing.status_code == 404
     assert set(missing.json()["error"]) == {"message", "type", "param", "code"}
-    assert (await http.get("/v1/chat/completions")).status_code == 405
+    assert (await http.get("/v1/responses")).status_code == 405
     bad_json = await http.post("/v1/messages", content=b"{not json")
     assert bad_json.status_code == 400 and bad_json.json()["type"] == "error"
     assert mock.counts == {
         "/health": 1,
         "/v1/models": 1,
         "/v2/nowhere": 1,
-        "/v1/chat/completions": 1,
+        "/v1/responses": 1,
         "/v1/messages": 1,
     }
+
+
+async def test_get_chat_completions_streams_the_same_answer_as_the_post(
+    mock: Mock, http: httpx.AsyncClient
+) -> None:
+    # For a browser's EventSource, which can only GET: the answer a POST with that one
+    # user message and ``stream: true`` gets, byte for byte.
+    got = await http.get("/v1/chat/completions", params={"q": "Hello there", "model": "m"})
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "Hello there"}]}
+    posted = await http.post("/v1/chat/completions", json=body)
+    assert got.status_code == 200 and got.headers["content-type"] == "text/event-stream"
+    assert got.content == posted.content and got.content.endswith(b"data: [DONE]\n\n")
 
 
 async def test_client_going_away_stops_the_stream_quietly(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 from tests.browser import Chromium, chromium_path
@@ -104,3 +106,37 @@ async def test_chromium_eventsource_resumes_after_a_mid_line_cut(
     datas = [d for c in run["connections"] for d in c["datas"]]
     assert datas == WORDS and len(set(ids)) == len(ids) == len(WORDS)
     assert run["stopped"]["code"] == 204
+
+
+async def test_chromium_eventsource_in_front_of_the_mock_gets_the_whole_answer_once(
+    make_proxy: ProxyFactory, log_capture: LogCapture, chromium_path: str
+) -> None:
+    """The issue's done-means in a browser: an EventSource in front of the mock (its
+    GET chat route), ``resume: {policy: resume}``, a cut mid-stream (inside a line):
+    the complete answer, each event once, then the finished stream's 204 stops it."""
+    cut = "{after: 4, position: mid_line, how: abort}"
+    proxy = await make_proxy(
+        scenarios={"s": scenario("resume", cut)}, mock_tokens=8, mock_interval=0.005
+    )
+    path = "/v1/chat/completions?q=hello&model=m"
+    async with httpx.AsyncClient() as client:  # the same answer, uncut, for reference
+        reference = (await client.get(proxy.url + path)).text
+    expected = [ln[6:] for ln in reference.split("\n") if ln.startswith("data: ")]
+    page = PAGE.decode().replace('"/_chaos/s/stream"', f'"{proxy.url}/_chaos/s{path}"')
+    async with Chromium(executable=chromium_path, disable_web_security=True) as browser:
+        tab = await browser.open("about:blank")
+        await tab.evaluate(
+            "document.open(); document.write(" + orjson.dumps(page).decode() + ");"
+            " document.close();"
+        )
+        await tab.wait_for("window.rec && window.rec.done", limit=20)
+        run: dict[str, Any] = await tab.evaluate("window.rec")
+        assert tab.errors == []
+    assert not run["gaveUp"] and len(run["connections"]) >= 2  # it was cut, and came back
+    ids = [i for c in run["connections"] for i in c["ids"]]
+    datas = [d for c in run["connections"] for d in c["datas"]]
+    assert datas == expected and len(set(ids)) == len(ids) == len(expected)
+    requests = [x for x in log_capture.lines if x["event"] == "request" and x["scenario"] == "s"]
+    assert requests[1]["last_event_id"] == ids[len(run["connections"][0]["ids"]) - 1]
+    await until(lambda: log_capture.end(requests[-1]["request_id"]) is not None)
+    assert log_capture.end(requests[-1]["request_id"])["status"] == 204

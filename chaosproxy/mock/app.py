@@ -60,6 +60,7 @@ def create_mock_app(tokens: int = 24, interval: float = 0.02) -> web.Application
     app.router.add_post(
         "/v1/chat/completions", _provider(openai_chat.respond, openai_chat.error_body)
     )
+    app.router.add_get("/v1/chat/completions", _chat_for_eventsource)
     app.router.add_post(
         "/v1/responses", _provider(openai_responses.respond, openai_chat.error_body)
     )
@@ -196,6 +197,23 @@ def _provider(
         return await _answer(request, render, error_body)
 
     return handler
+
+
+async def _chat_for_eventsource(request: web.Request) -> web.StreamResponse:
+    """``GET /v1/chat/completions?q=TEXT&model=NAME``: the streamed chat answer to one
+    user message, for a browser's ``EventSource``, which can only GET (and so cannot
+    send a body)."""
+    payload: JsonObject = {
+        "model": request.query.get("model", MODELS[0]),
+        "stream": True,
+        "messages": [{"role": "user", "content": request.query.get("q", "hi")}],
+    }
+    try:
+        knobs = _knobs(request)
+        reply = openai_chat.respond(orjson.dumps(payload), payload, knobs)
+    except MockRequestError as exc:
+        return _json(openai_chat.error_body(400, str(exc)), status=400)
+    return await _stream(request, reply, knobs.interval)
 
 
 async def _gemini(request: web.Request) -> web.StreamResponse:
