@@ -102,6 +102,16 @@ Duration = Annotated[
 ]
 
 
+def known_kind(kind: str) -> str:
+    """``kind`` when it is one of the provider-neutral kinds; else a ValueError that
+    lists them (a config validator's message)."""
+    from chaosproxy.core.providers import KINDS
+
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
+    return kind
+
+
 class FaultConfig(BaseModel):
     """Base of every fault's config: strict keys, immutable."""
 
@@ -139,11 +149,8 @@ class SelectorConfig(FaultConfig):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: StrOrList | None) -> StrOrList | None:
-        from chaosproxy.core.providers import KINDS
-
         for k in [v] if isinstance(v, str) else v or []:
-            if k not in KINDS:
-                raise ValueError(f"unknown kind {k!r}; one of {', '.join(KINDS)}")
+            known_kind(k)
         return v
 
     @field_validator("range")

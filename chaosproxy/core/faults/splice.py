@@ -25,7 +25,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.anchor import OrdinalAnchor
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, known_kind
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import data_bytes, ndjson_terminator, newline_of
@@ -53,11 +53,7 @@ class SpliceConfig(FaultConfig):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: str) -> str:
-        from chaosproxy.core.providers import KINDS
-
-        if v not in KINDS:
-            raise ValueError(f"unknown kind {v!r}; one of {', '.join(KINDS)}")
-        return v
+        return known_kind(v)
 
 
 class SpliceFault(Fault[SpliceConfig]):
