@@ -49,8 +49,11 @@ of that request breaks, and would leave the handler waiting for the rest of it.
 
 from __future__ import annotations
 
+import array
 import asyncio
+import fcntl
 import ipaddress
+import termios
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +74,11 @@ _RequestHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 #: The longest a refused (503) connection is kept after its answer, so the client can
 #: read it before the close (closing at once could reset it away).
 REFUSED_LINGER = 2.0
+
+#: When the head timer falls due while bytes the client sent wait unread in the socket
+#: (the loop was behind, not the client), it looks again this much later, once the loop
+#: has read them.
+UNREAD_RECHECK = 0.05
 
 #: The reason texts of ``rejected`` lines are cut to this length.
 MAX_REASON = 200
@@ -150,6 +158,19 @@ def normalise_path(path_qs: str) -> str:
 
 
 # --------------------------------------------------------------------------- the guard
+
+
+def unread_bytes(transport: asyncio.BaseTransport) -> int:
+    """How many bytes wait unread in the transport's socket (0 when unknown)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return 0
+    try:
+        waiting = array.array("i", [0])
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, waiting)
+    except (OSError, ValueError):  # closed meanwhile, or not a socket
+        return 0
+    return waiting[0]
 
 
 def format_peer(peername: Any) -> str:
@@ -450,6 +471,15 @@ class GuardedProtocol(RequestHandler):
         self._timer = None
         transport = self.transport
         if not self._waiting or transport is None or transport.is_closing():
+            return
+        reading = isinstance(transport, asyncio.Transport) and transport.is_reading()
+        if reading and unread_bytes(transport):
+            # The client did send in time; the loop has not read it yet (a busy loop,
+            # or one that runs due timers before it polls, as uvloop's does). Judging
+            # now would call it idle, or cut its head short, and closing a socket with
+            # unread bytes resets the connection: the client would not even read the
+            # 408. Look again once the loop has read them.
+            self._timer = self._loop.call_later(UNREAD_RECHECK, self._timed_out)
             return
         self._waiting = False  # ended here: connection_lost must not log it again
         seconds = f"{self._guard.client_timeout:g}s"
