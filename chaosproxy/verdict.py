@@ -141,11 +141,15 @@ def classify(summary: Mapping[str, Any], report: ClientReport) -> dict[str, Any]
             f"the client accepted text that differs from the upstream's ({what})",
         )
     if not intact:
-        if matches and summary.get("outcome") == "client_gone" and _sent_whole(summary):
+        if (
+            matches
+            and summary.get("outcome") == "client_gone"
+            and summary.get("content_integrity") == INTACT
+        ):
             # The client had the whole text and closed the stream itself (it stopped at
-            # the terminal event of a body that never ended), and what it was sent carried
-            # nothing but the upstream's text: what made the stream end uncleanly was the
-            # client, not a fault it let through.
+            # the terminal event of a body that never ended), and what it was sent up to
+            # then was the upstream's content, its terminal event included, once: what
+            # made the stream end uncleanly was the client, not a fault it let through.
             return result(
                 "tolerated",
                 f"the client had the upstream's whole text and closed {what} itself",
@@ -157,16 +161,6 @@ def classify(summary: Mapping[str, Any], report: ClientReport) -> dict[str, Any]
     if matches is None:
         return result("tolerated", f"the client accepted {what} (no upstream text to compare)")
     return result("tolerated", f"the client accepted {what}, with the upstream's text")
-
-
-def _sent_whole(summary: Mapping[str, Any]) -> bool:
-    """Whether the text the client was sent is the upstream's (no hashes: unknown, so
-    not)."""
-    hashes = summary.get("text_sha256")
-    if not isinstance(hashes, Mapping):
-        return False
-    sent, upstream = hashes.get("sent"), hashes.get("upstream")
-    return isinstance(sent, str) and sent == upstream
 
 
 def verdict_line(request_id: str, verdict: Mapping[str, Any]) -> dict[str, Any]:

@@ -364,6 +364,26 @@ def test_an_unclean_end_is_broken(capture: Capture, end: str) -> None:
     assert integrity(session) == "broken"
 
 
+@captures
+@pytest.mark.parametrize(
+    ("faults", "content"),
+    [
+        ([], "intact"),
+        ([{"duplicate": {"kind": "terminal"}}], "altered"),
+        ([{"drop": {"kind": "terminal"}}], "incomplete"),
+    ],
+)
+def test_content_integrity_says_what_was_sent_whatever_the_end(
+    capture: Capture, faults: list[dict[str, Any]], content: str
+) -> None:
+    """``content_integrity``: what ``integrity`` would be had the connection ended
+    cleanly (so a client that leaves after a second terminal event is told apart from
+    one that leaves after an intact stream)."""
+    for end, integrity_ in (("finish", content), ("client_gone", "broken")):
+        line = drive(capture, faults, end=end).summary(0.0)
+        assert (line["integrity"], line["content_integrity"]) == (integrity_, content)
+
+
 def test_an_event_cut_part_way_was_not_sent() -> None:
     """The write of the second event is cut mid-event: only the first one counts, and
     the text hash of the sent side is that of the first delta alone."""

@@ -319,6 +319,7 @@ def test_a_framed_body_is_decided_once_and_accounted_per_write() -> None:
         "duration_ms": 40.0,
         # E2 ("b") went out twice: the client was sent "abb", the upstream meant "ab".
         "integrity": "altered",
+        "content_integrity": "altered",
         "text_sha256": {
             "upstream": hashlib.sha256(b"ab").hexdigest(),
             "sent": hashlib.sha256(b"abb").hexdigest(),

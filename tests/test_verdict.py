@@ -22,12 +22,23 @@ TEXT = "Hello, wörld ☕"
 OTHER = "Hello, Hello, wörld ☕"
 
 
-def framed(integrity: str, *, sent: str = TEXT, outcome: str = "completed") -> dict[str, Any]:
+def framed(
+    integrity: str,
+    *,
+    sent: str = TEXT,
+    outcome: str = "completed",
+    content: str | None = None,
+) -> dict[str, Any]:
+    """A framed ``response_end``; ``content`` is its ``content_integrity`` (by default
+    ``integrity``, or, for a broken stream, ``intact`` when the text sent is right)."""
+    if content is None:
+        content = integrity if integrity != "broken" else "intact" if sent == TEXT else "altered"
     return {
         "request_id": "r-1",
         "outcome": outcome,
         "status": 200,
         "integrity": integrity,
+        "content_integrity": content,
         "text_sha256": {"upstream": text_sha256(TEXT), "sent": text_sha256(sent)},
     }
 
@@ -136,6 +147,30 @@ CASES: list[tuple[str, dict[str, Any], ClientReport, tuple[str, str | None, str,
     (
         "closed the stream itself, but was sent a late delta it ignored",
         framed("broken", sent=TEXT + " late", outcome="client_gone"),
+        ClientReport(text=TEXT),
+        (
+            "silent_corruption",
+            "broken",
+            "the client accepted a stream that was broken; its text matches the upstream's",
+            True,
+        ),
+    ),
+    (
+        # Two [DONE]: the client stopped at the first and left before the body ended
+        # (the proxy's last write failed), but it was sent the second one.
+        "closed the stream itself after a duplicated terminal event",
+        framed("broken", outcome="client_gone", content="altered"),
+        ClientReport(text=TEXT),
+        (
+            "silent_corruption",
+            "broken",
+            "the client accepted a stream that was broken; its text matches the upstream's",
+            True,
+        ),
+    ),
+    (
+        "closed the stream itself before any terminal event, with the whole text",
+        framed("broken", outcome="client_gone", content="incomplete"),
         ClientReport(text=TEXT),
         (
             "silent_corruption",

@@ -234,3 +234,52 @@ async def test_a_verdict_from_async_code() -> None:
         verdict = proxy.verdict(request_id, text=text)
     assert (verdict["verdict"], verdict["integrity"]) == ("silent_corruption", "altered")
     assert proxy.lines[-1]["event"] == "verdict"
+
+
+def chat_event(text: str) -> bytes:
+    chunk = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": text}}],
+    }
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+async def test_a_client_that_leaves_after_the_first_of_two_terminals_is_still_caught() -> None:
+    """``terminal-event-twice`` where the client leaves before the body ends: the upstream
+    keeps it open after its ``[DONE]``, the client stops at the first of the two it is
+    sent and closes. The end is the client's (``client_gone``, so ``broken``), but it
+    was sent a second terminal event, so accepting it is still silent corruption, as it
+    is when the body ends first (the race ``test_matrix_library`` once lost)."""
+    from tests.upstream import Script, scripted_upstream, until
+
+    body = chat_event("Hello, ") + chat_event("world") + b"data: [DONE]\n\n"
+    async with scripted_upstream() as upstream:
+        upstream.route("/v1/chat/completions", Script.events(body, end="hold"))
+        async with (
+            ChaosProxy(upstream.url, scenario="terminal-event-twice") as proxy,
+            httpx.AsyncClient() as http,
+            http.stream("POST", proxy.url + "/v1/chat/completions", json=BODY) as response,
+        ):
+            request_id = response.headers["X-Chaos-Request-Id"]
+            lines = []
+            async for line in response.aiter_lines():
+                lines.append(line)
+                if line == "data: [DONE]":
+                    break
+            await response.aclose()
+            await until(
+                lambda: any(s["request_id"] == request_id for s in proxy.requests(settle=0))
+            )
+            summary = proxy.summary(request_id)
+            verdict = proxy.verdict(request_id, text=chat_text(iter(lines), to_the_end=False))
+    assert (summary["outcome"], summary["integrity"], summary["content_integrity"]) == (
+        "client_gone",
+        "broken",
+        "altered",
+    )
+    assert verdict == {
+        "verdict": "silent_corruption",
+        "integrity": "broken",
+        "reason": "the client accepted a stream that was broken; its text matches the upstream's",
+        "text_matches": True,
+    }

@@ -458,10 +458,17 @@ class StreamContent:
         self.sent.close(expect_terminal=True)
 
     def integrity(self, *, clean_end: bool) -> Integrity:
-        """``broken`` when the connection did not end cleanly; else ``incomplete`` when
-        no terminal event was sent; else ``intact`` or ``altered``."""
+        """``broken`` when the connection did not end cleanly; else
+        :meth:`content_integrity`."""
         if not clean_end:
             return "broken"
+        return self.content_integrity()
+
+    def content_integrity(self) -> Integrity:
+        """What was sent, however the connection ended: ``incomplete`` when no terminal
+        event was sent, else ``intact`` or ``altered``. (A client that closed the
+        connection itself after an intact stream's terminal event makes it ``broken``
+        with this ``intact``.)"""
         if not self.sent.terminals:
             return "incomplete"
         return "intact" if self.sent.same_content(self.upstream) else "altered"

@@ -588,6 +588,7 @@ class Session:
         content = self.content
         if content is not None:
             line["integrity"] = self.integrity
+            line["content_integrity"] = content.content_integrity()
             line["text_sha256"] = {
                 "upstream": content.upstream.text_sha256,
                 "sent": content.sent.text_sha256,
