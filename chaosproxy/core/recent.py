@@ -33,10 +33,13 @@ _NO_FRAMES: tuple[Frame, ...] = ()
 
 
 class StreamRecord:
-    """The kept events of one framed stream, oldest first, by kind."""
+    """The kept events of one framed stream, oldest first.
+
+    Recording runs for every upstream event of every framed stream, and reading (a
+    ``splice``) is rare: an event is kept as the few fields a splice needs, in one
+    queue, and made into frames of a kind only when asked for."""
 
     __slots__ = (
-        "_by_kind",
         "_max_bytes",
         "_max_events",
         "_order",
@@ -52,8 +55,9 @@ class StreamRecord:
         self.format = fmt
         self._max_events = max_events
         self._max_bytes = max_bytes
-        self._order: deque[tuple[Frame, frozenset[str]]] = deque()
-        self._by_kind: dict[str, deque[Frame]] = {}
+        #: (raw, data, event, newline, kinds) of each kept event: only what a splice
+        #: needs (not the frame, which holds the parsed JSON the profile cached).
+        self._order: deque[tuple[bytes, str, str | None, bytes, frozenset[str]]] = deque()
         #: Bytes of the kept events.
         self.bytes = 0
         #: Events recorded then forgotten (or never kept) to stay within the bounds.
@@ -62,33 +66,36 @@ class StreamRecord:
     def record(self, ev: Event) -> None:
         """One upstream event of the stream (the pipeline calls this for each)."""
         frame = ev.frame
-        if ev.ordinal <= 0 or not frame.complete or frame.data is None:
+        data = frame.data
+        if data is None or ev.ordinal <= 0 or not frame.complete:
             return  # an unterminated final event is no event to reuse
-        size = len(frame.raw)
+        raw = frame.raw
+        size = len(raw)
         if size > self._max_bytes or self._max_events == 0:
             self.forgotten += 1
             return
-        # Only what a splice needs: not the parsed JSON the profile cached on the frame.
-        frame = Frame(frame.raw, frame.data, frame.event, newline=frame.newline)
-        self._order.append((frame, ev.kinds))
-        by_kind = self._by_kind
-        for kind in ev.kinds:
-            bucket = by_kind.get(kind)
-            if bucket is None:
-                bucket = by_kind[kind] = deque()
-            bucket.append(frame)
+        order = self._order
+        order.append((raw, data, frame.event, frame.newline, ev.kinds))
         self.bytes += size
-        while len(self._order) > self._max_events or self.bytes > self._max_bytes:
-            old, kinds = self._order.popleft()
-            self.bytes -= len(old.raw)
+        if len(order) > self._max_events or self.bytes > self._max_bytes:
+            self._forget()
+
+    def _forget(self) -> None:
+        order = self._order
+        while len(order) > self._max_events or self.bytes > self._max_bytes:
+            self.bytes -= len(order.popleft()[0])
             self.forgotten += 1
-            for kind in kinds:  # the oldest of the stream is the oldest of its kinds
-                by_kind[kind].popleft()
 
     def events(self, kind: str) -> tuple[Frame, ...]:
-        """The kept events of ``kind``, oldest first (a snapshot)."""
-        bucket = self._by_kind.get(kind)
-        return tuple(bucket) if bucket else _NO_FRAMES
+        """The kept events of ``kind``, oldest first (new frames, a snapshot)."""
+        return (
+            tuple(
+                Frame(raw, data, event, newline=newline)
+                for raw, data, event, newline, kinds in self._order
+                if kind in kinds
+            )
+            or _NO_FRAMES
+        )
 
     def __len__(self) -> int:
         return len(self._order)
