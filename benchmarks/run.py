@@ -55,6 +55,7 @@ from targets import (
     Target,
     TargetError,
     cpu_seconds,
+    cpu_times,
     loop_lag_window,
     peak_rss_mb,
     reset_peak_rss,
@@ -220,6 +221,7 @@ def accounting(target: Target, upstream: Process, out: dict[str, Any]) -> Iterat
     all cores; kernel network time not charged to a process counts there too)."""
     pids = target.measured_pids()
     t0, c0, u0, g0 = time.perf_counter(), cpu_seconds(pids), cpu_seconds([upstream.pid]), cpu_self()
+    s0 = cpu_times(pids)[1]
     mb0, mt0 = machine_jiffies()
     yield
     wall = time.perf_counter() - t0
@@ -228,6 +230,7 @@ def accounting(target: Target, upstream: Process, out: dict[str, Any]) -> Iterat
     ours = 0.0
     if pids:
         out["proxy_cpu_s"] = round(cpu_seconds(pids) - c0, 3)
+        out["proxy_sys_s"] = round(cpu_times(pids)[1] - s0, 3)
         out["proxy_cpu_pct"] = round(100 * out["proxy_cpu_s"] / wall, 1) if wall else None
         ours += out["proxy_cpu_s"]
     out["upstream_cpu_s"] = round(cpu_seconds([upstream.pid]) - u0, 3)
@@ -671,6 +674,16 @@ def derive(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | No
         d["cpu_us_per_event_saturated"] = per_event_us(
             get(name, "throughput", "proxy_cpu_s"), events * repeats if events else None
         )
+        # The kernel's share (system time: the syscalls) of the same, per event.
+        d["sys_us_per_event_saturated"] = per_event_us(
+            get(name, "throughput", "proxy_sys_s"), events * repeats if events else None
+        )
+        d["sys_us_per_event_200"] = per_event_us(
+            get(name, "latency", "proxy_sys_s"), get(name, "latency", "events_received")
+        )
+        d["sys_us_per_event_2000"] = per_event_us(
+            get(name, "fanout", "proxy_sys_s"), get(name, "fanout", "events_received")
+        )
         others = [
             float(v["others_pct"])
             for v in results.get(name, {}).values()
@@ -745,6 +758,28 @@ def print_loop_lag(res: dict[str, dict[str, Any]]) -> None:
         )
 
 
+def print_cpu_split(der: dict[str, dict[str, Any]]) -> None:
+    """The proxies' CPU per event, split into user (the process's own code) and system
+    (the kernel: its syscalls), per phase."""
+    rows = [(n, d) for n, d in der.items() if d.get("cpu_us_per_event_200") is not None]
+    if not rows:
+        return
+    head = f"{'cpu us/ev':<12} " + " ".join(
+        f"{phase + ' user/sys':>20}" for phase in ("one stream", "200 streams", "2,000 streams")
+    )
+    print("\n" + head)
+    print("-" * len(head))
+    for name, d in rows:
+        cells = []
+        for key in ("saturated", "200", "2000"):
+            total, kernel = d.get(f"cpu_us_per_event_{key}"), d.get(f"sys_us_per_event_{key}")
+            cell = "-"
+            if total is not None and kernel is not None:
+                cell = f"{total - kernel:.1f} / {kernel:.1f}"
+            cells.append(f"{cell:>20}")
+        print(f"{name:<12} " + " ".join(cells))
+
+
 def print_report(report: dict[str, Any]) -> None:
     res = report["results"]
     der = report["derived"]
@@ -786,6 +821,7 @@ def print_report(report: dict[str, Any]) -> None:
         )
     for name, reason in report["skipped"].items():
         print(f"{name:<12} skipped: {reason}")
+    print_cpu_split(der)
     print_loop_lag(res)
     problems = [
         f"{n}/{p}: {', '.join(v['errors'])}"

@@ -354,17 +354,25 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """user + system CPU time of ``pids`` (not of their children) in seconds."""
-    total = 0
+def cpu_times(pids: list[int]) -> tuple[float, float]:
+    """(user, system) CPU time of ``pids`` (not of their children) in seconds. System
+    time is the kernel working for the process: its syscalls (on loopback, ``send()``
+    runs the receiver's TCP input inline) and the interrupts charged to it."""
+    user = system = 0
     for pid in pids:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / CLK_TCK
+        user += int(fields[11])  # utime (field 14)
+        system += int(fields[12])  # stime (field 15)
+    return user / CLK_TCK, system / CLK_TCK
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """user + system CPU time of ``pids`` (not of their children) in seconds."""
+    return sum(cpu_times(pids))
 
 
 def status_kb(pid: int, key: str) -> int | None:
