@@ -195,3 +195,25 @@ def test_every_option_has_help_text(command: str) -> None:
         if not isinstance(a, argparse._HelpAction) and not a.help
     ]
     assert missing == []
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
+    """``chaosproxy scenarios | head -1``: the reader goes away; the command stops
+    without a traceback and with the shell's SIGPIPE status. The pipe holds one page
+    and the listing is longer, so the write breaks whether it comes before or after the
+    reader's end."""
+    import fcntl
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chaosproxy", "scenarios"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    os.close(write)
+    os.close(read)  # the reader is gone: the listing's write breaks the pipe
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 141, err.decode()
+    assert err == b""
