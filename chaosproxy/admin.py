@@ -314,7 +314,10 @@ def create_admin_app(state: AdminState) -> web.Application:
 
 async def _health(request: web.Request) -> web.Response:
     state = request.app[ADMIN]
-    health: dict[str, Any] = {"status": "ok", "warnings": list(state.warnings)}
+    warnings = list(state.warnings)
+    if state.log is not None and state.log.write_error is not None:
+        warnings.append(state.log.write_error)
+    health: dict[str, Any] = {"status": "ok", "warnings": warnings}
     if state.token is None or _authorized(request.headers.get("Authorization"), state.token):
         health.update(
             version=__version__,

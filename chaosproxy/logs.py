@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import os
 import re
 import sys
 import time
@@ -229,16 +230,30 @@ FrameJsonObserver = Callable[[dict[str, Any], bytes], None]
 
 
 class _Sink:
-    """A structlog logger that appends rendered lines to a buffered binary stream."""
+    """A structlog logger that appends rendered lines to a buffered binary stream.
 
-    __slots__ = ("_listeners", "_write")
+    A stream that fails (its reader went away: ``serve --log - | head``; a full disk)
+    is written no more: ``failed`` is told once, and the lines still reach the
+    listeners. The log is the proxy's record, never a reason for a request to fail."""
 
-    def __init__(self, stream: IO[bytes], listeners: list[Callable[[bytes], None]]) -> None:
+    __slots__ = ("_failed", "_listeners", "_write")
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        listeners: list[Callable[[bytes], None]],
+        failed: Callable[[BaseException], None],
+    ) -> None:
         self._write: Callable[[bytes], object] = stream.write
         self._listeners = listeners
+        self._failed = failed
 
     def msg(self, line: bytes) -> None:
-        self._write(line)
+        try:
+            self._write(line)
+        except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+            self._write = _discard
+            self._failed(exc)
         for listener in self._listeners:
             listener(line)
 
@@ -247,6 +262,10 @@ class _Sink:
     def drop(self) -> None:
         """Write nothing from now on (the stream is closed)."""
         self._write = _discard
+
+
+def _stdout() -> IO[bytes] | None:
+    return getattr(sys.stdout, "buffer", None)
 
 
 def _discard(data: bytes) -> int:
@@ -280,10 +299,12 @@ class FrameLog:
         #: Whether a frame line's JSON text is made before its observers are called.
         self._frame_json = False
         self.observer_errors = 0
+        #: Why the log stopped writing to its stream (None while it writes).
+        self.write_error: str | None = None
         self.pretty = fmt == "pretty" or (fmt == "auto" and _isatty(stream))
         renderer: Any = _PrettyRenderer(colors=_isatty(stream)) if self.pretty else _render
         out: IO[bytes] = stream if stream is not None else _NullStream()  # type: ignore[assignment]
-        sink = _Sink(out, self._listeners)
+        sink = _Sink(out, self._listeners, self._write_failed)
         self._sink = sink
         # ts first: observers (traces, the admin API, ChaosProxy.lines) see it too.
         processors: list[Any] = [_Timestamp(), _redact_error, self._observe, renderer]
@@ -331,6 +352,19 @@ class FrameLog:
             except Exception as exc:
                 self._observer_failed(exc)
         return event_dict
+
+    def _write_failed(self, exc: BaseException) -> None:
+        where = "stdout" if self._stream is _stdout() else getattr(self._stream, "name", "?")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self.write_error = f"the frame log stopped: cannot write to {where}: {reason}"
+        print(f"chaosproxy: warning: {self.write_error}; serving goes on", file=sys.stderr)
+        if self._stream is _stdout():
+            # What is still buffered for it can never be written either: point stdout
+            # away, so that no later flush (at exit) fails and prints a traceback.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self._stream.fileno())
+                os.close(devnull)
 
     def _observer_failed(self, exc: Exception) -> None:
         # A broken observer (a full disk under the traces) must never break the
@@ -404,10 +438,13 @@ class FrameLog:
                 self._sink.msg(render(self._sink, "info", line))
 
     def flush(self) -> None:
-        if self._stream is not None:
-            # A closed stdout must not take the proxy down.
-            with contextlib.suppress(OSError, ValueError):
+        if self._stream is not None and self.write_error is None:
+            # A stdout whose reader left, a full disk: the log stops, the proxy goes on.
+            try:
                 self._stream.flush()
+            except (OSError, ValueError) as exc:
+                self._sink.drop()
+                self._write_failed(exc)
 
     def close(self) -> None:
         """Flush and close the stream. A line logged afterwards (a request cut at

@@ -324,3 +324,122 @@ def test_serve_with_log_level_requests_writes_no_frame_lines(tmp_path: Any) -> N
         assert proc.wait(timeout=10) == 0
     events = [orjson.loads(x)["event"] for x in path.read_bytes().splitlines()]
     assert events == ["request", "response_end"]
+
+
+class _BrokenStream(io.BytesIO):
+    """A stream whose reader leaves after ``fail_after`` writes."""
+
+    def __init__(self, fail_after: int, error: OSError) -> None:
+        super().__init__()
+        self.fail_after = fail_after
+        self.error = error
+        self.writes = 0
+
+    def write(self, data: Any) -> int:
+        self.writes += 1
+        if self.writes > self.fail_after:
+            raise self.error
+        return super().write(data)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (BrokenPipeError(32, "Broken pipe"), "Broken pipe"),
+        (OSError(28, "No space left on device"), "No space left on device"),
+    ],
+)
+def test_a_stream_that_fails_stops_the_log_not_the_requests(
+    capsys: pytest.CaptureFixture[str], error: OSError, reason: str
+) -> None:
+    out = _BrokenStream(2, error)
+    log = FrameLog(out)
+    seen = _lines(log)
+    observed: list[str] = []
+    log.add_observer(lambda line: observed.append(line["event"]))
+    bound = log.for_request(request_id="r-9", scenario=None)
+    bound.info("request")
+    bound.frame({"seq": 0, "offset": 0, "size": 3, "t_ms": 1.0})
+    bound.frame({"seq": 1, "offset": 3, "size": 3, "t_ms": 2.0})  # this write fails
+    bound.info("response_end", outcome="completed")
+    # No exception reached the request; the stream was tried once more, not again.
+    assert out.writes == 3
+    assert [orjson.loads(x)["event"] for x in out.getvalue().splitlines()] == ["request", "frame"]
+    # Observers and listeners still see every line (the admin API, metrics, traces).
+    assert observed == ["request", "frame", "frame", "response_end"]
+    assert len(seen) == 4
+    assert log.write_error == f"the frame log stopped: cannot write to ?: {reason}"
+    err = capsys.readouterr().err
+    assert err == f"chaosproxy: warning: {log.write_error}; serving goes on\n"
+
+
+def test_a_flush_that_fails_stops_the_log_once(capsys: pytest.CaptureFixture[str]) -> None:
+    class Unflushable(io.BytesIO):
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    out = Unflushable()
+    out.name = "frames.jsonl"  # type: ignore[misc]
+    log = FrameLog(out)
+    log.for_request(request_id="r-1", scenario=None).info("request")
+    log.flush()
+    log.flush()
+    log.for_request(request_id="r-1", scenario=None).info("response_end")
+    assert len(out.getvalue().splitlines()) == 1  # nothing after the failure
+    assert log.write_error == "the frame log stopped: cannot write to frames.jsonl: Broken pipe"
+    assert capsys.readouterr().err.count("warning") == 1
+
+
+def test_serve_goes_on_when_the_reader_of_its_log_leaves() -> None:
+    """``chaosproxy serve --log - | head -1``: the reader goes away; requests go on
+    being served, stderr has one warning and no traceback, ``/health`` says it, and
+    the process stops cleanly."""
+    import fcntl
+    import json
+    import signal
+    import subprocess
+    import urllib.request
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+         "--admin", "127.0.0.1:0", "--log", "-", "--mock-interval-ms", "0"],
+        stdout=write, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(write)
+    os.close(read)  # the reader is gone before the first line
+    try:
+        assert proc.stderr is not None
+        start = proc.stderr.readline()
+        url = re.search(r"listening on (http://127\.0\.0\.1:\d+)", start)
+        admin = re.search(r"admin: (http://127\.0\.0\.1:\d+)", start)
+        assert url and admin, start
+        body = b'{"model":"m","stream":true,"messages":[]}'
+        for _ in range(5):
+            request = urllib.request.Request(
+                url.group(1) + "/v1/chat/completions",
+                data=body,
+                headers={
+                    "Content-Type": "application/json",
+                    "X-Chaos-Scenario": "one-byte-per-read",
+                },
+            )
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                assert resp.status == 200
+                assert resp.read().endswith(b"data: [DONE]\n\n")
+        # 5 framed streams of ~1,200 one-byte writes: far more than stdout's buffer,
+        # so the log has met the broken pipe by now.
+        warning = proc.stderr.readline()
+        assert warning == (
+            "chaosproxy: warning: the frame log stopped: cannot write to stdout: "
+            "Broken pipe; serving goes on\n"
+        )
+        with urllib.request.urlopen(admin.group(1) + "/health", timeout=10) as resp:
+            health = json.load(resp)
+        assert health["warnings"] == ["the frame log stopped: cannot write to stdout: Broken pipe"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=15)
+    assert proc.returncode == 0
+    assert "Traceback" not in rest and "Exception" not in rest, rest
