@@ -354,16 +354,18 @@ class FrameLog:
         return event_dict
 
     def _write_failed(self, exc: BaseException) -> None:
-        where = "stdout" if self._stream is _stdout() else getattr(self._stream, "name", "?")
+        stream = self._stream
+        to_stdout = stream is not None and stream is _stdout()
+        where = "stdout" if to_stdout else getattr(stream, "name", "?")
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self.write_error = f"the frame log stopped: cannot write to {where}: {reason}"
         print(f"chaosproxy: warning: {self.write_error}; serving goes on", file=sys.stderr)
-        if self._stream is _stdout():
+        if to_stdout and stream is not None:
             # What is still buffered for it can never be written either: point stdout
             # away, so that no later flush (at exit) fails and prints a traceback.
             with contextlib.suppress(OSError, ValueError):
                 devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, self._stream.fileno())
+                os.dup2(devnull, stream.fileno())
                 os.close(devnull)
 
     def _observer_failed(self, exc: Exception) -> None:
