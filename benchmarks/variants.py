@@ -22,6 +22,10 @@ Variants (comma-separate to combine):
   events), like passthrough mirrors upstream reads. Changes the frame granularity.
 - ``nolog``: no frame-log lines at all (``Exchange.log_frame`` does nothing): what the
   log costs per write. Breaks the product's promise; a measurement only.
+- ``wroteonly``: ``Exchange.log_frame`` does the session's accounting of the write
+  (``Session.wrote``: its counters, timings and the integrity of what was sent) and no
+  line: with ``nolog`` and the baseline, it splits the log's cost into the accounting
+  and the line (with its observers and the file).
 - ``nocore``: framed requests skip the sans-IO core: each read is cut at ``\n\n`` and
   every piece written on its own. With ``nolog``, the floor of "one write per event" in
   this I/O shell: what no change to the core or the log can go below.
@@ -127,6 +131,16 @@ def _nolog() -> None:
 
     def log_frame(self: Exchange, send: Send, now: float) -> None:
         return None
+
+    Exchange.log_frame = log_frame  # type: ignore[method-assign]
+
+
+def _wroteonly() -> None:
+    from chaosproxy.core.actions import Send
+    from chaosproxy.exchange import Exchange
+
+    def log_frame(self: Exchange, send: Send, now: float) -> None:
+        self.session.wrote(send, now)
 
     Exchange.log_frame = log_frame  # type: ignore[method-assign]
 
@@ -253,6 +267,7 @@ VARIANTS: dict[str, Callable[[], None]] = {
     "nocore": _nocore,
     "nogc": _nogc,
     "nolog": _nolog,
+    "wroteonly": _wroteonly,
     "noobservers": _noobservers,
 }
 

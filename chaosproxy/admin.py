@@ -168,16 +168,22 @@ class RequestStore:
         else:
             self._keep(record, record.actions, line)
 
-    def frame_json(self, line: dict[str, Any], text: bytes) -> None:
-        """The same as calling it with a ``frame`` line, given the line's JSON text and
-        a newline (the frame log makes it once, for itself and for this store)."""
-        request_id = line.get("request_id")
+    def frame_json(self, context: dict[str, Any], fields: dict[str, Any], text: bytes) -> None:
+        """The same as calling it with a ``frame`` line, given the parts the line is made
+        of and its JSON text and a newline (the frame log makes it once, for itself and
+        for this store; no dict of the line is made)."""
+        request_id = context.get("request_id")
         record = self._records.get(request_id) if isinstance(request_id, str) else None
         if record is None:  # no request line (or forgotten)
             return
         record.sent_frames += 1
-        record.sent_bytes += line.get("size", 0)
-        self._keep(record, record.frames, line, text)
+        record.sent_bytes += fields.get("size", 0)
+        if len(record.frames) + len(record.actions) >= self.max_frames:
+            record.omitted += 1
+        elif "raw" not in fields:
+            record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+        else:  # with content, which the store may have to leave out
+            self._keep(record, record.frames, orjson.loads(text), text)
 
     def _keep(
         self, record: RequestRecord, into: list[str], line: dict[str, Any], text: bytes = b""

@@ -144,27 +144,38 @@ class _Timestamp:
     """The structlog processor that adds ``ts``: ISO 8601 UTC with milliseconds.
 
     The frame log is the hot path (docs/benchmark.md), so the date and time down to the
-    second are formatted once per second and cached; each line adds only its
-    milliseconds (one ``time.time()``, one int, one table lookup, one concatenation)."""
+    second are formatted once per second, and the whole stamp (as text and as bytes)
+    once per millisecond: a line logged in the same millisecond as the one before costs
+    one ``time.time()``, a multiplication and a comparison."""
 
-    __slots__ = ("_prefix", "_second")
+    __slots__ = ("_ms", "_pair", "_prefix", "_second")
 
     def __init__(self) -> None:
         self._second = -1
         self._prefix = ""
+        self._ms = -1
+        self._pair = ("", b"")
 
     def __call__(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
-        event_dict["ts"] = self.now()
+        event_dict["ts"] = self.now_pair()[0]
         return event_dict
 
     def now(self) -> str:
         """The ``ts`` of a line logged now."""
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-            self._second = second
-        return self._prefix + _MILLIS[int((now - second) * 1000)]
+        return self.now_pair()[0]
+
+    def now_pair(self) -> tuple[str, bytes]:
+        """The ``ts`` of a line logged now, as text and as ASCII bytes."""
+        ms = int(time.time() * 1000)
+        if ms != self._ms:
+            second, millis = divmod(ms, 1000)
+            if second != self._second:
+                self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+                self._second = second
+            ts = self._prefix + _MILLIS[millis]
+            self._pair = (ts, ts.encode("ascii"))
+            self._ms = ms
+        return self._pair
 
 
 #: ``.000Z`` … ``.999Z``: a lookup is cheaper than formatting the milliseconds.
@@ -224,9 +235,27 @@ _LEVEL_FILTERS: dict[str, Any] = {"requests": _without_frames, "off": _nothing}
 
 #: Something that wants every log line as a dict (metrics, traces, the admin API).
 Observer = Callable[[dict[str, Any]], None]
-#: An observer's optional ``frame_json(line, text)``: called instead of the observer for
-#: a frame line, with the line's JSON text (``orjson.dumps(line)`` and a newline).
-FrameJsonObserver = Callable[[dict[str, Any], bytes], None]
+#: An observer's optional ``frame_json(context, fields, text)``: called instead of the
+#: observer for a frame line, with the request's bound fields, the write's fields (the
+#: line is ``{**context, **fields, "event": "frame", "ts": …}``) and the line's JSON text
+#: (``orjson.dumps(line)`` and a newline). No dict of the line is made for it.
+FrameJsonObserver = Callable[[dict[str, Any], dict[str, Any], bytes], None]
+
+
+def json_prefix(context: dict[str, Any]) -> bytes:
+    """The start of the JSON text of a line carrying ``context`` first: the text of
+    ``context`` without its closing brace (``b'{"request_id":"r-1","scenario":null'``)."""
+    return orjson.dumps(context)[:-1]
+
+
+def frame_text(prefix: bytes, fields: dict[str, Any], ts: bytes) -> bytes:
+    """``orjson.dumps({**context, **fields, "event": "frame", "ts": ts})`` and a newline,
+    from ``json_prefix(context)`` and ``ts`` as ASCII bytes, without making that dict:
+    the same bytes when no key of ``fields`` is in ``context`` (a frame line's are not)
+    and both are non-empty."""
+    return b"".join(
+        (prefix, b",", orjson.dumps(fields)[1:-1], b',"event":"frame","ts":"', ts, b'"}\n')
+    )
 
 
 class _Sink:
@@ -298,6 +327,9 @@ class FrameLog:
         self._frame_calls: list[tuple[Observer, FrameJsonObserver | None]] = []
         #: Whether a frame line's JSON text is made before its observers are called.
         self._frame_json = False
+        #: Whether a frame line's dict is made (for an observer or a renderer that
+        #: needs it).
+        self._frame_dict = False
         self.observer_errors = 0
         #: Why the log stopped writing to its stream (None while it writes).
         self.write_error: str | None = None
@@ -321,7 +353,7 @@ class FrameLog:
         )
         # Frame lines (one per write to a client: the hot path) take a shorter way to
         # the same processors: RequestLog.frame.
-        self._now = processors[0].now
+        self._now = processors[0].now_pair
         self._render = renderer
         self._frames_out = level == "frames"
         self._update_frame_calls()
@@ -382,8 +414,10 @@ class FrameLog:
         afterwards). Every line has ``event`` (request, frame, action, response_end)
         and ``request_id``. An exception in an observer is counted in
         ``observer_errors`` and otherwise ignored. An observer with a
-        ``frame_json(line, text)`` method has it called instead for each ``frame`` line,
-        with the line's JSON text too (``orjson.dumps(line)`` and a newline)."""
+        ``frame_json(context, fields, text)`` method has it called instead for each
+        ``frame`` line, with the parts the line is made of (it is ``{**context,
+        **fields, "event": "frame", "ts": …}``) and its JSON text (``orjson.dumps(line)``
+        and a newline); the frame line's dict is then not made for it."""
         self._observers.append(observer)
         self._calls.append(_fast_call(observer))
         self._update_frame_calls()
@@ -396,13 +430,16 @@ class FrameLog:
             self._update_frame_calls()
 
     def _update_frame_calls(self) -> None:
-        # An observer with a ``frame_json(line, text)`` method (the admin store, which
-        # keeps each frame line as its JSON text) is given the text the log writes, made
-        # once, instead of being called with the line alone and making it again.
+        # An observer with a ``frame_json(context, fields, text)`` method (the admin
+        # store, which keeps each frame line as its JSON text; the metrics) is given the
+        # text the log writes, made once, instead of being called with the line's dict.
+        # The dict is made only when something needs it: an observer without the method
+        # (traces, ChaosProxy.lines) or a renderer other than JSON.
         hooks = [getattr(o, "frame_json", None) for o in self._observers]
         self._frame_calls = list(zip(self._calls, hooks, strict=True))
         json_out = self._frames_out and self._render is _render
         self._frame_json = json_out or any(h is not None for h in hooks)
+        self._frame_dict = (self._frames_out and not json_out) or any(h is None for h in hooks)
 
     def add_listener(self, listener: Callable[[bytes], None]) -> None:
         """Call ``listener`` with every rendered line (JSON unless the log is pretty)."""
@@ -413,7 +450,7 @@ class FrameLog:
         ``scenario``) first."""
         return RequestLog(self, bound)
 
-    def _frame(self, context: dict[str, Any], fields: dict[str, Any]) -> None:
+    def _frame(self, context: dict[str, Any], fields: dict[str, Any], prefix: bytes) -> None:
         # What structlog's bound logger does for ``info("frame", **fields)`` with the
         # processors above, without its generic steps (keyword packing, interpolation,
         # dispatch): the same dict, in the same key order, the same bytes.
@@ -421,15 +458,23 @@ class FrameLog:
         # write); _redact_error is left out: a frame line has no ``error``.
         # The JSON text is made before the observers are called (they must not modify
         # the line: the same bytes as after) when the log writes JSON or one of them
-        # takes it (``frame_json``).
-        line = {**context, **fields, "event": "frame", "ts": self._now()}
-        text = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE) if self._frame_json else b""
+        # takes it (``frame_json``); from the request's prefix and the write's fields,
+        # without the line's dict, which is made only when something needs it.
+        ts, ts_bytes = self._now()
+        text = b""
+        if self._frame_json:
+            if context and fields:
+                text = frame_text(prefix, fields, ts_bytes)
+            else:
+                line = {**context, **fields, "event": "frame", "ts": ts}
+                text = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+        line = {**context, **fields, "event": "frame", "ts": ts} if self._frame_dict else {}
         for observer, frame_json in self._frame_calls:
             try:
                 if frame_json is None:
                     observer(line)
                 else:
-                    frame_json(line, text)
+                    frame_json(context, fields, text)
             except Exception as exc:
                 self._observer_failed(exc)
         if self._frames_out:
@@ -464,12 +509,14 @@ class RequestLog:
     the same line as ``info("frame", **fields)`` would, by a shorter way (it is logged
     once per write to the client)."""
 
-    __slots__ = ("_bound", "_context", "_log")
+    __slots__ = ("_bound", "_context", "_log", "_prefix")
 
     def __init__(self, log: FrameLog, context: dict[str, Any]) -> None:
         self._log = log
         self._context = context
         self._bound: Any = log._logger.bind(**context)
+        #: The JSON text every frame line of this request starts with.
+        self._prefix = json_prefix(context)
 
     def info(self, event: str, **fields: Any) -> None:
         self._bound.info(event, **fields)
@@ -479,7 +526,7 @@ class RequestLog:
 
     def frame(self, fields: dict[str, Any]) -> None:
         """Log the ``frame`` line of one write with these fields (not kept)."""
-        self._log._frame(self._context, fields)
+        self._log._frame(self._context, fields, self._prefix)
 
     def __getattr__(self, name: str) -> Any:
         # Anything else structlog's bound logger offers (warning, new, …) is its own.

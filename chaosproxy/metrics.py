@@ -104,6 +104,15 @@ class Metrics:
             registry=r,
         )
 
+    def frame_json(self, context: dict[str, Any], fields: dict[str, Any], text: bytes) -> None:
+        """A ``frame`` line, from its parts (the frame log's hook: no dict of the line)."""
+        scenario = context.get("scenario") or NO_SCENARIO
+        sent = self._sent.get(scenario)
+        if sent is None:
+            sent = self._sent[scenario] = [0, 0]
+        sent[0] += 1
+        sent[1] += fields.get("size", 0)
+
     def __call__(self, line: dict[str, Any]) -> None:
         event = line.get("event")
         if event == "frame":

@@ -6,11 +6,14 @@ import io
 import os
 import re
 import sys
+import time
 import types
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from chaosproxy import logs
 from chaosproxy.logs import FrameLog, redact_path, redact_text, redact_url
@@ -443,3 +446,51 @@ def test_serve_goes_on_when_the_reader_of_its_log_leaves() -> None:
         _, rest = proc.communicate(timeout=15)
     assert proc.returncode == 0
     assert "Traceback" not in rest and "Exception" not in rest, rest
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(
+    context=st.dictionaries(
+        st.sampled_from(["request_id", "scenario", "route", 'é\u2028"\\']),
+        st.none() | st.text(),
+        min_size=1,
+    ),
+    fields=st.dictionaries(st.text(), _JSON, min_size=1, max_size=8),
+    ms=st.integers(min_value=0, max_value=2**42),
+)
+def test_a_frame_line_made_from_its_parts_is_the_dumped_dict(
+    context: dict[str, Any], fields: dict[str, Any], ms: int
+) -> None:
+    """``frame_text`` (the frame log's hot path: no dict of the line) gives the bytes
+    ``orjson.dumps`` gives for the line's dict, for any JSON values and keys, as long
+    as the write's fields and the request's context share no key (a frame line's never
+    do)."""
+    fields = {k: v for k, v in fields.items() if k not in context and k not in ("event", "ts")}
+    assume(fields)
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
+    line = {**context, **fields, "event": "frame", "ts": ts}
+    expected = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
+    assert logs.frame_text(logs.json_prefix(context), fields, ts.encode()) == expected
+
+
+def test_the_timestamp_changes_with_the_millisecond_and_the_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = iter([1764600000.2501, 1764600000.2509, 1764600000.2511, 1764600001.0004])
+    monkeypatch.setattr(logs.time, "time", lambda: next(clock))
+    stamp = logs._Timestamp()
+    first = stamp.now_pair()
+    assert first == ("2025-12-01T14:40:00.250Z", b"2025-12-01T14:40:00.250Z")
+    assert stamp.now_pair() is first  # the same millisecond: the same stamp
+    assert stamp.now() == "2025-12-01T14:40:00.251Z"
+    assert stamp.now() == "2025-12-01T14:40:01.000Z"

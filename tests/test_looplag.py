@@ -27,6 +27,7 @@ from chaosproxy.core.frames import Frame
 from chaosproxy.core.session import Session
 from chaosproxy.logs import FrameLog
 from chaosproxy.looplag import LoopLagProbe, bucket_us, percentile_us
+from chaosproxy.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server import start_proxy
 from tests.conftest import REPO
@@ -294,19 +295,30 @@ def test_a_request_log_is_still_a_structlog_logger_for_other_lines() -> None:
 @pytest.mark.parametrize("fmt", ["json", "pretty"])
 @pytest.mark.parametrize("level", ["frames", "requests", "off"])
 @pytest.mark.parametrize("max_content", [0, 1000])
+@pytest.mark.parametrize("only_hooks", [False, True], ids=["with-a-dict-observer", "only-hooks"])
 def test_the_admin_store_keeps_the_same_text_either_way(
-    fmt: logs.LogFormat, level: logs.LogLevel, max_content: int, monkeypatch: pytest.MonkeyPatch
+    fmt: logs.LogFormat,
+    level: logs.LogLevel,
+    max_content: int,
+    only_hooks: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(logs.time, "time", lambda: 1764600000.25)
     # bound.frame hands the store the log's own JSON text (RequestStore.frame_json);
     # bound.info("frame", ...) calls the store with the dict, which it dumps itself.
-    kept = []
+    # With only hook observers (the store, the metrics: as serve runs), bound.frame
+    # makes no dict of the line at all.
+    kept, written = [], []
     for way in ("info", "frame"):
-        log = FrameLog(io.BytesIO(), fmt=fmt, level=level)
+        out = io.BytesIO()
+        log = FrameLog(out, fmt=fmt, level=level)
         store = RequestStore(max_content=max_content)
+        metrics = Metrics()
         observed: list[dict[str, Any]] = []
-        log.add_observer(observed.append)
+        if not only_hooks:
+            log.add_observer(observed.append)
         log.add_observer(store)
+        log.add_observer(metrics)
         bound = log.for_request(request_id="r-1", scenario="dup")
         bound.info("request", seed=1)
         for i in (1, 2):
@@ -317,10 +329,16 @@ def test_the_admin_store_keeps_the_same_text_either_way(
                 bound.frame(fields)
         record = store.get("r-1")
         assert record is not None
-        frames = [f for f in observed if f["event"] == "frame"]
         assert ('"content_omitted":true' in record.frames[0]) == (not max_content)
-        if max_content:
-            assert record.frames == [orjson.dumps(f).decode() for f in frames]
-        assert (record.sent_frames, record.sent_bytes) == (2, 2 * frames[0]["size"])
+        if not only_hooks:
+            frames = [f for f in observed if f["event"] == "frame"]
+            if max_content:
+                assert record.frames == [orjson.dumps(f).decode() for f in frames]
+        size = _fields(1)["size"]
+        assert (record.sent_frames, record.sent_bytes) == (2, 2 * size)
+        assert metrics._sent == {"dup": [2, 2 * size]}
+        log.flush()
         kept.append(record.frames)
+        written.append(out.getvalue())
     assert kept[0] == kept[1]
+    assert written[0] == written[1]
