@@ -495,6 +495,9 @@ class Profiler:
         self.nonblocking = nonblocking
         self.binary = shutil.which("py-spy")
         outdir.mkdir(parents=True, exist_ok=True)
+        #: The raw profiles recorded per (target, phase): one per round (the throughput
+        #: phase has several), summarised together by :meth:`report`.
+        self.raw: dict[tuple[str, str], list[Path]] = {}
 
     @contextlib.contextmanager
     def attach(self, target: Target, phase: str) -> Iterator[None]:
@@ -506,7 +509,9 @@ class Profiler:
             yield
             return
         ext = {"raw": "txt", "flamegraph": "svg", "speedscope": "json"}[self.fmt]
-        out = self.outdir / f"{target.name}-{phase}.{ext}"
+        rounds = self.raw.setdefault((target.name, phase), [])
+        n = f"-{len(rounds) + 1}" if rounds else ""  # a later round of the same phase
+        out = self.outdir / f"{target.name}-{phase}{n}.{ext}"
         proc = subprocess.Popen(
             [
                 self.binary,
@@ -537,9 +542,16 @@ class Profiler:
             if proc.returncode not in (0, -signal.SIGINT) and not out.exists():
                 print(f"  py-spy failed: {err.decode(errors='replace')[-300:]}", file=sys.stderr)
             elif self.fmt == "raw" and out.exists():
-                summary = summarise_profile(out)
-                (self.outdir / f"{target.name}-{phase}.top.txt").write_text(summary)
-                print(f"\n--- profile {target.name}/{phase} ({out})\n{summary}")
+                rounds.append(out)
+
+    def report(self) -> None:
+        """Print and write (``DIR/<target>-<phase>.top.txt``) one summary per target
+        and phase, over all its rounds."""
+        for (target, phase), paths in self.raw.items():
+            summary = summarise_profile(*paths)
+            (self.outdir / f"{target}-{phase}.top.txt").write_text(summary)
+            where = ", ".join(p.name for p in paths)
+            print(f"\n--- profile {target}/{phase} ({self.outdir}: {where})\n{summary}")
 
 
 #: Where a sample's time goes: the first category whose test holds, in this order.
@@ -599,14 +611,14 @@ def _category(stack: list[str]) -> str:
     return "the rest"
 
 
-def summarise_profile(path: Path, top: int = 25) -> str:
+def summarise_profile(*paths: Path, top: int = 25) -> str:
     """Categories, then self and inclusive shares per function, from py-spy's
-    collapsed stacks (``--format raw``)."""
+    collapsed stacks (``--format raw``), over all of ``paths``."""
     own: Counter[str] = Counter()
     incl: Counter[str] = Counter()
     cats: Counter[str] = Counter()
     total = 0
-    for line in path.read_text().splitlines():
+    for line in (x for path in paths for x in path.read_text().splitlines()):
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
@@ -1007,6 +1019,8 @@ async def bench(args: argparse.Namespace, scale: Scale, workdir: Path) -> dict[s
         for t in targets:
             if t.log_path is not None and t.log_path.exists():
                 results[t.name]["frame_log_bytes"] = t.log_path.stat().st_size
+        if profiler is not None:
+            profiler.report()
     finally:
         for t in targets:
             t.stop()
