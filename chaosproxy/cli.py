@@ -261,12 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # Whoever read our output stopped (``chaosproxy scenarios | head``): stop quietly,
-        # as other command-line tools do, and with stdout pointed away so that Python's
-        # own flush at exit does not fail again. 141 is what a shell reports for a
-        # process ended by SIGPIPE.
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+        # as other command-line tools do. 141 is what a shell reports for a process
+        # ended by SIGPIPE.
+        from chaosproxy.logs import point_stdout_away
+
+        point_stdout_away()
         return 141
 
 

@@ -293,8 +293,22 @@ class _Sink:
         self._write = _discard
 
 
+#: What ``FrameLog._frame`` hands on when nothing needs a frame line's dict (never read).
+_NO_LINE: dict[str, Any] = {}
+
+
 def _stdout() -> IO[bytes] | None:
     return getattr(sys.stdout, "buffer", None)
+
+
+def point_stdout_away() -> None:
+    """Point file descriptor 1 at ``/dev/null``: stdout's reader is gone, and what is
+    still buffered for it can never be written, so that no later flush (at exit)
+    fails and prints a traceback."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _discard(data: bytes) -> int:
@@ -386,19 +400,13 @@ class FrameLog:
         return event_dict
 
     def _write_failed(self, exc: BaseException) -> None:
-        stream = self._stream
-        to_stdout = stream is not None and stream is _stdout()
-        where = "stdout" if to_stdout else getattr(stream, "name", "?")
+        to_stdout = self._stream is not None and self._stream is _stdout()
+        where = "stdout" if to_stdout else getattr(self._stream, "name", "?")
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self.write_error = f"the frame log stopped: cannot write to {where}: {reason}"
         print(f"chaosproxy: warning: {self.write_error}; serving goes on", file=sys.stderr)
-        if to_stdout and stream is not None:
-            # What is still buffered for it can never be written either: point stdout
-            # away, so that no later flush (at exit) fails and prints a traceback.
-            with contextlib.suppress(OSError, ValueError):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, stream.fileno())
-                os.close(devnull)
+        if to_stdout:
+            point_stdout_away()
 
     def _observer_failed(self, exc: Exception) -> None:
         # A broken observer (a full disk under the traces) must never break the
@@ -461,14 +469,14 @@ class FrameLog:
         # takes it (``frame_json``); from the request's prefix and the write's fields,
         # without the line's dict, which is made only when something needs it.
         ts, ts_bytes = self._now()
+        line = {**context, **fields, "event": "frame", "ts": ts} if self._frame_dict else _NO_LINE
         text = b""
         if self._frame_json:
             if context and fields:
                 text = frame_text(prefix, fields, ts_bytes)
-            else:
-                line = {**context, **fields, "event": "frame", "ts": ts}
-                text = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
-        line = {**context, **fields, "event": "frame", "ts": ts} if self._frame_dict else {}
+            else:  # (no bound request: a line no request makes in the proxy)
+                whole = line or {**context, **fields, "event": "frame", "ts": ts}
+                text = orjson.dumps(whole, option=orjson.OPT_APPEND_NEWLINE)
         for observer, frame_json in self._frame_calls:
             try:
                 if frame_json is None:

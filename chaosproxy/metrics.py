@@ -116,12 +116,7 @@ class Metrics:
     def __call__(self, line: dict[str, Any]) -> None:
         event = line.get("event")
         if event == "frame":
-            scenario = line.get("scenario") or NO_SCENARIO
-            sent = self._sent.get(scenario)
-            if sent is None:
-                sent = self._sent[scenario] = [0, 0]
-            sent[0] += 1
-            sent[1] += line.get("size", 0)
+            self.frame_json(line, line, b"")  # the line holds its context and fields
         elif event == "request":
             self.in_flight.inc()
         elif event == "response_end":
