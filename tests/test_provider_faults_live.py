@@ -460,9 +460,13 @@ class ResetCase:
 
 
 RESETS = [
-    # Not anthropic.APIConnectionError, and not the RemoteProtocolError an abort gives.
+    # anthropic >= 2.17 wraps it (its cause: httpx2's ReadError, not the
+    # RemoteProtocolError an abort gives); earlier versions let the ReadError through.
     ResetCase(
-        "anthropic", anthropic_items, httpx2.ReadError, lambda i: i.startswith("message_stop")
+        "anthropic",
+        anthropic_items,
+        anthropic.APIConnectionError,
+        lambda i: i.startswith("message_stop"),
     ),
     # Not a google.genai error: aiohttp's own, the reset named in its message.
     ResetCase(
@@ -491,6 +495,8 @@ async def test_reset_before_terminal(lab: Lab, case: ResetCase) -> None:
     assert type(run.error) is case.error, repr(run.error)
     if isinstance(run.error, aiohttp.ClientPayloadError):
         assert "ConnectionResetError" in str(run.error)
+    if isinstance(run.error, anthropic.APIConnectionError):
+        assert type(run.error.__cause__) is httpx2.ReadError
     # Whatever arrived is the reference up to, never including, the terminal. (A reset
     # may discard bytes the client had not read yet, so it can be fewer.)
     assert run.items == ref.items[: len(run.items)]

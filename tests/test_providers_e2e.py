@@ -254,7 +254,8 @@ CLIENTS = [
         anthropic_messages,
         finish_is_terminal=True,
         final="deltas",
-        abort_error=httpx2.RemoteProtocolError,
+        # anthropic >= 2.17 wraps the transport error (earlier: the bare httpx2 one).
+        abort_error=anthropic.APIConnectionError,
         error_raised=anthropic.APIStatusError,
         has_start=True,
     ),
@@ -412,7 +413,7 @@ async def test_cut_before_terminal_abort(lab: Lab, client: Client) -> None:
     assert not [f for f in run.frames if "terminal" in f["kinds"]]
     # Every client notices an aborted body, each with its own (often unwrapped) class.
     assert type(run.error) is client.abort_error, repr(run.error)
-    if isinstance(run.error, openai.APIConnectionError):
+    if isinstance(run.error, openai.APIConnectionError | anthropic.APIConnectionError):
         assert type(run.error.__cause__) is httpx2.RemoteProtocolError
     if isinstance(run.error, aiohttp.ClientPayloadError):
         assert "not completed" in str(run.error)
