@@ -189,9 +189,12 @@ class Exchange:
         plan = self.resume
         decision = plan.decision if plan is not None else None
         if isinstance(decision, Answer):  # the proxy answers itself: 204 or 404
+            if decision.stream is not None:  # (an answer about that generation)
+                session.join(decision.stream.ledger)
             return await self._respond(Respond(decision.status, {}, b""))
         if isinstance(decision, Replay):  # from history, then live
             self._kept = decision.stream
+            session.join(decision.stream.ledger)
             replay = self.state.resume.replay(decision.stream, decision.start)
             try:
                 return await self._stream(replay)
@@ -229,11 +232,18 @@ class Exchange:
                 status, message = 502, f"upstream failed before responding: {describe(exc)}"
             return answer(session.unavailable(status, message, exc.reason))
         if plan is not None and _is_sse(upstream, self.choice):
+            scenario = self.choice.scenario
             upstream = self.state.resume.keep(
-                upstream, plan.scenario, plan.config, session.request_id
+                upstream,
+                plan.scenario,
+                plan.config,
+                session.request_id,
+                provider=scenario.provider if scenario is not None else "auto",
+                path=session.path,
             )
             if isinstance(upstream, KeptReply):
                 self._kept = upstream.stream
+                session.join(upstream.stream.ledger)
         try:
             return await self._stream(upstream)
         finally:
@@ -302,6 +312,7 @@ class Exchange:
         self.log.frame(line)
 
     async def sleep(self, seconds: float) -> None:
+        self.session.hold(seconds)
         if math.isinf(seconds):
             # Hold the connection open until the client goes away (the handler is
             # cancelled then) — a stall "forever" or a hang.

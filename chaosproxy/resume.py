@@ -57,14 +57,24 @@ class ResumeManager:
     def decide(self, scenario: str, config: ResumeConfig, last_event_id: str) -> Decision:
         return self.store.decide(scenario, config, last_event_id, time.monotonic())
 
-    def keep(self, reply: Reply, scenario: str, config: ResumeConfig, request_id: str) -> Reply:
-        """Record ``reply`` (an SSE body) as a kept stream; the reply to pump instead."""
+    def keep(
+        self,
+        reply: Reply,
+        scenario: str,
+        config: ResumeConfig,
+        request_id: str,
+        *,
+        provider: str = "auto",
+        path: str = "",
+    ) -> Reply:
+        """Record ``reply`` (an SSE body) as a kept stream; the reply to pump instead.
+        ``provider`` and ``path`` say how its events are read for its clean answer."""
         if self.closed:
             return reply
         stream = self.store.begin(
             scenario, config, request_id, _unframed(reply.headers), time.monotonic()
         )
-        return KeptReply(self, reply, stream)
+        return KeptReply(self, reply, stream, provider=provider, path=path)
 
     def replay(self, stream: StreamHistory, start: int) -> HistoryReply:
         return HistoryReply(self, stream, start)
@@ -116,11 +126,19 @@ class ResumeManager:
 class KeptReply:
     """An upstream SSE reply recorded into its stream's history (see the module doc)."""
 
-    def __init__(self, manager: ResumeManager, upstream: Reply, stream: StreamHistory) -> None:
+    def __init__(
+        self,
+        manager: ResumeManager,
+        upstream: Reply,
+        stream: StreamHistory,
+        *,
+        provider: str = "auto",
+        path: str = "",
+    ) -> None:
         self.manager = manager
         self.upstream = upstream
         self.stream = stream
-        self.recorder = Recorder(stream, manager.max_event_size)
+        self.recorder = Recorder(stream, manager.max_event_size, provider=provider, path=path)
         self._sink: BodySink | None = None
         self._detached = False
         self._stopped = False

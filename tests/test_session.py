@@ -189,15 +189,21 @@ def test_passthrough_keeps_the_body_and_its_length_and_frames_nothing() -> None:
     }
 
 
-def test_an_inactive_scenario_is_reported_but_not_applied() -> None:
+def test_an_inactive_scenario_is_reported_and_checked_but_not_applied() -> None:
+    # Framed (its answer is known to the verdicts), but the drop does not apply.
     s = session("faults: [{drop: {nth: 1}}]", active=False)
     assert s.start(0.0) == []
     head = s.response_head(200, "OK", SSE)
-    assert head.framed is False
+    assert head.framed is True
     assert ("X-Chaos-Scenario", "s") in head.headers
-    assert s.feed(E1, 0.0) == [Send(E1)]
+    [send] = s.feed(E1, 0.0)
+    assert send.data == E1 and send.faults == ()
+    s.wrote(send, 0.0)
     s.finish()
-    assert "faults_applied" not in s.summary(0.0)
+    summary = s.summary(0.0)
+    assert "faults_applied" not in summary and "faults_skipped" not in summary
+    assert summary["events_in"] == summary["events_out"] == 1
+    assert summary["answer"]["sound"] is False  # it ended without a terminal event
 
 
 # --------------------------------------------------------------------------- the HTTP stage
@@ -323,6 +329,19 @@ def test_a_framed_body_is_decided_once_and_accounted_per_write() -> None:
         "text_sha256": {
             "upstream": hashlib.sha256(b"ab").hexdigest(),
             "sent": hashlib.sha256(b"abb").hexdigest(),
+        },
+        # The answer: complete but altered, and a fault a client may object to was sent.
+        "answer": {
+            "generation": "r-1",
+            "connections": 1,
+            "content": "altered",
+            "prefix": False,
+            "sound": False,
+            "defect": "duplicate",
+            "text_sha256": {
+                "clean": hashlib.sha256(b"ab").hexdigest(),
+                "sent": hashlib.sha256(b"abb").hexdigest(),
+            },
         },
     }
 

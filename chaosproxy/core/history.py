@@ -26,11 +26,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from chaosproxy.core.answer import Ledger, piece_of
 from chaosproxy.core.faults.base import Duration
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
 from chaosproxy.core.framing.encode import field_name, newline_of, split_bom, split_lines
 from chaosproxy.core.framing.sse import SseFramer
+from chaosproxy.core.providers import Profile, choose_profile, get_profile, provider_for_event
 
 Policy = Literal["resume", "replay_last", "restart", "new_stream", "unsupported", "expired"]
 IdSource = Literal["proxy", "upstream"]
@@ -114,6 +116,9 @@ class StreamHistory:
         self.bytes = 0
         self.state: StreamState = "live"
         self.last_activity = now
+        #: The generation's answer: its clean content (recorded here, across cuts) and
+        #: what each connection sent of it (for verdicts, :mod:`chaosproxy.core.answer`).
+        self.ledger = Ledger(request_id, limit=config.max_bytes)
 
     @property
     def finished(self) -> bool:
@@ -307,11 +312,22 @@ class Recorder:
     unchanged.
     """
 
-    def __init__(self, stream: StreamHistory, max_size: int = DEFAULT_MAX_SIZE) -> None:
+    def __init__(
+        self,
+        stream: StreamHistory,
+        max_size: int = DEFAULT_MAX_SIZE,
+        *,
+        provider: str = "auto",
+        path: str = "",
+    ) -> None:
+        """``provider`` and ``path`` choose the profile that reads each event's
+        content for the generation's clean answer (``auto``: the path's provider,
+        else the first event's), as the stream's session does."""
         self.stream = stream
         self._framer = SseFramer(max_size)
         self._ordinal = 0
         self._broken = False
+        self._profile: Profile | None = choose_profile(provider, path)
 
     def feed(self, data: bytes, now: float) -> bytes:
         if self._broken:
@@ -354,6 +370,10 @@ class Recorder:
                 bom, raw = split_bom(frame.raw)
                 out.append(frame.raw)
             stream.append(Kept(event_id, frame.id, self._ordinal, raw), now)
+            profile = self._profile
+            if profile is None:
+                profile = self._profile = get_profile(provider_for_event(frame))
+            stream.ledger.add_clean(event_id, piece_of(profile, frame))
         return b"".join(out)
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from chaosproxy.core.actions import Send
+from chaosproxy.core.answer import Trail
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
@@ -177,6 +178,7 @@ class Side:
         "name",
         "terminals",
         "tools",
+        "trail",
         "violations",
     )
 
@@ -202,6 +204,9 @@ class Side:
         #: Tool-call argument fragments per call key, in order.
         self.tools: dict[str, list[str]] = {}
         self.violations: list[Violation] = []
+        #: Every content-bearing event, in order, with its id: what the side's answer
+        #: is folded from (:mod:`chaosproxy.core.answer`).
+        self.trail: Trail = []
         self.closed = False
         self._text: dict[int, list[str]] = {}
         self._open: dict[str, None] = {}  # tool calls not yet ended
@@ -279,6 +284,7 @@ class Side:
         if self._slow or frame.id:
             self._check(frame, piece, n)
         if piece is not NOTHING:
+            self.trail.append((frame.id, piece))
             self._add(piece, n)
 
     def _first(self) -> None:

@@ -26,6 +26,7 @@ change to make::
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -33,6 +34,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from chaosproxy.core.actions import Action, Cut, HttpAction, Respond, Send
+from chaosproxy.core.answer import AnswerState, Ledger
 from chaosproxy.core.faults import Fault, FaultConfig, build_faults
 from chaosproxy.core.frames import Format, Frame, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
@@ -40,9 +42,9 @@ from chaosproxy.core.integrity import Envelope, Integrity, StreamContent, Violat
 from chaosproxy.core.pipeline import Pipeline, fault_summary
 from chaosproxy.core.providers import (
     Profile,
+    choose_profile,
     get_profile,
     provider_for_event,
-    provider_for_path,
 )
 from chaosproxy.core.recent import RecentStreams, StreamRecord
 
@@ -108,6 +110,24 @@ class Phase(enum.Enum):
     #: The outcome is set; only the bytes of a salvage or an error answer may follow.
     ENDED = "ended"
 
+
+#: Faults that change only how and when the bytes arrive, never which events: a correct
+#: client sees the same stream through them (a hold for ever is judged apart: ``hold``).
+BENIGN = frozenset(
+    {
+        "bom",
+        "coalesce",
+        "comment",
+        "compress",
+        "delay",
+        "hang",
+        "ids",
+        "line_endings",
+        "rechunk",
+        "stall",
+        "throttle",
+    }
+)
 
 #: Phases in which nothing may be written to the client (a tuple: cheaper to search
 #: than a set of enum members, whose hash is a Python call).
@@ -224,6 +244,9 @@ class Session:
         self.path = path
         self.scenario = scenario
         self._run = scenario if (scenario is not None and active) else None
+        #: The scenario the body is framed under: every request that chose one, active
+        #: or not (an inactive one is framed and checked, but no fault applies).
+        self._framing = scenario
         self.label = scenario.name if scenario is not None else (label or "none")
         self._provider_override = provider
         self._max_event_size = max_event_size
@@ -247,6 +270,16 @@ class Session:
         self.content: StreamContent | None = None
         self._cut_how: str | None = None
         self._upstream_ended = False
+        #: The generation this response belongs to when it is one connection of an
+        #: answer kept under ``resume:`` (else the response is its own generation).
+        self._ledger: Ledger | None = None
+        self._ledger_added = False
+        #: The first thing sent to the client that a correct client may object to: a
+        #: fault that changes events or headers, a gap or a step back in the events, a
+        #: hold for ever before the terminal event (None: only chunking and timing).
+        self._defect: str | None = None
+        #: The highest upstream ordinal written so far.
+        self._high = 0
         # What the client was sent, for the summary.
         self.status = 0
         self.content_type: str | None = None
@@ -349,14 +382,14 @@ class Session:
         scenario, the body's framing, provider and pipeline (once, here)."""
         self._move("head")
         out = [(k, v) for k, v in headers if k.lower() not in RESPONSE_DROP]
-        if self._run is None:
+        if self._framing is None:
             length = [(k, v) for k, v in headers if k.lower() == "content-length"]
             out += length[:1]  # passthrough keeps the upstream's length
         else:
             self._begin_body(headers)
             out = self._edit_headers(status, out)
         out += self.chaos_headers()
-        return self._decided(Head(status, reason, out, framed=self._run is not None))
+        return self._decided(Head(status, reason, out, framed=self._framing is not None))
 
     def _decided(self, head: Head) -> Head:
         self.head = head
@@ -373,31 +406,31 @@ class Session:
         editors = [f for f in self.faults if f.edits_headers]
         if not editors:
             return headers
+        self._flaw(editors[0].name)
         plain = dict(headers)  # (a dict loses repeated headers: only when a fault edits)
         for fault in editors:
             plain = fault.response_headers(status, plain)
         return list(plain.items())
 
     def _begin_body(self, headers: Headers) -> None:
-        assert self._run is not None
+        scenario = self._framing
+        assert scenario is not None
         lookup = {k.lower(): v for k, v in headers}
         encoded = lookup.get("content-encoding", "identity").lower() != "identity"
         fmt: Format = "raw" if encoded else format_for_content_type(lookup.get("content-type"))
-        if self._run.format != "auto":
-            fmt = self._run.format  # type: ignore[assignment]
-        name = self._provider_override or self._run.provider
-        if name == "auto":
-            name = provider_for_path(self.path.partition("?")[0]) or "auto"
+        if scenario.format != "auto":
+            fmt = scenario.format  # type: ignore[assignment]
+        chosen = choose_profile(self._provider_override or scenario.provider, self.path)
         detect: Callable[[Frame], Profile] | None = None
-        if name == "auto":
+        if chosen is None:
             profile = get_profile("generic")
 
             def detect(frame: Frame) -> Profile:
                 return get_profile(provider_for_event(frame))
 
         else:
-            profile = get_profile(name)
-            self._provider = name
+            profile = chosen
+            self._provider = chosen.name
         active = []
         for fault in self.faults:
             if fmt == "raw" and fault.needs_framing(fault.config):
@@ -415,7 +448,7 @@ class Session:
             record=self._record.record if self._record is not None else None,
         )
         if fmt != "raw":
-            rule = self._run.envelope
+            rule = scenario.envelope
             envelope = Envelope(rule.stream, rule.sequence) if rule else self._envelope
             self.content = StreamContent(self.pipeline.stream, fmt, envelope=envelope)
             self.pipeline.watch(self.content.upstream_event)
@@ -480,6 +513,63 @@ class Session:
             self._cut_how = cut.how
         return {"action": "cut", "how": cut.how, "fault": cut.fault, **cut.detail}
 
+    # ------------------------------------------------------------------ answers
+
+    def join(self, ledger: Ledger) -> None:
+        """This response is one connection of a kept generation (``resume:``): what it
+        sends is added to ``ledger`` when it ends, and its summary's ``answer`` is the
+        generation's. Call before the body starts (or for an answer the proxy makes
+        itself about the generation, such as a 204)."""
+        self._ledger = ledger
+
+    def hold(self, seconds: float) -> None:
+        """The shell is about to hold the response for ``seconds`` (``math.inf``: a
+        stall for ever, a hang) with nothing sent."""
+        content = self.content
+        if math.isinf(seconds) and content is not None and not content.sent.terminals:
+            self._flaw("held open for ever before the terminal event")
+
+    def _flaw(self, what: str) -> None:
+        if self._defect is None:
+            self._defect = what
+
+    def answer(self) -> AnswerState | None:
+        """The answer this response belongs to, as it stands (None when the body is
+        not framed and the response belongs to no kept generation). Once ended, its
+        sent events are part of it."""
+        content = self.content
+        ledger = self._ledger
+        if ledger is None:
+            if content is None:
+                return None
+            ledger = Ledger(self.request_id, clean=content.upstream.trail)
+            ledger.add_sent(content.sent.trail)
+            return ledger.state()
+        if self.ended and not self._ledger_added and content is not None:
+            self._ledger_added = True
+            ledger.add_sent(content.sent.trail)
+        return ledger.state()
+
+    def _answer_fields(self, state: AnswerState) -> dict[str, Any]:
+        """The ``answer`` object of the summary (only once ended)."""
+        defect = self._defect
+        if defect is None and self.content is not None:
+            for violation in self.content.sent.violations:
+                if violation.rule != "terminal_missing":  # (said by the end, below)
+                    defect = f"contract: {violation.rule}"
+                    break
+        if defect is None and self.outcome != "client_gone" and not state.sent.terminal:
+            # The proxy or the upstream ended it before the answer was whole.
+            if self.content is None:
+                defect = f"answered {self.status} before the answer was whole"
+            elif self.outcome == "completed":
+                defect = "ended without a terminal event"
+            elif self.outcome == "cut":
+                defect = f"cut ({self._cut_how})"
+            else:
+                defect = str(self.outcome)
+        return state.fields(sound=defect is None, defect=defect)
+
     # ------------------------------------------------------------------ any time
 
     def client_gone(self) -> None:
@@ -532,6 +622,21 @@ class Session:
         }
         events = send.events
         if self.pipeline is not None and events:
+            if send.faults and self._defect is None:
+                for name in send.faults:
+                    if name not in BENIGN:
+                        self._flaw(name)
+                        break
+            for ev in events:
+                ordinal = ev.ordinal
+                if ordinal:
+                    high = self._high
+                    if ordinal > high:
+                        if ordinal > high + 1:
+                            self._flaw("a gap in the events")
+                        self._high = ordinal
+                    elif ordinal < high:
+                        self._flaw("events out of order")
             if self.content is not None:
                 self.content.wrote(send)
             if len(events) == 1:  # the usual case: no comprehension frames per write
@@ -566,13 +671,16 @@ class Session:
             line["content_type"] = self.content_type
         if self.content_encoding:
             line["content_encoding"] = self.content_encoding
-        if self._run is not None:
-            pipeline = self.pipeline
+        pipeline = self.pipeline
+        if self._run is not None or pipeline is not None:
             line["provider"] = self.provider
             line["format"] = self.format
             if pipeline is not None:
                 line["events_in"] = pipeline.events_in
-                line["events_out"] = pipeline.events_out
+                # Events the client was sent whole (a cut's unsent event is not).
+                sent = self.content.sent.events if self.content is not None else None
+                line["events_out"] = pipeline.events_out if sent is None else sent
+        if self._run is not None:
             applied, skipped = fault_summary(
                 pipeline.faults if pipeline is not None else self.faults
             )
@@ -593,6 +701,9 @@ class Session:
                 "upstream": content.upstream.text_sha256,
                 "sent": content.sent.text_sha256,
             }
+        state = self.answer()
+        if state is not None:
+            line["answer"] = self._answer_fields(state)
         if self.error:
             line["error"] = self.error
         if self.outcome == "upstream_error":

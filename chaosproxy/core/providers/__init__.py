@@ -119,6 +119,15 @@ def provider_for_event(frame: Frame) -> str:
     return FALLBACK
 
 
+def choose_profile(name: str, path: str) -> Profile | None:
+    """The profile a body is read with: the one called ``name`` (a scenario's
+    ``provider:``), or for ``auto`` the request path's; None when only the first event
+    can tell (:func:`provider_for_event`)."""
+    if name == "auto":
+        name = provider_for_path(path) or "auto"
+    return None if name == "auto" else get_profile(name)
+
+
 __all__ = [
     "FALLBACK",
     "KINDS",
@@ -126,6 +135,7 @@ __all__ = [
     "Piece",
     "Profile",
     "ProviderProfile",
+    "choose_profile",
     "get_profile",
     "provider_for_event",
     "provider_for_path",
