@@ -23,7 +23,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,14 @@ from chaosproxy.logs import FrameLog
 from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
-from chaosproxy.verdict import ClientReport, VerdictInputError, classify, verdict_line
+from chaosproxy.verdict import (
+    ClientReport,
+    VerdictInputError,
+    chain,
+    judge,
+    run_ids,
+    verdict_line,
+)
 
 if TYPE_CHECKING:
     from chaosproxy.resume import ResumeManager
@@ -216,6 +223,15 @@ class RequestStore:
 
     def get(self, request_id: str) -> RequestRecord | None:
         return self._records.get(request_id)
+
+    def run(self, request_id: str, others: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """The summaries of the finished requests that belong to the answer of
+        ``request_id`` (:func:`~chaosproxy.verdict.chain`) and of ``others``, in the
+        order they began: what a verdict judges."""
+        done = [r.summary for r in self._records.values() if r.done]
+        members = {id(s) for s in chain(done, request_id)}
+        wanted = set(others)
+        return [s for s in done if id(s) in members or s.get("request_id") in wanted]
 
     def in_flight(self) -> int:
         return sum(1 for r in self._records.values() if not r.done)
@@ -424,16 +440,23 @@ async def _post_verdict(request: web.Request) -> web.Response:
     if record is None:
         return _error(404, "not_found", f"no recent request {request_id!r}")
     try:
-        report = ClientReport.from_json(orjson.loads(await request.read()))
+        body = orjson.loads(await request.read())
+        report = ClientReport.from_json(body)
+        others = run_ids(body)
     except orjson.JSONDecodeError:
         return _error(400, "bad_request", "expected a JSON body")
     except VerdictInputError as exc:
         return _error(400, "bad_request", str(exc))
-    if not record.done:
-        return _error(
-            409, "in_flight", f"request {request_id!r} has not ended yet; ask again when it has"
-        )
-    verdict = classify(record.summary, report)
+    for rid in (request_id, *others):
+        other = state.requests.get(rid)
+        if other is None:
+            return _error(404, "not_found", f"no recent request {rid!r}")
+        if not other.done:
+            return _error(
+                409, "in_flight", f"request {rid!r} has not ended yet; ask again when it has"
+            )
+    run = state.requests.run(request_id, others)
+    verdict = {**judge(run, report), "requests": [s["request_id"] for s in run]}
     record_verdict(state.log, state.requests, request_id, verdict)
     return _json(verdict)
 

@@ -39,7 +39,7 @@ from chaosproxy.logs import FrameLog
 from chaosproxy.scenario import NAME_PATTERN, Scenario, load_scenarios, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
 from chaosproxy.server import CLOSE_MARGIN, RunningProxy, start_proxy
-from chaosproxy.verdict import ClientReport, classify, verdict_line
+from chaosproxy.verdict import ClientReport, chain, judge, verdict_line
 
 #: How long the calls that read finished requests wait, by default, for the requests in
 #: flight to end (a client sees its last byte a moment before the proxy logs the end).
@@ -124,6 +124,8 @@ class ChaosProxy:
         self._started: dict[str, dict[str, Any]] = {}
         #: Finished requests: the request line merged with the response_end line.
         self._finished: list[dict[str, Any]] = []
+        #: Every request's place in the order requests began (a run is judged in it).
+        self._began: dict[str, int] = {}
         self._blocks = itertools.count(1)
         self._changed = threading.Condition()
         self._log.add_observer(self._keep)
@@ -156,6 +158,7 @@ class ChaosProxy:
             event, request_id = line.get("event"), line.get("request_id")
             if event == "request" and isinstance(request_id, str):
                 self._started[request_id] = line
+                self._began[request_id] = len(self._began)
             elif event == "response_end" and isinstance(request_id, str):
                 started = self._started.pop(request_id, {})
                 merged = {**started, **line}
@@ -229,23 +232,43 @@ class ChaosProxy:
         text: str | None = None,
         error: str | BaseException | None = None,
         timed_out: bool = False,
+        requests: Sequence[str] = (),
         timeout: float = SETTLE,
     ) -> dict[str, Any]:
-        """Record what the client concluded about a request (the text it assembled, the
-        error it raised, or that it timed out) and classify it (docs/verdicts.md):
-        ``{"verdict", "integrity", "reason", "text_matches"}``. The verdict is logged
-        (a ``verdict`` line) and shown in the request's summary from then on.
+        """Record what the client concluded about an answer (the text it assembled, the
+        error it raised, or that it timed out) and judge it (docs/verdicts.md):
+        ``{"verdict", "integrity", "content", "reason", "text_matches", "requests"}``.
 
-        From sync code, waits up to ``timeout`` seconds for the request to end (as
-        :meth:`summary`); KeyError if it has not. An exception given as ``error`` is
+        The answer judged is ``request_id``'s, over every request that belongs to it
+        (the reconnects of its stream, the generations they started) and the other
+        requests of the same client run given in ``requests`` (retries); the last of
+        them to begin is the one judged. The verdict is logged (a ``verdict`` line,
+        on ``request_id``) and shown in that request's summary from then on.
+
+        From sync code, waits up to ``timeout`` seconds for the requests to end (as
+        :meth:`summary`); KeyError if one has not. An exception given as ``error`` is
         recorded as its type and message."""
         if isinstance(error, BaseException):
             error = f"{type(error).__name__}: {error}"
         report = ClientReport(text=text, error=error, timed_out=timed_out)
-        verdict = classify(self.summary(request_id, timeout=self._wait(timeout)), report)
+        wait = self._wait(timeout)
+        for rid in (request_id, *requests):
+            self.summary(rid, timeout=wait)
+        run = self._run(request_id, requests)
+        verdict = {**judge(run, report), "requests": [s["request_id"] for s in run]}
         line = verdict_line(request_id, verdict)
         self._on_loop(lambda: self._log.for_request().info("verdict", **line))
         return verdict
+
+    def _run(self, request_id: str, requests: Sequence[str]) -> list[dict[str, Any]]:
+        """The finished requests of the answer of ``request_id`` plus ``requests``, in
+        the order they began."""
+        with self._changed:
+            order = self._began
+            finished = sorted(self._finished, key=lambda s: order.get(s["request_id"], -1))
+        members = {id(s) for s in chain(finished, request_id)}
+        wanted = set(requests)
+        return [dict(s) for s in finished if id(s) in members or s["request_id"] in wanted]
 
     def _wait(self, timeout: float) -> float:
         """``timeout``, or 0 on the proxy's own event loop (waiting there would block
@@ -281,6 +304,12 @@ class ChaosProxy:
         if self._running is None:
             raise RuntimeError("the proxy is not running: use it in a with block")
         return self._running.state.scenarios
+
+    def reset_ordinals(self) -> None:
+        """Count requests from 1 again: ``requests:`` ordinals and the seeds derived
+        from ``seed`` start over, as after ``POST /reset`` (scenarios, the default and
+        the history of streams are kept)."""
+        self._set.reset()
 
     def use(self, name: str | None) -> None:
         """Make ``name`` the default scenario (``None``: no default, passthrough) for

@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -200,17 +200,24 @@ class ChaosClient:
         text: str | None = None,
         error: str | BaseException | None = None,
         timed_out: bool = False,
+        requests: Sequence[str] = (),
         timeout: float = SETTLE,
     ) -> dict[str, Any]:
-        """``POST /requests/{id}/verdict``: record what the client concluded (the text
-        it assembled, the error it raised, or that it timed out) and get its
-        classification, ``{"verdict", "integrity", "reason", "text_matches"}``
-        (docs/verdicts.md). Waits up to ``timeout`` seconds for the request to end
-        first; KeyError when the proxy does not know it or it has not ended."""
+        """``POST /requests/{id}/verdict``: record what the client concluded about the
+        answer of ``request_id`` (the text it assembled, the error it raised, or that it
+        timed out; ``requests``: the other requests of the same client run, such as
+        retries) and get its verdict, ``{"verdict", "integrity", "content", "reason",
+        "text_matches", "requests"}`` (docs/verdicts.md). Waits up to ``timeout``
+        seconds for the requests to end first; KeyError when the proxy does not know one
+        or it has not ended."""
         if isinstance(error, BaseException):
             error = f"{type(error).__name__}: {error}"
-        self._detail(request_id, timeout)
-        body = orjson.dumps({"text": text, "error": error, "timed_out": timed_out})
+        for rid in (request_id, *requests):
+            self._detail(rid, timeout)
+        fields: dict[str, Any] = {"text": text, "error": error, "timed_out": timed_out}
+        if requests:
+            fields["requests"] = list(requests)
+        body = orjson.dumps(fields)
         try:
             verdict: dict[str, Any] = self._call(
                 "POST", "/requests/" + _quote(request_id) + "/verdict", body

@@ -167,9 +167,10 @@ class ChaosVerdict:
         timed_out: bool = False,
         request_id: str | None = None,
     ) -> dict[str, Any]:
-        """Record the verdict on ``request_id`` (default: the last request of the test)
-        and return it, with ``scenario`` and ``requests`` (every request of the test)
-        added; fails the test when the verdict is in ``fail_on``."""
+        """Record the verdict on the test's answer and return it, with ``scenario`` added:
+        every request the test made is one client run (retries, reconnects), and the
+        last of them (or ``request_id``, with the requests that belong to its answer) is
+        the answer judged; fails the test when the verdict is in ``fail_on``."""
         self.proxy.requests()  # those in flight have ended (or the settle time passed)
         requests = [
             line["request_id"] for line in list(self.proxy.lines) if line["event"] == "request"
@@ -180,8 +181,11 @@ class ChaosVerdict:
                     "chaos_verdict: the test made no request through chaos_proxy", pytrace=False
                 )
             request_id = requests[-1]
-        verdict = self.proxy.verdict(request_id, text=text, error=error, timed_out=timed_out)
-        verdict = {**verdict, "request_id": request_id, "requests": requests}
+        run = requests if requests and request_id == requests[-1] else []
+        verdict = self.proxy.verdict(
+            request_id, text=text, error=error, timed_out=timed_out, requests=run
+        )
+        verdict = {**verdict, "request_id": request_id}
         verdict["scenario"] = self.scenario
         self.verdicts.append(verdict)
         self._node.user_properties.append(("chaos_verdict", verdict["verdict"]))

@@ -1,29 +1,39 @@
-"""Verdicts: what a client concluded about a stream, judged against what the proxy
-knows of it (docs/verdicts.md).
+"""Verdicts: what a client concluded about an answer, judged against what the proxy
+knows of it (docs/verdicts.md). Pure: no I/O.
 
-A test (or ``chaosproxy matrix``) reports its client's conclusion — the text it
-assembled, the error it raised, or that it timed out — and :func:`classify` compares
-it with the request's summary: its ``integrity`` and ``text_sha256`` (framed requests),
-or its ``outcome`` and ``status`` (requests the proxy did not frame). Pure: no I/O.
+A verdict judges one *answer*, not one connection. The requests of a client run that
+belong to one answer (retries, and every reconnect of a stream kept under ``resume:``)
+are judged together: :func:`judge` takes them in the order they began, and the last
+one's ``answer`` summary (``response_end``'s ``answer`` object, see
+:mod:`chaosproxy.core.answer`) says what the client was sent of its generation over
+every connection, against the generation's clean answer. The rules, in order:
 
 =====================  =========================================================
-``hung``               the client timed out (whatever the stream was)
-``detected``           it raised on a stream that was not intact
-``false_alarm``        it raised on an intact stream
-``silent_corruption``  it accepted a stream that was not intact, or its text
-                       differs from the upstream's
-``tolerated``          the stream was intact (despite faults) and its text is right
+``hung``               the client timed out
+``tolerated``          it accepted exactly the clean text, and was sent the clean
+                       content with its terminal event
+``silent_corruption``  it accepted anything else (the right text without a terminal
+                       event, or after the proxy's 204, included)
+``false_alarm``        it raised although all it had been sent, up to the moment it
+                       gave up, was the clean answer so far, on a sound stream
+``detected``           it raised otherwise
 =====================  =========================================================
+
+``not_exercised`` replaces ``tolerated`` when the scenario's faults never fired for
+the run: the run says nothing about the client, and fails no gate.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Verdict = Literal["detected", "silent_corruption", "tolerated", "false_alarm", "hung"]
+from chaosproxy.core.answer import text_sha256
+
+Verdict = Literal[
+    "detected", "silent_corruption", "tolerated", "false_alarm", "hung", "not_exercised"
+]
 
 #: Every verdict, from the worst a CI gate can find to the best.
 VERDICTS: tuple[Verdict, ...] = (
@@ -32,10 +42,11 @@ VERDICTS: tuple[Verdict, ...] = (
     "false_alarm",
     "detected",
     "tolerated",
+    "not_exercised",
 )
 
 #: The verdicts that fail a CI gate by default (``chaosproxy matrix --fail-on``, the
-#: JUnit test cases).
+#: JUnit test cases, ``chaos_verdict``).
 FAILING: frozenset[str] = frozenset({"silent_corruption", "false_alarm", "hung"})
 
 #: What ``integrity`` says when the stream reached the client as the upstream meant it.
@@ -58,12 +69,13 @@ class ClientReport:
     @classmethod
     def from_json(cls, body: Any) -> ClientReport:
         """The body of ``POST /requests/{id}/verdict``: ``{"text": str|null,
-        "error": str|null, "timed_out": bool}`` (each optional, no other keys)."""
+        "error": str|null, "timed_out": bool}`` (each optional; ``requests`` is read by
+        :func:`run_ids`; no other keys)."""
         if not isinstance(body, Mapping):
             raise VerdictInputError(
                 'expected a JSON object: {"text": ..., "error": null|"...", "timed_out": false}'
             )
-        unknown = sorted(set(body) - {"text", "error", "timed_out"})
+        unknown = sorted(set(body) - {"text", "error", "timed_out", "requests"})
         if unknown:
             raise VerdictInputError(f"unknown field(s): {', '.join(unknown)}")
         text, error, timed_out = body.get("text"), body.get("error"), body.get("timed_out", False)
@@ -76,30 +88,40 @@ class ClientReport:
         return cls(text=text, error=error, timed_out=timed_out)
 
 
-def text_sha256(text: str) -> str:
-    """The hash ``response_end``'s ``text_sha256`` carries: sha256 of the UTF-8 text with
-    trailing whitespace removed, in hex."""
-    return hashlib.sha256(text.rstrip().encode("utf-8", "surrogatepass")).hexdigest()
+def run_ids(body: Mapping[str, Any]) -> list[str]:
+    """The other requests of the run named in a verdict body's ``requests`` (ids)."""
+    ids = body.get("requests", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise VerdictInputError("requests must be a list of request ids")
+    return list(ids)
 
 
 def text_matches(summary: Mapping[str, Any], text: str | None) -> bool | None:
-    """Whether ``text`` is the upstream's text (trailing whitespace aside); None when
-    there is no text or the summary has no upstream hash (an unframed request)."""
-    hashes = summary.get("text_sha256")
-    upstream = hashes.get("upstream") if isinstance(hashes, Mapping) else None
-    if text is None or not isinstance(upstream, str):
+    """Whether ``text`` is the clean answer's text (trailing whitespace aside); None
+    when there is no text or nothing to compare it with (an unframed request)."""
+    if text is None:
         return None
-    return text_sha256(text) == upstream
+    clean = _clean_hash(summary)
+    return None if clean is None else text_sha256(text) == clean
+
+
+def _clean_hash(summary: Mapping[str, Any]) -> str | None:
+    answer = summary.get("answer")
+    if isinstance(answer, Mapping):
+        hashes = answer.get("text_sha256")
+        if isinstance(hashes, Mapping) and isinstance(hashes.get("clean"), str):
+            return str(hashes["clean"])
+    hashes = summary.get("text_sha256")
+    if isinstance(hashes, Mapping) and isinstance(hashes.get("upstream"), str):
+        return str(hashes["upstream"])
+    return None
 
 
 def stream_state(summary: Mapping[str, Any]) -> tuple[bool, str]:
-    """Whether the stream the client was sent is intact, and how to say what it was.
-
-    A framed request's ``integrity`` decides. A request the proxy did not frame (no
-    scenario, or an answer the proxy made itself, such as an injected 429) has none:
-    the proxy passed the upstream's answer through unchanged, so it counts as intact
-    when it completed with a status below 400, and as not intact otherwise (an HTTP
-    error answer, a cut, an upstream failure)."""
+    """Whether a response that carries no ``answer`` (the proxy did not frame it: no
+    scenario, or an answer the proxy made itself, such as an injected 429) reached the
+    client as the upstream meant it, and how to say what it was: intact when it
+    completed with a status below 400."""
     integrity = summary.get("integrity")
     if isinstance(integrity, str):
         return integrity == INTACT, f"a stream that was {integrity}"
@@ -112,66 +134,169 @@ def stream_state(summary: Mapping[str, Any]) -> tuple[bool, str]:
     return False, f"an answer that ended as {outcome or 'unknown'}"
 
 
-def classify(summary: Mapping[str, Any], report: ClientReport) -> dict[str, Any]:
-    """The verdict on one request: ``{"verdict", "integrity", "reason",
-    "text_matches"}`` (``integrity`` is None for an unframed request; ``text_matches``
-    None when it could not be compared)."""
-    integrity = summary.get("integrity")
-    integrity = integrity if isinstance(integrity, str) else None
-    intact, what = stream_state(summary)
-    matches = text_matches(summary, report.text)
+def chain(summaries: Sequence[Mapping[str, Any]], request_id: str) -> list[Mapping[str, Any]]:
+    """The requests (of ``summaries``, in the order they began) that belong to the same
+    answer as ``request_id``: its generation's connections, the reconnects that resumed
+    it, and, transitively, the generations those started (``new_stream``)."""
+    linked = {request_id}
+    members: dict[int, Mapping[str, Any]] = {}
+    grew = True
+    while grew:
+        grew = False
+        for i, summary in enumerate(summaries):
+            if i in members:
+                continue
+            keys = _links(summary)
+            if keys & linked:
+                members[i] = summary
+                linked |= keys
+                grew = True
+    return [members[i] for i in sorted(members)]
+
+
+def _links(summary: Mapping[str, Any]) -> set[str]:
+    keys = set()
+    for value in (
+        summary.get("request_id"),
+        summary.get("resumes"),
+        (summary.get("answer") or {}).get("generation"),
+    ):
+        if isinstance(value, str):
+            keys.add(value)
+    return keys
+
+
+def exercised(run: Iterable[Mapping[str, Any]]) -> bool | None:
+    """Whether the scenario's faults fired for the run: True when a fault applied or a
+    reconnect was answered by the resume policy, False when the scenario had faults and
+    none fired, None when no request of the run ran under faults."""
+    under_faults = False
+    for summary in run:
+        if summary.get("faults_applied") or summary.get("resume_answer"):
+            return True
+        if summary.get("faults_skipped"):
+            under_faults = True
+    return False if under_faults else None
+
+
+def judge(run: Sequence[Mapping[str, Any]], report: ClientReport) -> dict[str, Any]:
+    """The verdict on one client run: the summaries of its requests, in the order they
+    began (the last one's ``answer`` is the answer judged). Returns ``{"verdict",
+    "integrity", "content", "reason", "text_matches"}``."""
+    if not run:
+        raise VerdictInputError("a run without requests cannot be judged")
+    last = run[-1]
+    answer = last.get("answer")
+    answer = answer if isinstance(answer, Mapping) else None
+    integrity = last.get("integrity")
+    matches = text_matches(last, report.text)
 
     def result(verdict: Verdict, reason: str) -> dict[str, Any]:
         return {
             "verdict": verdict,
-            "integrity": integrity,
+            "integrity": integrity if isinstance(integrity, str) else None,
+            "content": answer.get("content") if answer is not None else None,
             "reason": reason,
             "text_matches": matches,
         }
 
+    if answer is None:
+        verdict, reason = _unframed(last, report, matches)
+    else:
+        verdict, reason = _answered(answer, last, report, matches)
+    if verdict == "tolerated" and exercised(run) is False:
+        return result(
+            "not_exercised",
+            f"the scenario's faults never fired for this run ({reason}): it says nothing "
+            "about the client",
+        )
+    return result(verdict, reason)
+
+
+def _answered(
+    answer: Mapping[str, Any],
+    last: Mapping[str, Any],
+    report: ClientReport,
+    matches: bool | None,
+) -> tuple[Verdict, str]:
+    content = answer.get("content")
+    connections = answer.get("connections") or 1
+    over = f" over {connections} connections" if connections > 1 else ""
     if report.timed_out:
-        return result("hung", f"the client timed out on {what}")
+        return "hung", f"the client timed out on an answer that was {content}{over}"
+    if report.error is None:
+        if content == INTACT and matches is not False:
+            said = "" if matches else " (it reported no text)"
+            return "tolerated", f"the client accepted the clean answer{over}{said}"
+        if content == INTACT:
+            return (
+                "silent_corruption",
+                f"the client was sent the clean answer{over} but accepted a different text",
+            )
+        if content == "incomplete":
+            status = last.get("status")
+            if last.get("resume_answer") in ("204", "404"):
+                how = f"after the proxy's {status}: the answer had no terminal event"
+            else:
+                how = "that never reached its terminal event"
+            also = "; its text is the clean answer's" if matches else ""
+            return "silent_corruption", f"the client accepted an answer {how}{over}{also}"
+        also = "; its text is the clean answer's" if matches else ""
+        defect = answer.get("defect")
+        what = f" ({defect})" if defect else ""
+        return "silent_corruption", f"the client accepted an altered answer{what}{over}{also}"
+    if answer.get("sound") and answer.get("prefix"):
+        return (
+            "false_alarm",
+            "the client raised although all it had been sent was the clean answer so far, "
+            f"on a sound stream{over}",
+        )
+    defect = answer.get("defect")
+    if not answer.get("prefix"):
+        why = "it had been sent an altered answer" + (f" ({defect})" if defect else "")
+    else:
+        why = f"the stream was not sound ({defect})"
+    return "detected", f"the client raised: {why}{over}"
+
+
+def _unframed(
+    last: Mapping[str, Any], report: ClientReport, matches: bool | None
+) -> tuple[Verdict, str]:
+    intact, what = stream_state(last)
+    if report.timed_out:
+        return "hung", f"the client timed out on {what}"
     if report.error is not None:
         if intact:
-            return result("false_alarm", f"the client raised on {what}")
-        return result("detected", f"the client raised on {what}")
+            return "false_alarm", f"the client raised on {what}"
+        return "detected", f"the client raised on {what}"
     if matches is False:
-        return result(
+        return (
             "silent_corruption",
             f"the client accepted text that differs from the upstream's ({what})",
         )
     if not intact:
-        if (
-            matches
-            and summary.get("outcome") == "client_gone"
-            and summary.get("content_integrity") == INTACT
-        ):
-            # The client had the whole text and closed the stream itself (it stopped at
-            # the terminal event of a body that never ended), and what it was sent up to
-            # then was the upstream's content, its terminal event included, once: what
-            # made the stream end uncleanly was the client, not a fault it let through.
-            return result(
-                "tolerated",
-                f"the client had the upstream's whole text and closed {what} itself",
-            )
-        also = "; its text matches the upstream's" if matches else ""
-        return result("silent_corruption", f"the client accepted {what}{also}")
-    if report.text is None:
-        return result("tolerated", f"the client accepted {what} (it reported no text)")
-    if matches is None:
-        return result("tolerated", f"the client accepted {what} (no upstream text to compare)")
-    return result("tolerated", f"the client accepted {what}, with the upstream's text")
+        return "silent_corruption", f"the client accepted {what}"
+    return "tolerated", f"the client accepted {what}"
+
+
+def classify(summary: Mapping[str, Any], report: ClientReport) -> dict[str, Any]:
+    """The verdict on a run of one request (:func:`judge`)."""
+    return judge([summary], report)
 
 
 def verdict_line(request_id: str, verdict: Mapping[str, Any]) -> dict[str, Any]:
     """The frame-log line of a recorded verdict (its ``event`` is ``verdict``)."""
-    return {
+    line = {
         "request_id": request_id,
         "verdict": verdict["verdict"],
         "integrity": verdict["integrity"],
+        "content": verdict.get("content"),
         "reason": verdict["reason"],
         "text_matches": verdict["text_matches"],
     }
+    if verdict.get("requests"):
+        line["requests"] = list(verdict["requests"])
+    return line
 
 
 __all__ = [
@@ -181,7 +306,11 @@ __all__ = [
     "ClientReport",
     "Verdict",
     "VerdictInputError",
+    "chain",
     "classify",
+    "exercised",
+    "judge",
+    "run_ids",
     "stream_state",
     "text_matches",
     "text_sha256",
