@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +37,7 @@ from chaosproxy.verdict import FAILING, VERDICTS
 
 if TYPE_CHECKING:
     from chaosproxy.api import ChaosProxy
+    from chaosproxy.scenario import Scenario
 
 #: A command that made no request through the proxy cannot be judged on a stream: its
 #: verdict is this, and it always fails the gate (the matrix itself is mis-set).
@@ -63,8 +68,11 @@ class Run:
     exit_code: int | None = None
     duration_ms: float = 0.0
     text_matches: bool | None = None
-    #: What the client raised (its stderr's last line), if it did.
+    #: What the client raised (the telling line of its stderr), if it did.
     error: str | None = None
+    #: The answer's content as the client was sent it, over every connection
+    #: (``intact``, ``altered``, ``incomplete``; None for an unframed answer).
+    content: str | None = None
 
 
 @dataclass
@@ -104,8 +112,8 @@ class Matrix:
 
 @dataclass
 class Outcome:
-    """What the command did: its exit code (None: killed on time out), its stdout, the
-    last line of its stderr."""
+    """What the command did: its exit code (None: killed on time out), its stdout and
+    stderr."""
 
     exit_code: int | None
     stdout: str
@@ -126,14 +134,43 @@ class Outcome:
 
     @property
     def error(self) -> str | None:
+        """What the client raised, from its stderr: the most telling line (the
+        exception), else the last one; None when it exited 0 or was killed."""
         if self.exit_code in (0, None):
             return None
         from chaosproxy.logs import redact_text
 
-        lines = [line for line in self.stderr.splitlines() if line.strip()]
-        last = lines[-1].strip() if lines else ""
+        line = telling_line(self.stderr) or f"exit status {self.exit_code}"
         # It goes into the matrix files, which CI publishes: credentials masked.
-        return redact_text(last or f"exit status {self.exit_code}")[:ERROR_CHARS]
+        return redact_text(line)[:ERROR_CHARS]
+
+
+#: A line that names an exception: ``openai.APIConnectionError: ...``, ``Error: ...``,
+#: ``TypeError: terminated``, ``json.decoder.JSONDecodeError: ...``.
+_EXCEPTION = re.compile(
+    r"^(?:Uncaught )?(?:[A-Za-z_][\w.]*\.)?"
+    r"[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Timeout|Failure)(?:\s*\[[^]]*\])?"
+    r"(?::|$)"
+    r"|^Error\b"
+)
+#: Lines that are never the telling one: stack frames, source excerpts, carets.
+_NOISE = re.compile(
+    r"^(?:at |File \"|Traceback |During handling|The above exception|\^+$|~+$|Node\.js v)"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def telling_line(stderr: str) -> str | None:
+    """The line of a client's stderr that says what it raised: the last line naming an
+    exception (a Python traceback ends with it; Node prints it first, then its stack),
+    else the last line that is not a stack frame; None for an empty stderr."""
+    lines = [_ANSI.sub("", line).strip() for line in stderr.splitlines()]
+    lines = [line for line in lines if line]
+    named = [line for line in lines if _EXCEPTION.match(line)]
+    if named:
+        return named[-1]
+    plain = [line for line in lines if not _NOISE.match(line)]
+    return plain[-1] if plain else (lines[-1] if lines else None)
 
 
 def run_command(command: str, env: Mapping[str, str], timeout: float) -> Outcome:
@@ -182,7 +219,8 @@ def run_scenario(
     timeout: float,
     environ: Mapping[str, str] | None = None,
 ) -> Run:
-    """One run of ``command`` under ``scenario`` (made the proxy's default), judged."""
+    """One run of ``command`` under ``scenario`` (made the proxy's default), judged:
+    every request the command made is one run, and its last is the answer judged."""
     env = dict(os.environ if environ is None else environ)
     env.update(CHAOSPROXY_URL=proxy.url, CHAOSPROXY_SCENARIO=scenario)
     start = len(proxy.lines)
@@ -214,18 +252,21 @@ def run_scenario(
             text=outcome.text,
             error=outcome.error,
             timed_out=outcome.timed_out,
+            requests=ids,
             timeout=SETTLE,
         )
     except KeyError:  # still in flight after SETTLE: judged on what is known
         verdict = {
             "verdict": "hung" if outcome.timed_out else NO_REQUEST,
             "integrity": None,
+            "content": None,
             "reason": f"request {last} had not ended {SETTLE:g}s after the client did",
             "text_matches": None,
         }
     return Run(
         verdict=verdict["verdict"],
         integrity=verdict["integrity"],
+        content=verdict.get("content"),
         reason=verdict["reason"],
         request_id=last,
         text_matches=verdict["text_matches"],
@@ -233,48 +274,164 @@ def run_scenario(
     )
 
 
+class MatrixInputError(ValueError):
+    """``--scenarios`` named something that is neither a file nor a loaded scenario."""
+
+
+def choose_scenarios(values: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``--scenarios`` values as (the names to run, in order, the files and directories
+    to load): each value is a path when one exists, else a built-in scenario's name.
+    Without values, the whole library. Raises ScenarioError for invalid files and
+    MatrixInputError for a value that is neither."""
+    from chaosproxy.scenario import load_library, load_scenarios
+
+    library = load_library()
+    if not values:
+        return list(library), []
+    names: list[str] = []
+    paths: list[str] = []
+    for value in values:
+        if Path(value).exists():
+            paths.append(value)
+            names += [n for n in load_scenarios([value]) if n not in names]
+        elif value in library:
+            if value not in names:
+                names.append(value)
+        else:
+            close = difflib.get_close_matches(value, list(library), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise MatrixInputError(
+                f"--scenarios {value}: no such file or directory, and no built-in "
+                f"scenario of that name{hint}"
+            )
+    return names, paths
+
+
+def _needs_previous(scenario: Scenario) -> bool:
+    """Whether the scenario splices from the previous stream (which a run needs)."""
+    return any(
+        kind == "splice" and getattr(config, "from_", None) == "previous"
+        for kind, config in scenario.faults
+    )
+
+
+#: The scenario a job runs the client under once, unjudged, right before a scenario that
+#: splices from the previous stream: so that stream is the client's own clean answer,
+#: whichever scenario the job ran before (or none).
+WARM_UP: dict[str, Any] = {"name": "matrix-warm-up", "faults": []}
+
+
+@dataclass
+class Progress:
+    """What ``run_matrix`` reports as it goes (each callback is optional)."""
+
+    #: A scenario starts: (its name, how many are running now).
+    started: Callable[[str, int], None] | None = None
+    #: A scenario ended: (its run, how many have ended, how many there are, the
+    #: estimated seconds left).
+    ended: Callable[[Run, int, int, float], None] | None = None
+
+
 def run_matrix(
     command: str,
     *,
     upstream: str = "mock",
-    scenario_paths: Sequence[str] = (),
+    scenarios: Sequence[str] = (),
     timeout: float = DEFAULT_TIMEOUT,
     fail_on: Iterable[str] = FAILING,
     settings: Mapping[str, Any] | None = None,
-    progress: Callable[[Run], None] | None = None,
+    jobs: int = 1,
+    progress: Progress | None = None,
 ) -> tuple[Matrix, list[dict[str, Any]]]:
-    """Run ``command`` once per scenario (the library's, or only those loaded from
-    ``scenario_paths`` when given); returns the matrix and every frame-log line."""
+    """Run ``command`` once per scenario (``scenarios``: built-in names, files or
+    directories; default the whole library) on ``jobs`` workers, each with a proxy of
+    its own (so requests never mix); returns the matrix, in the scenarios' order, and
+    every frame-log line of every proxy."""
     from chaosproxy.api import ChaosProxy
     from chaosproxy.scenario import load_library, load_scenarios
 
-    names = list(load_scenarios(list(scenario_paths)) if scenario_paths else load_library())
-    results: list[Run] = []
-    with ChaosProxy(upstream=upstream, scenarios=list(scenario_paths), **(settings or {})) as proxy:
-        for name in names:
-            run = run_scenario(proxy, name, command, timeout=timeout)
-            results.append(run)
-            if progress is not None:
-                progress(run)
-        lines = list(proxy.lines)
-    return Matrix(command, upstream, results, frozenset(fail_on)), lines
+    names, paths = choose_scenarios(scenarios)
+    loaded = {**load_library(), **(load_scenarios(paths) if paths else {})}
+    queue = deque(names)
+    total = len(queue)
+    jobs = max(1, min(jobs, total or 1))
+    lock = threading.Lock()
+    results: dict[str, Run] = {}
+    lines: list[dict[str, Any]] = []
+    running = 0
+    durations: list[float] = []
+    failures: list[BaseException] = []
+    report = progress or Progress()
+
+    def worker() -> None:
+        nonlocal running
+        try:
+            with ChaosProxy(upstream=upstream, scenarios=list(paths), **(settings or {})) as proxy:
+                while True:
+                    with lock:
+                        if not queue or failures:
+                            break
+                        name = queue.popleft()
+                        running += 1
+                        now_running = running
+                    if report.started is not None:
+                        report.started(name, now_running)
+                    if _needs_previous(loaded[name]):
+                        _warm_up(proxy, command, timeout)
+                    proxy.reset_ordinals()  # the same seeds and ordinals, whichever job
+                    run = run_scenario(proxy, name, command, timeout=timeout)
+                    with lock:
+                        running -= 1
+                        results[name] = run
+                        durations.append(run.duration_ms / 1000)
+                        done = len(results)
+                        left = (total - done) * (sum(durations) / len(durations)) / jobs
+                    if report.ended is not None:
+                        report.ended(run, done, total, left)
+                with lock:
+                    lines.extend(proxy.lines)
+        except BaseException as exc:  # the proxy could not start: reported by the caller
+            with lock:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=worker, name=f"matrix-{i}") for i in range(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    ordered = [results[name] for name in names if name in results]
+    return Matrix(command, upstream, ordered, frozenset(fail_on)), lines
+
+
+def _warm_up(proxy: ChaosProxy, command: str, timeout: float) -> None:
+    """Run the client once, unjudged, under a scenario without faults: the stream a
+    ``splice: {from: previous}`` takes from (the same client, so the same tenant)."""
+    env = {**os.environ, "CHAOSPROXY_URL": proxy.url, "CHAOSPROXY_SCENARIO": WARM_UP["name"]}
+    proxy.reset_ordinals()
+    with proxy.scenario(WARM_UP):
+        run_command(command, env, timeout)
+    proxy.requests(settle=SETTLE)
 
 
 # ---------------------------------------------------------------------------- writing
 
 
 def render_markdown(matrix: Matrix) -> str:
+    """``matrix.md``: what a client wrote (its command, its errors) is shown as text:
+    control characters visible, HTML escaped, never markup."""
     counts = ", ".join(f"{n} {v}" for v, n in matrix.counts.items())
     out = [
         "# chaosproxy matrix",
         "",
-        f"- client: `{matrix.client}`",
-        f"- upstream: {matrix.upstream}",
+        f"- client: {_code(matrix.client)}",
+        f"- upstream: {_cell(matrix.upstream)}",
         f"- verdicts: {counts or 'none'}",
         f"- gate (`--fail-on {','.join(sorted(matrix.fail_on))}`): "
         + ("**failed**" if matrix.failed else "passed"),
         "",
-        "| scenario | verdict | integrity | text | requests | exit | ms | reason |",
+        "| scenario | verdict | answer | text | requests | exit | ms | reason |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for run in matrix.results:
@@ -283,15 +440,38 @@ def render_markdown(matrix: Matrix) -> str:
         exit_code = "killed" if run.exit_code is None else str(run.exit_code)
         reason = run.reason + (f" ({run.error})" if run.error else "")
         out.append(
-            f"| `{run.scenario}` | {verdict} | {run.integrity or '-'} | {text} | "
+            f"| {_code(run.scenario)} | {verdict} | {run.content or '-'} | {text} | "
             f"{', '.join(run.requests) or '-'} | {exit_code} | {run.duration_ms:.0f} | "
             f"{_cell(reason)} |"
         )
     return "\n".join(out) + "\n"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal colour codes, any other control character (and what
+    XML 1.0 cannot hold) written as ``\\xNN`` / ``\\uNNNN``: safe in XML and Markdown."""
+    text = _ANSI.sub("", text)
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", text
+    )
+
+
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """A Markdown table cell: one line, pipes escaped, HTML shown as text."""
+    text = " ".join(printable(text).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """Inline code in a table cell, whatever backticks the text holds."""
+    text = " ".join(printable(text).split()).replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def render_junit(matrix: Matrix) -> str:
@@ -299,7 +479,8 @@ def render_junit(matrix: Matrix) -> str:
     total = sum(run.duration_ms for run in matrix.results) / 1000
     out = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f"<testsuites><testsuite name={quoteattr('chaosproxy matrix: ' + matrix.client)} "
+        "<testsuites><testsuite "
+        f"name={quoteattr(printable('chaosproxy matrix: ' + matrix.client))} "
         f'tests="{len(matrix.results)}" failures="{failures}" errors="0" '
         f'time="{total:.3f}">',
     ]
@@ -308,15 +489,15 @@ def render_junit(matrix: Matrix) -> str:
             f'  <testcase classname="chaosproxy.matrix" name={quoteattr(run.scenario)} '
             f'time="{run.duration_ms / 1000:.3f}">'
         )
-        details = (
-            f"verdict: {run.verdict}\nintegrity: {run.integrity}\nreason: {run.reason}\n"
-            f"requests: {', '.join(run.requests) or 'none'}\nexit code: {run.exit_code}\n"
-            + (f"error: {run.error}\n" if run.error else "")
+        details = printable(
+            f"verdict: {run.verdict}\nanswer: {run.content}\nintegrity: {run.integrity}\n"
+            f"reason: {run.reason}\nrequests: {', '.join(run.requests) or 'none'}\n"
+            f"exit code: {run.exit_code}\n" + (f"error: {run.error}\n" if run.error else "")
         )
         if matrix.failing(run):
+            message = printable(run.verdict + ": " + run.reason)
             out.append(
-                f"    <failure type={quoteattr(run.verdict)} "
-                f"message={quoteattr(run.verdict + ': ' + run.reason)}>"
+                f"    <failure type={quoteattr(run.verdict)} message={quoteattr(message)}>"
                 f"{escape(details)}</failure>"
             )
         out.append(f"    <system-out>{escape(details)}</system-out>")
@@ -387,9 +568,17 @@ def add_parser(sub: Any) -> None:
         "--scenarios",
         action="append",
         default=[],
-        metavar="DIR",
-        help="run only the scenarios loaded from this file or directory (repeatable; "
-        "default: the whole built-in library)",
+        metavar="NAME|PATH",
+        help="run only these: a built-in scenario's name, or the scenarios of a file or "
+        "directory (repeatable; default: the whole built-in library)",
+    )
+    matrix.add_argument(
+        "--jobs",
+        type=parse_jobs,
+        default=default_jobs(),
+        metavar="N",
+        help="run this many clients at once, each with a proxy of its own "
+        f"(default: the number of cores, {default_jobs()})",
     )
     matrix.add_argument(
         "--out",
@@ -429,6 +618,22 @@ def add_parser(sub: Any) -> None:
     )
 
 
+def default_jobs() -> int:
+    """One client per core."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+def parse_jobs(value: str) -> int:
+    if not value.isdigit() or int(value) < 1 or int(value) > 256:
+        raise argparse.ArgumentTypeError(f"must be a number of jobs from 1 to 256, got {value!r}")
+    return int(value)
+
+
+def _clock(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     from chaosproxy.cli import fail
     from chaosproxy.scenario import ScenarioError
@@ -437,23 +642,35 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     if args.mock_interval_ms is not None:
         settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
-    def progress(run: Run) -> None:
-        print(f"{run.scenario}: {run.verdict} ({run.reason})", file=sys.stderr, flush=True)
+    def started(name: str, running: int) -> None:
+        print(f"  ... {name} ({running} running)", file=sys.stderr, flush=True)
+
+    def ended(run: Run, done: int, total: int, left: float) -> None:
+        remaining = f"; about {_clock(left)} left" if done < total else ""
+        print(
+            f"[{done}/{total}] {run.scenario} {run.verdict} "
+            f"({run.duration_ms / 1000:.1f}s){remaining}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
         matrix, lines = run_matrix(
             args.client,
             upstream=args.upstream,
-            scenario_paths=args.scenarios,
+            scenarios=args.scenarios,
             timeout=args.timeout,
             fail_on=args.fail_on,
             settings=settings,
-            progress=progress,
+            jobs=args.jobs,
+            progress=Progress(started, ended),
         )
     except ScenarioError as exc:
         for problem in exc.problems:
             fail(str(problem))
         return 2
+    except MatrixInputError as exc:
+        return fail(str(exc))
     except Exception as exc:  # the proxy could not start: one line, never a traceback
         from chaosproxy.logs import describe
 
@@ -472,14 +689,18 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 __all__ = [
     "NO_REQUEST",
     "Matrix",
+    "MatrixInputError",
     "Outcome",
+    "Progress",
     "Run",
     "add_parser",
+    "choose_scenarios",
     "cmd_matrix",
     "render_junit",
     "render_markdown",
     "run_command",
     "run_matrix",
     "run_scenario",
+    "telling_line",
     "write_outputs",
 ]

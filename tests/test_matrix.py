@@ -18,11 +18,16 @@ from chaosproxy.cli import build_parser
 from chaosproxy.matrix import (
     NO_REQUEST,
     Matrix,
+    MatrixInputError,
+    Progress,
     Run,
+    choose_scenarios,
+    printable,
     render_junit,
     render_markdown,
     run_command,
     run_matrix,
+    telling_line,
 )
 from chaosproxy.verdict import FAILING
 from tests.conftest import LIBRARY, REPO
@@ -34,6 +39,7 @@ FAST = {"mock_interval": 0.001, "mock_tokens": 8}
 def run(scenario: str, verdict: str, **kw: object) -> Run:
     fields: dict[str, object] = {
         "integrity": "altered",
+        "content": "altered",
         "reason": f"why {scenario}",
         "request_id": "r-2",
         "requests": ["r-1", "r-2"],
@@ -51,7 +57,13 @@ MATRIX = Matrix(
     results=[
         run("drop-third-delta", "silent_corruption"),
         run("cut-before-terminal-reset", "detected", exit_code=1, error="ReadError: reset"),
-        run("one-event-per-read", "tolerated", integrity="intact", text_matches=True),
+        run(
+            "one-event-per-read",
+            "tolerated",
+            integrity="intact",
+            content="intact",
+            text_matches=True,
+        ),
         run("hang-after-last-event", "hung", exit_code=None, reason="a|b"),
     ],
     fail_on=FAILING,
@@ -75,6 +87,7 @@ def test_the_json_shape() -> None:
         "duration_ms": 1500.0,
         "text_matches": False,
         "error": None,
+        "content": "altered",
     }
     passing = Matrix("c", "mock", MATRIX.results[1:3], FAILING)
     assert passing.as_json()["failed"] is False
@@ -86,6 +99,7 @@ def test_the_json_shape() -> None:
 def test_the_markdown_table() -> None:
     text = render_markdown(MATRIX)
     assert "- gate (`--fail-on false_alarm,hung,silent_corruption`): **failed**" in text
+    assert "| scenario | verdict | answer | text | requests | exit | ms | reason |" in text
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert rows == [
         "| `drop-third-delta` | **silent_corruption** | altered | differs | r-1, r-2 | 0 | 1500 "
@@ -136,13 +150,52 @@ def test_a_command_that_outlives_its_timeout_is_killed_with_its_children(tmp_pat
     assert not alive
 
 
-def test_the_error_is_the_last_line_of_stderr() -> None:
+def test_the_error_is_the_telling_line_of_stderr() -> None:
     outcome = run_command("echo noise >&2; echo 'Boom: it broke' >&2; exit 3", {}, 5)
     assert (outcome.exit_code, outcome.error) == (3, "Boom: it broke")
     assert run_command("exit 4", {}, 5).error == "exit status 4"
     assert run_command("echo -n text", {}, 5).error is None
     leaky = run_command("echo 'Error: GET https://u:pw@host/?key=sk-1 failed' >&2; exit 1", {}, 5)
     assert leaky.error == "Error: GET https://u:***@host/?key=*** failed"
+
+
+PYTHON_TRACEBACK = """\
+Traceback (most recent call last):
+  File "client.py", line 9, in <module>
+    main()
+openai.APIConnectionError: Connection error.
+"""
+NODE_STACK = """\
+file:///client.mjs:12
+        throw err;
+        ^
+
+TypeError: terminated
+    at Fetch.onAborted (node:internal/deps/undici/undici:11190:53)
+    at process.processTicksAndRejections (node:internal/process/task_queues:95:5) {
+  [cause]: SocketError: other side closed
+}
+
+Node.js v20.20.2
+"""
+
+
+@pytest.mark.parametrize(
+    ("stderr", "line"),
+    [
+        (PYTHON_TRACEBACK, "openai.APIConnectionError: Connection error."),
+        (NODE_STACK, "TypeError: terminated"),
+        (
+            "warning: slow\n\x1b[31mStreamError: no [DONE]\x1b[0m\ncleaning up\n",
+            "StreamError: no [DONE]",
+        ),
+        ("just words\nmore words\n", "more words"),
+        ("", None),
+    ],
+    ids=["python", "node", "coloured", "plain", "empty"],
+)
+def test_the_telling_line_is_the_exception(stderr: str, line: str | None) -> None:
+    assert telling_line(stderr) == line
 
 
 @pytest.fixture
@@ -165,7 +218,7 @@ def scenarios(tmp_path: Path) -> Path:
 def test_the_matrix_runs_the_client_under_each_scenario(scenarios: Path) -> None:
     matrix, lines = run_matrix(
         CLIENT,
-        scenario_paths=[str(scenarios)],
+        scenarios=[str(scenarios)],
         timeout=3.0,
         settings=FAST,
     )
@@ -211,19 +264,19 @@ def test_a_retry_is_listed_and_the_verdict_is_about_the_last_request(
     monkeypatch.setenv("MATRIX_RETRY", "1")
     (scenarios / "stall-forever.yaml").unlink()
     matrix, _ = run_matrix(
-        CLIENT, scenario_paths=[str(scenarios / "limited-once.yaml")], timeout=10, settings=FAST
+        CLIENT, scenarios=[str(scenarios / "limited-once.yaml")], timeout=10, settings=FAST
     )
     (limited,) = matrix.results
     assert len(limited.requests) == 2 and limited.request_id == limited.requests[-1]
-    # The retry is not the scenario's (requests: [1]): passed through, unframed.
-    assert (limited.verdict, limited.integrity, limited.exit_code) == ("tolerated", None, 0)
+    # The retry is not the scenario's (requests: [1]): no fault, but its answer is known.
+    assert (limited.verdict, limited.content, limited.exit_code) == ("tolerated", "intact", 0)
     assert not matrix.failed
 
 
 def test_a_command_that_makes_no_request(tmp_path: Path) -> None:
     one = tmp_path / "one.yaml"
     one.write_text("faults: []\n")
-    matrix, _ = run_matrix("echo 'ImportError: no openai' >&2; exit 1", scenario_paths=[str(one)])
+    matrix, _ = run_matrix("echo 'ImportError: no openai' >&2; exit 1", scenarios=[str(one)])
     (result,) = matrix.results
     assert (result.verdict, result.request_id, result.requests) == (NO_REQUEST, None, [])
     assert result.reason == (
@@ -286,7 +339,7 @@ def test_the_command_writes_four_files_and_gates(scenarios: Path, tmp_path: Path
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 1, result.stderr  # drop-third-delta: silent_corruption
-    assert "drop-third-delta: silent_corruption" in result.stderr
+    assert "] drop-third-delta silent_corruption (" in result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
         "junit.xml",
         "matrix.json",
@@ -310,3 +363,60 @@ def test_the_command_writes_four_files_and_gates(scenarios: Path, tmp_path: Path
         [*args, "--fail-on", "hung"], capture_output=True, text=True, env=env, check=False
     )
     assert passing.returncode == 0, passing.stderr
+
+
+def test_scenarios_are_built_in_names_or_files(scenarios: Path) -> None:
+    names, paths = choose_scenarios(["drop-third-delta", str(scenarios / "limited-once.yaml")])
+    assert (names, paths) == (
+        ["drop-third-delta", "limited-once"],
+        [str(scenarios / "limited-once.yaml")],
+    )
+    assert choose_scenarios([])[0] == sorted(choose_scenarios([])[0])  # the whole library
+    with pytest.raises(MatrixInputError, match="did you mean 'drop-third-delta'"):
+        choose_scenarios(["drop-third-deltas"])
+
+
+def test_jobs_run_clients_at_once_each_with_a_proxy_of_its_own(scenarios: Path) -> None:
+    """Four scenarios, two jobs: the same verdicts as one job, no request of one run in
+    another's, and a proxy per job (the process tag is one, the ports two)."""
+    (scenarios / "stall-forever.yaml").unlink()
+    started: list[tuple[str, int]] = []
+    ended: list[tuple[str, int, int]] = []
+    progress = Progress(
+        started=lambda name, running: started.append((name, running)),
+        ended=lambda run, done, total, left: ended.append((run.scenario, done, total)),
+    )
+    one, _ = run_matrix(CLIENT, scenarios=[str(scenarios)], settings=FAST, jobs=1)
+    two, lines = run_matrix(
+        CLIENT, scenarios=[str(scenarios)], settings=FAST, jobs=2, progress=progress
+    )
+    assert [(r.scenario, r.verdict) for r in two.results] == [
+        (r.scenario, r.verdict) for r in one.results
+    ]
+    assert sorted(name for name, _ in started) == sorted(r.scenario for r in two.results)
+    assert max(running for _, running in started) == 2
+    assert [(done, total) for _, done, total in ended] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    owner = {line["request_id"]: line["scenario"] for line in lines if line["event"] == "request"}
+    for run in two.results:
+        assert {owner[r] for r in run.requests} == {run.scenario}
+
+
+def test_what_a_client_writes_is_text_in_the_matrix_files() -> None:
+    nasty = Run(
+        "x",
+        "detected",
+        integrity=None,
+        reason="the client raised",
+        request_id="r-1",
+        requests=["r-1"],
+        exit_code=1,
+        error="\x1b[31mError\x1b[0m: <script>alert(1)</script> \x00\x07 & `tick`",
+    )
+    matrix = Matrix("python `client`.py <x>", "mock", [nasty], FAILING)
+    junit = render_junit(matrix)
+    ET.fromstring(junit)  # valid XML: no control character left
+    assert "\x1b" not in junit and "\\x00\\x07" in junit
+    markdown = render_markdown(matrix)
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert "- client: ``python `client`.py <x>``" in markdown
+    assert printable("a\x1b[1mb\x00") == "ab\\x00"
