@@ -20,6 +20,7 @@ from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.core.integrity import Envelope
 from chaosproxy.logs import LogFormat, LogLevel
 from chaosproxy.routes import Route, RouteError, parse_route, parse_routes, split_environment
+from chaosproxy.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
 
 HostPort = tuple[str, int]
 ENV_PREFIX = "CHAOSPROXY_"
@@ -54,9 +55,12 @@ def parse_admin(value: str) -> HostPort | None:
 
 
 def parse_seed(value: str) -> int:
-    if not value.isdigit():
-        raise ConfigError(f"expected a non-negative integer, got {value!r}")
-    return int(value)
+    """A seed: digits only, from 0 to 2**63 - 1 (``chaosproxy.seeds``); thousands of
+    digits get this message too, never Python's conversion limit."""
+    try:
+        return parse_seed_text(value)
+    except SeedError:
+        raise ConfigError(f"expected {SEED_TEXT}, got {shown(value)}") from None
 
 
 def parse_positive_int(value: str) -> int:
@@ -386,6 +390,9 @@ class Config:
     history_frames: int = field(default=1000)
 
     def __post_init__(self) -> None:
+        seed: Any = self.seed
+        if seed is not None and not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+            raise ConfigError(f"seed: expected {SEED_RANGE}")  # ChaosProxy(seed=...)
         envelope: Any = self.envelope
         if isinstance(envelope, str):  # ChaosProxy(envelope="stream=/id,...")
             object.__setattr__(self, "envelope", parse_envelope(envelope))

@@ -14,14 +14,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 import random
-import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from urllib.parse import unquote
 
-from chaosproxy.scenario import MAX_SEED, PASSTHROUGH, Scenario, header_values
+from chaosproxy.scenario import PASSTHROUGH, Scenario, header_values
+from chaosproxy.seeds import SeedError, parse_seed_text
 
 SCENARIO_HEADER = "X-Chaos-Scenario"
 SEED_HEADER = "X-Chaos-Seed"
@@ -29,8 +29,6 @@ PATH_PREFIX = "/_chaos/"
 
 #: Derived and random seeds stay below this, so they are exact in JSON (a double).
 SEED_LIMIT = 2**53
-
-_DECIMAL = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,11 +253,10 @@ def _parse_seed(headers: Mapping[str, str]) -> int | None:
     raw = _first(headers, SEED_HEADER)
     if raw is None:
         return None
-    if not _DECIMAL.fullmatch(raw) or int(raw) > MAX_SEED:
-        raise ValueError(
-            f"{SEED_HEADER} must be a decimal integer from 0 to {MAX_SEED}, got {raw[:40]!r}"
-        )
-    return int(raw)
+    try:
+        return parse_seed_text(raw)
+    except SeedError as exc:  # one line with the range, whatever the length of raw
+        raise ValueError(f"{SEED_HEADER} {exc}") from None
 
 
 def _strip_prefix(path_qs: str) -> tuple[str | None, str]:
