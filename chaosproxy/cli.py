@@ -287,10 +287,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from chaosproxy.logs import FrameLog
     from chaosproxy.scenario import ScenarioError, load_scenarios
     from chaosproxy.server import StartupError, start_proxy
+    from chaosproxy.upstream.tls import check_upstream_tls
 
     try:
         config = config_from(args)
     except ConfigError as exc:
+        return fail(str(exc))
+    try:
+        # Before anything starts, and before the event loop runs: a TLS file that could
+        # block (a FIFO) or prompt (an encrypted key) is refused here, in one line.
+        check_upstream_tls(config)
+    except StartupError as exc:
         return fail(str(exc))
     try:
         scenarios = load_scenarios(list(config.scenarios))

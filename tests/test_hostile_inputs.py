@@ -4,17 +4,24 @@
   ``CHAOSPROXY_SEED``, ``simulate --seed``, ``matrix --seed``, ``X-Chaos-Seed``, a
   scenario's ``seed:``), got Python's "Exceeds the limit (4300 digits)" message or a
   traceback; now one line with the allowed range (exit 2, 400, or ``FILE:LINE``).
+- A FIFO as ``--upstream-ca`` blocked start-up and ignored SIGTERM; a pass-phrase-
+  protected key waited at a prompt. Now each is one line and exit 2 at start, before
+  anything opens the file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
+import trustme
+from cryptography.hazmat.primitives import serialization
 
 from chaosproxy.api import ChaosProxy
 from chaosproxy.config import ConfigError
@@ -143,3 +150,122 @@ async def test_a_scenario_seed_of_thousands_of_digits_posted_to_the_admin(
             f"body:{2 if 'yaml' in content_type else 1}: seed: must be an integer {RANGE} "
             "(this one has 5000 digits)"
         ]
+
+
+# --------------------------------------------------------------------------- TLS files
+
+
+async def serve_until_exit(*args: str) -> tuple[int, str, bool]:
+    """``serve ARGS`` as a process: (exit code, stderr, whether SIGTERM had to be sent).
+    It gets 15 s to exit on its own; then a SIGTERM, and 5 s more, and then it is
+    killed (a start-up that ignores SIGTERM fails the test, never hangs it)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+        "--admin", "off", *args,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,  # no terminal: a pass-phrase prompt cannot be answered
+    )  # fmt: skip
+    signalled = False
+    try:
+        async with asyncio.timeout(15):
+            await proc.wait()
+    except TimeoutError:
+        signalled = True
+        proc.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(5):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            pytest.fail("start-up hung and ignored SIGTERM")
+    assert proc.stderr is not None
+    return proc.returncode or 0, (await proc.stderr.read()).decode(), signalled
+
+
+def fifo(tmp_path: Path) -> str:
+    path = tmp_path / "ca.fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("flags", "what"),
+    [
+        (lambda d, c, k: ["--upstream-ca", fifo(d)], "--upstream-ca {} is a FIFO"),
+        (lambda d, c, k: ["--upstream-cert", fifo(d), "--upstream-key", k], "is a FIFO"),
+        (lambda d, c, k: ["--upstream-cert", c, "--upstream-key", fifo(d)], "is a FIFO"),
+        (lambda d, c, k: ["--upstream-ca", "/dev/null"], "--upstream-ca /dev/null is a device"),
+        (lambda d, c, k: ["--upstream-cert", str(d), "--upstream-key", k], "is a directory"),
+        (lambda d, c, k: ["--upstream-cert", c, "--upstream-key", str(d)], "is a directory"),
+    ],
+)
+async def test_a_tls_file_that_is_not_a_regular_file_is_refused_at_once(
+    tmp_path: Path, client_files: tuple[str, str], flags: object, what: str
+) -> None:
+    cert, key = client_files
+    args = flags(tmp_path, cert, key)  # type: ignore[operator]
+    code, stderr, signalled = await serve_until_exit("--upstream", "https://localhost:1", *args)
+    assert not signalled, "start-up waited on the file"
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1, stderr
+    assert what.format(args[1]) in lines[0] and "not a regular file" in lines[0], lines[0]
+    assert lines[0].startswith("chaosproxy: error: ")
+
+
+@pytest.fixture
+def client_files(tmp_path: Path) -> tuple[str, str]:
+    cert = trustme.CA().issue_cert("client.chaosproxy.test")
+    cert_file, key_file = tmp_path / "client.pem", tmp_path / "client.key"
+    cert.cert_chain_pems[0].write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    return str(cert_file), str(key_file)
+
+
+PASS_PHRASE = b"correct horse battery staple"
+
+
+def encrypted(key_file: str, form: str) -> bytes:
+    key = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
+    fmt = {
+        "pkcs8": serialization.PrivateFormat.PKCS8,
+        "traditional": serialization.PrivateFormat.TraditionalOpenSSL,
+    }[form]
+    return key.private_bytes(
+        serialization.Encoding.PEM, fmt, serialization.BestAvailableEncryption(PASS_PHRASE)
+    )
+
+
+def locked(tmp_path: Path, cert: str, key: str, form: str, where: str) -> tuple[list[str], str]:
+    """The flags that give an encrypted key (its own file, or after the certificate in
+    the certificate's file), and the start of the line that refuses it."""
+    locked = encrypted(key, form)
+    if where == "key":
+        path = tmp_path / "locked.key"
+        path.write_bytes(locked)
+        return ["--upstream-cert", cert, "--upstream-key", str(path)], f"--upstream-key {path}"
+    path = tmp_path / "both.pem"
+    path.write_bytes(Path(cert).read_bytes() + locked)
+    return ["--upstream-cert", str(path)], f"--upstream-cert {path}"
+
+
+@pytest.mark.parametrize("form", ["pkcs8", "traditional"])
+@pytest.mark.parametrize("where", ["key", "cert"])
+async def test_an_encrypted_key_is_refused_without_a_prompt(
+    tmp_path: Path, client_files: tuple[str, str], form: str, where: str
+) -> None:
+    args, which = locked(tmp_path, *client_files, form, where)
+    code, stderr, signalled = await serve_until_exit("--upstream", "https://localhost:1", *args)
+    assert not signalled, "start-up waited for a pass phrase"
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1, stderr
+    assert lines[0] == (
+        f"chaosproxy: error: {which} is an encrypted (pass-phrase protected) private "
+        "key; chaosproxy cannot ask for its pass phrase: give the key unencrypted "
+        "(openssl pkey -in KEY -out PLAIN)"
+    )
+    assert "PEM pass phrase" not in stderr and "PRIVATE KEY-----" not in stderr
