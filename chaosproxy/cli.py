@@ -398,7 +398,17 @@ def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:
         f"chaosproxy {__version__} listening on {_addresses(proxy.bound or [proxy.url])} "
         f"→ {upstream}; scenarios: {names}; default: {config.scenario or 'passthrough'}; "
         f"seed: {config.seed if config.seed is not None else 'random'}; "
-        f"admin: {admin}{extras}"
+        f"{_client_choices(config)}; admin: {admin}{extras}"
+    )
+
+
+def _client_choices(config: Config) -> str:
+    """Whether clients choose their faults (``--trust-client-scenarios``)."""
+    if config.trust_client_scenarios:
+        return "clients choose: X-Chaos-Scenario, X-Chaos-Seed, /_chaos/NAME/"
+    return (
+        "clients choose: nothing (--trust-client-scenarios no: X-Chaos-Scenario, "
+        "X-Chaos-Seed and /_chaos/NAME/ are ignored)"
     )
 
 

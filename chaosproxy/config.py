@@ -108,6 +108,16 @@ def parse_bool(value: str) -> bool:
     raise ConfigError(f"expected true or false, got {value!r}")
 
 
+def parse_yes_no(value: str) -> bool:
+    """``yes`` or ``no`` (or any other spelling :func:`parse_bool` takes), not empty."""
+    try:
+        if value.strip():
+            return parse_bool(value)
+    except ConfigError:
+        pass
+    raise ConfigError(f"expected yes or no, got {shown(value)}")
+
+
 def _text(value: str) -> str:
     return value
 
@@ -245,6 +255,19 @@ class Config:
     seed: int | None = field(
         default=None,
         metadata=option("--seed", "base seed (default random; always logged)", parse_seed, "N"),
+    )
+    #: Whether a client may choose its faults (docs/scenarios.md, Choosing the scenario
+    #: for a request): no, in staging, so that only match:, rate: and the default do.
+    trust_client_scenarios: bool = field(
+        default=True,
+        metadata=option(
+            "--trust-client-scenarios",
+            "yes (default): a client may choose its scenario and seed (X-Chaos-Scenario, "
+            "X-Chaos-Seed, a /_chaos/NAME/ path prefix); no: those are ignored, counted, "
+            "and only match:, rate: and the default choose (staging)",
+            parse_yes_no,
+            "yes|no",
+        ),
     )
     connect_timeout: float = field(
         default=10.0,

@@ -361,7 +361,12 @@ async def start_proxy(
         state = ProxyState(
             config=config,
             upstream_url=upstream,
-            scenarios=ScenarioSet(scenarios, config.scenario, config.seed),
+            scenarios=ScenarioSet(
+                scenarios,
+                config.scenario,
+                config.seed,
+                trust_client=config.trust_client_scenarios,
+            ),
             log=log,
             upstream_factory=upstream_factory,
             routes=routes,
