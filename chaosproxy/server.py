@@ -402,6 +402,7 @@ async def start_proxy(
                 streams=state.streams,
                 resume=state.resume,
                 log=log,
+                host=admin_host,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),
