@@ -5,6 +5,10 @@
 ``GET /requests/{id}``, ``POST /requests/{id}/verdict``, ``POST /reset``,
 ``GET /metrics``. With a token, every endpoint
 but ``GET /health`` wants ``Authorization: Bearer TOKEN`` (compared in constant time).
+Web pages are kept out (:mod:`chaosproxy.admin_access`): without a token, only a
+request to a loopback ``Host`` is answered and a POST, PUT or DELETE must send JSON (or
+YAML, from a program); a foreign ``Origin`` is refused, token or not; a body over
+256 KiB is refused (413) before it is read.
 ``GET /health`` needs none and then says only that the proxy is up, plus any warning;
 with the token (or when the admin has none) it adds the details (version, uptime,
 scenarios, requests in flight). Where the admin may listen, and with what token,
@@ -20,6 +24,7 @@ payload (``--log-content``) per request.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 from collections import OrderedDict
@@ -31,6 +36,7 @@ import orjson
 from aiohttp import web
 
 from chaosproxy import __version__
+from chaosproxy.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.logs import FrameLog
 from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -264,6 +270,11 @@ class AdminState:
     #: Where a recorded verdict is logged (its observers include ``requests``); None:
     #: straight into ``requests``.
     log: FrameLog | None = None
+    #: The host the admin is bound to (``--admin``): off loopback (``--admin-insecure``),
+    #: a tokenless admin answers it too (admin_access.host_refusal). None: loopback.
+    host: str | None = None
+    #: One scenario body parsed at a time, off the event loop.
+    parsing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 ADMIN = web.AppKey("admin", AdminState)
@@ -296,20 +307,62 @@ def _authorized(header: str | None, token: str) -> bool:
     )
 
 
+def _refused(request: web.Request, status: int, kind: str, message: str) -> web.Response:
+    response = _error(status, kind, message)
+    if request.body_exists:  # unread: never drained, the connection is closed instead
+        response.force_close()
+    return response
+
+
+def _page_refusal(request: web.Request, state: AdminState) -> str | None:
+    """Why the request may come from a web page the admin must not serve: a foreign
+    ``Origin`` (always), a ``Host`` that is not the admin's own (without a token)."""
+    refusal = origin_refusal(request.headers.getall("Origin", []))
+    if refusal is None and state.token is None:
+        refusal = host_refusal(request.host, state.host)
+    return refusal
+
+
+#: What a body over MAX_BODY is told.
+TOO_LARGE = f"the request body is larger than {MAX_BODY // 1024} KiB"
+
+
 @web.middleware
 async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Bearer auth (constant-time), and JSON for every error aiohttp would answer."""
-    token = request.app[ADMIN].token
+    """Web pages kept out (Host, Origin, body type), bearer auth (constant-time), the
+    body bound, and JSON for every error aiohttp would answer."""
+    state = request.app[ADMIN]
+    token = state.token
+    public = request.method in ("GET", "HEAD") and request.path in PUBLIC
+    refusal = None if public else _page_refusal(request, state)
+    if refusal is not None:
+        return _refused(request, 403, "forbidden", refusal)
     if (
         token is not None
-        and not (request.method in ("GET", "HEAD") and request.path in PUBLIC)
+        and not public
         and not _authorized(request.headers.get("Authorization"), token)
     ):
-        response = _error(401, "unauthorized", "this admin API wants Authorization: Bearer <token>")
+        response = _refused(
+            request, 401, "unauthorized", "this admin API wants Authorization: Bearer <token>"
+        )
         response.headers["WWW-Authenticate"] = 'Bearer realm="chaosproxy"'
         return response
+    length = request.content_length
+    if length is not None and length > MAX_BODY:
+        return _refused(request, 413, "too_large", TOO_LARGE)
+    if token is None:
+        refusal = body_refusal(
+            request.method,
+            request.headers.get("Content-Type"),
+            has_body=request.body_exists,
+            has_origin="Origin" in request.headers,
+        )
+        if refusal is not None:
+            return _refused(request, 403, "forbidden", refusal)
     try:
         return await handler(request)
+    except web.HTTPRequestEntityTooLarge:  # a chunked body that went over MAX_BODY
+        return _refused(request, 413, "too_large", TOO_LARGE)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -317,7 +370,8 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def create_admin_app(state: AdminState) -> web.Application:
-    app = web.Application(middlewares=[_guard])
+    # client_max_size: a chunked body is refused as soon as it passes MAX_BODY.
+    app = web.Application(middlewares=[_guard], client_max_size=MAX_BODY)
     app[ADMIN] = state
     r = app.router
     r.add_get("/health", _health)
@@ -340,7 +394,11 @@ async def _health(request: web.Request) -> web.Response:
     if state.log is not None and state.log.write_error is not None:
         warnings.append(state.log.write_error)
     health: dict[str, Any] = {"status": "ok", "warnings": warnings}
-    if state.token is None or _authorized(request.headers.get("Authorization"), state.token):
+    if state.token is not None:
+        details = _authorized(request.headers.get("Authorization"), state.token)
+    else:  # open to anyone, but a web page (or a name not its own) gets no details
+        details = _page_refusal(request, state) is None
+    if details:
         health.update(
             version=__version__,
             uptime_s=round(time.monotonic() - state.started, 3),
@@ -366,11 +424,17 @@ async def _get_scenario(request: web.Request) -> web.Response:
 
 
 async def _add_scenario(request: web.Request) -> web.Response:
-    scenarios = request.app[ADMIN].scenarios
+    state = request.app[ADMIN]
+    scenarios = state.scenarios
     body = await request.read()
     default_name = request.query.get("name") or None
     try:
-        scenario = parse_scenario(body, BODY_SOURCE, default_name=default_name, read_only=True)
+        # In a thread, one at a time: a large scenario takes seconds to validate, and
+        # the streams go on meanwhile.
+        async with state.parsing:
+            scenario = await asyncio.to_thread(
+                parse_scenario, body, BODY_SOURCE, default_name=default_name, read_only=True
+            )
     except ScenarioError as exc:
         problems = [str(p) for p in exc.problems]
         return _error(
@@ -417,8 +481,8 @@ async def _list_requests(request: web.Request) -> web.Response:
     raw = request.query.get("limit")
     limit = DEFAULT_LIMIT
     if raw is not None:
-        if not raw.isdigit() or int(raw) < 1:
-            return _error(400, "bad_request", "limit must be a positive integer")
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < 1:
+            return _error(400, "bad_request", "limit must be an integer from 1 to 999999999")
         limit = int(raw)
     scenario = request.query.get("scenario")
     return _json({"requests": store.recent(limit, scenario=scenario)})

@@ -287,10 +287,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from chaosproxy.logs import FrameLog
     from chaosproxy.scenario import ScenarioError, load_scenarios
     from chaosproxy.server import StartupError, start_proxy
+    from chaosproxy.upstream.tls import check_upstream_tls
 
     try:
         config = config_from(args)
     except ConfigError as exc:
+        return fail(str(exc))
+    try:
+        # Before anything starts, and before the event loop runs: a TLS file that could
+        # block (a FIFO) or prompt (an encrypted key) is refused here, in one line.
+        check_upstream_tls(config)
+    except StartupError as exc:
         return fail(str(exc))
     try:
         scenarios = load_scenarios(list(config.scenarios))
@@ -391,7 +398,17 @@ def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:
         f"chaosproxy {__version__} listening on {_addresses(proxy.bound or [proxy.url])} "
         f"→ {upstream}; scenarios: {names}; default: {config.scenario or 'passthrough'}; "
         f"seed: {config.seed if config.seed is not None else 'random'}; "
-        f"admin: {admin}{extras}"
+        f"{_client_choices(config)}; admin: {admin}{extras}"
+    )
+
+
+def _client_choices(config: Config) -> str:
+    """Whether clients choose their faults (``--trust-client-scenarios``)."""
+    if config.trust_client_scenarios:
+        return "clients choose: X-Chaos-Scenario, X-Chaos-Seed, /_chaos/NAME/"
+    return (
+        "clients choose: nothing (--trust-client-scenarios no: X-Chaos-Scenario, "
+        "X-Chaos-Seed and /_chaos/NAME/ are ignored)"
     )
 
 

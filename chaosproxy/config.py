@@ -20,6 +20,7 @@ from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.core.integrity import Envelope
 from chaosproxy.logs import LogFormat, LogLevel
 from chaosproxy.routes import Route, RouteError, parse_route, parse_routes, split_environment
+from chaosproxy.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
 
 HostPort = tuple[str, int]
 ENV_PREFIX = "CHAOSPROXY_"
@@ -54,9 +55,12 @@ def parse_admin(value: str) -> HostPort | None:
 
 
 def parse_seed(value: str) -> int:
-    if not value.isdigit():
-        raise ConfigError(f"expected a non-negative integer, got {value!r}")
-    return int(value)
+    """A seed: digits only, from 0 to 2**63 - 1 (``chaosproxy.seeds``); thousands of
+    digits get this message too, never Python's conversion limit."""
+    try:
+        return parse_seed_text(value)
+    except SeedError:
+        raise ConfigError(f"expected {SEED_TEXT}, got {shown(value)}") from None
 
 
 def parse_positive_int(value: str) -> int:
@@ -102,6 +106,16 @@ def parse_bool(value: str) -> bool:
     if lowered in {"0", "false", "no", "off", ""}:
         return False
     raise ConfigError(f"expected true or false, got {value!r}")
+
+
+def parse_yes_no(value: str) -> bool:
+    """``yes`` or ``no`` (or any other spelling :func:`parse_bool` takes), not empty."""
+    try:
+        if value.strip():
+            return parse_bool(value)
+    except ConfigError:
+        pass
+    raise ConfigError(f"expected yes or no, got {shown(value)}")
 
 
 def _text(value: str) -> str:
@@ -241,6 +255,19 @@ class Config:
     seed: int | None = field(
         default=None,
         metadata=option("--seed", "base seed (default random; always logged)", parse_seed, "N"),
+    )
+    #: Whether a client may choose its faults (docs/scenarios.md, Choosing the scenario
+    #: for a request): no, in staging, so that only match:, rate: and the default do.
+    trust_client_scenarios: bool = field(
+        default=True,
+        metadata=option(
+            "--trust-client-scenarios",
+            "yes (default): a client may choose its scenario and seed (X-Chaos-Scenario, "
+            "X-Chaos-Seed, a /_chaos/NAME/ path prefix); no: those are ignored, counted, "
+            "and only match:, rate: and the default choose (staging)",
+            parse_yes_no,
+            "yes|no",
+        ),
     )
     connect_timeout: float = field(
         default=10.0,
@@ -386,6 +413,9 @@ class Config:
     history_frames: int = field(default=1000)
 
     def __post_init__(self) -> None:
+        seed: Any = self.seed
+        if seed is not None and not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+            raise ConfigError(f"seed: expected {SEED_RANGE}")  # ChaosProxy(seed=...)
         envelope: Any = self.envelope
         if isinstance(envelope, str):  # ChaosProxy(envelope="stream=/id,...")
             object.__setattr__(self, "envelope", parse_envelope(envelope))

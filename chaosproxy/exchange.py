@@ -129,6 +129,7 @@ class Exchange:
             **({} if choice.active else {"inactive": True}),
             **({"upstream": target.label} if target is not None else {}),
             **(self.resume.log_fields() if self.resume is not None else {}),
+            **({"client_choices_ignored": list(choice.ignored)} if choice.ignored else {}),
         )
         try:
             if refusal is not None:

@@ -26,8 +26,12 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from chaosproxy.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
+
 #: The ``scenario`` label of a request that selected no scenario.
 NO_SCENARIO = "none"
+#: The ``what`` labels of ``chaosproxy_client_choices_ignored_total``.
+IGNORABLE = (IGNORED_HEADER, IGNORED_SEED, IGNORED_PATH)
 
 #: Time to first byte: fast local upstreams to slow first tokens.
 TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -89,6 +93,16 @@ class Metrics:
             ["side", "rule"],
             registry=r,
         )
+        self.client_choices_ignored = Counter(
+            "chaosproxy_client_choices_ignored",
+            "What clients asked for and were not given, clients not being trusted "
+            "(--trust-client-scenarios no): what=header (X-Chaos-Scenario), seed "
+            "(X-Chaos-Seed) or path (a /_chaos/NAME/ prefix, forwarded as sent).",
+            ["what"],
+            registry=r,
+        )
+        for what in IGNORABLE:  # at 0 from the start, so an alert can rely on them
+            self.client_choices_ignored.labels(what)
         self.ttfb = Histogram(
             "chaosproxy_ttfb_seconds",
             "Time from the request to the first body byte written to the client.",
@@ -119,6 +133,8 @@ class Metrics:
             self.frame_json(line, line, b"")  # the line holds its context and fields
         elif event == "request":
             self.in_flight.inc()
+            for what in line.get("client_choices_ignored") or ():
+                self.client_choices_ignored.labels(str(what)).inc()
         elif event == "response_end":
             self.in_flight.dec()
             self._end(line)

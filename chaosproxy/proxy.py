@@ -154,7 +154,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         # Answered by the proxy itself, never forwarded; still logged and labelled.
         refusal = str(exc)
         choice = Choice(None, False, 0, secrets.randbelow(2**53), path_qs)
-        label = request.headers.get("X-Chaos-Scenario", "")[:128] or None
+        if state.scenarios.trust_client:  # else the client's header is not ours to show
+            label = request.headers.get("X-Chaos-Scenario", "")[:128] or None
     # Routing comes after the scenario's choice: ``/_chaos/NAME/`` is removed first,
     # then the route's prefix; ``match:`` sees the path with the route's prefix.
     routed = state.routes.match(choice.path)

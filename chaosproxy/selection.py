@@ -7,6 +7,10 @@ path prefix (always removed before forwarding), the first loaded scenario whose
 
 The seed: ``X-Chaos-Seed``, else the scenario's ``seed:``, else derived from the base
 seed and the request's ordinal, else random.
+
+When clients are not trusted (``--trust-client-scenarios no``), they have no say: the
+header, the seed header and the path prefix are ignored (the prefix stays in the path,
+which is forwarded as sent), each one noted in :attr:`Choice.ignored`.
 """
 
 from __future__ import annotations
@@ -14,14 +18,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 import random
-import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from urllib.parse import unquote
 
-from chaosproxy.scenario import MAX_SEED, PASSTHROUGH, Scenario, header_values
+from chaosproxy.scenario import PASSTHROUGH, Scenario, header_values
+from chaosproxy.seeds import SeedError, parse_seed_text
 
 SCENARIO_HEADER = "X-Chaos-Scenario"
 SEED_HEADER = "X-Chaos-Seed"
@@ -30,7 +34,12 @@ PATH_PREFIX = "/_chaos/"
 #: Derived and random seeds stay below this, so they are exact in JSON (a double).
 SEED_LIMIT = 2**53
 
-_DECIMAL = re.compile(r"[0-9]+")
+#: What an untrusting proxy ignores (:attr:`Choice.ignored`, the ``what`` label of
+#: ``chaosproxy_client_choices_ignored_total``): the scenario header, the seed header,
+#: the path prefix.
+IGNORED_HEADER = "header"
+IGNORED_SEED = "seed"
+IGNORED_PATH = "path"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +55,12 @@ class Choice:
     ordinal: int
     #: The effective seed of this request.
     seed: int
-    #: The path and query to forward (without any ``/_chaos/NAME`` prefix).
+    #: The path and query to forward (without any ``/_chaos/NAME`` prefix, unless
+    #: clients are not trusted: then as the client sent it).
     path: str
+    #: What the client asked for and was ignored, clients not being trusted:
+    #: ``header``, ``seed``, ``path`` (empty when trusted).
+    ignored: tuple[str, ...] = ()
 
 
 class UnknownScenario(Exception):
@@ -64,6 +77,8 @@ class ScenarioSet:
     """The loaded scenarios, the default, and the request counters.
 
     Safe to use from several threads (the admin API and the proxy may run apart).
+    With ``trust_client`` False (``--trust-client-scenarios no``) a request's headers
+    and path prefix never choose its scenario or seed.
     """
 
     def __init__(
@@ -71,10 +86,13 @@ class ScenarioSet:
         scenarios: Mapping[str, Scenario] | None = None,
         default: str | None = None,
         base_seed: int | None = None,
+        *,
+        trust_client: bool = True,
     ) -> None:
         self._scenarios: dict[str, Scenario] = dict(scenarios or {})
         self._view = MappingProxyType(self._scenarios)
         self._base_seed = base_seed
+        self.trust_client = trust_client
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self._requests = 0
@@ -155,10 +173,16 @@ class ScenarioSet:
     def choose(self, method: str, path_qs: str, headers: Mapping[str, str]) -> Choice:
         """Choose for one request. Raises UnknownScenario when the header or the path
         prefix names a scenario that is not loaded, and ValueError for a bad
-        ``X-Chaos-Seed``; neither counts as a request."""
-        header_seed = _parse_seed(headers)
-        named = _first(headers, SCENARIO_HEADER)
-        prefixed, path_qs = _strip_prefix(path_qs)
+        ``X-Chaos-Seed``; neither counts as a request. Clients not trusted, none of
+        them is even read: only ``match:``, ``rate`` and the default choose."""
+        ignored: tuple[str, ...] = ()
+        if self.trust_client:
+            header_seed = _parse_seed(headers)
+            named = _first(headers, SCENARIO_HEADER)
+            prefixed, path_qs = _strip_prefix(path_qs)
+        else:
+            ignored = _asked(path_qs, headers)
+            header_seed = named = prefixed = None
         with self._lock:
             number = self._requests + 1  # counted below, once the choice stands
             chosen = named or prefixed
@@ -185,7 +209,7 @@ class ScenarioSet:
             seed = derive_seed(self._base_seed, number)
         else:
             seed = self._random.randrange(SEED_LIMIT)
-        return Choice(scenario, active, ordinal, seed, path_qs)
+        return Choice(scenario, active, ordinal, seed, path_qs, ignored)
 
     def _get(self, name: str) -> Scenario:
         try:
@@ -255,11 +279,23 @@ def _parse_seed(headers: Mapping[str, str]) -> int | None:
     raw = _first(headers, SEED_HEADER)
     if raw is None:
         return None
-    if not _DECIMAL.fullmatch(raw) or int(raw) > MAX_SEED:
-        raise ValueError(
-            f"{SEED_HEADER} must be a decimal integer from 0 to {MAX_SEED}, got {raw[:40]!r}"
-        )
-    return int(raw)
+    try:
+        return parse_seed_text(raw)
+    except SeedError as exc:  # one line with the range, whatever the length of raw
+        raise ValueError(f"{SEED_HEADER} {exc}") from None
+
+
+def _asked(path_qs: str, headers: Mapping[str, str]) -> tuple[str, ...]:
+    """What a request asks for that an untrusting proxy ignores (present, even empty
+    or invalid, counts: the client tried)."""
+    asked: list[str] = []
+    if header_values(headers, SCENARIO_HEADER):
+        asked.append(IGNORED_HEADER)
+    if header_values(headers, SEED_HEADER):
+        asked.append(IGNORED_SEED)
+    if path_qs.startswith(PATH_PREFIX):
+        asked.append(IGNORED_PATH)
+    return tuple(asked)
 
 
 def _strip_prefix(path_qs: str) -> tuple[str | None, str]:
@@ -279,6 +315,9 @@ def _strip_prefix(path_qs: str) -> tuple[str | None, str]:
 
 
 __all__ = [
+    "IGNORED_HEADER",
+    "IGNORED_PATH",
+    "IGNORED_SEED",
     "PATH_PREFIX",
     "SCENARIO_HEADER",
     "SEED_HEADER",

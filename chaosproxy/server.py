@@ -361,7 +361,12 @@ async def start_proxy(
         state = ProxyState(
             config=config,
             upstream_url=upstream,
-            scenarios=ScenarioSet(scenarios, config.scenario, config.seed),
+            scenarios=ScenarioSet(
+                scenarios,
+                config.scenario,
+                config.seed,
+                trust_client=config.trust_client_scenarios,
+            ),
             log=log,
             upstream_factory=upstream_factory,
             routes=routes,
@@ -397,6 +402,7 @@ async def start_proxy(
                 streams=state.streams,
                 resume=state.resume,
                 log=log,
+                host=admin_host,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),

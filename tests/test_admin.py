@@ -40,6 +40,10 @@ async def call(
     """One admin call; the parsed JSON body (or the text for /metrics)."""
     assert proxy.admin_url is not None
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = kw.get("data")
+    if data is not None:  # as a program sends it: the admin takes JSON and YAML only
+        json_body = (data.encode() if isinstance(data, str) else data).lstrip()[:1] in b"{["
+        headers["Content-Type"] = "application/json" if json_body else "application/yaml"
     async with (
         aiohttp.ClientSession() as s,
         s.request(method, proxy.admin_url + path, headers=headers, **kw) as resp,

@@ -47,7 +47,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     [
         (["serve", "--listen", "nonsense"], "expected HOST:PORT"),
         (["serve", "--upstream", "ftp://x"], "expected an http(s) URL or 'mock'"),
-        (["serve", "--seed", "-3"], "expected a non-negative integer"),
+        (["serve", "--seed", "-3"], "expected a decimal integer from 0 to 9223372036854775807"),
         (["serve", "--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["serve", "--scenarios", "/nonexistent/scenarios"], "/nonexistent/scenarios"),
         (

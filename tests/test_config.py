@@ -28,6 +28,7 @@ SAMPLES: dict[str, str | None] = {
     "--log-content": None,  # a switch
     "--trace-dir": "/tmp/traces",
     "--seed": "42",
+    "--trust-client-scenarios": "no",
     "--connect-timeout": "250ms",
     "--head-timeout": "1m",
     "--upstream-ca": "/etc/ssl/ca.pem",

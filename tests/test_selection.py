@@ -360,3 +360,74 @@ def test_rate_is_validated_and_shown() -> None:
     ]:
         with pytest.raises(ScenarioError, match=f"^r:2: rate: {message}"):
             scenario("r", f"rate: {bad}")
+
+
+# --------------------------------------------------------------------------- untrusted clients
+
+#: What a client may send to choose its faults, each alone and all together (on a path
+#: no match: rule of the library takes, so only the default applies).
+MODELS = "/v1/models"
+CLIENT_CHOICES: list[tuple[str, dict[str, str], tuple[str, ...]]] = [
+    (MODELS, {"X-Chaos-Scenario": "plain"}, ("header",)),
+    (MODELS, {"x-chaos-scenario": "none"}, ("header",)),
+    (MODELS, {"X-Chaos-Scenario": "no-such-scenario"}, ("header",)),  # not even refused
+    (MODELS, {"X-Chaos-Seed": "42"}, ("seed",)),
+    (MODELS, {"X-Chaos-Seed": "9" * 5000}, ("seed",)),  # not even parsed
+    (MODELS, {"X-Chaos-Seed": ""}, ("seed",)),
+    ("/_chaos/plain" + MODELS, {}, ("path",)),
+    ("/_chaos/none/v1/models?x=1", {}, ("path",)),
+    (
+        "/_chaos/plain" + MODELS,
+        {"X-Chaos-Scenario": "first-only", "X-Chaos-Seed": "7"},
+        ("header", "seed", "path"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("path_qs", "headers", "ignored"), CLIENT_CHOICES)
+def test_an_untrusted_client_chooses_nothing(
+    library: dict[str, Scenario], path_qs: str, headers: dict[str, str], ignored: tuple[str, ...]
+) -> None:
+    chosen = ScenarioSet(library, default="seeded", base_seed=3, trust_client=False)
+    c = chosen.choose("GET", path_qs, headers)
+    assert (names(c), c.active, c.ordinal, c.seed) == ("seeded", True, 1, 42)  # its seed:
+    assert c.path == path_qs  # forwarded as the client sent it: the proxy reads no prefix
+    assert c.ignored == ignored
+    plain = ScenarioSet(library, default="plain", base_seed=3, trust_client=False)
+    c = plain.choose("GET", path_qs, headers)
+    assert (names(c), c.seed, c.ignored) == ("plain", derive_seed(3, 1), ignored)
+
+
+def test_a_trusted_client_is_not_said_to_be_ignored(library: dict[str, Scenario]) -> None:
+    c = ScenarioSet(library).choose("GET", "/_chaos/plain/x", {"X-Chaos-Seed": "1"})
+    assert (names(c), c.seed, c.ignored) == ("plain", 1, ())
+    c = ScenarioSet(library, trust_client=False).choose("GET", "/x", {"X-Other": "1"})
+    assert (c.scenario, c.ignored) == (None, ())
+
+
+def test_untrusted_the_rate_draw_and_the_seeds_come_from_the_base_seed_alone() -> None:
+    """The audit: one X-Chaos-Seed picked the cut 5 times of 5. Untrusted, a request's
+    draw and seed depend on its number alone, whatever it sends."""
+    asking = staging_mix(seed=7)
+    asking.trust_client = False
+    quiet = staging_mix(seed=7)
+    quiet.trust_client = False
+    hostile = [
+        ("/v1/chat/completions", {"X-Chaos-Seed": str(i % 3)}) if i % 4 == 0 else
+        ("/v1/chat/completions", {"X-Chaos-Scenario": "cut"}) if i % 4 == 1 else
+        ("/v1/chat/completions", {"X-Chaos-Scenario": "none"}) if i % 4 == 2 else
+        ("/_chaos/cut/v1/chat/completions", {})
+        for i in range(2_000)
+    ]  # fmt: skip
+    got = [asking.choose("POST", p, h) for p, h in hostile]
+    want = [quiet.choose("POST", "/v1/chat/completions", {}) for _ in hostile]
+    # The prefixed path matches no "/v1/*" rule, so only the default's draw applies to
+    # it: it can take no more than a plain request would.
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.seed == w.seed == derive_seed(7, i + 1)
+        if hostile[i][0].startswith("/_chaos/"):
+            assert names(g) in ("slow", None)
+        else:
+            assert names(g) == names(w), i
+    share = sum(names(g) == "cut" for g in got) / len(got)
+    assert share == pytest.approx(0.05 * 3 / 4, abs=0.02)  # the mix's rate, no more

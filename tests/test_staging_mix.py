@@ -4,12 +4,15 @@ request for request the same for the same ``--seed``, and through the live proxy
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 from collections import Counter
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from chaosproxy.cli import build_parser, config_from
 from chaosproxy.scenario import load_scenarios
 from chaosproxy.selection import ScenarioSet
 from tests.conftest import ProxyFactory
@@ -48,11 +51,19 @@ def test_the_same_seed_splits_the_same_way_request_for_request() -> None:
 
 async def test_the_mix_through_the_live_proxy(make_proxy: ProxyFactory) -> None:
     texts = {p.stem: p.read_text() for p in sorted(MIX.glob("*.yaml"))}  # load order
-    proxy = await make_proxy(scenarios=texts, seed=2026, mock_tokens=2, mock_interval=0.0)
+    proxy = await make_proxy(
+        scenarios=texts,
+        seed=2026,
+        mock_tokens=2,
+        mock_interval=0.0,
+        trust_client_scenarios=False,  # as the example runs (its README)
+    )
     body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    # Every other client tries to opt out: untrusted, that changes nothing.
+    opt_out = iter([{"X-Chaos-Scenario": "none"}, {}] * 100)
 
     async def one(http: aiohttp.ClientSession) -> str:
-        async with http.post(proxy.url + "/api/chat", json=body) as resp:
+        async with http.post(proxy.url + "/api/chat", json=body, headers=next(opt_out)) as resp:
             await resp.read()
             return resp.headers["X-Chaos-Scenario"]
 
@@ -63,3 +74,18 @@ async def test_the_mix_through_the_live_proxy(make_proxy: ProxyFactory) -> None:
     assert Counter(seen) == Counter(split(seed=2026, n=200, only="/api/chat"))
     assert "staging-cut" not in seen  # its match takes only /v1/...
     assert {"staging-duplicate", "staging-slow", "none"} >= set(seen)
+
+
+def test_the_example_runs_with_clients_untrusted() -> None:
+    """The README's command line and its container variables both turn the trust off,
+    and load this directory."""
+    readme = (MIX / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if line.startswith("chaosproxy serve"))
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    config = config_from(args, environ={})
+    assert config.trust_client_scenarios is False
+    assert config.scenarios == ("examples/staging-mix",) and config.seed == 2026
+    docker = next(line for line in readme.splitlines() if line.startswith("docker run"))
+    environ = dict(e.split("=", 1) for e in re.findall(r"-e (CHAOSPROXY_\w+=\S+)", docker))
+    config = config_from(build_parser().parse_args(["serve"]), environ=environ)
+    assert config.trust_client_scenarios is False and config.seed == 2026

@@ -17,13 +17,13 @@ from chaosproxy.scenario.loader import (
 )
 from chaosproxy.scenario.model import (
     FORMATS,
-    MAX_SEED,
     NAME_PATTERN,
     PASSTHROUGH,
     MatchRule,
     Scenario,
     header_values,
 )
+from chaosproxy.seeds import MAX_SEED
 
 __all__ = [
     "FORMATS",

@@ -27,6 +27,7 @@ from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
 from chaosproxy.scenario.errors import Located, Problem, ScenarioError, dotted, phrase_errors
 from chaosproxy.scenario.model import Scenario, name_error
+from chaosproxy.seeds import SEED_RANGE
 
 #: Files larger than this are refused before parsing.
 MAX_FILE_BYTES = 1024 * 1024
@@ -34,8 +35,12 @@ MAX_FILE_BYTES = 1024 * 1024
 MAX_EXPANDED_NODES = 100_000
 #: Deeper nesting is refused (PyYAML composes recursively; nothing legitimate nests so).
 MAX_DEPTH = 64
+#: A decimal integer with more digits is refused before it is converted (Python's own
+#: limit, 4300 digits, would raise its own message; no setting needs a tenth of this).
+MAX_INT_DIGITS = 100
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT_TAG = "tag:yaml.org,2002:int"
 #: Keys a document may give as null, meaning "not given".
 _NULLABLE_KEYS = ("name", "description")
 #: Scenario fields that are not document keys (excluded from the model's dump).
@@ -331,7 +336,7 @@ class _Validator:
             found = _NODE_NOUNS.get(type(root), "a single value")
             self.problem(_line(root), (), f"expected a mapping at the top level, found {found}")
             return None
-        if not self.check_graph(root):
+        if not self.check_graph(root) or not self.check_integers(root):
             return None
         return root
 
@@ -379,6 +384,36 @@ class _Validator:
             )
             return False
         return True
+
+    def check_integers(self, root: Node) -> bool:
+        """Refuse, each at its line and path, decimal integers of more than
+        MAX_INT_DIGITS digits, before anything converts them (a seed of thousands of
+        digits gets the seed's range, not Python's conversion limit)."""
+        found = False
+        seen: set[int] = set()
+        stack: list[tuple[Node, tuple[str | int, ...]]] = [(root, ())]
+        while stack:
+            node, path = stack.pop()
+            if id(node) in seen:  # an alias: checked where it was defined
+                continue
+            seen.add(id(node))
+            if isinstance(node, MappingNode):
+                for k, v in reversed(node.value):
+                    merge = isinstance(k, ScalarNode) and k.tag == _MERGE_TAG
+                    key = k.value if isinstance(k, ScalarNode) else "?"
+                    stack.append((v, path if merge else (*path, key)))
+            elif isinstance(node, SequenceNode):
+                stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node.value))))
+            elif isinstance(node, ScalarNode) and node.tag == _INT_TAG:
+                digits = _decimal_digits(node.value)
+                if digits > MAX_INT_DIGITS:
+                    found = True
+                    if path == ("seed",):
+                        message = f"must be {SEED_RANGE}"
+                    else:
+                        message = f"must be an integer of at most {MAX_INT_DIGITS} digits"
+                    self.problem(_line(node), path, f"{message} (this one has {digits} digits)")
+        return not found
 
     def check_duplicate_keys(self, node: MappingNode) -> None:
         first: dict[tuple[str, str], int] = {}
@@ -561,6 +596,15 @@ class _Validator:
             if k == key:
                 return v_node, _line(k_node)
         return None, line
+
+
+def _decimal_digits(text: str) -> int:
+    """How many digits PyYAML would give ``int()`` for an int scalar; 0 for the forms it
+    converts otherwise (``0x``, ``0b``, octal, ``1:30``), which have no such limit."""
+    value = text.replace("_", "").lstrip("+-")
+    if value.startswith("0") or ":" in value:
+        return 0
+    return len(value)
 
 
 def _children(node: Node) -> list[Node]:

@@ -17,9 +17,8 @@ from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
 from chaosproxy.core.history import ResumeConfig
 from chaosproxy.core.integrity import parse_pointer
+from chaosproxy.seeds import MAX_SEED
 
-#: Largest accepted seed (fits a signed 64-bit integer, so every JSON encoder takes it).
-MAX_SEED = 2**63 - 1
 #: Scenario names: usable as-is in a URL path segment and an HTTP header value.
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 #: What a name that does not match NAME_PATTERN is told.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import ssl
+import stat
 from typing import TYPE_CHECKING
 
 from chaosproxy.net import StartupError
@@ -22,15 +23,91 @@ from chaosproxy.net import StartupError
 if TYPE_CHECKING:
     from chaosproxy.config import Config
 
-__all__ = ["check_upstream_tls", "tls_context", "upstream_warnings"]
+__all__ = ["check_tls_files", "check_upstream_tls", "tls_context", "upstream_warnings"]
+
+#: The settings that name a file, as their flags say them.
+_FILE_FLAGS = (
+    ("upstream_ca", "--upstream-ca"),
+    ("upstream_cert", "--upstream-cert"),
+    ("upstream_key", "--upstream-key"),
+)
+
+
+class _PassPhrase(Exception):
+    """OpenSSL asked for a key's pass phrase: the key is encrypted."""
+
+
+def _no_pass_phrase() -> str:
+    # Given as load_cert_chain's password: called only for an encrypted key, instead of
+    # OpenSSL's own prompt on the terminal (which would wait for ever at start-up).
+    raise _PassPhrase
+
+
+def check_tls_files(config: Config) -> None:
+    """Refuse (:class:`StartupError`, one line) a TLS file that is not a regular file (a
+    FIFO, a directory, a device), by its metadata alone: nothing is opened, so nothing
+    can block (a FIFO's open waits for a writer, a device may never end)."""
+    for name, flag in _FILE_FLAGS:
+        path: str | None = getattr(config, name)
+        if path is None:
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            raise StartupError(f"cannot read {flag} {path}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            raise StartupError(_not_regular(flag, path, mode))
+
+
+def _not_regular(flag: str, path: str, mode: int) -> str:
+    return f"{flag} {path} is {_kind(mode)}, not a regular file: give a PEM file"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
 
 
 def _readable(path: str, flag: str) -> None:
+    # Opened without blocking, and checked again once open (the path may have changed
+    # since check_tls_files looked at it).
     try:
-        with open(path, "rb") as f:
-            f.read(1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise StartupError(f"cannot read {flag} {path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise StartupError(_not_regular(flag, path, mode))
+        os.read(fd, 1)
+    except OSError as exc:
+        raise StartupError(f"cannot read {flag} {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+#: How a PEM file shows an encrypted private key: PKCS#8, or a traditional key's header
+#: (neither can occur inside base64).
+_ENCRYPTED_MARKS = (b"-----BEGIN ENCRYPTED PRIVATE KEY-----", b"Proc-Type: 4,ENCRYPTED")
+#: The most of a certificate or key file read to look for them.
+MAX_PEM_BYTES = 1024 * 1024
+
+
+def _encrypted(path: str) -> bool:
+    """Whether a PEM file holds an encrypted private key."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(MAX_PEM_BYTES)
+    except OSError:
+        return False  # said by the load that follows
+    return any(mark in head for mark in _ENCRYPTED_MARKS)
 
 
 def _why(exc: ssl.SSLError | ValueError | OSError) -> str:
@@ -52,6 +129,7 @@ def tls_context(config: Config) -> ssl.SSLContext:
     ca, cert, key = config.upstream_ca, config.upstream_cert, config.upstream_key
     if key is not None and cert is None:
         raise StartupError("--upstream-key needs --upstream-cert (the certificate of the key)")
+    check_tls_files(config)
     if ca is not None:
         _readable(ca, "--upstream-ca")
     if cert is not None:
@@ -71,8 +149,19 @@ def tls_context(config: Config) -> ssl.SSLContext:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             _load_ca(ctx, ca)
     if cert is not None:
+        holder = key if key is not None else cert
+        flag = "--upstream-key" if key is not None else "--upstream-cert"
+        encrypted = (
+            f"{flag} {holder} is an encrypted (pass-phrase protected) private key; "
+            "chaosproxy cannot ask for its pass phrase: give the key unencrypted "
+            "(openssl pkey -in KEY -out PLAIN)"
+        )
+        if _encrypted(holder):
+            raise StartupError(encrypted)
         try:
-            ctx.load_cert_chain(cert, key)
+            ctx.load_cert_chain(cert, key, password=_no_pass_phrase)
+        except _PassPhrase:
+            raise StartupError(encrypted) from None
         except (ssl.SSLError, ValueError, OSError) as exc:
             what = f"--upstream-cert {cert}" + (f" with --upstream-key {key}" if key else "")
             hint = "" if key else " (no --upstream-key: the key must be in the same file)"
@@ -81,8 +170,6 @@ def tls_context(config: Config) -> ssl.SSLContext:
 
 
 def _load_ca(ctx: ssl.SSLContext, ca: str) -> None:
-    if os.path.isdir(ca):
-        raise StartupError(f"--upstream-ca {ca} is a directory: give a PEM bundle file")
     try:
         ctx.load_verify_locations(cafile=ca)
     except (ssl.SSLError, ValueError, OSError) as exc:
