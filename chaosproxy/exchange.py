@@ -230,7 +230,12 @@ class Exchange:
             return answer(session.unavailable(status, message, exc.reason))
         if plan is not None and _is_sse(upstream, self.choice):
             upstream = self.state.resume.keep(
-                upstream, plan.scenario, plan.config, session.request_id
+                upstream,
+                plan.scenario,
+                plan.config,
+                session.request_id,
+                plan.tenant,
+                upstream=client,
             )
             if isinstance(upstream, KeptReply):
                 self._kept = upstream.stream
