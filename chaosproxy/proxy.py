@@ -191,6 +191,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         label=label,
         max_event_size=state.config.max_event_size,
         streams=state.streams,
+        tenant=tenant,
         envelope=state.config.envelope,
     )
     exchange = Exchange(request, state, session, choice, target, resume=resume)

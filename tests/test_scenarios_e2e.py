@@ -70,6 +70,9 @@ HANG_WAIT = 0.3
 #: Scheduling slack for gaps measured at the client (the proxy's own log is exact).
 SLACK = 0.02
 UTF8_BOM = b"\xef\xbb\xbf"
+#: The credentials the SDK clients of the lab send (api_key "test"): one tenant, so
+#: another request that sends them is the same user's.
+SAME_USER = {"Authorization": "Bearer test"}
 #: A shorter answer, where a slow scenario would make the default one take long.
 FEW_TOKENS = {"X-Mock-Tokens": "4"}
 
@@ -359,13 +362,15 @@ async def sse_events(
     path: str = CHAT,
     body: dict[str, Any] = CHAT_BODY,
     stop_at: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> SseRun:
     """POST and parse the SSE stream with httpx-sse. With ``stop_at``, allow only
     HANG_WAIT for another event or the end after the event whose data is ``stop_at``."""
     run = run if run is not None else SseRun()
+    sent = chaos(scenario, headers)
     async with (
         httpx.AsyncClient(timeout=5) as client,
-        aconnect_sse(client, "POST", lab.url + path, json=body, headers=chaos(scenario)) as source,
+        aconnect_sse(client, "POST", lab.url + path, json=body, headers=sent) as source,
     ):
         run.request_id = source.response.headers["X-Chaos-Request-Id"]
         run.content_type = source.response.headers["Content-Type"]
@@ -723,8 +728,9 @@ def chat_text_deltas(datas: list[str]) -> list[dict[str, Any]]:
 
 @covers("splice-previous-delta")
 async def check_splice_previous_delta(lab: Lab) -> None:
-    # The source: another user's answer, framed (a passthrough stream is not a source).
-    other = await sse_events(lab, "one-event-per-read", body=OTHER_BODY)
+    # The source: another answer of the same user (the SDKs' api_key "test": one tenant),
+    # framed (a passthrough stream is not a source).
+    other = await sse_events(lab, "one-event-per-read", body=OTHER_BODY, headers=SAME_USER)
     foreign = chat_text_deltas(other.datas)
     client = lab.openai()
     reference = await stream_chat(client, None)
@@ -760,10 +766,11 @@ async def check_splice_concurrent_delta(lab: Lab) -> None:
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            lab.url + CHAT, json=OTHER_BODY, headers=chaos("hang-after-last-event")
+            lab.url + CHAT, json=OTHER_BODY, headers=chaos("hang-after-last-event", SAME_USER)
         ) as other,
     ):
-        # Another user's stream, still open (it hangs after its last event): running now.
+        # Another stream of the same user (tenant), still open (it hangs after its last
+        # event): running now.
         async with asyncio.timeout(5):
             while b"data: [DONE]\n\n" not in got:
                 got += await other.content.readany()
@@ -775,7 +782,7 @@ async def check_splice_concurrent_delta(lab: Lab) -> None:
     assert run.dumps() == [*ref[:2], spliced, *ref[2:]]
     assert spliced in [
         ChatCompletionChunk.model_validate(c).model_dump() for c in foreign
-    ]  # another user's text, in this user's answer
+    ]  # another answer's text, in this one
     [frame] = [f for f in lab.log.frames(run.request_id) if f["faults"] == ["splice"]]
     assert frame["splice_from"] == other_id
 
