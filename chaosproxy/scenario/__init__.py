@@ -22,6 +22,7 @@ from chaosproxy.scenario.model import (
     PASSTHROUGH,
     MatchRule,
     Scenario,
+    cross_tenant_warnings,
     header_values,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "check_paths",
+    "cross_tenant_warnings",
     "header_values",
     "load_library",
     "load_scenario_file",
