@@ -554,11 +554,14 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chaosproxy.scenario import check_paths
+    from chaosproxy.scenario import check_paths, cross_tenant_warnings
 
     scenarios, problems = check_paths(args.paths)
     for problem in problems:
         print(problem)
+    # Valid, but worth a word: a scenario that hands one tenant's text to another.
+    for warning in cross_tenant_warnings(scenarios.values()):
+        say("warning", warning)
     if problems:
         return EXIT_USAGE
     print(f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'} OK")

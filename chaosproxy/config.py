@@ -69,6 +69,17 @@ def parse_positive_int(value: str) -> int:
     return int(value)
 
 
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def parse_header_name(value: str) -> str:
+    """An HTTP header name (RFC 9110 token), as given."""
+    name = value.strip()
+    if not _TOKEN.fullmatch(name):
+        raise ConfigError(f"expected a header name, got {value!r}")
+    return name
+
+
 def parse_envelope(value: str) -> Envelope:
     try:
         return Envelope.parse(value)
@@ -406,6 +417,17 @@ class Config:
             "stream=PTR,sequence=PTR",
         ),
     )
+    tenant_header: str | None = field(
+        default=None,
+        metadata=option(
+            "--tenant-header",
+            "a request header whose value is added to the tenant key (the client's "
+            "credentials): resume history and splice sources are never shared across "
+            "tenants (docs/reconnection.md)",
+            parse_header_name,
+            "NAME",
+        ),
+    )
     #: The largest event (or line) the framers hold before refusing a stream.
     max_event_size: int = field(default=DEFAULT_MAX_SIZE)
     #: Recent requests the admin API keeps, and frame lines kept per request.
@@ -419,6 +441,8 @@ class Config:
         envelope: Any = self.envelope
         if isinstance(envelope, str):  # ChaosProxy(envelope="stream=/id,...")
             object.__setattr__(self, "envelope", parse_envelope(envelope))
+        if self.tenant_header is not None:  # ChaosProxy(tenant_header="X-User")
+            object.__setattr__(self, "tenant_header", parse_header_name(self.tenant_header))
         value: Any = self.upstream
         values = (value,) if isinstance(value, str) else tuple(value)
         try:

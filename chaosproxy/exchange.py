@@ -239,6 +239,8 @@ class Exchange:
                 plan.scenario,
                 plan.config,
                 session.request_id,
+                plan.tenant,
+                upstream=client,
                 provider=scenario.provider if scenario is not None else "auto",
                 path=session.path,
             )

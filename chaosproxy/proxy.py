@@ -20,11 +20,12 @@ from aiohttp import web
 from chaosproxy.config import Config
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
+from chaosproxy.core.tenancy import ANONYMOUS, TenantKeys
 from chaosproxy.exchange import Exchange
 from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
 from chaosproxy.logs import FrameLog, redact_url
 from chaosproxy.net import CLIENT_GUARD
-from chaosproxy.resume import ResumeManager, ResumePlan, plan_for
+from chaosproxy.resume import ResumeManager, ResumePlan, plan_for, reader_share
 from chaosproxy.routes import Route, RouteTable, Target
 from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
 from chaosproxy.upstream import Upstream
@@ -55,9 +56,15 @@ class ProxyState:
     streams: RecentStreams = field(default_factory=RecentStreams)
     #: The kept streams of scenarios with ``resume:`` (docs/reconnection.md).
     resume: ResumeManager = field(default_factory=ResumeManager)
+    #: Whose each request is (its credentials, ``--tenant-header``), under a key drawn
+    #: once per proxy: what it keeps across requests is kept per tenant.
+    tenants: TenantKeys = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         self.resume.max_event_size = self.config.max_event_size
+        self.resume.max_readers = reader_share(self.config.upstream_max_connections)
+        if cast("TenantKeys | None", self.tenants) is None:
+            self.tenants = TenantKeys(secrets.token_bytes(32), self.config.tenant_header)
         if cast("RouteTable | None", self.routes) is None:
             self.routes = RouteTable([Route("", self.upstream_url)])
 
@@ -168,9 +175,14 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         refusal, status = NO_UPSTREAM, 404
     resume: ResumePlan | None = None
     scenario = choice.scenario
+    # Whose the request is: what it may find of earlier requests (docs/reconnection.md).
+    # Only a request under a scenario is framed or kept: a passthrough needs none.
+    tenant = ANONYMOUS
+    if scenario is not None:
+        tenant = state.tenants.of(request.headers.items(), request.query_string)
     if refusal is None and scenario is not None and scenario.resume is not None:
         last_id = request.headers.get("Last-Event-ID")
-        resume = plan_for(state.resume, scenario.name, scenario.resume, last_id)
+        resume = plan_for(state.resume, scenario.name, scenario.resume, last_id, tenant)
     session = Session(
         next_request_id(),
         scenario=choice.scenario,
@@ -180,6 +192,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         label=label,
         max_event_size=state.config.max_event_size,
         streams=state.streams,
+        tenant=tenant,
         envelope=state.config.envelope,
     )
     exchange = Exchange(request, state, session, choice, target, resume=resume)

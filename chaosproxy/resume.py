@@ -10,17 +10,22 @@ bytes:
   upstream: the wrapper then *detaches* instead, and keeps reading the upstream into
   the history, so that a reconnect gets what the client missed. It stops at the body's
   end, when the idle timeout ends it, when nobody has reconnected within ``retention``,
-  after ``max_bytes`` read with nobody listening, or when the proxy stops.
+  after ``max_bytes`` read with nobody listening, when the store lets its stream go
+  (beyond ``streams``, past ``retention``), or when the proxy stops; and it never
+  starts when its upstream already has its share of such readers
+  (:func:`reader_share`).
 * :class:`HistoryReply` answers a reconnect from history: an upstream stand-in (the
   :class:`~chaosproxy.upstream.Reply` interface), so the reconnect's session frames and
   faults it like any body. It sends the kept events from a point, then follows the
   stream live until its upstream ends.
-* :class:`ResumeManager` holds the store and both kinds, and closes them on stop.
+* :class:`ResumeManager` holds the store and both kinds, and closes them on stop. It
+  draws each stream's token (``<token>.<n>`` ids) from :mod:`secrets`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,24 +43,54 @@ from chaosproxy.core.history import (
     ResumeConfig,
     StreamHistory,
 )
+from chaosproxy.core.tenancy import ANONYMOUS
 from chaosproxy.upstream import Reply, UpstreamClosed, UpstreamError
 
 if TYPE_CHECKING:
     from chaosproxy.upstream.response import BodySink
 
 
-class ResumeManager:
-    """The kept streams of one proxy, their background readers and live followers."""
+#: Random bytes in a stream's token (``<token>.<n>`` ids): 128 bits, never derived
+#: from anything the proxy shows (request ids are sequential).
+TOKEN_BYTES = 16
 
-    def __init__(self, max_event_size: int = DEFAULT_MAX_SIZE) -> None:
-        self.store = HistoryStore()
+
+def reader_share(max_connections: int) -> int:
+    """How many background readers one upstream may have: half its connections
+    (``--upstream-max-connections``), so readers of clients that left never starve
+    the requests of those still here. 0 (one connection): nothing is read on."""
+    return max_connections // 2
+
+
+class ResumeManager:
+    """The kept streams of one proxy, their background readers and live followers.
+
+    A *background reader* is a :class:`KeptReply` whose client left before its upstream
+    ended. Readers are bounded: each stops when its stream leaves the store (beyond the
+    scenario's ``streams``, past ``retention``), after ``max_bytes`` read with nobody
+    following the stream, at the idle timeout or the body's end; and an upstream has at
+    most ``max_readers`` of them (:func:`reader_share`): a client that leaves when its
+    upstream has that many is not read on (its stream ends ``abandoned``).
+    """
+
+    def __init__(
+        self, max_event_size: int = DEFAULT_MAX_SIZE, max_readers: int | None = None
+    ) -> None:
+        self.store = HistoryStore(on_drop=self._dropped)
         self.max_event_size = max_event_size
-        self._keepers: set[KeptReply] = set()
+        #: Background readers one upstream may have (None: no limit).
+        self.max_readers = max_readers
+        #: The background readers, by the stream they read.
+        self._readers: dict[StreamHistory, KeptReply] = {}
+        #: Background readers per upstream client.
+        self._per_upstream: dict[object, int] = {}
         self._followers: dict[int, set[HistoryReply]] = {}
         self.closed = False
 
-    def decide(self, scenario: str, config: ResumeConfig, last_event_id: str) -> Decision:
-        return self.store.decide(scenario, config, last_event_id, time.monotonic())
+    def decide(
+        self, scenario: str, config: ResumeConfig, last_event_id: str, tenant: str = ANONYMOUS
+    ) -> Decision:
+        return self.store.decide(scenario, config, last_event_id, time.monotonic(), tenant=tenant)
 
     def keep(
         self,
@@ -63,18 +98,27 @@ class ResumeManager:
         scenario: str,
         config: ResumeConfig,
         request_id: str,
+        tenant: str = ANONYMOUS,
         *,
+        upstream: object = None,
         provider: str = "auto",
         path: str = "",
     ) -> Reply:
-        """Record ``reply`` (an SSE body) as a kept stream; the reply to pump instead.
-        ``provider`` and ``path`` say how its events are read for its clean answer."""
+        """Record ``reply`` (an SSE body from the client ``upstream``) as a kept stream of
+        ``tenant``; the reply to pump instead. ``provider`` and ``path`` say how its
+        events are read for its generation's clean answer."""
         if self.closed:
             return reply
         stream = self.store.begin(
-            scenario, config, request_id, _unframed(reply.headers), time.monotonic()
+            scenario,
+            config,
+            request_id,
+            _unframed(reply.headers),
+            time.monotonic(),
+            tenant=tenant,
+            token=secrets.token_urlsafe(TOKEN_BYTES),
         )
-        return KeptReply(self, reply, stream, provider=provider, path=path)
+        return KeptReply(self, reply, stream, upstream, provider=provider, path=path)
 
     def replay(self, stream: StreamHistory, start: int) -> HistoryReply:
         return HistoryReply(self, stream, start)
@@ -87,6 +131,10 @@ class ResumeManager:
     def following(self, stream: StreamHistory) -> bool:
         return bool(self._followers.get(id(stream)))
 
+    def orphaned(self, stream: StreamHistory) -> bool:
+        """Nobody can get ``stream`` any more: the store let it go, nobody follows it."""
+        return not self.store.holds(stream) and not self.following(stream)
+
     def follow(self, reply: HistoryReply) -> None:
         self._followers.setdefault(id(reply.stream), set()).add(reply)
 
@@ -96,27 +144,60 @@ class ResumeManager:
             followers.discard(reply)
             if not followers:
                 del self._followers[id(reply.stream)]
-                for keeper in list(self._keepers):
-                    if keeper.stream is reply.stream:
-                        keeper.unattended_since = time.monotonic()
+                reader = self._readers.get(reply.stream)
+                if reader is not None:
+                    if self.store.holds(reply.stream):
+                        reader.unattended_since = time.monotonic()
+                    else:
+                        reader.stop()
+
+    def may_read_on(self, upstream: object) -> bool:
+        """Whether ``upstream`` may have one more background reader."""
+        limit = self.max_readers
+        return limit is None or self._per_upstream.get(upstream, 0) < limit
+
+    def _adopt(self, reader: KeptReply) -> None:
+        self._readers[reader.stream] = reader
+        key = reader.upstream_key
+        self._per_upstream[key] = self._per_upstream.get(key, 0) + 1
+
+    def _release(self, reader: KeptReply) -> None:
+        if self._readers.get(reader.stream) is reader:
+            del self._readers[reader.stream]
+            key = reader.upstream_key
+            left = self._per_upstream.get(key, 1) - 1
+            if left > 0:
+                self._per_upstream[key] = left
+            else:
+                self._per_upstream.pop(key, None)
+
+    def _dropped(self, stream: StreamHistory) -> None:
+        """The store let ``stream`` go: its reader stops, unless a reconnect follows it
+        (then it stops when the last one leaves)."""
+        reader = self._readers.get(stream)
+        if reader is not None and not self.following(stream):
+            reader.stop()
 
     @property
     def readers(self) -> int:
         """Upstreams read in the background now (for tests and /health-like checks)."""
-        return len(self._keepers)
+        return len(self._readers)
+
+    def readers_of(self, upstream: object) -> int:
+        return self._per_upstream.get(upstream, 0)
 
     def forget(self) -> None:
         """``POST /reset``: the kept streams are forgotten and their background readers
         stop; connections serving a reconnect now go on to their end."""
-        for keeper in list(self._keepers):
-            keeper.stop()
+        for reader in list(self._readers.values()):
+            reader.stop()
         self.store.clear()
 
     def close(self) -> None:
         """The proxy stops: every background reader ends now, and the history goes."""
         self.closed = True
-        for keeper in list(self._keepers):
-            keeper.stop()
+        for reader in list(self._readers.values()):
+            reader.stop()
         for followers in list(self._followers.values()):
             for follower in list(followers):
                 follower.close()
@@ -131,6 +212,7 @@ class KeptReply:
         manager: ResumeManager,
         upstream: Reply,
         stream: StreamHistory,
+        upstream_key: object = None,
         *,
         provider: str = "auto",
         path: str = "",
@@ -138,6 +220,8 @@ class KeptReply:
         self.manager = manager
         self.upstream = upstream
         self.stream = stream
+        #: The upstream client this reply came from (whose connections a reader holds).
+        self.upstream_key = upstream_key
         self.recorder = Recorder(stream, manager.max_event_size, provider=provider, path=path)
         self._sink: BodySink | None = None
         self._detached = False
@@ -181,15 +265,23 @@ class KeptReply:
             self.upstream.resume_reading()
 
     def close(self) -> None:
-        """The request is over before its upstream: keep reading it, unattended."""
+        """The request is over before its upstream: keep reading it, unattended, unless
+        nobody could get what it reads (the store let the stream go), or its upstream
+        already has its share of background readers."""
         if self._detached or self._stopped:
             return
         self._detached = True
         self._sink = None
-        if self.stream.finished or self.manager.closed:
+        manager = self.manager
+        if (
+            self.stream.finished
+            or manager.closed
+            or manager.orphaned(self.stream)
+            or not manager.may_read_on(self.upstream_key)
+        ):
             self.stop()
             return
-        self.manager._keepers.add(self)
+        manager._adopt(self)
         self.unattended_since = time.monotonic()
         self._arm()
         self.upstream.resume_reading()  # the pump may have paused it
@@ -237,7 +329,7 @@ class KeptReply:
         manager = self.manager
         now = time.monotonic()
         retention = self.stream.config.retention
-        gone = not manager.store.holds(self.stream) and not manager.following(self.stream)
+        gone = manager.orphaned(self.stream)
         idle = not manager.following(self.stream) and now - self.unattended_since >= retention
         if gone or idle:
             self.stop()
@@ -261,7 +353,7 @@ class KeptReply:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self.manager._keepers.discard(self)
+        self.manager._release(self)
 
 
 class HistoryReply:
@@ -348,12 +440,14 @@ def _unframed(headers: CIMultiDict[str]) -> list[tuple[str, str]]:
 @dataclass(frozen=True, slots=True)
 class ResumePlan:
     """What a request of a scenario with ``resume:`` is: a first connection (no
-    ``Last-Event-ID``: recorded) or a reconnect, with the policy's decision."""
+    ``Last-Event-ID``: recorded) or a reconnect, with the policy's decision; both for
+    ``tenant`` (whose history is looked up, whose stream is kept)."""
 
     scenario: str
     config: ResumeConfig
     last_event_id: str | None = None
     decision: Decision | None = None
+    tenant: str = ANONYMOUS
 
     def log_fields(self) -> dict[str, object]:
         """The ``request`` line's fields of a reconnect."""
@@ -376,14 +470,26 @@ class ResumePlan:
 
 
 def plan_for(
-    manager: ResumeManager, scenario: str, config: ResumeConfig, last_event_id: str | None
+    manager: ResumeManager,
+    scenario: str,
+    config: ResumeConfig,
+    last_event_id: str | None,
+    tenant: str = ANONYMOUS,
 ) -> ResumePlan:
-    """The plan of a request whose scenario has ``resume:`` (an empty id is none)."""
+    """The plan of a request of ``tenant`` whose scenario has ``resume:`` (an empty id
+    is none)."""
     if not last_event_id:
-        return ResumePlan(scenario, config)
-    return ResumePlan(
-        scenario, config, last_event_id, manager.decide(scenario, config, last_event_id)
-    )
+        return ResumePlan(scenario, config, tenant=tenant)
+    decision = manager.decide(scenario, config, last_event_id, tenant)
+    return ResumePlan(scenario, config, last_event_id, decision, tenant)
 
 
-__all__ = ["HistoryReply", "KeptReply", "ResumeManager", "ResumePlan", "plan_for"]
+__all__ = [
+    "TOKEN_BYTES",
+    "HistoryReply",
+    "KeptReply",
+    "ResumeManager",
+    "ResumePlan",
+    "plan_for",
+    "reader_share",
+]

@@ -31,7 +31,7 @@ from chaosproxy.net import SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.routes import MOCK as MOCK_UPSTREAM
 from chaosproxy.routes import RouteTable
-from chaosproxy.scenario import Scenario, load_scenarios, with_library
+from chaosproxy.scenario import Scenario, cross_tenant_warnings, load_scenarios, with_library
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
 from chaosproxy.upstream import Upstream
@@ -390,6 +390,7 @@ async def start_proxy(
         bound_urls = _bound_urls(runner)
         warnings = [admin_warning] if admin_warning else []
         warnings += upstream_warnings(config)
+        warnings += cross_tenant_warnings(scenarios.values())
         admin_bound: list[str] = []
         if config.admin is not None:
             admin_host, admin_port = config.admin

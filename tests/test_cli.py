@@ -105,6 +105,39 @@ def test_validate_counts_one_scenario(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (0, "1 scenario OK\n", "")
 
 
+CROSS = "name: leaky\nfaults:\n  - splice: {from: concurrent, after: 1, across_tenants: true}\n"
+
+
+def test_validate_warns_about_a_splice_across_tenants(tmp_path: Path) -> None:
+    """Valid (exit 0, counted), but one warning line says it hands one tenant's text to
+    another."""
+    (tmp_path / "leaky.yaml").write_text(CROSS)
+    (tmp_path / "fine.yaml").write_text("faults:\n  - splice: {from: previous, after: 1}\n")
+    result = run("validate", str(tmp_path))
+    assert (result.returncode, result.stdout) == (0, "2 scenarios OK\n")
+    assert result.stderr == (
+        f"chaosproxy: warning: {tmp_path / 'leaky.yaml'}: faults[0].splice.across_tenants: "
+        "true: scenario leaky puts events of every tenant's streams (other users' text) "
+        "into its answers\n"
+    )
+
+
+async def test_serve_warns_at_start_about_a_splice_across_tenants(tmp_path: Path) -> None:
+    from tests.test_admin import serve_until_started, sigterm
+
+    (tmp_path / "leaky.yaml").write_text(CROSS)
+    proc, lines = await serve_until_started(
+        "--listen", "127.0.0.1:0", "--admin", "off", "--scenarios", str(tmp_path)
+    )
+    try:
+        assert "listening on" in lines[0]
+        warnings = [ln for ln in lines[1:] if ln.startswith("chaosproxy: warning: ")]
+        assert len(warnings) == 1 and "faults[0].splice.across_tenants: true" in warnings[0]
+        assert "scenario leaky" in warnings[0]
+    finally:
+        await sigterm(proc)
+
+
 def test_validate_refuses_a_path_without_scenarios(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("not a scenario\n")

@@ -44,6 +44,7 @@ SAMPLES: dict[str, str | None] = {
     "--mock-tokens": "3",
     "--mock-interval-ms": "5",
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
+    "--tenant-header": "X-User-Id",
 }
 
 
@@ -149,3 +150,16 @@ def test_a_bad_environment_value_is_one_line_and_exit_2(tmp_path: Any) -> None:
 def test_chaosproxy_refuses_a_setting_that_does_not_exist() -> None:
     with pytest.raises(TypeError, match="unknown setting"):
         ChaosProxy(conect_timeout=1.0)
+
+
+@pytest.mark.parametrize("bad", ["X User", "X-User:", "ünïcode"])
+def test_a_tenant_header_must_be_a_header_name(bad: str) -> None:
+    with pytest.raises(ConfigError, match="CHAOSPROXY_TENANT_HEADER: expected a header name"):
+        from_environment({"CHAOSPROXY_TENANT_HEADER": bad})
+    with pytest.raises(ConfigError, match="expected a header name"):
+        ChaosProxy(tenant_header=bad)
+    proc = run_cli("serve", "--tenant-header", bad)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"chaosproxy serve: error: argument --tenant-header: expected a header name, got {bad!r}"
+    )

@@ -36,6 +36,7 @@ from chaosproxy.core.recent import (
     StreamRecord,
 )
 from chaosproxy.core.session import Session
+from chaosproxy.core.tenancy import ANONYMOUS
 from chaosproxy.scenario import parse_scenario
 from tests.conftest import LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream, until
@@ -74,9 +75,10 @@ def record(
     fmt: Format = "sse",
     provider: str = "openai-chat",
     close: bool = True,
+    tenant: str = ANONYMOUS,
 ) -> StreamRecord:
     """Run a source body through a pipeline that records it (as a session does)."""
-    rec = streams.open(request_id, fmt)
+    rec = streams.open(request_id, fmt, tenant)
     assert rec is not None
     profile = get_profile(provider)
     pipeline = Pipeline([], fmt, profile, record=rec.record)
@@ -123,9 +125,12 @@ def run(
     seed: int = 7,
     fmt: Format = "sse",
     provider: str = "openai-chat",
+    tenant: str = ANONYMOUS,
 ) -> Run:
     profile = get_profile(provider)
-    faults = build_faults(list(specs), seed, "raw", profile, streams=streams, request_id=request_id)
+    faults = build_faults(
+        list(specs), seed, "raw", profile, streams=streams, request_id=request_id, tenant=tenant
+    )
     pipeline = Pipeline(faults, fmt, profile)
     actions = [a for chunk in body for a in pipeline.feed(chunk, 0.0)]
     actions += pipeline.end(0.0)
@@ -152,12 +157,14 @@ def test_splice_is_an_event_fault_with_a_strict_frozen_config() -> None:
     assert cls.needs_framing(splice(**{"from": "previous", "after": 1}))
     cfg = splice(**{"from": "concurrent", "after": "terminal"})
     assert (cfg.from_, cfg.after, cfg.count, cfg.kind) == ("concurrent", "terminal", 1, "delta")
+    assert cfg.across_tenants is False  # the request's own tenant's streams only
     # Dumped with the YAML key (what the admin API shows can be posted back).
     assert cfg.model_dump(mode="json") == {
         "from": "concurrent",
         "after": "terminal",
         "count": 1,
         "kind": "delta",
+        "across_tenants": False,
     }
     assert SpliceConfig.model_validate(cfg.model_dump(mode="json")) == cfg
     with pytest.raises(ValidationError):
@@ -178,6 +185,8 @@ def test_splice_is_an_event_fault_with_a_strict_frozen_config() -> None:
         {"from": "previous", "after": 1, "kind": "deltas"},
         {"from": "previous", "after": 1, "kind": ["delta"]},
         {"from": "previous", "after": 1, "nth": 2},
+        {"from": "previous", "after": 1, "across_tenants": "yes"},
+        {"from": "previous", "after": 1, "across_tenants": 1},
     ],
 )
 def test_bad_splice_config_is_a_validation_error(values: dict[str, Any]) -> None:
@@ -299,7 +308,9 @@ def test_no_previous_stream_or_nothing_of_the_kind_is_skipped_with_a_reason() ->
         {
             "fault": "splice",
             "position": 0,
-            "reason": "from: previous: no framed stream had finished before this one",
+            "reason": (
+                "from: previous: no framed stream of this tenant had finished before this one"
+            ),
         }
     ]
     streams = RecentStreams()
@@ -495,12 +506,84 @@ def test_no_concurrent_stream_is_skipped_with_a_reason() -> None:
     spec = [("splice", splice(**{"from": "concurrent", "after": 1}))]
     r = run(spec, B, streams=streams)
     assert r.data == B
-    assert r.skipped[0]["reason"] == "from: concurrent: no other framed stream was running"
+    assert (
+        r.skipped[0]["reason"]
+        == "from: concurrent: no other framed stream of this tenant was running"
+    )
     record(streams, "r-c", [b": ping\n\n"], close=False)
     r = run(spec, B, streams=streams)
     assert (
-        r.skipped[0]["reason"] == "from: concurrent: no other running stream had delta events yet"
+        r.skipped[0]["reason"]
+        == "from: concurrent: no other running stream of this tenant had delta events yet"
     )
+
+
+# --------------------------------------------------------------------------- tenants
+
+
+def test_previous_is_the_previous_stream_of_this_tenant() -> None:
+    """Another user's answer finished last: this tenant's own previous is taken, never
+    the other's (the audit recovered 18 of 20 of the previous user's deltas)."""
+    streams = RecentStreams()
+    record(streams, "r-mine", A, tenant="me")
+    record(streams, "r-theirs", chat_stream("t", ["T1", "T2"]), tenant="them")
+    assert streams.previous is not None and streams.previous.request_id == "r-theirs"
+    spec = [("splice", splice(**{"from": "previous", "after": 2}))]
+    r = run(spec, B, streams=streams, tenant="me")
+    assert r.spliced == [(A_DELTAS[pick(7, 4)], "r-mine")]
+    r = run(spec, B, streams=streams, tenant="a third")
+    assert r.data == B and r.applied == {}
+    assert r.skipped[0]["reason"] == (
+        "from: previous: no framed stream of this tenant had finished before this one"
+    )
+
+
+def test_concurrent_takes_only_this_tenants_running_streams() -> None:
+    streams = RecentStreams()
+    theirs = chat_stream("t", ["T1", "T2", "T3"])
+    record(streams, "r-theirs", theirs, close=False, tenant="them")
+    spec = [("splice", splice(**{"from": "concurrent", "after": 1}))]
+    r = run(spec, B, streams=streams, tenant="me")
+    assert r.data == B
+    assert r.skipped[0]["reason"] == (
+        "from: concurrent: no other framed stream of this tenant was running"
+    )
+    mine = chat_stream("m", ["M1", "M2"])
+    record(streams, "r-mine", mine, close=False, tenant="me")
+    r = run(spec, B, streams=streams, tenant="me")
+    assert r.spliced == [(mine[1:3][pick(7, 2, streams=1)], "r-mine")]
+
+
+@pytest.mark.parametrize("source", ["previous", "concurrent"])
+def test_across_tenants_takes_any_tenants_stream(source: str) -> None:
+    streams = RecentStreams()
+    theirs = chat_stream("t", ["T1", "T2", "T3"])
+    record(streams, "r-theirs", theirs, close=source == "previous", tenant="them")
+    spec = [("splice", splice(**{"from": source, "after": 1, "across_tenants": True}))]
+    r = run(spec, B, streams=streams, tenant="me")
+    chosen = theirs[1:4][pick(7, 3, streams=1 if source == "concurrent" else 0)]
+    assert r.spliced == [(chosen, "r-theirs")]
+
+
+def test_the_previous_streams_of_many_tenants_stay_bounded() -> None:
+    streams = RecentStreams(max_events=4, max_bytes=4096, max_previous=3)
+    for i in range(100):
+        record(streams, f"r-{i}", chat_stream(str(i), ["x", "y"]), tenant=f"t{i}")
+    assert len(streams) == 3 and streams.events == 3 * 4
+    assert [streams.previous_of(f"t{i}") is not None for i in range(96, 100)] == [
+        False,
+        True,
+        True,
+        True,
+    ]
+    # The tenant that finished one last is kept longest.
+    record(streams, "r-again", chat_stream("a", ["z"]), tenant="t97")
+    record(streams, "r-new", chat_stream("n", ["z"]), tenant="t-new")
+    assert streams.previous_of("t97") is not None and streams.previous_of("t98") is None
+    assert streams.previous is not None and streams.previous.request_id == "r-new"
+    assert len(streams) == 3
+    with pytest.raises(ValueError, match=">= 0"):
+        RecentStreams(max_previous=-1)
 
 
 # --------------------------------------------------------------------------- the registry
@@ -593,10 +676,21 @@ class _Scenario:
 
 
 def session_run(
-    streams: RecentStreams, rid: str, body: bytes, faults: Sequence[Spec], *, seed: int = 7
+    streams: RecentStreams,
+    rid: str,
+    body: bytes,
+    faults: Sequence[Spec],
+    *,
+    seed: int = 7,
+    tenant: str = ANONYMOUS,
 ) -> tuple[Session, list[dict[str, Any]]]:
     s = Session(
-        rid, scenario=_Scenario(faults), seed=seed, path="/v1/chat/completions", streams=streams
+        rid,
+        scenario=_Scenario(faults),
+        seed=seed,
+        path="/v1/chat/completions",
+        streams=streams,
+        tenant=tenant,
     )
     s.start(0.0)
     s.response_head(200, "OK", [("Content-Type", "text/event-stream")])
@@ -629,6 +723,18 @@ def test_sessions_join_the_registry_and_the_frame_line_names_the_source() -> Non
     ]
     assert second.summary(0.0)["faults_applied"] == {"splice": 1}
     assert streams.previous is not None and streams.previous.request_id == "r-2"
+
+
+def test_a_session_joins_the_streams_as_its_tenants() -> None:
+    streams = RecentStreams()
+    session_run(streams, "r-1", b"".join(A), [], tenant="alice")
+    assert streams.previous_of("alice") is streams.previous
+    spec = [("splice", splice(**{"from": "previous", "after": 2}))]
+    bob, lines = session_run(streams, "r-2", b"".join(B), spec, tenant="bob")
+    assert [ln for ln in lines if "splice_from" in ln] == []
+    assert bob.summary(0.0)["faults_applied"] == {}
+    _, lines = session_run(streams, "r-3", b"".join(B), spec, tenant="alice")
+    assert [ln["splice_from"] for ln in lines if "splice_from" in ln] == ["r-1"]
 
 
 def test_a_write_with_events_of_two_sources_names_both() -> None:
@@ -805,7 +911,7 @@ async def test_live_concurrent_with_no_other_stream_is_skipped(
         {
             "fault": "splice",
             "position": 0,
-            "reason": "from: concurrent: no other framed stream was running",
+            "reason": "from: concurrent: no other framed stream of this tenant was running",
         }
     ]
     assert end["faults_applied"] == {}
@@ -916,5 +1022,5 @@ async def test_live_admin_reset_forgets_the_sources(
     rid, _ = await post(proxy.url, {"X-Chaos-Scenario": "splice-previous-delta"})
     end = await log_capture.wait_end(rid)
     assert end["faults_skipped"][0]["reason"] == (
-        "from: previous: no framed stream had finished before this one"
+        "from: previous: no framed stream of this tenant had finished before this one"
     )

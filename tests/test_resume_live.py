@@ -46,8 +46,17 @@ async def plain_run(proxy: RunningProxy) -> Run:
         return await resume_loop(client, proxy.url + "/stream")
 
 
-def ids(rid: str | None, ordinals: range | list[int]) -> list[str]:
-    return [f"{rid}.{n}" for n in ordinals]
+def ids(token: str | None, ordinals: range | list[int]) -> list[str]:
+    return [f"{token}.{n}" for n in ordinals]
+
+
+def token_of(proxy: RunningProxy, request_id: str | None) -> str:
+    """The token of the kept stream ``request_id`` began: its events' ids are
+    ``<token>.<n>``, a token that owes nothing to the (sequential) request id."""
+    [stream] = [s for s in proxy.state.resume.store.streams() if s.request_id == request_id]
+    token = stream.token
+    assert len(token) >= 22 and request_id is not None and request_id not in token
+    return token
 
 
 # ------------------------------------------------------------------ plain SSE upstream
@@ -72,11 +81,12 @@ async def test_history_policies_through_a_plain_upstream(
     proxy = await plain_proxy(make_proxy, upstream, scenario(policy, "{after: 3, how: reset}"))
     run = await plain_run(proxy)
     first = run.connections[0].request_id
+    token = token_of(proxy, first)
     assert run.statuses == [200, 200, 204]  # the 204 of a finished stream stops it
     assert [c.end for c in run.connections] == ["error", "clean", ""]
-    assert run.connections[0].ids == ids(first, range(1, 4))
-    assert run.connections[1].ids == ids(first, second)  # same ids: the same stream
-    assert run.twice() == ids(first, twice)
+    assert run.connections[0].ids == ids(token, range(1, 4))
+    assert run.connections[1].ids == ids(token, second)  # same ids: the same stream
+    assert run.twice() == ids(token, twice)
     assert run.deduplicated() == WORDS
     assert run.datas == WORDS[:3] + WORDS[second.start - 1 :]
     # Answered from history: the upstream was asked once, and read to its end although
@@ -87,12 +97,12 @@ async def test_history_policies_through_a_plain_upstream(
     end = await log_capture.wait_end(reconnect)
     request = log_capture.for_request(reconnect)[0]
     assert request["event"] == "request"
-    assert (request["resumes"], request["last_event_id"]) == (first, f"{first}.3")
+    assert (request["resumes"], request["last_event_id"]) == (first, f"{token}.3")
     assert request["resume_answer"] == "history"
     assert end["outcome"] == "completed"
     assert sum(f["size"] for f in log_capture.frames(reconnect)) == end["bytes"]
     last = log_capture.for_request(run.connections[2].request_id or "")
-    assert last[0]["resumes"] == first and last[0]["last_event_id"] == f"{first}.8"
+    assert last[0]["resumes"] == first and last[0]["last_event_id"] == f"{token}.8"
     assert last[0]["resume_reason"] == "stream finished"
     assert (await log_capture.wait_end(run.connections[2].request_id or ""))["status"] == 204
 
@@ -104,8 +114,9 @@ async def test_new_stream_is_a_fresh_generation_from_the_upstream(
     run = await plain_run(proxy)
     first, second = (c.request_id for c in run.connections[:2])
     assert run.statuses == [200, 200, 204]
-    assert run.connections[0].ids == ids(first, range(1, 4))
-    assert run.connections[1].ids == ids(second, range(1, 9))  # fresh ids, new generation
+    assert run.connections[0].ids == ids(token_of(proxy, first), range(1, 4))
+    # Fresh ids, a new generation: a new token.
+    assert run.connections[1].ids == ids(token_of(proxy, second), range(1, 9))
     assert run.twice() == []
     assert run.datas == WORDS[:3] + WORDS  # two generations: a client must not join them
     assert len(upstream.seen) == 2
@@ -150,7 +161,7 @@ async def test_missing_new_stream_forwards_an_unknown_id(
         run = await resume_loop(client, proxy.url + "/stream", limit=4)
     assert run.statuses == [200, 200, 200, 200]
     for conn in run.connections[1:]:
-        assert conn.ids == ids(conn.request_id, range(1, 9))
+        assert conn.ids == ids(token_of(proxy, conn.request_id), range(1, 9))
     assert len(upstream.seen) == 4
 
 
@@ -170,10 +181,10 @@ async def test_resume_after_each_cut_position(
 ) -> None:
     proxy = await plain_proxy(make_proxy, upstream, scenario("resume", cut))
     run = await plain_run(proxy)
-    first = run.connections[0].request_id
+    token = token_of(proxy, run.connections[0].request_id)
     assert run.statuses == [200, 200, 204]
-    assert run.ids == ids(first, range(1, 9))
-    assert run.connections[1].ids[0] == f"{first}.{second}"
+    assert run.ids == ids(token, range(1, 9))
+    assert run.connections[1].ids[0] == f"{token}.{second}"
     assert run.datas == WORDS and run.twice() == []
 
 
@@ -183,8 +194,8 @@ async def test_a_reconnect_follows_the_stream_live(
     """The reconnect comes while the upstream is still sending: history, then live."""
     proxy = await plain_proxy(make_proxy, upstream, scenario("resume", "{after: 2}"), gap=0.1)
     run = await plain_run(proxy)
-    first = run.connections[0].request_id
-    assert run.ids == ids(first, range(1, 9)) and run.statuses == [200, 200, 204]
+    token = token_of(proxy, run.connections[0].request_id)
+    assert run.ids == ids(token, range(1, 9)) and run.statuses == [200, 200, 204]
     frames = log_capture.frames(run.connections[1].request_id or "")
     # More than one write: the later events came as the upstream sent them.
     assert len(frames) >= 3
@@ -197,11 +208,11 @@ async def test_faults_apply_afresh_to_every_reconnect(
     text = "resume: {policy: resume}\nfaults:\n  - cut: {after: 3, how: abort}\n"
     proxy = await plain_proxy(make_proxy, upstream, text)
     run = await plain_run(proxy)
-    first = run.connections[0].request_id
+    token = token_of(proxy, run.connections[0].request_id)
     assert [c.ids for c in run.connections] == [
-        ids(first, range(1, 4)),
-        ids(first, range(4, 7)),
-        ids(first, range(7, 9)),  # two left: the cut after three never came
+        ids(token, range(1, 4)),
+        ids(token, range(4, 7)),
+        ids(token, range(7, 9)),  # two left: the cut after three never came
         [],
     ]
     assert run.statuses == [200, 200, 200, 204]
@@ -232,7 +243,8 @@ async def test_proxy_ids_log_the_upstreams_own(
     async with httpx.AsyncClient(timeout=5) as client:
         resp = await client.get(proxy.url + "/stream")
     rid = resp.headers["X-Chaos-Request-Id"]
-    assert resp.text == "".join(f"id: {rid}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1))
+    token = token_of(proxy, rid)
+    assert resp.text == "".join(f"id: {token}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1))
     await log_capture.wait_end(rid)
     logged = [f.get("upstream_ids") for f in log_capture.frames(rid)]
     assert logged == [[f"u{i}"] for i in range(1, 9)]
@@ -304,7 +316,7 @@ async def test_admin_reset_forgets_kept_streams_and_stops_their_readers(
         await asyncio.wait_for(upstream.disconnected.wait(), 5)
         # The history is gone: the reconnect gets ``missing`` (204), not the old stream.
         again = await client.get(
-            proxy.url + "/stream", headers={"Last-Event-ID": f"{kept[0].request_id}.2"}
+            proxy.url + "/stream", headers={"Last-Event-ID": f"{kept[0].token}.2"}
         )
         assert again.status_code == 204
 
@@ -360,21 +372,22 @@ async def test_every_policy_in_front_of_the_mock(
         run = await resume_loop(client, proxy.url + "/v1/chat/completions", json=CHAT)
     assert run.statuses == statuses
     first = run.connections[0]
-    assert first.ids == ids(first.request_id, range(1, 6))
+    token = token_of(proxy, first.request_id)
+    assert first.ids == ids(token, range(1, 6))
     n = len(reference)
     if policy in ("unsupported", "expired"):
         assert run.datas == reference[:5]
         return
     second = run.connections[1]
     if policy == "new_stream":
-        assert second.ids == ids(second.request_id, range(1, n + 1))
+        assert second.ids == ids(token_of(proxy, second.request_id), range(1, n + 1))
         assert run.datas == reference[:5] + reference
         return
     start = {"resume": 6, "replay_last": 5, "restart": 1}[policy]
-    assert second.ids == ids(first.request_id, range(start, n + 1))
+    assert second.ids == ids(token, range(start, n + 1))
     assert run.deduplicated() == reference
     assert text_of(run.deduplicated()) == text_of(reference)
-    assert run.twice() == ids(first.request_id, range(start, 6))
+    assert run.twice() == ids(token, range(start, 6))
 
 
 async def test_unattended_reading_stops_after_max_bytes(
@@ -424,11 +437,13 @@ async def test_an_inactive_request_with_a_content_length_still_gets_ids(
     proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
     async with httpx.AsyncClient(timeout=5) as client:
         resp = await client.get(proxy.url + "/stream")
-        rid = resp.headers["X-Chaos-Request-Id"]
-        assert resp.text == "".join(f"id: {rid}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1))
-        again = await client.get(proxy.url + "/stream", headers={"Last-Event-ID": f"{rid}.5"})
+        token = token_of(proxy, resp.headers["X-Chaos-Request-Id"])
+        assert resp.text == "".join(
+            f"id: {token}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1)
+        )
+        again = await client.get(proxy.url + "/stream", headers={"Last-Event-ID": f"{token}.5"})
     assert again.text == "".join(
-        f"id: {rid}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1) if i > 5
+        f"id: {token}.{i}\ndata: {w}\n\n" for i, w in enumerate(WORDS, 1) if i > 5
     )
 
 
@@ -450,15 +465,15 @@ async def test_unattended_reading_ends_at_the_idle_timeout(
         await asyncio.wait_for(upstream.disconnected.wait(), 5)
         await until(lambda: stream.finished)
         assert (stream.state, stream.total, proxy.state.resume.readers) == ("failed", 8, 0)
-        rid = stream.request_id
+        token = stream.token
         got: list[str] = []
         with pytest.raises(httpx.TransportError):
             async with client.stream(
-                "GET", proxy.url + "/stream", headers={"Last-Event-ID": f"{rid}.2"}
+                "GET", proxy.url + "/stream", headers={"Last-Event-ID": f"{token}.2"}
             ) as resp:
                 async for line in resp.aiter_lines():
                     got.append(line)
-    assert [x for x in got if x.startswith("id: ")] == [f"id: {rid}.{i}" for i in range(3, 9)]
+    assert [x for x in got if x.startswith("id: ")] == [f"id: {token}.{i}" for i in range(3, 9)]
 
 
 async def test_the_admin_store_links_the_connections(
@@ -474,6 +489,6 @@ async def test_the_admin_store_links_the_connections(
     status, detail, _ = await call(proxy, "GET", f"/requests/{second}")
     assert status == 200
     shown = detail["summary"]
-    assert (shown["resumes"], shown["last_event_id"]) == (first, f"{first}.3")
+    assert (shown["resumes"], shown["last_event_id"]) == (first, f"{token_of(proxy, first)}.3")
     assert shown["outcome"] == "completed"
     assert sum(f["size"] for f in detail["frames"]) == shown["bytes"] > 0

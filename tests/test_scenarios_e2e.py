@@ -49,6 +49,7 @@ from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
 from chaosproxy.server import RunningProxy, start_proxy
 from tests.conftest import LogCapture
 from tests.resume_client import Run, resume_loop
+from tests.test_resume_live import token_of
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = REPO / "chaosproxy" / "scenarios"
@@ -69,6 +70,9 @@ HANG_WAIT = 0.3
 #: Scheduling slack for gaps measured at the client (the proxy's own log is exact).
 SLACK = 0.02
 UTF8_BOM = b"\xef\xbb\xbf"
+#: The credentials the SDK clients of the lab send (api_key "test"): one tenant, so
+#: another request that sends them is the same user's.
+SAME_USER = {"Authorization": "Bearer test"}
 #: A shorter answer, where a slow scenario would make the default one take long.
 FEW_TOKENS = {"X-Mock-Tokens": "4"}
 
@@ -358,13 +362,15 @@ async def sse_events(
     path: str = CHAT,
     body: dict[str, Any] = CHAT_BODY,
     stop_at: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> SseRun:
     """POST and parse the SSE stream with httpx-sse. With ``stop_at``, allow only
     HANG_WAIT for another event or the end after the event whose data is ``stop_at``."""
     run = run if run is not None else SseRun()
+    sent = chaos(scenario, headers)
     async with (
         httpx.AsyncClient(timeout=5) as client,
-        aconnect_sse(client, "POST", lab.url + path, json=body, headers=chaos(scenario)) as source,
+        aconnect_sse(client, "POST", lab.url + path, json=body, headers=sent) as source,
     ):
         run.request_id = source.response.headers["X-Chaos-Request-Id"]
         run.content_type = source.response.headers["Content-Type"]
@@ -722,8 +728,9 @@ def chat_text_deltas(datas: list[str]) -> list[dict[str, Any]]:
 
 @covers("splice-previous-delta")
 async def check_splice_previous_delta(lab: Lab) -> None:
-    # The source: another user's answer, framed (a passthrough stream is not a source).
-    other = await sse_events(lab, "one-event-per-read", body=OTHER_BODY)
+    # The source: another answer of the same user (the SDKs' api_key "test": one tenant),
+    # framed (a passthrough stream is not a source).
+    other = await sse_events(lab, "one-event-per-read", body=OTHER_BODY, headers=SAME_USER)
     foreign = chat_text_deltas(other.datas)
     client = lab.openai()
     reference = await stream_chat(client, None)
@@ -759,10 +766,11 @@ async def check_splice_concurrent_delta(lab: Lab) -> None:
     async with (
         aiohttp.ClientSession() as session,
         session.post(
-            lab.url + CHAT, json=OTHER_BODY, headers=chaos("hang-after-last-event")
+            lab.url + CHAT, json=OTHER_BODY, headers=chaos("hang-after-last-event", SAME_USER)
         ) as other,
     ):
-        # Another user's stream, still open (it hangs after its last event): running now.
+        # Another stream of the same user (tenant), still open (it hangs after its last
+        # event): running now.
         async with asyncio.timeout(5):
             while b"data: [DONE]\n\n" not in got:
                 got += await other.content.readany()
@@ -774,7 +782,7 @@ async def check_splice_concurrent_delta(lab: Lab) -> None:
     assert run.dumps() == [*ref[:2], spliced, *ref[2:]]
     assert spliced in [
         ChatCompletionChunk.model_validate(c).model_dump() for c in foreign
-    ]  # another user's text, in this user's answer
+    ]  # another answer's text, in this one
     [frame] = [f for f in lab.log.frames(run.request_id) if f["faults"] == ["splice"]]
     assert frame["splice_from"] == other_id
 
@@ -1104,16 +1112,17 @@ async def resume_run(lab: Lab, stem: str) -> tuple[Run, list[str]]:
     return run, reference
 
 
-def stream_ids(rid: str | None, first: int, last: int) -> list[str]:
-    return [f"{rid}.{n}" for n in range(first, last + 1)]
+def stream_ids(token: str, first: int, last: int) -> list[str]:
+    return [f"{token}.{n}" for n in range(first, last + 1)]
 
 
 @covers("resume-after-mid-utf8-cut")
 async def check_resume_after_mid_utf8_cut(lab: Lab) -> None:
     run, reference = await resume_run(lab, "resume-after-mid-utf8-cut")
     rid, n = run.connections[0].request_id, len(reference)
+    token = token_of(lab.proxy, rid)
     assert run.statuses == [200, 200, 204] and run.connections[0].end == "error"
-    assert run.ids == stream_ids(rid, 1, n)  # each event once, the whole answer
+    assert run.ids == stream_ids(token, 1, n)  # each event once, the whole answer
     assert run.datas == reference and "\u2615" in reference[8]  # the cut was in the 9th
     [action] = [x for x in lab.log.for_request(rid or "") if x["event"] == "action"]
     assert action["how"] == "abort"
@@ -1123,22 +1132,22 @@ async def check_resume_after_mid_utf8_cut(lab: Lab) -> None:
 @covers("replay-last-after-id-cut")
 async def check_replay_last_after_id_cut(lab: Lab) -> None:
     run, reference = await resume_run(lab, "replay-last-after-id-cut")
-    rid, n = run.connections[0].request_id, len(reference)
+    token, n = token_of(lab.proxy, run.connections[0].request_id), len(reference)
     assert run.statuses == [200, 200, 204]
-    assert run.connections[0].ids == stream_ids(rid, 1, 3)  # the 4th's id never dispatched
-    assert run.connections[1].ids == stream_ids(rid, 3, n)
-    assert run.twice() == [f"{rid}.3"]
+    assert run.connections[0].ids == stream_ids(token, 1, 3)  # the 4th's id never dispatched
+    assert run.connections[1].ids == stream_ids(token, 3, n)
+    assert run.twice() == [f"{token}.3"]
     assert run.deduplicated() == reference
 
 
 @covers("restart-after-cut-before-terminal")
 async def check_restart_after_cut_before_terminal(lab: Lab) -> None:
     run, reference = await resume_run(lab, "restart-after-cut-before-terminal")
-    rid, n = run.connections[0].request_id, len(reference)
+    token, n = token_of(lab.proxy, run.connections[0].request_id), len(reference)
     assert run.statuses == [200, 200, 204]
-    assert run.connections[0].ids == stream_ids(rid, 1, n - 1)
-    assert run.connections[1].ids == stream_ids(rid, 1, n)  # from the first, same ids
-    assert run.twice() == stream_ids(rid, 1, n - 1)
+    assert run.connections[0].ids == stream_ids(token, 1, n - 1)
+    assert run.connections[1].ids == stream_ids(token, 1, n)  # from the first, same ids
+    assert run.twice() == stream_ids(token, 1, n - 1)
     assert run.datas == reference[:-1] + reference  # appended blindly: twice the answer
     assert run.deduplicated() == reference
 
@@ -1148,11 +1157,12 @@ async def check_new_stream_after_reset(lab: Lab) -> None:
     run, reference = await resume_run(lab, "new-stream-after-reset")
     first, second = (c.request_id for c in run.connections[:2])
     assert run.statuses == [200, 200, 204] and first != second
-    assert run.connections[0].ids == stream_ids(first, 1, 5)
-    assert run.connections[1].ids == stream_ids(second, 1, len(reference))
+    token = token_of(lab.proxy, first)
+    assert run.connections[0].ids == stream_ids(token, 1, 5)
+    assert run.connections[1].ids == stream_ids(token_of(lab.proxy, second), 1, len(reference))
     assert run.datas == reference[:5] + reference and run.twice() == []
     [request] = [x for x in lab.log.for_request(second or "") if x["event"] == "request"]
-    assert (request["resumes"], request["last_event_id"]) == (first, f"{first}.5")
+    assert (request["resumes"], request["last_event_id"]) == (first, f"{token}.5")
 
 
 @covers("unsupported-after-cut")

@@ -398,11 +398,11 @@ def test_an_accepting_client_is_judged_on_the_answer(faults: str, text: str, ver
 def test_two_connections_of_one_generation_are_one_answer() -> None:
     """A kept stream's recorder gives each event its id and the generation its clean
     answer; each connection adds what it sent, and the last one's summary judges them."""
-    stream = StreamHistory("s", "r-1", ResumeConfig(), SSE, 0.0)
+    stream = StreamHistory("s", "r-1", ResumeConfig(), SSE, 0.0, token="tok")
     recorder = Recorder(stream, path="/v1/chat/completions")
     with_ids = recorder.feed(b"".join(BODY), 0.0)
     events = [e + b"\n\n" for e in with_ids.split(b"\n\n")[:-1]]
-    assert events[0].startswith(b"id: r-1.1\n")
+    assert events[0].startswith(b"id: tok.1\n")
 
     def connection(request_id: str, sent: list[bytes], end: str) -> dict[str, Any]:
         s = Session(

@@ -8,19 +8,23 @@ was cut. Time is data: every call that needs it takes ``now`` (seconds, monotoni
 
 * :class:`ResumeConfig` is the ``resume:`` key of a scenario.
 * :class:`Recorder` sits between an upstream body and its session: it frames the SSE
-  body, gives every event its id (``<request_id>.<n>`` with ``ids: proxy``; the
-  upstream's own with ``ids: upstream``), keeps the events in a :class:`StreamHistory`
-  and returns the bytes with those ids, for the session's own pipeline.
+  body, gives every event its id (``<token>.<n>`` with ``ids: proxy``, the token an
+  unguessable one the shell draws per stream; the upstream's own with ``ids:
+  upstream``), keeps the events in a :class:`StreamHistory` and returns the bytes with
+  those ids, for the session's own pipeline.
 * :class:`HistoryStore` keeps the streams of each scenario, bounded (``streams`` per
-  scenario, ``max_bytes`` per stream, ``retention`` after the last activity), and
+  scenario, ``max_bytes`` per stream, ``retention`` after the last activity), each
+  belonging to a tenant (:mod:`chaosproxy.core.tenancy`): a ``Last-Event-ID`` is looked
+  up among its tenant's streams only, by map, never by a scan.
   :meth:`HistoryStore.decide` answers a reconnect by the policy.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -33,6 +37,7 @@ from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
 from chaosproxy.core.framing.encode import field_name, newline_of, split_bom, split_lines
 from chaosproxy.core.framing.sse import SseFramer
 from chaosproxy.core.providers import Profile, choose_profile, get_profile, provider_for_event
+from chaosproxy.core.tenancy import ANONYMOUS
 
 Policy = Literal["resume", "replay_last", "restart", "new_stream", "unsupported", "expired"]
 IdSource = Literal["proxy", "upstream"]
@@ -94,7 +99,9 @@ class StreamHistory:
     """The kept events of one stream, the oldest forgotten beyond ``max_bytes``.
 
     Events are numbered by absolute index (0-based, never reused): ``first`` is the
-    index of the oldest still kept, ``total`` the number ever appended.
+    index of the oldest still kept, ``total`` the number ever appended. ``request_id``
+    is the request that began the stream (its generation's first connection);
+    ``token`` the unguessable part of its proxy ids; ``tenant`` whose it is.
     """
 
     def __init__(
@@ -104,9 +111,16 @@ class StreamHistory:
         config: ResumeConfig,
         headers: Sequence[tuple[str, str]],
         now: float,
+        *,
+        tenant: str = ANONYMOUS,
+        token: str,
     ) -> None:
+        if not token or "." in token:
+            raise ValueError("a stream token is a non-empty string without dots")
         self.scenario = scenario
         self.request_id = request_id
+        self.tenant = tenant
+        self.token = token
         self.config = config
         #: The upstream's response headers, for a reconnect answered from history.
         self.headers = list(headers)
@@ -114,24 +128,48 @@ class StreamHistory:
         self.first = 0
         self.total = 0
         self.bytes = 0
+        #: Bytes read but not yet an event (the recorder's framer holds them).
+        self.pending = 0
         self.state: StreamState = "live"
         self.last_activity = now
         #: The generation's answer: its clean content (recorded here, across cuts) and
         #: what each connection sent of it (for verdicts, :mod:`chaosproxy.core.answer`).
         self.ledger = Ledger(request_id, limit=config.max_bytes)
+        #: ``ids: upstream``: each upstream id kept → the absolute index of its latest
+        #: event (the store indexes the stream by these ids).
+        self.ids: dict[str, int] = {}
+        #: The store that keeps this stream (told of ids coming and going).
+        self._store: HistoryStore | None = None
+        self._upstream_ids = config.ids == "upstream"
 
     @property
     def finished(self) -> bool:
         return self.state != "live"
 
+    @property
+    def held(self) -> int:
+        """Bytes this stream holds: its kept events and what is read of the next."""
+        return self.bytes + self.pending
+
     def append(self, kept: Kept, now: float) -> None:
+        index = self.total
         self.events.append(kept)
         self.total += 1
         self.bytes += len(kept.raw)
         self.last_activity = now
+        event_id = kept.id
+        if event_id is not None and self._upstream_ids:
+            self.ids[event_id] = index
+            if self._store is not None:
+                self._store._id_seen(self, event_id)
         while self.bytes > self.config.max_bytes and self.events:
             old = self.events.popleft()
             self.bytes -= len(old.raw)
+            old_id = old.id
+            if old_id is not None and self._upstream_ids and self.ids.get(old_id) == self.first:
+                del self.ids[old_id]  # its latest event is forgotten: no event has it
+                if self._store is not None:
+                    self._store._id_gone(self, old_id)
             self.first += 1
 
     def end(self, state: StreamState, now: float) -> None:
@@ -143,20 +181,21 @@ class StreamHistory:
     def touch(self, now: float) -> None:
         self.last_activity = now
 
+    def expired(self, now: float) -> bool:
+        return now - self.last_activity >= self.config.retention
+
     def index_of(self, event_id: str) -> int | None:
         """The absolute index of the kept event with that id (the latest, when the
-        upstream repeats ids), or None."""
-        if self.config.ids == "proxy":
-            rid, dot, n = event_id.rpartition(".")
-            if not dot or rid != self.request_id or not n.isdigit():
-                return None
-            index = int(n) - 1
-            if self.first <= index < self.total:
-                return index
+        upstream repeats ids), or None. A map lookup either way: never a scan."""
+        if self._upstream_ids:
+            return self.ids.get(event_id)
+        token, dot, n = event_id.rpartition(".")
+        # (an ASCII number of sane length: int() of 5,000 digits raises)
+        if not dot or token != self.token or not (n.isascii() and n.isdigit() and len(n) <= 18):
             return None
-        for offset in range(len(self.events) - 1, -1, -1):
-            if self.events[offset].id == event_id:
-                return self.first + offset
+        index = int(n) - 1
+        if self.first <= index < self.total:
+            return index
         return None
 
     def since(self, index: int) -> list[Kept]:
@@ -168,6 +207,9 @@ class StreamHistory:
         if self.first <= index < self.total:
             return self.events[index - self.first]
         return None
+
+    def __repr__(self) -> str:
+        return f"<StreamHistory {self.request_id} {self.scenario} {self.state} {self.total}>"
 
 
 # --------------------------------------------------------------------------- decisions
@@ -201,12 +243,34 @@ class Fresh:
 
 Decision = Replay | Answer | Fresh
 
+#: Seconds between two sweeps of the store for streams past their retention (a
+#: lookup checks the stream it finds itself; the sweep only frees memory).
+SWEEP_EVERY = 1.0
+
+#: (scenario, tenant, token or upstream id): how the store finds a stream.
+_Key = tuple[str, str, str]
+
 
 class HistoryStore:
-    """The kept streams, per scenario, each bounded by its scenario's ``resume:``."""
+    """The kept streams, per scenario, each bounded by its scenario's ``resume:``.
 
-    def __init__(self) -> None:
+    ``streams`` bounds a scenario's streams of every tenant together (a bound on memory:
+    credentials are whatever a client sends, so a bound per tenant would be none), and
+    the oldest goes first. A stream is found only by its own tenant: by its token
+    (``ids: proxy``) or by an upstream id (``ids: upstream``), in a map. ``on_drop`` is
+    called with each stream the store lets go (beyond ``streams``, past ``retention``,
+    :meth:`clear`), so the shell can stop reading it.
+    """
+
+    def __init__(self, on_drop: Callable[[StreamHistory], None] | None = None) -> None:
+        #: Per scenario, the streams by token, oldest first.
         self._streams: dict[str, OrderedDict[str, StreamHistory]] = {}
+        self._tokens: dict[_Key, StreamHistory] = {}
+        #: ``ids: upstream``: the streams with an event of that id, the one whose event
+        #: came last at the end.
+        self._ids: dict[_Key, OrderedDict[StreamHistory, None]] = {}
+        self.on_drop = on_drop
+        self._next_sweep = -math.inf
 
     def begin(
         self,
@@ -215,32 +279,71 @@ class HistoryStore:
         request_id: str,
         headers: Sequence[tuple[str, str]],
         now: float,
+        *,
+        tenant: str = ANONYMOUS,
+        token: str,
     ) -> StreamHistory:
         """Keep a new stream; the oldest of the scenario go beyond ``streams``."""
-        self.expire(now)
+        self._sweep(now)
         kept = self._streams.setdefault(scenario, OrderedDict())
-        stream = StreamHistory(scenario, request_id, config, headers, now)
-        kept[request_id] = stream
+        stream = StreamHistory(
+            scenario, request_id, config, headers, now, tenant=tenant, token=token
+        )
+        old = kept.get(token)
+        if old is not None:  # (a token drawn twice: never, with 128 random bits)
+            self._drop(old)
+        stream._store = self
+        kept[token] = stream
+        self._tokens[(scenario, tenant, token)] = stream
         while len(kept) > config.streams:
-            kept.popitem(last=False)
+            self._drop(next(iter(kept.values())))
         return stream
+
+    def _drop(self, stream: StreamHistory) -> None:
+        kept = self._streams.get(stream.scenario)
+        if kept is None or kept.get(stream.token) is not stream:
+            return
+        del kept[stream.token]
+        if not kept:
+            del self._streams[stream.scenario]
+        key = (stream.scenario, stream.tenant, stream.token)
+        if self._tokens.get(key) is stream:
+            del self._tokens[key]
+        for event_id in stream.ids:
+            self._id_gone(stream, event_id)
+        stream._store = None
+        if self.on_drop is not None:
+            self.on_drop(stream)
+
+    def _id_seen(self, stream: StreamHistory, event_id: str) -> None:
+        holders = self._ids.setdefault((stream.scenario, stream.tenant, event_id), OrderedDict())
+        holders[stream] = None
+        holders.move_to_end(stream)
+
+    def _id_gone(self, stream: StreamHistory, event_id: str) -> None:
+        key = (stream.scenario, stream.tenant, event_id)
+        holders = self._ids.get(key)
+        if holders is not None:
+            holders.pop(stream, None)
+            if not holders:
+                del self._ids[key]
+
+    def _sweep(self, now: float) -> None:
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_EVERY
+            self.expire(now)
 
     def expire(self, now: float) -> list[StreamHistory]:
         """Forget the streams whose retention has passed; returns them."""
-        gone: list[StreamHistory] = []
-        for scenario, kept in list(self._streams.items()):
-            for rid, stream in list(kept.items()):
-                if now - stream.last_activity >= stream.config.retention:
-                    del kept[rid]
-                    gone.append(stream)
-            if not kept:
-                del self._streams[scenario]
+        gone = [s for kept in self._streams.values() for s in kept.values() if s.expired(now)]
+        for stream in gone:
+            self._drop(stream)
         return gone
 
     def holds(self, stream: StreamHistory) -> bool:
         """Whether ``stream`` is still kept (not dropped nor expired)."""
         kept = self._streams.get(stream.scenario)
-        return kept is not None and kept.get(stream.request_id) is stream
+        return kept is not None and kept.get(stream.token) is stream
 
     def streams(self, scenario: str | None = None) -> Iterator[StreamHistory]:
         for name, kept in self._streams.items():
@@ -249,28 +352,48 @@ class HistoryStore:
 
     @property
     def bytes(self) -> int:
-        return sum(s.bytes for s in self.streams())
+        """Bytes held by every kept stream (events, and what is read of the next)."""
+        return sum(s.held for s in self.streams())
 
     def clear(self) -> None:
-        self._streams.clear()
+        for stream in list(self.streams()):
+            self._drop(stream)
 
-    def find(self, scenario: str, event_id: str) -> tuple[StreamHistory, int] | None:
-        """The kept stream of ``scenario`` with an event of that id, and its index."""
-        kept = self._streams.get(scenario)
-        if not kept:
-            return None
-        for stream in reversed(kept.values()):
-            index = stream.index_of(event_id)
-            if index is not None:
-                return stream, index
+    def find(
+        self, scenario: str, event_id: str, *, tenant: str = ANONYMOUS
+    ) -> tuple[StreamHistory, int] | None:
+        """The kept stream of ``scenario`` and ``tenant`` with an event of that id, and
+        its index: a proxy id by its token, an upstream id by the stream whose event of
+        that id came last. Two map lookups, whatever the id and however much is kept."""
+        token, dot, _ = event_id.rpartition(".")
+        if dot:
+            stream = self._tokens.get((scenario, tenant, token))
+            if stream is not None:
+                index = stream.index_of(event_id)
+                if index is not None:
+                    return stream, index
+        holders = self._ids.get((scenario, tenant, event_id))
+        if holders:
+            stream = next(reversed(holders))
+            return stream, stream.ids[event_id]
         return None
 
     def decide(
-        self, scenario: str, config: ResumeConfig, last_event_id: str, now: float
+        self,
+        scenario: str,
+        config: ResumeConfig,
+        last_event_id: str,
+        now: float,
+        *,
+        tenant: str = ANONYMOUS,
     ) -> Decision:
-        """How to answer a request of ``scenario`` carrying ``Last-Event-ID``."""
-        self.expire(now)
-        found = self.find(scenario, last_event_id)
+        """How to answer a request of ``scenario`` from ``tenant`` carrying
+        ``Last-Event-ID``. Another tenant's id is as unknown as one never given."""
+        self._sweep(now)
+        found = self.find(scenario, last_event_id, tenant=tenant)
+        if found is not None and found[0].expired(now):
+            self._drop(found[0])
+            found = None
         stream = found[0] if found else None
         if stream is not None:
             stream.touch(now)
@@ -336,9 +459,12 @@ class Recorder:
             frames = self._framer.feed(data)
         except FramingError:
             self._broken = True
+            self.stream.pending = 0
             self.stream.end("failed", now)
             return data
-        return self._record(frames, now)
+        out = self._record(frames, now)
+        self.stream.pending = self._framer.buffered
+        return out
 
     def eof(self, now: float) -> bytes:
         """The body ended: what was held (an unterminated last event), recorded too."""
@@ -348,6 +474,8 @@ class Recorder:
             frames = self._framer.eof()
         except FramingError:
             return b""
+        finally:
+            self.stream.pending = 0
         return self._record(frames, now)
 
     def _record(self, frames: list[Frame], now: float) -> bytes:
@@ -360,7 +488,7 @@ class Recorder:
                 continue
             self._ordinal += 1
             if proxy_ids:
-                event_id: str | None = f"{stream.request_id}.{self._ordinal}"
+                event_id: str | None = f"{stream.token}.{self._ordinal}"
                 assert event_id is not None
                 raw = with_id(frame, event_id)
                 bom, _ = split_bom(frame.raw)

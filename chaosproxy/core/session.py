@@ -47,6 +47,7 @@ from chaosproxy.core.providers import (
     provider_for_event,
 )
 from chaosproxy.core.recent import RecentStreams, StreamRecord
+from chaosproxy.core.tenancy import ANONYMOUS
 
 Outcome = Literal["completed", "cut", "client_gone", "upstream_error", "shutdown", "proxy_error"]
 
@@ -228,6 +229,7 @@ class Session:
         provider: str | None = None,
         max_event_size: int = DEFAULT_MAX_SIZE,
         streams: RecentStreams | None = None,
+        tenant: str = ANONYMOUS,
         envelope: Envelope | None = None,
     ) -> None:
         """``scenario`` is the one chosen (None: passthrough); ``active`` False when
@@ -237,6 +239,7 @@ class Session:
         (the name a refused request asked for); ``provider`` overrides the
         scenario's (``chaosproxy simulate --provider``); ``streams`` the proxy's
         recent framed streams, which a framed body joins (and ``splice`` reads);
+        ``tenant`` whose the request is (its stream joins them as that tenant's);
         ``envelope`` the one ``--envelope`` names (a scenario's own ``envelope:``
         wins)."""
         self.request_id = request_id
@@ -251,6 +254,7 @@ class Session:
         self._provider_override = provider
         self._max_event_size = max_event_size
         self._streams = streams
+        self.tenant = tenant
         self._record: StreamRecord | None = None
         self.phase = Phase.START
         self.outcome: Outcome | None = None
@@ -341,6 +345,7 @@ class Session:
             get_profile("generic"),
             streams=self._streams,
             request_id=self.request_id,
+            tenant=self.tenant,
         )
         actions: list[HttpAction] = []
         for fault in self.faults:
@@ -438,7 +443,7 @@ class Session:
             else:
                 active.append(fault)
         if fmt != "raw" and self._streams is not None:
-            self._record = self._streams.open(self.request_id, fmt)
+            self._record = self._streams.open(self.request_id, fmt, self.tenant)
         self.pipeline = Pipeline(
             active,
             fmt,

@@ -21,6 +21,7 @@ from chaosproxy.scenario.model import (
     PASSTHROUGH,
     MatchRule,
     Scenario,
+    cross_tenant_warnings,
     header_values,
 )
 from chaosproxy.seeds import MAX_SEED
@@ -36,6 +37,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "check_paths",
+    "cross_tenant_warnings",
     "header_values",
     "load_library",
     "load_scenario_file",

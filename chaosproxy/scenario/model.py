@@ -7,7 +7,7 @@ the fault list, which needs each fault's own ``Config``, is validated by the loa
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal, get_args
 
@@ -172,6 +172,16 @@ class Scenario(BaseModel):
         faults = fault_registry.registry()
         return any(faults[name].needs_framing(cfg) for name, cfg in self.faults)
 
+    def cross_tenant_faults(self) -> list[str]:
+        """The keys (``faults[0].splice.across_tenants``) of faults that take from every
+        tenant's streams: another user's text in this scenario's answers. Valid, but
+        ``validate`` and ``serve`` warn about each (docs/reconnection.md, Tenants)."""
+        return [
+            f"faults[{i}].{name}.across_tenants"
+            for i, (name, cfg) in enumerate(self.faults)
+            if getattr(cfg, "across_tenants", False) is True
+        ]
+
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able view in the shape of a scenario file (for the admin API):
         durations as strings with a unit (``"800ms"``), so that the view, given back
@@ -200,3 +210,14 @@ class Scenario(BaseModel):
         if self.envelope is not None:
             view["envelope"] = self.envelope.model_dump()
         return view
+
+
+def cross_tenant_warnings(scenarios: Iterable[Scenario]) -> list[str]:
+    """One warning per fault that crosses tenants (:meth:`Scenario.cross_tenant_faults`),
+    located as a problem is (the file, else the scenario's name)."""
+    return [
+        f"{scenario.source or scenario.name}: {key}: true: scenario {scenario.name} puts "
+        "events of every tenant's streams (other users' text) into its answers"
+        for scenario in scenarios
+        for key in scenario.cross_tenant_faults()
+    ]

@@ -24,6 +24,7 @@ from chaosproxy.core.faults.base import (
 from chaosproxy.core.frames import Format
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.recent import RecentStreams
+from chaosproxy.core.tenancy import ANONYMOUS
 
 
 @cache
@@ -56,16 +57,18 @@ def build_faults(
     *,
     streams: RecentStreams | None = None,
     request_id: str = "",
+    tenant: str = ANONYMOUS,
 ) -> list[Fault]:
     """Fresh per-request instances of a scenario's faults, each with its own RNG, all
     sharing one :class:`Stream` (``fmt`` and ``profile`` until the pipeline decides);
-    ``streams`` are the proxy's recent framed streams (None offline)."""
+    ``streams`` are the proxy's recent framed streams (None offline), ``tenant`` whose
+    the request is."""
     faults = registry()
     stream = Stream(fmt, profile)
     return [
         faults[name](
             config,
-            FaultContext(fault_rng(seed, i, name), stream, seed, i, streams, request_id),
+            FaultContext(fault_rng(seed, i, name), stream, seed, i, streams, request_id, tenant),
         )
         for i, (name, config) in enumerate(specs)
     ]

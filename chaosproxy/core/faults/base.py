@@ -56,6 +56,7 @@ from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.recent import RecentStreams
+from chaosproxy.core.tenancy import ANONYMOUS
 
 # --------------------------------------------------------------------------- config
 
@@ -297,6 +298,9 @@ class FaultContext:
     streams: RecentStreams | None = None
     #: The request's id (how other streams name it).
     request_id: str = ""
+    #: Whose the request is (:mod:`chaosproxy.core.tenancy`): ``splice`` takes only this
+    #: tenant's streams unless told otherwise.
+    tenant: str = ANONYMOUS
 
     @property
     def format(self) -> Format:

@@ -1,15 +1,17 @@
 """``splice``: insert events taken from another framed stream of this proxy.
 
 A response contaminated by another: a late delta from a cancelled answer, another
-user's text. ``from: previous`` takes from the framed stream that finished last before
-this request started (whatever its scenario), ``from: concurrent`` from one running
-at the moment of the splice (another one than this). ``count`` consecutive events of
-``kind`` (as the source's provider classified them) are chosen with the fault's own
-generator — the same seed and the same source give the same events — and sent right
-``after`` the upstream event named, re-framed for this stream: SSE with this stream's
-line endings (the source's ``event:`` name kept, its ``id:`` not), NDJSON as one
-compact JSON line. Each spliced event names its source (``Event.splice_from``; the
-frame log's ``splice_from``). Spliced events have ordinal 0.
+answer's text. ``from: previous`` takes from the framed stream of the same tenant
+(:mod:`chaosproxy.core.tenancy`) that finished last before this request started
+(whatever its scenario), ``from: concurrent`` from one of the same tenant's running at
+the moment of the splice (another one than this); with ``across_tenants: true`` from
+any tenant's (another user's text: a scenario says so, and ``validate`` and ``serve``
+warn). ``count`` consecutive events of ``kind`` (as the source's provider classified
+them) are chosen with the fault's own generator — the same seed and the same source give
+the same events — and sent right ``after`` the upstream event named, re-framed for this
+stream: SSE with this stream's line endings (the source's ``event:`` name kept, its
+``id:`` not), NDJSON as one compact JSON line. Each spliced event names its source
+(``Event.splice_from``; the frame log's ``splice_from``). Spliced events have ordinal 0.
 
 The sources are the proxy's recent streams (:mod:`chaosproxy.core.recent`); offline
 (``chaosproxy simulate``) there are none, and the fault is reported skipped.
@@ -49,6 +51,9 @@ class SpliceConfig(FaultConfig):
     count: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
     #: The kind of the source's events to take (as its provider classified them).
     kind: str = "delta"
+    #: Take from every tenant's streams, not only this request's tenant's: another
+    #: user's text (warned at ``validate`` and at start).
+    across_tenants: Annotated[bool, Field(strict=True)] = False
 
     @field_validator("kind")
     @classmethod
@@ -68,11 +73,15 @@ class SpliceFault(Fault[SpliceConfig]):
         self._last: Frame | None = None
         #: Why the splice found nothing to insert, once it tried.
         self._why: str | None = None
-        #: ``from: previous``: the stream that finished last before this request began.
+        #: Whose streams it takes from (None: everyone's).
+        self._tenant = None if config.across_tenants else ctx.tenant
+        #: ``from: previous``: the stream (of the tenant) that finished last before this
+        #: request began.
         streams = ctx.streams
-        self._previous = (
-            streams.previous if streams is not None and config.from_ == "previous" else None
-        )
+        self._previous = None
+        if streams is not None and config.from_ == "previous":
+            tenant = self._tenant
+            self._previous = streams.previous if tenant is None else streams.previous_of(tenant)
 
     def observe(self, ev: Event) -> None:
         self._anchor.observe(ev)
@@ -120,10 +129,12 @@ class SpliceFault(Fault[SpliceConfig]):
             )
             return None
         rng = self.ctx.rng
+        tenant = self._tenant
+        whose = "" if tenant is None else " of this tenant"
         if cfg.from_ == "previous":
             source = self._previous
             if source is None:
-                self._why = "from: previous: no framed stream had finished before this one"
+                self._why = f"from: previous: no framed stream{whose} had finished before this one"
                 return None
             frames = self._usable(source)
             if not frames:
@@ -133,16 +144,16 @@ class SpliceFault(Fault[SpliceConfig]):
                 return None
         else:
             candidates = []
-            running = streams.running(exclude=self.ctx.request_id)
+            running = streams.running(exclude=self.ctx.request_id, tenant=tenant)
             for record in running:
                 usable = self._usable(record)
                 if usable:
                     candidates.append((record, usable))
             if not candidates:
                 self._why = (
-                    "from: concurrent: no other framed stream was running"
+                    f"from: concurrent: no other framed stream{whose} was running"
                     if not running
-                    else f"from: concurrent: no other running stream had {what} yet"
+                    else f"from: concurrent: no other running stream{whose} had {what} yet"
                 )
                 return None
             source, frames = candidates[rng.randrange(len(candidates))]

@@ -153,6 +153,11 @@ class SseFramer:
             return frames
         return self._then_buffered(frames, data[stop:] if stop else data)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes taken but not yet returned in a frame (an event not ended yet)."""
+        return len(self._buf)
+
     def _then_buffered(self, frames: list[Frame], rest: bytes) -> list[Frame]:
         """``frames``, then what the general path makes of ``rest``; a size error in
         ``rest`` is raised by the next call when ``frames`` is not empty."""
