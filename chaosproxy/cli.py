@@ -285,6 +285,7 @@ def say(kind: str, message: str) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from chaosproxy.logs import FrameLog
+    from chaosproxy.memory import IdleReclaimer
     from chaosproxy.scenario import ScenarioError, load_scenarios
     from chaosproxy.server import StartupError, start_proxy
 
@@ -315,6 +316,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log.close()
             return fail(str(exc))
         settle_gc()
+        reclaimer = IdleReclaimer(lambda: proxy.in_flight)
+        reclaimer.start()
         loaded = len(proxy.state.scenarios.scenarios)
         names = f"{loaded} (the built-in library" + (
             f" and {', '.join(scenarios)})" if scenarios else ")"
@@ -326,6 +329,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             say("warning", warning)
         sys.stderr.flush()
         await stop.wait()
+        await reclaimer.stop()
         say("notice", f"{stop.reason}: stopping; streams in flight get {config.grace:g}s")
         try:
             problems = await proxy.close()
