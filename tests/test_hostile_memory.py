@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -142,3 +143,95 @@ def test_the_reclaimer_waits_for_no_request_in_flight_and_for_new_allocations() 
     assert young_collections() > before, len(keep)
     assert reclaimer.check()
     assert reclaimer.reclaims == 2
+
+
+# ------------------------------------------------------------------ report on a dense log
+
+#: Drawn requests, and frames each: the small log is ~11 MB, the large one 44 MB.
+REPORT_REQUESTS = 40
+REPORT_FRAMES = 1500
+#: How much more memory the large log may take than the small one: what the page draws
+#: of each write (~60 bytes: a time, a size, a flag, a position, a gap). Measured: 33
+#: and 47 MB (the wide log 32 MB); before, every kept line was a dict: 188 and 513 MB.
+REPORT_GROWTH_MB = 25.0
+
+
+def dense_log(path: Path, requests: int, frames: int) -> None:
+    """A frame log as the proxy writes it: ``requests`` streams of ``frames`` writes."""
+    with path.open("wb") as out:
+        for r in range(requests):
+            rid = f"r-{r}"
+            out.write(
+                orjson.dumps(
+                    {"event": "request", "request_id": rid, "scenario": "dense", "seed": r,
+                     "method": "POST", "path": "/v1/chat/completions", "provider": "openai-chat",
+                     "format": "sse", "ts": f"2026-01-01T00:00:{r % 60:02d}.000Z"}
+                ) + b"\n"
+            )  # fmt: skip
+            offset = 0
+            for i in range(frames):
+                faults = ["duplicate"] if i % 97 == 5 else []
+                size = 180 + i % 40
+                out.write(
+                    orjson.dumps(
+                        {"event": "frame", "request_id": rid, "scenario": "dense", "seq": i,
+                         "offset": offset, "size": size, "t_ms": i * 2.5 + (i % 7) * 0.3,
+                         "events": [i + 1], "kinds": ["delta"], "faults": faults,
+                         "ts": "2026-01-01T00:00:01.000Z"}
+                    ) + b"\n"
+                )  # fmt: skip
+                offset += size
+            out.write(
+                orjson.dumps(
+                    {"event": "response_end", "request_id": rid, "scenario": "dense",
+                     "outcome": "completed", "status": 200, "bytes": offset, "frames": frames,
+                     "duration_ms": frames * 2.5 + 10, "integrity": "altered",
+                     "ts": "2026-01-01T00:00:02.000Z"}
+                ) + b"\n"
+            )  # fmt: skip
+
+
+def report_peak_mb(log: Path, out: Path, *extra: str) -> float:
+    """``chaosproxy report LOG -o OUT`` in a fresh process: its peak RSS (MB)."""
+    # VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss over an exec, so a
+    # child would start at the peak of the pytest process that forked it.
+    code = (
+        "import sys\n"
+        "from chaosproxy.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
+        "print(hwm.split()[1])\n"
+        "sys.exit(code)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "report", str(log), "-o", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout.split()[-1]) / 1024
+
+
+def test_report_memory_is_bounded_by_what_it_draws_not_by_the_log(tmp_path: Path) -> None:
+    from chaosproxy.report import load_records, render_report
+
+    small, large, wide = tmp_path / "small.jsonl", tmp_path / "large.jsonl", tmp_path / "wide.jsonl"
+    dense_log(small, REPORT_REQUESTS, REPORT_FRAMES)
+    dense_log(large, REPORT_REQUESTS, 4 * REPORT_FRAMES)  # 4x the writes drawn
+    dense_log(wide, 4 * REPORT_REQUESTS, REPORT_FRAMES)  # 4x the requests, the same drawn
+    assert large.stat().st_size > 3.9 * small.stat().st_size > 25_000_000
+    limit = str(REPORT_REQUESTS)
+    peaks = {
+        log.name: report_peak_mb(log, tmp_path / f"{log.stem}.html", "--limit", limit)
+        for log in (small, large, wide)
+    }
+    summary = f"peak RSS of chaosproxy report, MB: {peaks}"
+    print(summary)
+    assert peaks["large.jsonl"] <= peaks["small.jsonl"] + REPORT_GROWTH_MB, summary
+    assert peaks["wide.jsonl"] <= peaks["small.jsonl"] + REPORT_GROWTH_MB / 5, summary
+    # The same page as the whole log read into memory gives.
+    for log in (small, wide):
+        page = render_report(load_records(log), limit=REPORT_REQUESTS)
+        assert (tmp_path / f"{log.stem}.html").read_text() == page, log.name
