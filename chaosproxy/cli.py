@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from chaosproxy import __version__
 from chaosproxy.config import (
@@ -285,6 +285,7 @@ def say(kind: str, message: str) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from chaosproxy.logs import FrameLog
+    from chaosproxy.memory import IdleReclaimer
     from chaosproxy.scenario import ScenarioError, load_scenarios
     from chaosproxy.server import StartupError, start_proxy
     from chaosproxy.upstream.tls import check_upstream_tls
@@ -322,6 +323,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             log.close()
             return fail(str(exc))
         settle_gc()
+        reclaimer = IdleReclaimer(lambda: proxy.in_flight)
+        reclaimer.start()
         loaded = len(proxy.state.scenarios.scenarios)
         names = f"{loaded} (the built-in library" + (
             f" and {', '.join(scenarios)})" if scenarios else ")"
@@ -333,6 +336,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             say("warning", warning)
         sys.stderr.flush()
         await stop.wait()
+        await reclaimer.stop()
         say("notice", f"{stop.reason}: stopping; streams in flight get {config.grace:g}s")
         try:
             problems = await proxy.close()
@@ -591,13 +595,12 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from chaosproxy.report import DEFAULT_LIMIT, ReportError, load_newest, render_report
+    from chaosproxy.report import DEFAULT_LIMIT, ReportError, write_report
 
     limit = DEFAULT_LIMIT if args.limit is None else args.limit
     if limit < 0:
         return fail(f"--limit must be >= 0, not {limit}")
     try:
-        records, omitted = load_newest(args.source, limit or None)
         matrix = None
         if args.matrix is not None:
             with open(args.matrix, "rb") as stream:
@@ -606,18 +609,60 @@ def cmd_report(args: argparse.Namespace) -> int:
                 return fail(f"{args.matrix}: not a matrix (a JSON object)")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         return fail(f"{args.matrix}: not JSON: {exc}")
-    except (OSError, ReportError) as exc:
-        return fail(_os_message(exc))
-    page = render_report(records, matrix, limit=limit or None, omitted=omitted)
-    if args.output == "-":
-        sys.stdout.write(page)
-        return 0
-    try:
-        Path(args.output).write_text(page, encoding="utf-8")
     except OSError as exc:
+        return fail(_os_message(exc))
+    # The page is written as it is made (memory bounded by what it draws): into a
+    # temporary file beside the output, renamed once whole, so that a failure leaves
+    # no half page (and no file where there was none).
+    if args.output == "-":
+        try:
+            write_report(args.source, sys.stdout, matrix, limit=limit or None)
+        except (OSError, ReportError) as exc:
+            return fail(_os_message(exc))
+        return 0
+    out = _LateFile(Path(args.output))
+    try:
+        write_report(args.source, out, matrix, limit=limit or None)
+        out.finish()
+    except (OSError, ReportError) as exc:
+        out.abandon()
         return fail(_os_message(exc))
     print(f"chaosproxy: wrote {args.output}", file=sys.stderr)
     return 0
+
+
+class _LateFile:
+    """A text file made on its first write, as a hidden ``.NAME.partial`` beside ``path``,
+    and renamed to ``path`` by :meth:`finish`: nothing is created before there is
+    something to write, and a failure leaves no half page. Errors name ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.partial = path.with_name(f".{path.name}.partial")
+        self._stream: TextIO | None = None
+
+    def write(self, text: str) -> int:
+        try:
+            if self._stream is None:
+                self._stream = self.partial.open("w", encoding="utf-8")
+            return self._stream.write(text)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+
+    def finish(self) -> None:
+        if self._stream is None:
+            self.write("")
+        assert self._stream is not None
+        try:
+            self._stream.close()
+            self.partial.replace(self.path)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+
+    def abandon(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self.partial.unlink(missing_ok=True)
 
 
 def _os_message(exc: Exception) -> str:

@@ -16,17 +16,19 @@ a request with very many writes has its marks thinned, never its byte line's end
 
 from __future__ import annotations
 
+import bisect
 import html
 import itertools
 import math
 import re
 import statistics
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
 import orjson
 
@@ -41,6 +43,10 @@ STALL_MS = 500.0
 MAX_MARKS = 1500
 #: Longest string shown from a log field (reasons, paths, payload text).
 MAX_TEXT = 300
+#: Violations listed per request (the rest are counted).
+MAX_VIOLATIONS = 200
+#: Rejected connections listed (the last ones; the rest are counted).
+MAX_REJECTED = 200
 
 #: Mark classes, by precedence when a write carries events of several kinds.
 KIND_CLASSES = ("terminal", "error", "tool", "start", "delta", "other")
@@ -60,6 +66,12 @@ NONE = "\u2013"
 # Plot geometry (SVG user units).
 WIDTH, HEIGHT = 960, 190
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 30
+
+
+class TextSink(Protocol):
+    """Where :func:`write_report` writes the page (a text file, ``sys.stdout``)."""
+
+    def write(self, text: str, /) -> object: ...
 
 
 class ReportError(ValueError):
@@ -136,15 +148,11 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
 
 def load_newest(path: str | Path, limit: int | None) -> tuple[list[dict[str, Any]], int]:
     """As :func:`load_records`, but only the lines of the newest ``limit`` requests (and
-    those of no request, such as ``rejected``), so a huge log costs the memory of what
-    is drawn; also returns how many requests were left out."""
+    those of no request, such as ``rejected``), as dicts; also returns how many requests
+    were left out. A dense log is better drawn with :func:`write_report`, which keeps
+    far less of each line."""
     source = Path(path)
-    if source.is_dir():
-        files = sorted(source.glob("*.jsonl"), key=_natural_key)
-        if not files:
-            raise ReportError(f"{source}: no *.jsonl trace files in this directory")
-    else:
-        files = [source]
+    files = _files(source)
     keep: set[str] | None = None
     omitted = 0
     if limit is not None:
@@ -159,6 +167,76 @@ def load_newest(path: str | Path, limit: int | None) -> tuple[list[dict[str, Any
             f"{source}: no JSON lines (write the log with --log-format json, the default)"
         )
     return records, omitted
+
+
+def _files(path: str | Path) -> list[Path]:
+    source = Path(path)
+    if source.is_dir():
+        files = sorted(source.glob("*.jsonl"), key=_natural_key)
+        if not files:
+            raise ReportError(f"{source}: no *.jsonl trace files in this directory")
+        return files
+    return [source]
+
+
+class _LogReader:
+    """The files of a log read line by line, each line known by its position (the
+    files' sizes added up before it), and read again by that position."""
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        self.files = list(files)
+        self.bases: list[int] = []
+        self._open: tuple[int, BinaryIO] | None = None
+
+    def __enter__(self) -> _LogReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._open is not None:
+            self._open[1].close()
+            self._open = None
+
+    def fold(self, into: _Requests, keep: set[str] | None) -> tuple[int, int]:
+        """Every JSON object line into ``into`` (only those of the requests in ``keep``,
+        and those of no request, when given), as :func:`_read_lines` reads them; returns
+        how many were, and how many non-empty lines were not JSON objects."""
+        lines = skipped = base = 0
+        for path in self.files:
+            self.bases.append(base)
+            with path.open("rb") as stream:
+                for raw in stream:
+                    place = base
+                    base += len(raw)
+                    line = raw.strip()
+                    if not line:
+                        continue
+                    if keep is not None:
+                        rid = _line_id(line)
+                        if rid is not None and rid not in keep:
+                            continue
+                    try:
+                        value = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        skipped += 1
+                        continue
+                    if isinstance(value, dict):
+                        into.add(value, place)
+                        lines += 1
+                    else:
+                        skipped += 1
+        return lines, skipped
+
+    def line(self, place: int) -> Mapping[str, Any]:
+        """The JSON object of the line at ``place`` (one that :meth:`fold` gave)."""
+        index = bisect.bisect_right(self.bases, place) - 1
+        if self._open is None or self._open[0] != index:
+            if self._open is not None:
+                self._open[1].close()
+            self._open = (index, self.files[index].open("rb"))
+        stream = self._open[1]
+        stream.seek(place - self.bases[index])
+        value = orjson.loads(stream.readline().strip())
+        return value if isinstance(value, dict) else {}
 
 
 # ------------------------------------------------------------------------------ model
@@ -181,22 +259,50 @@ class Write:
 
 @dataclass
 class Request:
+    """One request as the page draws it. Its writes are kept compact (a time, a size and
+    a faulted flag each); a write's details (seq, events, kinds, faults) are read back
+    with :meth:`write` for the marks that are drawn only."""
+
     request_id: str
     request: dict[str, Any] = field(default_factory=dict)
-    writes: list[Write] = field(default_factory=list)
-    #: ``(action line, t_ms or None)``.
+    times: array[float] = field(default_factory=lambda: array("d"))
+    sizes: array[int] | list[int] = field(default_factory=lambda: array("q"))
+    #: 1 for a write a fault touched, else 0.
+    faulted: bytearray = field(default_factory=bytearray)
+    #: Its cut actions: ``(action line, t_ms or None)`` (the only actions drawn).
     actions: list[tuple[dict[str, Any], float | None]] = field(default_factory=list)
     end: dict[str, Any] | None = None
+    #: The first ``MAX_VIOLATIONS`` violation lines, and how many there were.
     violations: list[dict[str, Any]] = field(default_factory=list)
+    violation_count: int = 0
     verdict: dict[str, Any] | None = None
     integrity: dict[str, Any] | None = None
     text_sha256: Any = None
+    #: Where each write's line is (an index, or a position in the log), for :meth:`write`.
+    places: array[int] = field(default_factory=lambda: array("q"))
+    _lines: Callable[[int], Mapping[str, Any]] | None = field(default=None, repr=False)
 
     def value(self, name: str) -> Any:
         """A value from the request line, else from response_end."""
         if name in self.request:
             return self.request[name]
         return (self.end or {}).get(name)
+
+    def write(self, i: int) -> Write:
+        """The ``i``-th write, read back from its frame line."""
+        assert self._lines is not None
+        return _write(self._lines(self.places[i]), i)
+
+
+def _write(line: Mapping[str, Any], index: int) -> Write:
+    return Write(
+        seq=int(_number(line.get("seq"), index)),
+        t_ms=_number(line.get("t_ms")),
+        size=int(_number(line.get("size"))),
+        events=_list(line.get("events")),
+        kinds=_strings(line.get("kinds")),
+        faults=_strings(line.get("faults")),
+    )
 
 
 def _ts_ms(line: Mapping[str, Any]) -> float | None:
@@ -228,52 +334,51 @@ def _strings(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def group_requests(
-    records: Iterable[Mapping[str, Any]], limit: int | None = None
-) -> tuple[list[Request], int, list[dict[str, Any]]]:
-    """Requests in order of first appearance (the newest ``limit`` of them), how many
-    were left out, and the ``rejected`` lines."""
-    records = list(records)
-    order: dict[str, None] = {}
-    rejected: list[dict[str, Any]] = []
-    for line in records:
+class _Requests:
+    """Requests folded from frame-log lines one at a time, keeping only what the page
+    draws (see :class:`Request`); lines of requests not in ``keep`` are passed over."""
+
+    def __init__(
+        self,
+        lines: Callable[[int], Mapping[str, Any]],
+        keep: set[str] | None,
+        max_rejected: int | None = MAX_REJECTED,
+    ) -> None:
+        self.requests: dict[str, Request] = {}
+        self.keep = keep
+        self.lines = lines
+        #: The last ``MAX_REJECTED`` ``rejected`` lines, and how many there were.
+        self.rejected: deque[dict[str, Any]] = deque(maxlen=max_rejected)
+        self.rejected_count = 0
+        self._started: dict[str, float | None] = {}
+
+    def add(self, line: Mapping[str, Any], place: int) -> None:
         rid = line.get("request_id")
-        if isinstance(rid, str):
-            order.setdefault(rid, None)
-        elif line.get("event") == "rejected":
-            rejected.append(dict(line))
-    ids = list(order)
-    omitted = 0
-    if limit is not None and len(ids) > limit:
-        omitted = len(ids) - limit
-        ids = ids[omitted:]
-    requests = {rid: Request(rid) for rid in ids}
-    started: dict[str, float | None] = {}
-    for line in records:
-        rid = line.get("request_id")
-        req = requests.get(rid) if isinstance(rid, str) else None
+        if not isinstance(rid, str):
+            if line.get("event") == "rejected":
+                self.rejected.append(dict(line))
+                self.rejected_count += 1
+            return
+        req = self.requests.get(rid)
         if req is None:
-            continue
+            if self.keep is not None and rid not in self.keep:
+                return
+            req = self.requests[rid] = Request(rid, _lines=self.lines)
         event = line.get("event")
         if event == "request":
             req.request = dict(line)
-            started[req.request_id] = _ts_ms(line)
+            self._started[rid] = _ts_ms(line)
         elif event == "frame":
-            req.writes.append(
-                Write(
-                    seq=int(_number(line.get("seq"), len(req.writes))),
-                    t_ms=_number(line.get("t_ms")),
-                    size=int(_number(line.get("size"))),
-                    events=_list(line.get("events")),
-                    kinds=_strings(line.get("kinds")),
-                    faults=_strings(line.get("faults")),
-                )
-            )
+            req.times.append(_number(line.get("t_ms")))
+            _append_size(req, int(_number(line.get("size"))))
+            req.faulted.append(1 if _strings(line.get("faults")) else 0)
+            req.places.append(place)
         elif event == "action":
-            start, at = started.get(req.request_id), _ts_ms(line)
-            req.actions.append(
-                (dict(line), None if start is None or at is None else max(0.0, at - start))
-            )
+            if line.get("action") == "cut":
+                start, at = self._started.get(rid), _ts_ms(line)
+                req.actions.append(
+                    (dict(line), None if start is None or at is None else max(0.0, at - start))
+                )
         elif event == "response_end":
             req.end = dict(line)
             if "integrity" in line:
@@ -285,10 +390,40 @@ def group_requests(
         elif event == "text_sha256":
             req.text_sha256 = line.get("text_sha256", dict(line))
         elif event == "violation":
-            req.violations.append(dict(line))
+            if len(req.violations) < MAX_VIOLATIONS:
+                req.violations.append(dict(line))
+            req.violation_count += 1
         elif event == "verdict":
             req.verdict = dict(line)
-    return list(requests.values()), omitted, rejected
+
+
+def _append_size(req: Request, size: int) -> None:
+    try:
+        req.sizes.append(size)
+    except OverflowError:  # beyond 64 bits (a hostile log): a list takes any int
+        req.sizes = [*req.sizes, size]
+
+
+def group_requests(
+    records: Iterable[Mapping[str, Any]], limit: int | None = None
+) -> tuple[list[Request], int, list[dict[str, Any]]]:
+    """Requests in order of first appearance (the newest ``limit`` of them), how many
+    were left out, and the ``rejected`` lines."""
+    records = list(records)
+    order: dict[str, None] = {}
+    for line in records:
+        rid = line.get("request_id")
+        if isinstance(rid, str):
+            order.setdefault(rid, None)
+    ids = list(order)
+    omitted = 0
+    if limit is not None and len(ids) > limit:
+        omitted = len(ids) - limit
+    folded = _Requests(records.__getitem__, set(ids[omitted:]), max_rejected=None)
+    folded.requests = {rid: Request(rid, _lines=records.__getitem__) for rid in ids[omitted:]}
+    for place, line in enumerate(records):
+        folded.add(line, place)
+    return list(folded.requests.values()), omitted, list(folded.rejected)
 
 
 # ------------------------------------------------------------------------------ output
@@ -402,21 +537,20 @@ def _nice_ticks(end_ms: float, n: int = 5) -> list[float]:
 
 
 def _timeline(req: Request, gap_ms: float, stall_ms: float) -> str:
-    writes = req.writes
-    total = sum(w.size for w in writes)
-    last_t = max((w.t_ms for w in writes), default=0.0)
+    times, sizes, n = req.times, req.sizes, len(req.times)
+    total = sum(sizes)
+    last_t = max(times, default=0.0)
     duration = _number((req.end or {}).get("duration_ms"), last_t)
     end_ms = max(duration, last_t)
     cuts = [(line, at) for line, at in req.actions if line.get("action") == "cut"]
     scale = _Scale(end_ms, total)
     parts: list[str] = [
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'data-total-bytes="{total}" data-writes="{len(writes)}" '
+        f'data-total-bytes="{total}" data-writes="{n}" '
         f'aria-label="timeline of {_e(req.request_id)}">'
     ]
     # Gaps and stalls: before the first write, between writes, after the last one.
-    times = [0.0, *(w.t_ms for w in writes), end_ms]
-    for a, b in itertools.pairwise(times):
+    for a, b in itertools.pairwise(itertools.chain((0.0,), times, (end_ms,))):
         if b - a >= gap_ms:
             cls = "stall" if b - a >= stall_ms else "gap"
             parts.append(
@@ -440,10 +574,10 @@ def _timeline(req: Request, gap_ms: float, stall_ms: float) -> str:
     # Cumulative bytes as a step line: flat until a write, then up by its size.
     points = [(scale.x(0), scale.y(0))]
     cumulative = 0
-    for w in writes:
-        x = scale.x(w.t_ms)
+    for t_ms, size in zip(times, sizes, strict=True):
+        x = scale.x(t_ms)
         points.append((x, scale.y(cumulative)))
-        cumulative += w.size
+        cumulative += size
         points.append((x, scale.y(cumulative)))
     points.append((scale.x(end_ms), scale.y(cumulative)))
     # Consecutive equal points add nothing but size to a 100k-write stream.
@@ -456,12 +590,13 @@ def _timeline(req: Request, gap_ms: float, stall_ms: float) -> str:
         + '"/>'
     )
     # One mark per write (thinned past MAX_MARKS, faulted ones always kept).
-    stride = max(1, -(-len(writes) // MAX_MARKS))
+    stride = max(1, -(-n // MAX_MARKS))
     cumulative = 0
     last_label: tuple[str, float] | None = None
-    for i, w in enumerate(writes):
-        cumulative += w.size
-        if w.faults or i % stride == 0 or i == len(writes) - 1:
+    for i, size in enumerate(sizes):
+        cumulative += size
+        if req.faulted[i] or i % stride == 0 or i == n - 1:
+            w = req.write(i)
             x, y = scale.x(w.t_ms), scale.y(cumulative)
             classes = f"mark kind-{w.kind_class}" + (" faulted" if w.faults else "")
             title = (
@@ -553,8 +688,8 @@ def _request_section(
     for label, key in (("provider", "provider"), ("format", "format")):
         if req.value(key) is not None:
             facts.append(_kv(label, _e(req.value(key), 60)))
-    facts.append(_kv("bytes", str(sum(w.size for w in req.writes))))
-    facts.append(_kv("writes", str(len(req.writes))))
+    facts.append(_kv("bytes", str(sum(req.sizes))))
+    facts.append(_kv("writes", str(len(req.sizes))))
     if "duration_ms" in end:
         facts.append(_kv("duration", _fmt_ms(_number(end["duration_ms"]))))
     if isinstance(faults, dict) and faults:
@@ -580,15 +715,15 @@ def _request_section(
             )
         else:
             parts.append(f'<div class="summary">text sha256: <code>{_e(sha)}</code></div>')
-    if req.violations:
+    if req.violation_count:
         rows = "".join(
             f"<tr><td>{_e(v.get('side'), 20)}</td><td>{_e(v.get('rule'), 60)}</td>"
             f"<td>{_e(v.get('at_event'), 20)}</td></tr>"
-            for v in req.violations[:200]
+            for v in req.violations[:MAX_VIOLATIONS]
         )
-        more = len(req.violations) - 200
+        more = req.violation_count - MAX_VIOLATIONS
         parts.append(
-            f"<h3>violations ({len(req.violations)})</h3>"
+            f"<h3>violations ({req.violation_count})</h3>"
             '<table class="violations"><tr><th>side</th><th>rule</th><th>at event</th></tr>'
             f"{rows}</table>" + (f'<p class="note">{more} more not shown</p>' if more > 0 else "")
         )
@@ -681,7 +816,79 @@ def render_report(
     ``chaosproxy matrix``, when given). Only the newest ``limit`` requests are drawn;
     ``omitted`` counts requests already left out of ``records`` (by :func:`load_newest`)."""
     requests, dropped, rejected = group_requests(records, limit)
-    omitted += dropped
+    return "".join(
+        _page(
+            requests,
+            omitted + dropped,
+            rejected,
+            len(rejected),
+            matrix,
+            title=title,
+            gap_ms=gap_ms,
+            stall_ms=stall_ms,
+        )
+    )
+
+
+def write_report(
+    path: str | Path,
+    out: TextSink,
+    matrix: Mapping[str, Any] | None = None,
+    *,
+    limit: int | None = DEFAULT_LIMIT,
+    title: str = "chaosproxy report",
+    gap_ms: float = GAP_MS,
+    stall_ms: float = STALL_MS,
+) -> None:
+    """The page of a LOG file or a TRACE_DIR (as :func:`load_records` reads them), written
+    to ``out``: the same page as ``render_report(load_records(path), matrix, limit=…)``,
+    in memory bounded by the requests it draws, not by the log. The log is read twice,
+    line by line: once for the request ids, once for the lines of the newest ``limit``
+    requests, of which only what the page draws is kept (a time, a size and a flag per
+    write; a drawn mark's details are read back from its line). Raises
+    :class:`ReportError` when nothing can be drawn, OSError when the path cannot be
+    read."""
+    files = _files(path)
+    keep: set[str] | None = None
+    omitted = 0
+    if limit is not None:
+        ids = _request_ids(files)
+        if len(ids) > limit:
+            omitted = len(ids) - limit
+            keep = set(ids[omitted:])
+            del ids
+    with _LogReader(files) as reader:
+        folded = _Requests(reader.line, keep)
+        lines, skipped = reader.fold(folded, keep)
+        if not lines and skipped:
+            raise ReportError(
+                f"{path}: no JSON lines (write the log with --log-format json, the default)"
+            )
+        for part in _page(
+            list(folded.requests.values()),
+            omitted,
+            list(folded.rejected),
+            folded.rejected_count,
+            matrix,
+            title=title,
+            gap_ms=gap_ms,
+            stall_ms=stall_ms,
+        ):
+            out.write(part)
+
+
+def _page(
+    requests: list[Request],
+    omitted: int,
+    rejected: list[dict[str, Any]],
+    rejected_count: int,
+    matrix: Mapping[str, Any] | None,
+    *,
+    title: str,
+    gap_ms: float,
+    stall_ms: float,
+) -> Iterator[str]:
+    """The page, in parts (one request's section at a time)."""
     by_request: dict[str, Mapping[str, Any]] = {}
     for result in _list((matrix or {}).get("results")):
         if isinstance(result, dict) and isinstance(result.get("request_id"), str):
@@ -694,12 +901,13 @@ def render_report(
         + f" · outcomes: {_counts((r.end or {}).get('outcome') for r in requests)}"
         f" · integrity: {_counts(_integrity(r, by_request.get(r.request_id)) for r in requests)}"
         f" · verdicts: {_counts(_verdict(r, by_request.get(r.request_id)) for r in requests)}"
-        f" · violations: {sum(len(r.violations) for r in requests)}"
-        f" · rejected: {len(rejected)}"
+        f" · violations: {sum(r.violation_count for r in requests)}"
+        f" · rejected: {rejected_count}"
     )
-    gaps = [b.t_ms - a.t_ms for r in requests for a, b in itertools.pairwise(r.writes)]
+    gaps = [b - a for r in requests for a, b in itertools.pairwise(r.times)]
     typical = f" (median gap between writes {statistics.median(gaps):.1f} ms)" if gaps else ""
-    body = [
+    del gaps
+    head = [
         f"<h1>{_e(title)}</h1>",
         f'<p class="summary">{summary}</p>',
         f'<p class="summary">Gaps of {gap_ms:.0f} ms or more are shaded, stalls of '
@@ -707,36 +915,35 @@ def render_report(
         _legend(),
     ]
     if omitted:
-        body.append(
+        head.append(
             f'<p class="note">Showing the newest {len(requests)} of {total} requests; '
             f"{omitted} older ones are left out (raise --limit to see more).</p>"
         )
     if matrix is not None:
-        body.append(_matrix_section(matrix, anchors))
+        head.append(_matrix_section(matrix, anchors))
     if requests:
-        body.append("<h1>Requests</h1>")
-    for index, req in enumerate(requests, 1):
-        body.append(_request_section(index, req, by_request.get(req.request_id), gap_ms, stall_ms))
-    if rejected:
-        rows = "".join(
-            f"<tr><td>{_e(r.get('ts'), 40)}</td><td>{_e(r.get('status'), 10)}</td>"
-            f"<td>{_e(r.get('reason'))}</td><td>{_e(r.get('peer'), 80)}</td></tr>"
-            for r in rejected[-200:]
-        )
-        body.append(
-            f'<section class="rejected"><h1>Rejected ({len(rejected)})</h1>'
-            "<table><tr><th>time</th><th>status</th><th>reason</th><th>peer</th></tr>"
-            f"{rows}</table></section>"
-        )
-    return (
+        head.append("<h1>Requests</h1>")
+    yield (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta http-equiv="Content-Security-Policy" '
         "content=\"default-src 'none'; style-src 'unsafe-inline'\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
+        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n" + "\n".join(head)
     )
+    for index, req in enumerate(requests, 1):
+        yield "\n" + _request_section(index, req, by_request.get(req.request_id), gap_ms, stall_ms)
+    if rejected_count:
+        rows = "".join(
+            f"<tr><td>{_e(r.get('ts'), 40)}</td><td>{_e(r.get('status'), 10)}</td>"
+            f"<td>{_e(r.get('reason'))}</td><td>{_e(r.get('peer'), 80)}</td></tr>"
+            for r in rejected[-MAX_REJECTED:]
+        )
+        yield (
+            f'\n<section class="rejected"><h1>Rejected ({rejected_count})</h1>'
+            "<table><tr><th>time</th><th>status</th><th>reason</th><th>peer</th></tr>"
+            f"{rows}</table></section>"
+        )
+    yield "\n</body></html>\n"
 
 
 __all__ = [
@@ -748,4 +955,5 @@ __all__ = [
     "load_newest",
     "load_records",
     "render_report",
+    "write_report",
 ]

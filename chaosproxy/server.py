@@ -156,6 +156,11 @@ class RunningProxy:
         return self.state.log
 
     @property
+    def in_flight(self) -> int:
+        """Requests the proxy is answering now."""
+        return len(self._in_flight.tasks)
+
+    @property
     def upstreams(self) -> dict[str, str]:
         """Every upstream by route prefix (``""``: the fallback), as base URLs (the
         mock's own for ``mock``), longest prefix first, the fallback last."""

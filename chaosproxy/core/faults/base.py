@@ -56,6 +56,7 @@ from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.recent import RecentStreams
+from chaosproxy.core.regex import compile_search
 from chaosproxy.core.tenancy import ANONYMOUS
 
 # --------------------------------------------------------------------------- config
@@ -141,10 +142,7 @@ class SelectorConfig(FaultConfig):
     @classmethod
     def _regex_compiles(cls, v: str | None) -> str | None:
         if v is not None:
-            try:
-                re.compile(v)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression: {exc}") from None
+            compile_search(v)  # RegexRefused is a ValueError: a located message
         return v
 
     @field_validator("kind")
@@ -194,7 +192,7 @@ class Selector:
         self._cfg = cfg
         self._kinds = _as_set(cfg.kind)
         self._types = _as_set(cfg.type)
-        self._regex = re.compile(cfg.match) if cfg.match is not None else None
+        self._regex = compile_search(cfg.match) if cfg.match is not None else None
         self._nth = _as_int_set(cfg.nth)
         # Copies of the config's fields: observe() runs per event.
         self._every = cfg.every
@@ -222,7 +220,7 @@ class Selector:
                 return
             if self._types is not None and frame.type not in self._types:
                 return
-            if self._regex is not None and not self._regex.search(frame.data or ""):
+            if self._regex is not None and not self._regex(frame.data or ""):
                 return
         self.matched += 1
         if self._positional:
