@@ -688,8 +688,16 @@ def _request_section(
     for label, key in (("provider", "provider"), ("format", "format")):
         if req.value(key) is not None:
             facts.append(_kv(label, _e(req.value(key), 60)))
-    facts.append(_kv("bytes", str(sum(req.sizes))))
-    facts.append(_kv("writes", str(len(req.sizes))))
+    if not req.sizes and _number(end.get("frames")) > 0:
+        # A log without frame lines (--log-level requests): the end line's own count.
+        facts.append(_kv("bytes", f"{_e(end.get('bytes'), 20)} (from response_end)"))
+        facts.append(_kv("writes", f"{_e(end.get('frames'), 20)} (from response_end)"))
+    else:
+        facts.append(_kv("bytes", str(sum(req.sizes))))
+        facts.append(_kv("writes", str(len(req.sizes))))
+    answer = end.get("answer")
+    if isinstance(answer, dict) and answer.get("content"):
+        facts.append(_kv("answer", _pill("integrity", answer.get("content"))))
     if "duration_ms" in end:
         facts.append(_kv("duration", _fmt_ms(_number(end["duration_ms"]))))
     if isinstance(faults, dict) and faults:
@@ -918,6 +926,13 @@ def _page(
         head.append(
             f'<p class="note">Showing the newest {len(requests)} of {total} requests; '
             f"{omitted} older ones are left out (raise --limit to see more).</p>"
+        )
+    frameless = requests and not any(r.sizes for r in requests)
+    if frameless and any(_number((r.end or {}).get("frames")) > 0 for r in requests):
+        head.append(
+            '<p class="note">This log has no frame lines (it was written with '
+            "<code>--log-level requests</code>): each request shows the bytes and writes "
+            "its <code>response_end</code> counted, without a timeline of its writes.</p>"
         )
     if matrix is not None:
         head.append(_matrix_section(matrix, anchors))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -557,6 +558,33 @@ def test_cli_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().err == f"chaosproxy: wrote {out}\n"
     assert main(["report", str(log), "-o", "-", "--limit", "0"]) == 0
     assert capsys.readouterr().out.count("<svg") == 4
+
+
+def test_a_log_without_frame_lines_shows_the_counts_of_response_end(tmp_path: Path) -> None:
+    """``--log-level requests`` keeps every line but the frame lines: the report says
+    so, and takes each response's bytes and writes from its ``response_end``."""
+    log = tmp_path / "requests.jsonl"
+    with ChaosProxy(log=str(log), log_level="requests", mock_interval=0.001) as proxy:
+        for scenario in ("one-event-per-read", "duplicate-third-delta"):
+            with proxy.scenario(scenario):
+                httpx.post(
+                    proxy.url + "/v1/chat/completions",
+                    json={"model": "m", "stream": True, "messages": []},
+                ).raise_for_status()
+        ends = proxy.requests()
+    lines = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    assert not [line for line in lines if line["event"] == "frame"]
+    out = tmp_path / "report.html"
+    assert main(["report", str(log), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert "This log has no frame lines" in page and "--log-level requests" in page
+    for end in ends:
+        assert f"{end['bytes']} (from response_end)" in page
+        assert f"{end['frames']} (from response_end)" in page
+    # A log with its frame lines says nothing of the kind.
+    write_lines(log, [line for n in range(1, 3) for line in stream(f"r-{n}", SIMPLE)])
+    assert main(["report", str(log), "-o", str(out)]) == 0
+    assert "no frame lines" not in out.read_text()
 
 
 @pytest.mark.parametrize(
