@@ -198,6 +198,26 @@ class RequestStore:
         else:  # with content, which the store may have to leave out
             self._keep(record, record.frames, orjson.loads(text), text)
 
+    def frames_json(
+        self, context: dict[str, Any], fields: list[dict[str, Any]], texts: list[bytes]
+    ) -> None:
+        """The same as calling it with each ``frame`` line of a batch, given the parts
+        the lines are made of and their JSON texts, each with a newline (the frame log
+        makes them once, for itself and for this store; no dict of a line is made)."""
+        request_id = context.get("request_id")
+        record = self._records.get(request_id) if isinstance(request_id, str) else None
+        if record is None:  # no request line (or forgotten)
+            return
+        record.sent_frames += len(fields)
+        for f, text in zip(fields, texts, strict=True):
+            record.sent_bytes += f.get("size", 0)
+            if len(record.frames) + len(record.actions) >= self.max_frames:
+                record.omitted += 1
+            elif "raw" not in f:
+                record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+            else:  # with content, which the store may have to leave out
+                self._keep(record, record.frames, orjson.loads(text), text)
+
     def _keep(
         self, record: RequestRecord, into: list[str], line: dict[str, Any], text: bytes = b""
     ) -> None:

@@ -314,6 +314,23 @@ class Exchange:
             line.update(content_fields(send.data))
         self.log.frame(line)
 
+    def log_frames(self, sends: list[Send], now: float) -> None:
+        """The ``frame`` lines of writes to the client made together (the events of one
+        upstream read), each accounted by the session, in one write to the log."""
+        wrote = self.session.wrote
+        lines = [wrote(send, now) for send in sends]
+        kept = self._kept
+        if kept is not None:
+            for send, line in zip(sends, lines, strict=True):
+                if send.events:
+                    upstream_ids = [_upstream_id(kept, e.frame.id) for e in send.events]
+                    if any(u is not None for u in upstream_ids):
+                        line["upstream_ids"] = upstream_ids
+        if self._content:
+            for send, line in zip(sends, lines, strict=True):
+                line.update(content_fields(send.data))
+        self.log.frames(lines)
+
     async def sleep(self, seconds: float) -> None:
         self.session.hold(seconds)
         if math.isinf(seconds):

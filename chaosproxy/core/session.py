@@ -321,6 +321,14 @@ class Session:
     def framed(self) -> bool:
         return self.pipeline is not None
 
+    @property
+    def batchable(self) -> bool:
+        """Whether the sends of one upstream read may leave together (one write to the
+        socket, each its own chunk and frame line): no fault shapes the writes
+        themselves (a transport fault decides their sizes and their times)."""
+        pipeline = self.pipeline
+        return pipeline is None or not pipeline.shapes_writes
+
     def chaos_headers(self) -> list[tuple[str, str]]:
         """``X-Chaos-*`` headers on every response, so a test finds its request."""
         return [
