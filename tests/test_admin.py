@@ -600,7 +600,7 @@ async def test_a_file_may_not_set_source_but_a_post_may_give_it_back(tmp_path: P
         load_scenarios([bad])
     assert [str(p) for p in info.value.problems] == [
         f"{bad}:1: source: unknown key (allowed: name, description, seed, provider, format, "
-        "match, rate, requests, resume, faults, envelope)"
+        "match, rate, requests, resume, faults, envelope, mock)"
     ]
     assert parse_scenario("source: x\nfaults: [drop]\n", "body", "a", read_only=True).source == (
         "body"
