@@ -261,7 +261,9 @@ async def test_requests_recent_and_detail(
     end = log_capture.end(ids[-1])
     request_line = log_capture.for_request(ids[-1])[0]
     expected = {k: v for k, v in {**request_line, **end}.items() if k != "event"}
+    sent = summary.pop("request")  # what the client sent (the journal)
     assert summary == {**expected, "state": "done"}
+    assert (sent["method"], sent["path"], sent["body"]) == ("POST", "/v1/stream", {})
     for bad in ("0", "-1", "x"):
         status, body, _ = await call(proxy, "GET", f"/requests?limit={bad}")
         assert status == 400

@@ -233,7 +233,7 @@ def test_a_fixture_file_problems_are_located_with_did_you_mean(tmp_path: Path) -
     )
     with pytest.raises(ScenarioError) as info:
         load_fixture_files([path])
-    allowed = "path, model, message, message_regex, tools, headers"
+    allowed = "path, model, message, message_regex, tools, tool_result, headers"
     assert str(info.value).splitlines() == [
         f"{path}:2: fixtures[0].match.mesage: unknown key, did you mean 'message'? "
         f"(allowed: {allowed})",

@@ -16,12 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaosproxy.core.llm_request import RequestView
-from chaosproxy.scenario.fixtures import Fixture
+from chaosproxy.scenario.fixtures import SCENARIO_HEADER, Fixture
 
-#: The header in which a proxy names the request's scenario to its built-in mock, so
-#: that the scenario's ``mock:`` fixtures answer first. The proxy removes every
-#: ``X-Chaos-*`` header a client sends, so only the proxy sets it.
-SCENARIO_HEADER = "X-Chaos-Mock-Scenario"
 #: The header on an answer a fixture made: its ``name``, else where it is
 #: (``scenario NAME mock[0]``, ``added[1]``, ``files[2]``).
 FIXTURE_HEADER = "X-Mock-Fixture"

@@ -22,6 +22,11 @@ from chaosproxy.core.faults.base import Duration
 from chaosproxy.core.llm_request import RequestView
 from chaosproxy.core.regex import compile_search
 
+#: The header in which a proxy names the request's scenario to its built-in mock, so
+#: that the scenario's ``mock:`` fixtures answer first. The proxy removes every
+#: ``X-Chaos-*`` header a client sends, so only the proxy sets it.
+SCENARIO_HEADER = "X-Chaos-Mock-Scenario"
+
 #: Finish reasons a fixture may give, provider-neutral (docs/mock.md, Finish reasons).
 Finish = Literal["stop", "length", "tool_calls", "content_filter", "refusal"]
 
@@ -34,7 +39,9 @@ class FixtureMatch(BaseModel):
     ``path`` and ``model`` are ``fnmatch`` globs (``*`` crosses ``/``); ``message`` a
     substring and ``message_regex`` a regular expression (Python's syntax, searched in
     linear time) of the last user message; ``tools`` true (some tool offered), false
-    (none) or the names that must all be offered; ``headers`` globs on header values.
+    (none) or the names that must all be offered; ``tool_result`` whether the last
+    message is a tool's result (an agent's second turn); ``headers`` globs on header
+    values.
     """
 
     model_config = _CONFIG
@@ -44,6 +51,7 @@ class FixtureMatch(BaseModel):
     message: Annotated[str, Field(min_length=1)] | None = None
     message_regex: Annotated[str, Field(min_length=1)] | None = None
     tools: bool | Annotated[str, Field(min_length=1)] | list[str] | None = None
+    tool_result: bool | None = None
     headers: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("message_regex")
@@ -83,6 +91,10 @@ class FixtureMatch(BaseModel):
             wanted = [tools] if isinstance(tools, str) else tools
             if not set(wanted) <= set(request.tools):
                 return "tools"
+        if self.tool_result is not None:
+            last_role = request.messages[-1].role if request.messages else None
+            if (last_role == "tool") != self.tool_result:
+                return "tool_result"
         lowered: dict[str, list[str]] = {}
         for name, value in headers.items():
             lowered.setdefault(name.lower(), []).append(value)
@@ -216,6 +228,7 @@ class FixtureFile(BaseModel):
 
 
 __all__ = [
+    "SCENARIO_HEADER",
     "Finish",
     "Fixture",
     "FixtureError",
