@@ -17,6 +17,7 @@ anything :func:`~chaosproxy.logs.redact_text` masks in a text (a URL's password,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,13 +37,18 @@ _SECRET_WORDS = ("auth", "token", "secret", "password", "key", "cookie", "sessio
 MASK = "***"
 
 
+@functools.lru_cache(maxsize=1024)
+def _secret_header(lower: str) -> bool:
+    return lower in SECRET_HEADERS or any(word in lower for word in _SECRET_WORDS)
+
+
 def masked_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The headers as a mapping (names lower case, repeats joined by ``, ``), the
     values of those that carry credentials masked."""
     out: dict[str, str] = {}
     for name, value in headers:
         lower = name.lower()
-        if lower in SECRET_HEADERS or any(word in lower for word in _SECRET_WORDS):
+        if _secret_header(lower):
             value = MASK
         out[lower] = f"{out[lower]}, {value}" if lower in out else value
     return out
@@ -78,12 +84,13 @@ def _parse(body: bytes) -> Any:
 @dataclass(slots=True)
 class RequestEntry:
     """One request as the journal keeps it: its method, path (credentials masked) and
-    headers (masked), and its body, read whole (kept only up to a bound, and shown
-    masked)."""
+    headers, and its body, read whole (kept only up to a bound); headers and body are
+    shown masked (:meth:`as_dict`)."""
 
     method: str
     path: str
-    headers: dict[str, str]
+    #: As received (masked when shown, not before: most are never shown).
+    headers: tuple[tuple[str, str], ...]
     #: The body as received (None: not kept, being larger than the bound).
     body: bytes | None
     #: Its length and sha256 (None when the proxy did not read it whole).
@@ -108,7 +115,7 @@ class RequestEntry:
         return cls(
             method=method,
             path=redact_path(path),
-            headers=masked_headers(headers),
+            headers=tuple(headers),
             body=body if body is not None and len(body) <= keep else None,
             size=None if body is None else len(body),
             sha256=None if body is None else hashlib.sha256(body).hexdigest(),
@@ -140,7 +147,11 @@ class RequestEntry:
         text each), ``tools`` (names), ``body`` (the JSON value, else the text), and
         ``body_sha256``/``body_bytes``; a body larger than the journal keeps has no
         ``messages`` nor ``body``, and ``body_omitted: true``."""
-        out: dict[str, Any] = {"method": self.method, "path": self.path, "headers": self.headers}
+        out: dict[str, Any] = {
+            "method": self.method,
+            "path": self.path,
+            "headers": masked_headers(self.headers),
+        }
         if self.size is None:
             return out
         out["model"] = self.view.model
