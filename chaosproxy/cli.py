@@ -516,11 +516,9 @@ def cmd_mock(args: argparse.Namespace) -> int:
     host, port = args.listen
     interval = args.interval_ms / 1000.0
     paths = args.mock_fixtures
-    if paths is None:
-        try:
-            paths = list(from_environment().get("mock_fixtures", ()))
-        except ConfigError as exc:
-            return fail(str(exc))
+    if paths is None:  # (only this variable: the others are serve's)
+        raw = os.environ.get("CHAOSPROXY_MOCK_FIXTURES", "")
+        paths = [p for p in raw.split(os.pathsep) if p]
     try:
         fixtures = MockFixtures(load_fixture_files(paths))
     except ScenarioError as exc:

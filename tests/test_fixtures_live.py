@@ -97,8 +97,10 @@ async def test_the_admin_adds_lists_clears_and_resets_fixtures(
     proxy = await make_proxy(admin=ADMIN, mock_tokens=4)
     text = "name: sunny\nmatch: {message: weather}\ntext: It is sunny.\n"
     status, body, _ = await call(proxy, "POST", "/mock/fixtures", data=text)
-    assert (status, body) == (201, {"added": [{"name": "sunny", "match": {"message": "weather"},
-                                               "text": "It is sunny."}]})  # fmt: skip
+    assert (status, body) == (
+        201,
+        {"added": [{"name": "sunny", "match": {"message": "weather"}, "text": "It is sunny."}]},
+    )
     status, body, _ = await call(proxy, "POST", "/mock/fixtures", data="tex: hi\n")
     assert status == 400
     assert body["error"]["type"] == "invalid_fixture"
@@ -144,8 +146,9 @@ async def test_a_scenarios_fixtures_answer_its_requests_first(
         "from the scenario",
         "scenario mocked mock[0]",
     )
-    _, headers, body = await post(proxy, chat_body(model="gpt-4o-mini"),
-                                  **{"X-Chaos-Scenario": "mocked"})  # fmt: skip
+    _, headers, body = await post(
+        proxy, chat_body(model="gpt-4o-mini"), **{"X-Chaos-Scenario": "mocked"}
+    )
     assert chat_text(body) == "from a file"  # its match: fails: the next source
     # A client cannot name the scenario's fixtures itself: X-Chaos-* never reaches the mock.
     _, _, body = await post(proxy, chat_body(), **{"X-Chaos-Mock-Scenario": "mocked"})
@@ -156,9 +159,14 @@ async def test_an_http_error_fixture_then_the_answer(make_proxy: ProxyFactory) -
     proxy = await make_proxy(mock_fixtures=str(REPO / "examples" / "mock-fixtures"))
     status, headers, body = await post(proxy, chat_body("Are you busy?"))
     assert status == 429 and headers["Retry-After"] == "1"
-    assert json.loads(body) == {"error": {"message": "Rate limit reached for requests",
-                                          "type": "invalid_request_error", "param": None,
-                                          "code": "rate_limit_exceeded"}}  # fmt: skip
+    assert json.loads(body) == {
+        "error": {
+            "message": "Rate limit reached for requests",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
     status, headers, body = await post(proxy, chat_body("Are you busy?"))
     assert (status, headers["X-Mock-Fixture"]) == (200, "after-the-wait")
     assert chat_text(body) == "Thanks for waiting. Here is your answer."
@@ -204,8 +212,9 @@ async def test_faults_apply_to_a_fixtures_tool_call_delta(
     # The verdicts the rules say, for a client that accepts (no text), or that raises.
     rid = headers["X-Chaos-Request-Id"]
     _, accepted, _ = await call(proxy, "POST", f"/requests/{rid}/verdict", json={"text": ""})
-    _, raised, _ = await call(proxy, "POST", f"/requests/{rid}/verdict",
-                              json={"text": "", "error": "JSONDecodeError"})  # fmt: skip
+    _, raised, _ = await call(
+        proxy, "POST", f"/requests/{rid}/verdict", json={"text": "", "error": "JSONDecodeError"}
+    )
     if fault is None:
         assert (accepted["verdict"], raised["verdict"]) == ("tolerated", "false_alarm")
     else:
@@ -300,7 +309,7 @@ async def test_request_delay_holds_the_request_then_forwards_it(
 
 @pytest.mark.parametrize("how", ["close", "reset"])
 async def test_request_cut_ends_the_upload_and_the_upstream_never_sees_it(
-    make_proxy: ProxyFactory, log_capture: LogCapture, how: str
+    make_proxy: ProxyFactory, log_capture: LogCapture, caplog: pytest.LogCaptureFixture, how: str
 ) -> None:
     proxy = await make_proxy(
         scenarios={"cut": f"faults:\n  - request_cut: {{after_bytes: 1000, how: {how}}}\n"}
@@ -336,6 +345,7 @@ async def test_request_cut_ends_the_upload_and_the_upstream_never_sees_it(
         "bytes": 0,
     }
     assert mock_requests(proxy) == 0
+    assert not [r for r in caplog.records if r.name.startswith("aiohttp")]  # no traceback
 
 
 # --------------------------------------------------------------------------- the CLI
@@ -381,9 +391,16 @@ async def test_chaosproxy_mock_serves_its_fixture_files() -> None:
         "CHAOSPROXY_MOCK_FIXTURES": "examples/mock-fixtures",
     }
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "mock", "--listen", "127.0.0.1:0",
-        cwd=REPO, env=env, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "chaosproxy",
+        "mock",
+        "--listen",
+        "127.0.0.1:0",
+        cwd=REPO,
+        env=env,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         assert process.stderr is not None
         async with asyncio.timeout(30):
