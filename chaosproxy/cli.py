@@ -105,8 +105,9 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     """The configuration of ``serve``: its flags over ``CHAOSPROXY_*`` over defaults.
     Raises ConfigError for a bad environment value."""
     given = {k: v for k, v in vars(args).items() if k in NAMES}
-    if "scenarios" in given:
-        given["scenarios"] = tuple(given["scenarios"])
+    for name in ("scenarios", "mock_fixtures"):
+        if name in given:
+            given[name] = tuple(given[name])
     return Config(**{**from_environment(environ), **given})
 
 
@@ -140,6 +141,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="milliseconds between two events of a stream (default 20)",
     )
+    mock.add_argument(
+        "--mock-fixtures",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="a fixture file or a directory of them (docs/mock.md, Fixtures); repeatable; "
+        "default: CHAOSPROXY_MOCK_FIXTURES",
+    )
 
     replay = sub.add_parser(
         "replay", help="serve a recorded trace (--trace-dir with --log-content) again"
@@ -165,12 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="scenario files or directories of *.yaml added to the library (as --scenarios)",
     )
 
-    validate = sub.add_parser("validate", help="check scenario files")
+    validate = sub.add_parser("validate", help="check scenario files (and mock fixture files)")
     validate.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         metavar="PATH",
         help="scenario files or directories of *.yaml (each must hold at least one)",
+    )
+    validate.add_argument(
+        "--mock-fixtures",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a mock fixture file or a directory of them, to check too; repeatable",
     )
 
     simulate = sub.add_parser(
@@ -286,7 +302,7 @@ def say(kind: str, message: str) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from chaosproxy.logs import FrameLog
     from chaosproxy.memory import IdleReclaimer
-    from chaosproxy.scenario import ScenarioError, load_scenarios
+    from chaosproxy.scenario import ScenarioError, load_fixture_files, load_scenarios
     from chaosproxy.server import StartupError, start_proxy
     from chaosproxy.upstream.tls import check_upstream_tls
 
@@ -302,6 +318,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         scenarios = load_scenarios(list(config.scenarios))
+        fixtures = load_fixture_files(list(config.mock_fixtures))
     except ScenarioError as exc:
         # One line per problem, each a complete reason: FILE:LINE: path: message.
         for problem in exc.problems:
@@ -318,7 +335,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Signals are handled from here on: one during start-up stops as cleanly.
         stop = _Stop(config.grace + EXIT_MARGIN, flush=log.flush)
         try:
-            proxy = await start_proxy(config, scenarios=scenarios, log=log)
+            proxy = await start_proxy(config, scenarios=scenarios, log=log, fixtures=fixtures)
         except StartupError as exc:
             log.close()
             return fail(str(exc))
@@ -492,13 +509,27 @@ def _run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def cmd_mock(args: argparse.Namespace) -> int:
+    from chaosproxy.mock import MockFixtures
+    from chaosproxy.scenario import ScenarioError, load_fixture_files
     from chaosproxy.server import start_mock
 
     host, port = args.listen
     interval = args.interval_ms / 1000.0
+    paths = args.mock_fixtures
+    if paths is None:  # (only this variable: the others are serve's)
+        raw = os.environ.get("CHAOSPROXY_MOCK_FIXTURES", "")
+        paths = [p for p in raw.split(os.pathsep) if p]
+    try:
+        fixtures = MockFixtures(load_fixture_files(paths))
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            fail(str(problem))
+        return EXIT_USAGE
+    count = len(fixtures.files)
+    loaded = f"; {count} fixture{'' if count == 1 else 's'}" if count else ""
     return _serve_app(
-        lambda: start_mock(host, port, tokens=args.tokens, interval=interval),
-        lambda url: f"chaosproxy mock listening on {url}",
+        lambda: start_mock(host, port, tokens=args.tokens, interval=interval, fixtures=fixtures),
+        lambda url: f"chaosproxy mock listening on {url}{loaded}",
     )
 
 
@@ -558,9 +589,22 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chaosproxy.scenario import check_paths, cross_tenant_warnings
+    from chaosproxy.scenario import (
+        ScenarioError,
+        check_paths,
+        cross_tenant_warnings,
+        load_fixture_files,
+    )
 
-    scenarios, problems = check_paths(args.paths)
+    if not args.paths and not args.mock_fixtures:
+        return fail("validate: give scenario files (PATH...) or --mock-fixtures PATH")
+    scenarios, problems = check_paths(args.paths) if args.paths else ({}, [])
+    fixtures = 0
+    if args.mock_fixtures:
+        try:
+            fixtures = len(load_fixture_files(args.mock_fixtures))
+        except ScenarioError as exc:
+            problems += exc.problems
     for problem in problems:
         print(problem)
     # Valid, but worth a word: a scenario that hands one tenant's text to another.
@@ -568,7 +612,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         say("warning", warning)
     if problems:
         return EXIT_USAGE
-    print(f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'} OK")
+    if args.paths:
+        print(f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'} OK")
+    if args.mock_fixtures:
+        print(f"{fixtures} fixture{'' if fixtures == 1 else 's'} OK")
     return 0
 
 

@@ -23,15 +23,17 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from chaosproxy.core.actions import Cut, Respond, Send, Sleep
+from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
 from chaosproxy.core.frames import format_for_content_type
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.history import Answer, Replay, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
+from chaosproxy.journal import RequestEntry
 from chaosproxy.logs import content_fields, describe, redact_path, redact_url
 from chaosproxy.net import cut_connection
 from chaosproxy.pump import BodyPump
 from chaosproxy.resume import KeptReply, ResumePlan
+from chaosproxy.scenario.fixtures import SCENARIO_HEADER as MOCK_SCENARIO_HEADER
 from chaosproxy.upstream import (
     Reply,
     UpstreamConnectError,
@@ -108,6 +110,12 @@ class Exchange:
         self.resume = resume
         #: The kept stream this response's events come from (for ``upstream_ids``).
         self._kept: StreamHistory | None = None
+        #: Whether the request line was logged; the action lines waiting for it.
+        self._logged = False
+        self._held_lines: list[dict[str, Any]] = []
+        #: The request body as read (bytes, a stream of it, or None) and its length.
+        self._body: bytes | AsyncIterable[bytes] | None = None
+        self._length: int | None = None
 
     @property
     def session(self) -> Session:
@@ -115,8 +123,12 @@ class Exchange:
 
     # ------------------------------------------------------------------ the request
 
-    async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
-        """Forward and stream back; with ``refusal``, answer ``status`` with that reason."""
+    def _log_request(self, entry: RequestEntry | None = None) -> None:
+        """The ``request`` line, once: with the journal's fields when the body was read
+        whole (``entry``), then any ``action`` line held back for it."""
+        if self._logged:
+            return
+        self._logged = True
         session = self.session
         choice = self.choice
         target = self.target
@@ -130,11 +142,67 @@ class Exchange:
             **({"upstream": target.label} if target is not None else {}),
             **(self.resume.log_fields() if self.resume is not None else {}),
             **({"client_choices_ignored": list(choice.ignored)} if choice.ignored else {}),
+            **(entry.line_fields(self._logged_body()) if entry is not None else {}),
         )
+        journal = self.state.journal
+        if entry is not None and journal is not None:
+            journal(session.request_id, entry)
+        for fields in self._held_lines:
+            self.log.info("action", **fields)
+        self._held_lines.clear()
+
+    def _logged_body(self) -> bytes | None:
+        """The body, for the request line (with ``--log-content`` only)."""
+        return self._body if self._content and isinstance(self._body, bytes) else None
+
+    async def _read_request(self) -> None:
+        """Read the request body (whole when small: ``_request_body``), then log the
+        ``request`` line with what it asks (the journal)."""
+        if self._logged:
+            return
+        self._body, self._length = await self._request_body()
+        entry = RequestEntry.read(
+            self.request.method,
+            self.session.path,
+            self.request.headers.items(),
+            self._body if isinstance(self._body, bytes) else None,  # (not a large stream)
+            keep=self.state.config.history_body_bytes,
+        )
+        self._log_request(entry)
+
+    async def _hold_request(self, hold: HoldRequest) -> None:
+        """``request_delay``: nothing of the body is read for a while."""
+        await asyncio.sleep(hold.seconds)
+        self._held_lines.append(self.session.request_held(hold))
+
+    async def _cut_request(self, cut: CutRequest) -> None:
+        """``request_cut``: read that much of the body, then end the connection."""
+        received = 0
+        if self.request.body_exists:
+            while received < cut.after_bytes:
+                chunk = await self.request.content.read(cut.after_bytes - received)
+                if not chunk:
+                    break
+                received += len(chunk)
+        self._log_request()
+        self.log.info("action", **self.session.request_cut(cut, received))
+        await cut_connection(self.request, "reset" if cut.how == "reset" else "close")
+
+    async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
+        """Forward and stream back; with ``refusal``, answer ``status`` with that reason."""
+        session = self.session
         try:
             if refusal is not None:
+                self._log_request()
                 return answer(session.refuse(status, refusal, time.monotonic()))
             for action in session.start(time.monotonic()):
+                if isinstance(action, HoldRequest):
+                    await self._hold_request(action)
+                    continue
+                if isinstance(action, CutRequest):
+                    await self._cut_request(action)
+                    return web.Response(status=500)  # never sent: cut
+                await self._read_request()
                 if isinstance(action, Sleep):
                     await self.sleep(action.seconds)
                 elif isinstance(action, Respond):
@@ -142,6 +210,7 @@ class Exchange:
                 else:
                     await self.cut(action)
                     return self._resp or web.Response(status=500)  # never sent: cut
+            await self._read_request()
             return await self._forward()
         except asyncio.CancelledError:
             if self.state.stopping:
@@ -201,7 +270,7 @@ class Exchange:
                 return await self._stream(replay)
             finally:
                 replay.close()
-        body, length = await self._request_body()
+        body, length = self._body, self._length
         config = self.state.config
         target = self.target
         client = (
@@ -210,6 +279,9 @@ class Exchange:
         headers = forwarded_request_headers(request.headers.items())
         if plan is not None:  # the proxy plays the server that knows the ids
             headers = [(k, v) for k, v in headers if k.lower() != "last-event-id"]
+        chosen = self.choice.scenario
+        if chosen is not None and chosen.mock and target is not None and target.direct:
+            headers.append((MOCK_SCENARIO_HEADER, chosen.name))  # its mock: fixtures first
         try:
             upstream = await client.request(
                 request.method,
@@ -356,6 +428,7 @@ class Exchange:
     # ------------------------------------------------------------------ the end
 
     def _end(self) -> None:
+        self._log_request()  # (a request that ended before its body was read)
         session = self.session
         if not session.ended:  # every path above ends it: this is a guard against a bug
             session.internal_error("internal error: the request ended without an outcome")

@@ -23,6 +23,7 @@ from chaosproxy.core.session import Session
 from chaosproxy.core.tenancy import ANONYMOUS, TenantKeys
 from chaosproxy.exchange import Exchange
 from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
+from chaosproxy.journal import RequestEntry
 from chaosproxy.logs import FrameLog, redact_url
 from chaosproxy.net import CLIENT_GUARD
 from chaosproxy.resume import ResumeManager, ResumePlan, plan_for, reader_share
@@ -59,6 +60,9 @@ class ProxyState:
     #: Whose each request is (its credentials, ``--tenant-header``), under a key drawn
     #: once per proxy: what it keeps across requests is kept per tenant.
     tenants: TenantKeys = None  # type: ignore[assignment]
+    #: Given each request's journal entry once its request line is logged (the admin
+    #: store keeps it); None: not kept.
+    journal: Callable[[str, RequestEntry], None] | None = None
 
     def __post_init__(self) -> None:
         self.resume.max_event_size = self.config.max_event_size

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -31,11 +31,21 @@ from chaosproxy.net import SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.routes import MOCK as MOCK_UPSTREAM
 from chaosproxy.routes import RouteTable
-from chaosproxy.scenario import Scenario, cross_tenant_warnings, load_scenarios, with_library
+from chaosproxy.scenario import (
+    Fixture,
+    Scenario,
+    cross_tenant_warnings,
+    load_fixture_files,
+    load_scenarios,
+    with_library,
+)
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.tls import upstream_warnings
+
+if TYPE_CHECKING:
+    from chaosproxy.mock.fixtures import MockFixtures
 
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
 #: :meth:`RunningProxy.close` returns within ``grace + CLOSE_MARGIN``. The CLI exits
@@ -144,6 +154,8 @@ class RunningProxy:
     admin_bound: list[str] = field(default_factory=list)
     #: Start-up warnings (also in the admin's ``GET /health``).
     warnings: list[str] = field(default_factory=list)
+    #: The built-in mock's fixtures (None when no upstream is the mock).
+    fixtures: MockFixtures | None = None
     _in_flight: _InFlight = field(default_factory=_InFlight)
     _closing: asyncio.Future[list[str]] | None = None
 
@@ -288,11 +300,17 @@ async def _cleanup_within(name: str, runner: web.BaseRunner, seconds: float) -> 
 
 
 async def start_mock(
-    host: str, port: int, *, tokens: int, interval: float, grace: float = SHUTDOWN_GRACE
+    host: str,
+    port: int,
+    *,
+    tokens: int,
+    interval: float,
+    grace: float = SHUTDOWN_GRACE,
+    fixtures: MockFixtures | None = None,
 ) -> tuple[web.AppRunner, str]:
     from chaosproxy.mock import create_mock_app
 
-    app = create_mock_app(tokens=tokens, interval=interval)
+    app = create_mock_app(tokens=tokens, interval=interval, fixtures=fixtures)
     runner, bound = await listen(app, host, port, grace=grace)
     return runner, f"http://{hostport(host, bound)}"
 
@@ -304,6 +322,7 @@ async def start_proxy(
     log: FrameLog | None = None,
     upstream_factory: Callable[[], Upstream] | None = None,
     library: bool = True,
+    fixtures: Sequence[Fixture] | None = None,
 ) -> RunningProxy:
     """Start the proxy (and the mock upstream when an upstream is ``mock``, and
     the admin API unless ``config.admin`` is None).
@@ -313,12 +332,16 @@ async def start_proxy(
     (one of the same name overrides a built-in one) unless ``library`` is False (then
     they are all there is); ``log`` the frame log
     (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
-    client (a test double). Raises :class:`StartupError` with a one-line reason: among
-    others, for an admin API off loopback without a token (unless ``admin_insecure``).
+    client (a test double); ``fixtures`` the mock's fixtures from files (default: loaded
+    from ``config.mock_fixtures``, raising ScenarioError). Raises :class:`StartupError`
+    with a one-line reason: among others, for an admin API off loopback without a token
+    (unless ``admin_insecure``).
     """
     admin_warning = check_admin_binding(config)  # before anything starts
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
+    if fixtures is None:
+        fixtures = load_fixture_files(list(config.mock_fixtures))
     if library:
         scenarios = with_library(scenarios)
     if config.scenario is not None and config.scenario not in scenarios:
@@ -350,15 +373,20 @@ async def start_proxy(
         log.add_observer(observer)
     runners: list[web.BaseRunner] = []
     admin_url: str | None = None
+    mock_fixtures: MockFixtures | None = None
     try:
         resolve: dict[str, str] = {}
         if uses_mock(config):  # one mock, however many routes lead to it
+            from chaosproxy.mock.fixtures import MockFixtures
+
+            mock_fixtures = MockFixtures(fixtures)
             mock_runner, resolve[MOCK_UPSTREAM] = await start_mock(
                 "127.0.0.1",
                 0,
                 tokens=config.mock_tokens,
                 interval=config.mock_interval,
                 grace=SIDE_GRACE,
+                fixtures=mock_fixtures,
             )
             runners.append(mock_runner)
         routes = RouteTable(config.routes, resolve)
@@ -376,6 +404,9 @@ async def start_proxy(
             upstream_factory=upstream_factory,
             routes=routes,
         )
+        state.journal = store.keep_request  # what each client sent, kept with its request
+        if mock_fixtures is not None:  # a scenario's mock: fixtures, by its name
+            mock_fixtures.scenarios = _scenario_fixtures(state.scenarios)
         host, port = config.listen
         app = create_proxy_app(state)
         in_flight = _InFlight()
@@ -409,6 +440,7 @@ async def start_proxy(
                 resume=state.resume,
                 log=log,
                 host=admin_host,
+                fixtures=mock_fixtures,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),
@@ -444,11 +476,20 @@ async def start_proxy(
         bound=bound_urls,
         admin_bound=admin_bound,
         warnings=warnings,
+        fixtures=mock_fixtures,
         _in_flight=in_flight,
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     proxy._lag_probe = looplag.from_environment()
     return proxy
+
+
+def _scenario_fixtures(scenarios: ScenarioSet) -> Callable[[str], Sequence[Fixture]]:
+    def lookup(name: str) -> Sequence[Fixture]:
+        scenario = scenarios.scenarios.get(name)
+        return () if scenario is None else scenario.mock
+
+    return lookup
 
 
 async def _flush_periodically(

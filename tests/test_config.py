@@ -43,6 +43,7 @@ SAMPLES: dict[str, str | None] = {
     "--admin-insecure": None,
     "--mock-tokens": "3",
     "--mock-interval-ms": "5",
+    "--mock-fixtures": "examples/mock-fixtures",
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
     "--tenant-header": "X-User-Id",
 }

@@ -17,7 +17,8 @@ change to make::
 
     START ─start─► HTTP ─head / respond─► BODY ─finish─► ENDED (completed)
       │             │                       │
-      refuse        unavailable, cut        cut, upstream_failed
+      refuse        unavailable, cut,       cut, upstream_failed
+      │             request_cut             │
       ▼             ▼                       ▼
     ENDED         ENDED                   ENDED
     (and from any phase but ENDED: client_gone, shutdown, internal_error)
@@ -33,7 +34,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from chaosproxy.core.actions import Action, Cut, HttpAction, Respond, Send
+from chaosproxy.core.actions import Action, Cut, CutRequest, HoldRequest, HttpAction, Respond, Send
 from chaosproxy.core.answer import AnswerState, Ledger
 from chaosproxy.core.faults import Fault, FaultConfig, build_faults
 from chaosproxy.core.frames import Format, Frame, format_for_content_type
@@ -147,6 +148,8 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
     (Phase.HTTP, "head"): Phase.BODY,
     (Phase.HTTP, "unavailable"): Phase.ENDED,
     (Phase.HTTP, "cut"): Phase.ENDED,
+    # A request_cut: the connection ends while the request body is still arriving.
+    (Phase.HTTP, "request_cut"): Phase.ENDED,
     (Phase.BODY, "cut"): Phase.ENDED,
     (Phase.BODY, "upstream_failed"): Phase.ENDED,
     (Phase.BODY, "finish"): Phase.ENDED,
@@ -161,6 +164,7 @@ OUTCOMES: dict[str, Outcome] = {
     "refuse": "proxy_error",
     "unavailable": "upstream_error",
     "cut": "cut",
+    "request_cut": "cut",
     "upstream_failed": "upstream_error",
     "finish": "completed",
     "client_gone": "client_gone",
@@ -273,6 +277,8 @@ class Session:
         #: sent): their content and contract checks. None when the body is not framed.
         self.content: StreamContent | None = None
         self._cut_how: str | None = None
+        #: ``request`` when a request_cut ended it (the summary's ``stage``).
+        self._cut_stage: str | None = None
         self._upstream_ended = False
         #: The generation this response belongs to when it is one connection of an
         #: answer kept under ``resume:`` (else the response is its own generation).
@@ -340,8 +346,10 @@ class Session:
     # ------------------------------------------------------------------ before the head
 
     def start(self, now: float) -> list[HttpAction]:
-        """The request is going ahead: the HTTP stage's actions, in order (a held
-        header, a canned answer, a cut before any byte), empty to forward at once."""
+        """The request is going ahead: the HTTP stage's actions, in order, empty to
+        forward at once: first those on the request as its body arrives (a held body, a
+        cut upload: :class:`HoldRequest`, :class:`CutRequest`), then the rest (a held
+        header, a canned answer, a cut before any byte)."""
         self._move("start")
         self._started = now
         if self._run is None:
@@ -356,6 +364,11 @@ class Session:
             tenant=self.tenant,
         )
         actions: list[HttpAction] = []
+        for fault in self.faults:
+            for request_action in fault.before_request():
+                actions.append(request_action)
+                if isinstance(request_action, CutRequest):
+                    return actions  # the request ends there: no other fault runs
         for fault in self.faults:
             for action in fault.before_upstream():
                 actions.append(action)
@@ -525,6 +538,24 @@ class Session:
         if self._move("cut"):
             self._cut_how = cut.how
         return {"action": "cut", "how": cut.how, "fault": cut.fault, **cut.detail}
+
+    def request_cut(self, cut: CutRequest, received: int) -> dict[str, Any]:
+        """A CutRequest is being carried out, ``received`` bytes of the request body read;
+        the fields of its ``action`` log line."""
+        if self._move("request_cut"):
+            self._cut_how = cut.how
+            self._cut_stage = "request"
+        return {
+            "action": "request_cut",
+            "how": cut.how,
+            "fault": cut.fault,
+            "after_bytes": cut.after_bytes,
+            "received": received,
+        }
+
+    def request_held(self, hold: HoldRequest) -> dict[str, Any]:
+        """A HoldRequest was carried out; the fields of its ``action`` log line."""
+        return {"action": "request_delay", "seconds": hold.seconds, "fault": hold.fault}
 
     # ------------------------------------------------------------------ answers
 
@@ -719,6 +750,8 @@ class Session:
             line["answer"] = self._answer_fields(state)
         if self.error:
             line["error"] = self.error
+        if self._cut_stage is not None:
+            line["stage"] = self._cut_stage
         if self.outcome == "upstream_error":
             # Before the head (unreachable, timed out, broken) or mid-body.
             line["stage"] = "body" if self.head is not None else "connect"
