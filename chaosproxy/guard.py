@@ -394,7 +394,10 @@ class GuardedProtocol(RequestHandler):
             return  # read and dropped while the 503 is on its way
         self._received += len(data)
         if self._waiting:
-            self._pending += len(data)
+            # Empty lines before a request line are not part of a head (RFC 9112 section
+            # 2.2 asks a server to ignore them): a probe that sends one and leaves, or a
+            # client's stray CRLF after a body, is no request cut short.
+            self._pending += len(data) if self._pending else len(data.lstrip(b"\r\n"))
         super().data_received(data)
         body = self._body
         if body is not None and not body.is_eof() and self._parse_failed():

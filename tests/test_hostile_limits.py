@@ -6,6 +6,8 @@ sockets against the live proxy.
   ``serve``), on asyncio's loop and on uvloop's (``chaosproxy serve`` runs on uvloop,
   whose transports are not :class:`asyncio.Transport` instances); the guard's body
   timer works on both.
+- A probe that sends an empty line (CRLF) and leaves is no request: no ``rejected``
+  line; an empty line before a request is ignored (RFC 9112 section 2.2).
 
 The loop-specific cases run their own loop (``asyncio.Runner`` with the loop's
 factory, as ``serve`` does with uvloop); the others run on the test's loop.
@@ -129,3 +131,34 @@ def test_a_request_body_that_stalls_is_ended_on_either_loop(loop: str) -> None:
             assert end["outcome"] == "client_gone"
 
     on_loop(loop, main)
+
+
+# --------------------------------------------------------------------------- empty lines
+
+
+@pytest.mark.parametrize("probe", [b"\r\n", b"\n", b"\r\n\r\n"], ids=["crlf", "lf", "crlf2"])
+async def test_an_empty_line_is_no_request_and_a_request_after_it_is_served(probe: bytes) -> None:
+    async with ChaosProxy(client_timeout=5.0) as proxy:
+        port, guard = port_of(proxy), guard_of(proxy)
+        # A probe: an empty line, then it leaves. Nothing to answer, nothing to log.
+        assert await exchange(port, probe, eof=True) == b""
+        await until(lambda: guard.open == 0)
+        # An empty line before a request, in the same read and in a read of its own.
+        assert (await exchange(port, probe + GET)).startswith(b"HTTP/1.1 200 OK\r\n")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(probe)
+        await writer.drain()
+        await until(lambda: guard.open == 1)
+        writer.write(GET)
+        async with asyncio.timeout(5):
+            answer = await reader.read()
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+        await until(lambda: len(events(proxy, "response_end")) == 2 and guard.open == 0)
+        assert not events(proxy, "rejected") and guard.rejected == 0
+        # Part of a head after the empty line is still a request cut short.
+        await exchange(port, probe + b"GET /v1/mo", eof=True)
+        await until(lambda: bool(events(proxy, "rejected")))
+        (line,) = events(proxy, "rejected")
+        assert line["status"] == 400
+        assert line["reason"] == "client left before its request was handled"
