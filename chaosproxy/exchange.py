@@ -108,6 +108,10 @@ class Exchange:
         self.resume = resume
         #: The kept stream this response's events come from (for ``upstream_ids``).
         self._kept: StreamHistory | None = None
+        #: Seconds the faults' holds have held the response since it last made progress
+        #: (``_progress``: head decided, body bytes), for the hold timeout.
+        self._held = 0.0
+        self._progress: tuple[bool, int] = (False, 0)
 
     @property
     def session(self) -> Session:
@@ -135,7 +139,9 @@ class Exchange:
                 return answer(session.refuse(status, refusal, time.monotonic()))
             for action in session.start(time.monotonic()):
                 if isinstance(action, Sleep):
-                    await self.sleep(action.seconds)
+                    await self.sleep(action.seconds, action.fault)
+                    if session.ended:  # held too long: aborted
+                        return self._resp or web.Response(status=500)  # never sent
                 elif isinstance(action, Respond):
                     return await self._respond(action)
                 else:
@@ -301,12 +307,31 @@ class Exchange:
             line.update(content_fields(send.data))
         self.log.frame(line)
 
-    async def sleep(self, seconds: float) -> None:
-        if math.isinf(seconds):
-            # Hold the connection open until the client goes away (the handler is
-            # cancelled then) — a stall "forever" or a hang.
-            await asyncio.Event().wait()
-        await asyncio.sleep(seconds)
+    async def sleep(self, seconds: float, fault: str = "") -> None:
+        """A fault's hold: send nothing for ``seconds`` (``math.inf``: a ``hang``, a
+        ``stall`` for ever). Holds in a row, with nothing sent between them, may hold
+        the response ``hold_timeout`` seconds in all: then the session ends it
+        (``cut``, ``reason: "hold timeout"``) and the connection is aborted."""
+        session = self.session
+        progress = (session.head is not None, session.bytes)
+        if progress != self._progress:  # something went out since the last hold
+            self._progress, self._held = progress, 0.0
+        limit = self.state.config.hold_timeout
+        left = limit - self._held
+        started = time.monotonic()
+        try:
+            if seconds <= left:
+                if math.isinf(seconds):  # no limit at all (hold_timeout=math.inf)
+                    await asyncio.Event().wait()
+                await asyncio.sleep(seconds)
+                return
+            await asyncio.sleep(max(left, 0.0))
+        finally:
+            self._held += time.monotonic() - started
+        if session.ended:  # ended meanwhile (the proxy stopping): nothing to time out
+            return
+        self.log.info("action", **session.hold_timeout(fault, limit))
+        await self.abort()
 
     async def cut(self, cut: Cut) -> None:
         self.log.info("action", **self.session.cut(cut))
