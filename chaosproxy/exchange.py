@@ -112,6 +112,12 @@ class Exchange:
         #: (``_progress``: head decided, body bytes), for the hold timeout.
         self._held = 0.0
         self._progress: tuple[bool, int] = (False, 0)
+        #: The ``response_end`` line is written (by the task, :meth:`stop` or
+        #: :meth:`last_words`).
+        self._logged = False
+        self._began = time.monotonic()
+        #: The body being streamed (upstream, kept or replayed), once its head is in.
+        self._upstream: Reply | None = None
 
     @property
     def session(self) -> Session:
@@ -124,6 +130,7 @@ class Exchange:
         session = self.session
         choice = self.choice
         target = self.target
+        self.state.exchanges.add(self)
         self.log.info(
             "request",
             seed=session.seed,
@@ -259,6 +266,7 @@ class Exchange:
         return request.content.iter_chunked(2**16), length
 
     async def _stream(self, upstream: Reply) -> web.StreamResponse:
+        self._upstream = upstream
         head = self.session.response_head(
             upstream.status, upstream.reason, list(upstream.headers.items())
         )
@@ -349,12 +357,58 @@ class Exchange:
 
     # ------------------------------------------------------------------ the end
 
+    def stop(self) -> None:
+        """The proxy is stopping and cuts this request now: it ends as ``shutdown``
+        (unless it had ended), its connection is closed without the body's end, and its
+        ``response_end`` is logged here and now, not when its task next runs (on a busy
+        loop, that can be after the process has exited). Its task, cancelled next, only
+        unwinds."""
+        if not self.session.ended:
+            self.session.shutdown()
+            transport = self.request.transport
+            if transport is not None and not transport.is_closing():
+                transport.close()
+            upstream = self._upstream
+            if upstream is not None and not upstream.complete:
+                upstream.close()  # (its task would, when it next runs)
+        self._end()
+
     def _end(self) -> None:
-        session = self.session
-        if not session.ended:  # every path above ends it: this is a guard against a bug
-            session.internal_error("internal error: the request ended without an outcome")
-        line: dict[str, Any] = session.summary(time.monotonic())
-        for violation in session.violations():
-            self.log.info("violation", **violation.fields())
-        self.log.info("response_end", **line)
+        # Under the lock the watchdog's last words take: one response_end, whoever
+        # writes it.
+        with self.state.ending:
+            if self._logged:  # stop() wrote it already
+                return
+            self._logged = True
+            self.state.exchanges.discard(self)
+            session = self.session
+            if not session.ended:  # every path above ends it: a guard against a bug
+                session.internal_error("internal error: the request ended without an outcome")
+            line: dict[str, Any] = session.summary(time.monotonic())
+            for violation in session.violations():
+                self.log.info("violation", **violation.fields())
+            self.log.info("response_end", **line)
         self.state.log.flush()
+
+    def last_words(self) -> bool:
+        """The process exits with this request still running, its event loop too busy to
+        have cut it: write its ``response_end`` now, ``shutdown``, from what is known
+        at once (the content is not compared: no time). The exit's watchdog thread
+        calls this, holding ``state.ending``; it changes nothing else (the loop's thread
+        may be using the session). True if it wrote the line."""
+        if self._logged:
+            return False
+        self._logged = True
+        session = self.session
+        line: dict[str, Any] = {
+            "outcome": "shutdown",
+            "status": session.status,
+            "bytes": session.bytes,
+            "frames": session.frames,
+            "duration_ms": round((time.monotonic() - self._began) * 1000.0, 3),
+            "reason": "watchdog",
+        }
+        if session.framed:
+            line["integrity"] = "broken"  # never a clean end
+        self.log.info("response_end", **line)
+        return True
