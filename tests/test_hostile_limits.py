@@ -330,9 +330,14 @@ async def test_twenty_hangs_at_max_connections_20_leave_room_within_the_hold_tim
         for _, writer in hangs:
             writer.close()
         proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(10):
-            stderr = (await proc.stderr.read()).decode()
-            await proc.wait()
+        try:
+            async with asyncio.timeout(10):
+                stderr = (await proc.stderr.read()).decode()
+                await proc.wait()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
     assert "Traceback" not in stderr, stderr
     lines = [orjson.loads(x) for x in log.read_bytes().splitlines()]
     ends = [x for x in lines if x["event"] == "response_end" and x["scenario"]]

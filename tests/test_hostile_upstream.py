@@ -601,9 +601,14 @@ async def test_an_upstream_that_answers_on_accept_is_served_every_time(
             writer.close()
     finally:
         proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(10):
-            stderr = (await proc.stderr.read()).decode()
-            await proc.wait()
+        try:
+            async with asyncio.timeout(10):
+                stderr = (await proc.stderr.read()).decode()
+                await proc.wait()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
         server.close()
         await server.wait_closed()
     statuses = [a.split(b"\r\n", 1)[0] for a in answers]

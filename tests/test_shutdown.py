@@ -402,6 +402,7 @@ async def test_a_stop_under_load_beside_busy_processes_ends_every_request_in_tim
     request has exactly one response_end."""
     count = 210
     processes = [spin(), spin()]
+    proc: asyncio.subprocess.Process | None = None
     try:
         flood, upstream = start_flood(tmp_path, count)
         processes.append(flood)
@@ -427,6 +428,9 @@ async def test_a_stop_under_load_beside_busy_processes_ends_every_request_in_tim
         for process in processes:
             process.kill()
             process.wait()
+        if proc is not None and proc.returncode is None:  # (a failure before the stop)
+            proc.kill()
+            await proc.wait()
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr, stderr
     assert took <= EXIT_BOUND, f"exit {took:.2f}s after SIGTERM (grace {GRACE}s)"
