@@ -353,6 +353,16 @@ class Config:
             "DURATION",
         ),
     )
+    hold_timeout: float = field(
+        default=300.0,
+        metadata=option(
+            "--hold-timeout",
+            "the longest a fault (stall, hang, delay) may hold a response with nothing sent; "
+            "then the response is aborted, outcome cut (default 300s)",
+            parse_duration,
+            "DURATION",
+        ),
+    )
     client_timeout: float = field(
         default=60.0,
         metadata=option(

@@ -116,6 +116,16 @@ class Exchange:
         #: The request body as read (bytes, a stream of it, or None) and its length.
         self._body: bytes | AsyncIterable[bytes] | None = None
         self._length: int | None = None
+        #: Seconds the faults' holds have held the response since it last made progress
+        #: (``_progress``: head decided, body bytes), for the hold timeout.
+        self._held = 0.0
+        self._progress: tuple[bool, int] = (False, 0)
+        #: The ``response_end`` line is written (by the task, :meth:`stop` or
+        #: :meth:`last_words`).
+        self._end_logged = False
+        self._began = time.monotonic()
+        #: The body being streamed (upstream, kept or replayed), once its head is in.
+        self._upstream: Reply | None = None
 
     @property
     def session(self) -> Session:
@@ -132,6 +142,7 @@ class Exchange:
         session = self.session
         choice = self.choice
         target = self.target
+        self.state.exchanges.add(self)
         self.log.info(
             "request",
             seed=session.seed,
@@ -204,7 +215,9 @@ class Exchange:
                     return web.Response(status=500)  # never sent: cut
                 await self._read_request()
                 if isinstance(action, Sleep):
-                    await self.sleep(action.seconds)
+                    await self.sleep(action.seconds, action.fault)
+                    if session.ended:  # held too long: aborted
+                        return self._resp or web.Response(status=500)  # never sent
                 elif isinstance(action, Respond):
                     return await self._respond(action)
                 else:
@@ -338,6 +351,7 @@ class Exchange:
         return request.content.iter_chunked(2**16), length
 
     async def _stream(self, upstream: Reply) -> web.StreamResponse:
+        self._upstream = upstream
         head = self.session.response_head(
             upstream.status, upstream.reason, list(upstream.headers.items())
         )
@@ -403,13 +417,32 @@ class Exchange:
                 line.update(content_fields(send.data))
         self.log.frames(lines)
 
-    async def sleep(self, seconds: float) -> None:
-        self.session.hold(seconds)
-        if math.isinf(seconds):
-            # Hold the connection open until the client goes away (the handler is
-            # cancelled then) — a stall "forever" or a hang.
-            await asyncio.Event().wait()
-        await asyncio.sleep(seconds)
+    async def sleep(self, seconds: float, fault: str = "") -> None:
+        """A fault's hold: send nothing for ``seconds`` (``math.inf``: a ``hang``, a
+        ``stall`` for ever). Holds in a row, with nothing sent between them, may hold
+        the response ``hold_timeout`` seconds in all: then the session ends it
+        (``cut``, ``reason: "hold timeout"``) and the connection is aborted."""
+        session = self.session
+        session.hold(seconds)
+        progress = (session.head is not None, session.bytes)
+        if progress != self._progress:  # something went out since the last hold
+            self._progress, self._held = progress, 0.0
+        limit = self.state.config.hold_timeout
+        left = limit - self._held
+        started = time.monotonic()
+        try:
+            if seconds <= left:
+                if math.isinf(seconds):  # no limit at all (hold_timeout=math.inf)
+                    await asyncio.Event().wait()
+                await asyncio.sleep(seconds)
+                return
+            await asyncio.sleep(max(left, 0.0))
+        finally:
+            self._held += time.monotonic() - started
+        if session.ended:  # ended meanwhile (the proxy stopping): nothing to time out
+            return
+        self.log.info("action", **session.hold_timeout(fault, limit))
+        await self.abort()
 
     async def cut(self, cut: Cut) -> None:
         self.log.info("action", **self.session.cut(cut))
@@ -427,13 +460,59 @@ class Exchange:
 
     # ------------------------------------------------------------------ the end
 
+    def stop(self) -> None:
+        """The proxy is stopping and cuts this request now: it ends as ``shutdown``
+        (unless it had ended), its connection is closed without the body's end, and its
+        ``response_end`` is logged here and now, not when its task next runs (on a busy
+        loop, that can be after the process has exited). Its task, cancelled next, only
+        unwinds."""
+        if not self.session.ended:
+            self.session.shutdown()
+            transport = self.request.transport
+            if transport is not None and not transport.is_closing():
+                transport.close()
+            upstream = self._upstream
+            if upstream is not None and not upstream.complete:
+                upstream.close()  # (its task would, when it next runs)
+        self._end()
+
     def _end(self) -> None:
+        # Under the lock the watchdog's last words take: one response_end, whoever
+        # writes it.
         self._log_request()  # (a request that ended before its body was read)
-        session = self.session
-        if not session.ended:  # every path above ends it: this is a guard against a bug
-            session.internal_error("internal error: the request ended without an outcome")
-        line: dict[str, Any] = session.summary(time.monotonic())
-        for violation in session.violations():
-            self.log.info("violation", **violation.fields())
-        self.log.info("response_end", **line)
+        with self.state.ending:
+            if self._end_logged:  # stop() wrote it already
+                return
+            self._end_logged = True
+            self.state.exchanges.discard(self)
+            session = self.session
+            if not session.ended:  # every path above ends it: a guard against a bug
+                session.internal_error("internal error: the request ended without an outcome")
+            line: dict[str, Any] = session.summary(time.monotonic())
+            for violation in session.violations():
+                self.log.info("violation", **violation.fields())
+            self.log.info("response_end", **line)
         self.state.log.flush()
+
+    def last_words(self) -> bool:
+        """The process exits with this request still running, its event loop too busy to
+        have cut it: write its ``response_end`` now, ``shutdown``, from what is known
+        at once (the content is not compared: no time). The exit's watchdog thread
+        calls this, holding ``state.ending``; it changes nothing else (the loop's thread
+        may be using the session). True if it wrote the line."""
+        if self._end_logged:
+            return False
+        self._end_logged = True
+        session = self.session
+        line: dict[str, Any] = {
+            "outcome": "shutdown",
+            "status": session.status,
+            "bytes": session.bytes,
+            "frames": session.frames,
+            "duration_ms": round((time.monotonic() - self._began) * 1000.0, 3),
+            "reason": "watchdog",
+        }
+        if session.framed:
+            line["integrity"] = "broken"  # never a clean end
+        self.log.info("response_end", **line)
+        return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import cast
@@ -50,6 +51,12 @@ class ProxyState:
     upstream: Upstream = None  # type: ignore[assignment]
     #: Set when the proxy starts stopping: responses it ends are ``shutdown``.
     stopping: bool = False
+    #: The requests between their ``request`` and ``response_end`` lines: stopping
+    #: ends those still running at once (:meth:`Exchange.stop`).
+    exchanges: set[Exchange] = field(default_factory=set)
+    #: Held while a ``response_end`` is written: by the loop, or by the exit's
+    #: watchdog thread (:meth:`RunningProxy.last_words`), never both for one request.
+    ending: threading.Lock = field(default_factory=threading.Lock)
     #: Which upstream serves which path (``config.upstream``); default: every path to
     #: ``upstream_url``.
     routes: RouteTable = None  # type: ignore[assignment]

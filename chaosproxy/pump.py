@@ -48,8 +48,9 @@ class PumpHost(Protocol):
     def log_frames(self, sends: list[Send], now: float) -> None:
         """Account for (and log) writes about to go to the client, together."""
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait (``math.inf``: until the client goes away)."""
+    async def sleep(self, seconds: float, fault: str = "") -> None:
+        """A fault's hold (``math.inf``: for ever), bounded by the hold timeout; the
+        response has ended when that ran out."""
 
     async def cut(self, cut: Cut) -> None:
         """Carry out a fault's cut (the session is told first)."""
@@ -188,7 +189,9 @@ class BodyPump:
                 if self._congested():
                     await self.writer.drain()
             if isinstance(action, Sleep):
-                await self.host.sleep(action.seconds)
+                await self.host.sleep(action.seconds, action.fault)
+                if self.session.ended:  # held too long: the response was aborted
+                    return
             else:
                 await self.host.cut(action)
                 return

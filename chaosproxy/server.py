@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,11 @@ if TYPE_CHECKING:
 #: :meth:`RunningProxy.close` returns within ``grace + CLOSE_MARGIN``. The CLI exits
 #: within ``grace + 1 s`` of the signal whatever happens (docs/operations.md, Shutdown).
 CLOSE_MARGIN = 0.5
+#: The longest the exit's watchdog spends writing the ends of requests still running.
+LAST_WORDS = 0.15
+#: After the cut, what the cancelled requests' tasks get at least to unwind, even when
+#: the deadline has passed (their ends are logged already).
+CUT_UNWIND = 0.05
 #: How long the mock upstream and the admin API give their own requests when they stop
 #: (the proxy's streams have ended by then: the mock has nobody left to serve).
 SIDE_GRACE = 0.1
@@ -182,22 +188,25 @@ class RunningProxy:
             out[""] = routes.fallback.url
         return out
 
-    async def close(self, within: float | None = None) -> list[str]:
-        """Stop, within ``config.grace + CLOSE_MARGIN`` (or ``within``) seconds.
+    async def close(self, within: float | None = None, *, since: float | None = None) -> list[str]:
+        """Stop, within ``config.grace + CLOSE_MARGIN`` (or ``within``) seconds of
+        ``since`` (a ``time.monotonic()``: when the stop was asked for, such as a
+        signal's arrival, which a busy loop may see late; default: now).
 
         Stops accepting at once (on every listening socket, idle keep-alive
         connections closed), lets streams in flight run for the grace (those that end
-        are ``completed`` as usual), cuts the rest (their outcome is ``shutdown``), then
-        cleans up the proxy (its upstream client), the admin API and the mock in the
-        time left. Returns what did not go as planned, one line each (empty: a clean
-        stop); whatever missed the deadline is abandoned, its connections closed.
-        Calling it again waits for the first call."""
+        are ``completed`` as usual), cuts the rest (their outcome is ``shutdown``, their
+        ``response_end`` logged at the cut, in one pass), then cleans up the proxy (its
+        upstream client), the admin API and the mock in the time left. Returns what
+        did not go as planned, one line each (empty: a clean stop); whatever missed the
+        deadline is abandoned, its connections closed. Calling it again waits for the
+        first call."""
         if self._closing is not None:
             return await asyncio.shield(self._closing)
         loop = asyncio.get_running_loop()
         self._closing = loop.create_future()
         try:
-            problems = await self._close(loop, within)
+            problems = await self._close(within, time.monotonic() if since is None else since)
         except BaseException as exc:
             self._closing.set_exception(exc)
             self._closing.exception()  # retrieved: a second caller may never come
@@ -205,10 +214,12 @@ class RunningProxy:
         self._closing.set_result(problems)
         return problems
 
-    async def _close(self, loop: asyncio.AbstractEventLoop, within: float | None) -> list[str]:
+    async def _close(self, within: float | None, start: float) -> list[str]:
+        # time.monotonic(), not loop.time(): uvloop's is the time its iteration began,
+        # which on a busy loop is well behind.
         grace = self.config.grace
         budget = grace + CLOSE_MARGIN if within is None else within
-        start = loop.time()
+        grace_end = start + min(grace, budget)
         deadline = start + budget
         problems: list[str] = []
         self.state.stopping = True
@@ -228,19 +239,24 @@ class RunningProxy:
                 runner.server.pre_shutdown()
         # The grace: streams in flight may end on their own.
         tasks = self._in_flight.tasks
-        if tasks:
-            await asyncio.wait(set(tasks), timeout=min(grace, budget))
-        # The cut: the rest end now, as ``shutdown`` (the session sees ``stopping``).
-        while tasks and loop.time() < deadline:
+        if tasks and grace_end > time.monotonic():
+            await asyncio.wait(set(tasks), timeout=grace_end - time.monotonic())
+        # The cut, always, however late this is: the rest end now, as ``shutdown``,
+        # each logged in this one pass; then their tasks only have to unwind.
+        self._cut()
+        while tasks:
             running = set(tasks)
             for task in running:
                 task.cancel()
-            await asyncio.wait(running, timeout=max(deadline - loop.time(), 0.001))
+            await asyncio.wait(running, timeout=max(deadline - time.monotonic(), CUT_UNWIND))
+            self._cut()  # a request whose handler began meanwhile
+            if time.monotonic() >= deadline:
+                break
         if tasks:
             problems.append(f"{len(tasks)} request(s) did not end when cut; abandoned")
         # The rest: the proxy's own cleanup (its upstream client), the admin, the mock.
         for name, runner in reversed(named):
-            problem = await _cleanup_within(name, runner, deadline - loop.time())
+            problem = await _cleanup_within(name, runner, deadline - time.monotonic())
             if problem is not None:
                 problems.append(problem)
         # Every response that could end has been logged by now: detach from the log.
@@ -255,6 +271,38 @@ class RunningProxy:
         if self._lag_probe is not None:
             self._lag_probe.stop()
         return problems
+
+    def last_words(self, within: float = LAST_WORDS) -> int:
+        """Write the ``response_end`` (outcome ``shutdown``) of every request still
+        running, and flush the log: for the process's exit by its watchdog, from the
+        watchdog's thread, when the event loop is too busy to have cut them. Takes
+        ``within`` seconds at most (the exit must not wait: what is left then gets no
+        line), waiting for a line the loop is writing included. Returns how many ends
+        it wrote."""
+        give_up = time.monotonic() + within
+        ending = self.state.ending
+        if not ending.acquire(timeout=within):
+            return 0
+        written = 0
+        try:
+            for exchange in list(self.state.exchanges):  # (one C call: no change midway)
+                if time.monotonic() > give_up:
+                    break
+                with contextlib.suppress(Exception):  # (one bad line: the others go on)
+                    written += exchange.last_words()
+        finally:
+            ending.release()
+        self.log.flush()
+        return written
+
+    def _cut(self) -> None:
+        """End every request still running, now: each one's outcome is ``shutdown``,
+        its connections closed, its ``response_end`` written and flushed."""
+        exchanges = self.state.exchanges
+        if exchanges:
+            for exchange in list(exchanges):
+                exchange.stop()
+            self.log.flush()
 
     def _named_runners(self) -> list[tuple[str, web.BaseRunner]]:
         named: list[tuple[str, web.BaseRunner]] = []

@@ -37,6 +37,7 @@ SAMPLES: dict[str, str | None] = {
     "--upstream-key": "/etc/ssl/client.key",
     "--upstream-max-connections": "8",
     "--idle-timeout": "30s",
+    "--hold-timeout": "2s",
     "--client-timeout": "5s",
     "--grace": "500ms",
     "--max-connections": "10",

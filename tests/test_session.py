@@ -79,6 +79,7 @@ EVENTS: dict[str, Callable[[Session], object]] = {
     "unavailable": lambda s: s.unavailable(502, "down"),
     "cut": lambda s: s.cut(Cut("abort")),
     "request_cut": lambda s: s.request_cut(CutRequest("reset"), 0),
+    "hold_timeout": lambda s: s.hold_timeout("stall", 300.0),
     "upstream_failed": lambda s: s.upstream_failed("broke", 0.0),
     "finish": lambda s: s.finish(),
     "client_gone": lambda s: s.client_gone(),
@@ -114,9 +115,11 @@ def test_every_event_is_in_the_table_or_refused_in_every_phase() -> None:
         (Phase.HTTP, "unavailable", "upstream_error"),
         (Phase.HTTP, "cut", "cut"),
         (Phase.HTTP, "request_cut", "cut"),
+        (Phase.HTTP, "hold_timeout", "cut"),
         (Phase.HTTP, "shutdown", "shutdown"),
         (Phase.BODY, "finish", "completed"),
         (Phase.BODY, "cut", "cut"),
+        (Phase.BODY, "hold_timeout", "cut"),
         (Phase.BODY, "upstream_failed", "upstream_error"),
         (Phase.BODY, "client_gone", "client_gone"),
         (Phase.BODY, "shutdown", "shutdown"),
@@ -469,6 +472,31 @@ def test_a_hang_is_a_sleep_forever() -> None:
     s.feed(E1, 0.0)
     (sleep,) = s.body_end(0.0)
     assert isinstance(sleep, Sleep) and math.isinf(sleep.seconds)
+
+
+def test_a_hold_over_the_hold_timeout_is_a_cut_with_its_reason_never_a_clean_end() -> None:
+    s = at_body("faults: [hang]")
+    s.wrote(s.feed(E1 + DONE, 0.0)[0], 0.0)  # type: ignore[arg-type]
+    (sleep,) = s.body_end(0.0)
+    assert isinstance(sleep, Sleep) and math.isinf(sleep.seconds)
+    action = s.hold_timeout(sleep.fault, 2.0)
+    assert action == {"action": "cut", "how": "abort", "fault": "hang", "reason": "hold timeout"}
+    s.client_gone()  # the abort makes the client go: the first end stands
+    end = s.summary(2.0)
+    assert (end["outcome"], end["reason"]) == ("cut", "hold timeout")
+    assert end["error"] == "the hang fault held the response 2 s with nothing sent"
+    assert end["integrity"] == "broken"  # never a clean end
+    assert "stage" not in end
+
+
+def test_a_hold_in_the_http_stage_can_time_out_too() -> None:
+    s = session("faults: [{delay: {headers: 10m}}]")
+    (sleep,) = s.start(0.0)
+    assert sleep == Sleep(600.0, fault="delay")
+    action = s.hold_timeout(sleep.fault, 300.0)
+    assert action["before"] == "headers"  # nothing of the response went out
+    end = s.summary(300.0)
+    assert (end["outcome"], end["reason"], end["status"]) == ("cut", "hold timeout", 0)
 
 
 def test_forwarded_request_headers_drop_what_is_not_the_upstreams() -> None:

@@ -17,8 +17,9 @@ change to make::
 
     START ─start─► HTTP ─head / respond─► BODY ─finish─► ENDED (completed)
       │             │                       │
-      refuse        unavailable, cut,       cut, upstream_failed
-      │             request_cut             │
+      refuse        unavailable, cut,       cut, upstream_failed,
+      │             request_cut,            hold_timeout
+      │             hold_timeout            │
       ▼             ▼                       ▼
     ENDED         ENDED                   ENDED
     (and from any phase but ENDED: client_gone, shutdown, internal_error)
@@ -150,7 +151,9 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
     (Phase.HTTP, "cut"): Phase.ENDED,
     # A request_cut: the connection ends while the request body is still arriving.
     (Phase.HTTP, "request_cut"): Phase.ENDED,
+    (Phase.HTTP, "hold_timeout"): Phase.ENDED,
     (Phase.BODY, "cut"): Phase.ENDED,
+    (Phase.BODY, "hold_timeout"): Phase.ENDED,
     (Phase.BODY, "upstream_failed"): Phase.ENDED,
     (Phase.BODY, "finish"): Phase.ENDED,
     # Reports that can race with any other end: the first end wins, later ones are
@@ -165,6 +168,9 @@ OUTCOMES: dict[str, Outcome] = {
     "unavailable": "upstream_error",
     "cut": "cut",
     "request_cut": "cut",
+    # A fault's hold (a stall, a hang, a delay) outlasted the hold timeout: it ends as
+    # a cut (the response aborted), with the reason.
+    "hold_timeout": "cut",
     "upstream_failed": "upstream_error",
     "finish": "completed",
     "client_gone": "client_gone",
@@ -263,7 +269,8 @@ class Session:
         self.phase = Phase.START
         self.outcome: Outcome | None = None
         self.error: str | None = None
-        #: Why the upstream failed, in a few words (``upstream_error`` only).
+        #: Why the upstream failed, in a few words (``upstream_error``), or which limit
+        #: ended a fault's hold (``cut``: ``hold timeout``).
         self.reason: str | None = None
         self.faults: list[Fault] = []
         self.pipeline: Pipeline | None = None
@@ -614,6 +621,21 @@ class Session:
                 defect = str(self.outcome)
         return state.fields(sound=defect is None, defect=defect)
 
+    def hold_timeout(self, fault: str, limit: float) -> dict[str, Any]:
+        """A fault's hold (a ``Sleep``: ``stall``, ``hang``, ``delay``) has held the
+        response ``limit`` seconds with nothing sent, the longest allowed: the response
+        is aborted (never a clean end). The fields of its ``action`` log line."""
+        before_head = self.head is None
+        if self._move("hold_timeout"):
+            self._cut_how = "abort"
+            self.reason = "hold timeout"
+            who = f"the {fault} fault" if fault else "a fault"
+            self.error = f"{who} held the response {limit:g} s with nothing sent"
+        fields: dict[str, Any] = {"action": "cut", "how": "abort", "fault": fault}
+        if before_head:  # nothing of the response went out (as cut: {before: headers})
+            fields["before"] = "headers"
+        return {**fields, "reason": "hold timeout"}
+
     # ------------------------------------------------------------------ any time
 
     def client_gone(self) -> None:
@@ -757,6 +779,8 @@ class Session:
             line["stage"] = "body" if self.head is not None else "connect"
             if self.reason is not None:
                 line["reason"] = self.reason
+        elif self.outcome == "cut" and self.reason is not None:
+            line["reason"] = self.reason  # a limit ended a fault's hold
         return line
 
     @property
