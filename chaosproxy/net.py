@@ -31,14 +31,21 @@ class StartupError(Exception):
 
 
 async def listen(
-    app: web.Application, host: str, port: int, *, what: str = "", grace: float = SHUTDOWN_GRACE
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    what: str = "",
+    grace: float = SHUTDOWN_GRACE,
+    reuse_port: bool = False,
 ) -> tuple[web.AppRunner, int]:
     """Serve ``app`` on ``host:port`` (0: a free port); the runner and the bound port.
     On cleanup, requests in flight get ``grace`` seconds before they are cancelled.
 
     An app carrying a :class:`~chaosproxy.guard.ClientGuard` (under :data:`CLIENT_GUARD`;
     the proxy's does) has its clients guarded: a head-read timeout, a connection limit,
-    and one ``rejected`` line for every head it does not forward."""
+    and one ``rejected`` line for every head it does not forward. ``reuse_port``: with
+    ``SO_REUSEPORT``, so that several processes listen on one port (``--workers``)."""
     guard = app.get(CLIENT_GUARD)
     runner: web.AppRunner
     if guard is not None:
@@ -50,7 +57,7 @@ async def listen(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=grace
         )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=BACKLOG)
+    site = web.TCPSite(runner, host, port, backlog=BACKLOG, reuse_port=reuse_port or None)
     try:
         await site.start()
     except OSError as exc:

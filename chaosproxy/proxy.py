@@ -159,6 +159,14 @@ def next_request_id() -> str:
     return f"r-{_PROCESS_TAG}-{next(_ids)}"
 
 
+def set_process_tag(tag: str) -> None:
+    """Use ``tag`` in this process's request ids from now on (``serve --workers N``:
+    one tag drawn by the supervisor, and each worker's number, ``3f9aw1``, so that
+    ids never collide across workers, as a tag drawn at import did)."""
+    global _PROCESS_TAG
+    _PROCESS_TAG = tag
+
+
 async def _handle(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     refusal: str | None = None
@@ -214,4 +222,11 @@ async def _handle(request: web.Request) -> web.StreamResponse:
 NO_UPSTREAM = "no upstream for this path"
 
 
-__all__ = ["NO_UPSTREAM", "STATE", "ProxyState", "create_proxy_app", "next_request_id"]
+__all__ = [
+    "NO_UPSTREAM",
+    "STATE",
+    "ProxyState",
+    "create_proxy_app",
+    "next_request_id",
+    "set_process_tag",
+]

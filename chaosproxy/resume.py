@@ -86,6 +86,10 @@ class ResumeManager:
         self._per_upstream: dict[object, int] = {}
         self._followers: dict[int, set[HistoryReply]] = {}
         self.closed = False
+        #: Put before every stream token this manager draws: the worker that keeps the
+        #: stream (``w1_``, ``serve --workers N``), so a reconnect to another worker is
+        #: handed to it (chaosproxy.workers.handover). Empty in one process.
+        self.token_prefix = ""
 
     def decide(
         self, scenario: str, config: ResumeConfig, last_event_id: str, tenant: str = ANONYMOUS
@@ -116,7 +120,7 @@ class ResumeManager:
             _unframed(reply.headers),
             time.monotonic(),
             tenant=tenant,
-            token=secrets.token_urlsafe(TOKEN_BYTES),
+            token=self.token_prefix + secrets.token_urlsafe(TOKEN_BYTES),
         )
         return KeptReply(self, reply, stream, upstream, provider=provider, path=path)
 

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Protocol
 from urllib.parse import unquote
 
 from chaosproxy.scenario import PASSTHROUGH, Scenario, header_values
@@ -101,6 +102,10 @@ class ScenarioSet:
         self.set_default(default)
         #: What :meth:`restore` goes back to.
         self._initial = (dict(self._scenarios), self._default)
+        #: Counters shared with other processes (``serve --workers N``,
+        #: :class:`chaosproxy.workers.counters.SharedCounters`): the request number and
+        #: each scenario's ordinals are then theirs, not this set's. None: this set's.
+        self.counters: SharedCounterSource | None = None
 
     # -- the library
 
@@ -183,6 +188,10 @@ class ScenarioSet:
         else:
             ignored = _asked(path_qs, headers)
             header_seed = named = prefixed = None
+        if self.counters is not None:
+            return self._choose_shared(
+                self.counters, method, path_qs, headers, header_seed, named or prefixed, ignored
+            )
         with self._lock:
             number = self._requests + 1  # counted below, once the choice stands
             chosen = named or prefixed
@@ -198,6 +207,48 @@ class ScenarioSet:
             if scenario is not None:
                 ordinal = self._counts.get(scenario.name, 0) + 1
                 self._counts[scenario.name] = ordinal
+        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored)
+
+    def _choose_shared(
+        self,
+        counters: SharedCounterSource,
+        method: str,
+        path_qs: str,
+        headers: Mapping[str, str],
+        header_seed: int | None,
+        chosen: str | None,
+        ignored: tuple[str, ...],
+    ) -> Choice:
+        """:meth:`choose` with counters shared by every worker: the scenario named
+        (which may raise) first, then the request's number, the match, and its
+        scenario's ordinal, each count one short hold of the shared lock."""
+        scenario: Scenario | None = None  # PASSTHROUGH: explicitly none
+        with self._lock:
+            if chosen is not None and chosen != PASSTHROUGH:
+                scenario = self._get(chosen)  # an explicit choice ignores rate
+            number = counters.next_request()
+            if chosen is None:
+                draw = self._draw(header_seed, number) if self._partial else None
+                scenario = self._matching(method, path_qs, headers, draw)
+        ordinal = 0
+        if scenario is not None:
+            shared = counters.next_ordinal(scenario.name)
+            if shared is None:  # (a scenario the supervisor never heard of)
+                with self._lock:
+                    shared = self._counts.get(scenario.name, 0) + 1
+                    self._counts[scenario.name] = shared
+            ordinal = shared
+        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored)
+
+    def _choice(
+        self,
+        scenario: Scenario | None,
+        ordinal: int,
+        number: int,
+        header_seed: int | None,
+        path_qs: str,
+        ignored: tuple[str, ...],
+    ) -> Choice:
         active = scenario is not None and (
             scenario.requests is None or ordinal in scenario.requests
         )
@@ -260,6 +311,14 @@ class ScenarioSet:
         else:
             return self._random.random()
         return random.Random(f"{basis}:rate").random()
+
+
+class SharedCounterSource(Protocol):
+    """Counters kept outside a :class:`ScenarioSet` (shared by processes)."""
+
+    def next_request(self) -> int: ...
+
+    def next_ordinal(self, name: str) -> int | None: ...
 
 
 def derive_seed(base_seed: int, n: int) -> int:

@@ -371,6 +371,7 @@ async def start_proxy(
     upstream_factory: Callable[[], Upstream] | None = None,
     library: bool = True,
     fixtures: Sequence[Fixture] | None = None,
+    reuse_port: bool = False,
 ) -> RunningProxy:
     """Start the proxy (and the mock upstream when an upstream is ``mock``, and
     the admin API unless ``config.admin`` is None).
@@ -381,7 +382,8 @@ async def start_proxy(
     they are all there is); ``log`` the frame log
     (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
     client (a test double); ``fixtures`` the mock's fixtures from files (default: loaded
-    from ``config.mock_fixtures``, raising ScenarioError). Raises :class:`StartupError`
+    from ``config.mock_fixtures``, raising ScenarioError); ``reuse_port`` listens with
+    ``SO_REUSEPORT`` (a worker of ``serve --workers N``). Raises :class:`StartupError`
     with a one-line reason: among others, for an admin API off loopback without a token
     (unless ``admin_insecure``).
     """
@@ -462,7 +464,7 @@ async def start_proxy(
         # close() gives the streams their grace itself; aiohttp's own shutdown is then
         # only for what slipped past it, briefly.
         try:
-            runner, bound = await listen(app, host, port, grace=SIDE_GRACE)
+            runner, bound = await listen(app, host, port, grace=SIDE_GRACE, reuse_port=reuse_port)
         except StartupError:
             raise
         except Exception as exc:  # the upstream client refused its URL, say
