@@ -111,6 +111,9 @@ class RequestRecord:
     verdict: dict[str, Any] | None = None
     #: What the client sent (the journal), when its body was read.
     request: RequestEntry | None = None
+    #: ``time.monotonic()`` when its request line came: the order requests began in,
+    #: across the processes of one machine too (``serve --workers N``).
+    started: float = field(default_factory=time.monotonic)
 
     def view(self) -> dict[str, Any]:
         """The summary, as ``GET /requests`` shows it (with the parsed ``request``)."""
@@ -279,6 +282,10 @@ class RequestStore:
     def in_flight(self) -> int:
         return sum(1 for r in self._records.values() if not r.done)
 
+    def records(self) -> list[RequestRecord]:
+        """Every request kept, oldest first."""
+        return list(self._records.values())
+
     def __len__(self) -> int:
         return len(self._records)
 
@@ -314,9 +321,20 @@ class AdminState:
     parsing: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: The built-in mock's fixtures (None: no upstream is the mock).
     fixtures: MockFixtures | None = None
+    #: Told of every change once it is made here, and awaited before the call answers
+    #: (``serve --workers N``: every worker makes it too). A change is a dict: ``op``
+    #: (add_scenario, remove_scenario, set_default, reset, add_fixtures,
+    #: clear_fixtures) and its arguments.
+    changed: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
 
 ADMIN = web.AppKey("admin", AdminState)
+
+
+async def _tell(state: AdminState, op: str, **fields: Any) -> None:
+    if state.changed is not None:
+        await state.changed({"op": op, **fields})
+
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -408,25 +426,33 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _error(exc.status, "http_error", exc.reason)
 
 
-def create_admin_app(state: AdminState) -> web.Application:
+def create_admin_app(
+    state: AdminState, overrides: dict[tuple[str, str], Handler] | None = None
+) -> web.Application:
+    """The admin app; ``overrides`` answers some routes, by (method, path), otherwise
+    (``serve --workers N`` asks its workers about requests and metrics)."""
     # client_max_size: a chunked body is refused as soon as it passes MAX_BODY.
     app = web.Application(middlewares=[_guard], client_max_size=MAX_BODY)
     app[ADMIN] = state
-    r = app.router
-    r.add_get("/health", _health)
-    r.add_get("/scenarios", _list_scenarios)
-    r.add_get("/scenarios/{name}", _get_scenario)
-    r.add_post("/scenarios", _add_scenario)
-    r.add_delete("/scenarios/{name}", _delete_scenario)
-    r.add_put("/default", _put_default)
-    r.add_get("/requests", _list_requests)
-    r.add_get("/requests/{id}", _get_request)
-    r.add_post("/requests/{id}/verdict", _post_verdict)
-    r.add_get("/mock/fixtures", _list_fixtures)
-    r.add_post("/mock/fixtures", _add_fixtures)
-    r.add_delete("/mock/fixtures", _clear_fixtures)
-    r.add_post("/reset", _reset)
-    r.add_get("/metrics", _metrics)
+    routes: list[tuple[str, str, Handler]] = [
+        ("GET", "/health", _health),
+        ("GET", "/scenarios", _list_scenarios),
+        ("GET", "/scenarios/{name}", _get_scenario),
+        ("POST", "/scenarios", _add_scenario),
+        ("DELETE", "/scenarios/{name}", _delete_scenario),
+        ("PUT", "/default", _put_default),
+        ("GET", "/requests", _list_requests),
+        ("GET", "/requests/{id}", _get_request),
+        ("POST", "/requests/{id}/verdict", _post_verdict),
+        ("GET", "/mock/fixtures", _list_fixtures),
+        ("POST", "/mock/fixtures", _add_fixtures),
+        ("DELETE", "/mock/fixtures", _clear_fixtures),
+        ("POST", "/reset", _reset),
+        ("GET", "/metrics", _metrics),
+    ]
+    for method, path, handler in routes:
+        handler = (overrides or {}).get((method, path), handler)
+        app.router.add_route(method, path, handler)
     return app
 
 
@@ -487,21 +513,25 @@ async def _add_scenario(request: web.Request) -> web.Response:
         )
     replaced = scenario.name in scenarios.scenarios
     scenarios.add(scenario)
+    await _tell(state, "add_scenario", body=body, name=default_name, scenario=scenario.name)
     return _json(scenario.as_dict(), 200 if replaced else 201)
 
 
 async def _delete_scenario(request: web.Request) -> web.Response:
-    scenarios = request.app[ADMIN].scenarios
+    state = request.app[ADMIN]
+    scenarios = state.scenarios
     name = request.match_info["name"]
     try:
         scenarios.remove(name)
     except UnknownScenario as exc:
         return _error(404, "not_found", str(exc))
+    await _tell(state, "remove_scenario", scenario=name)
     return _json({"deleted": name, "default": scenarios.default})
 
 
 async def _put_default(request: web.Request) -> web.Response:
-    scenarios = request.app[ADMIN].scenarios
+    state = request.app[ADMIN]
+    scenarios = state.scenarios
     try:
         body = orjson.loads(await request.read())
     except orjson.JSONDecodeError:
@@ -515,11 +545,12 @@ async def _put_default(request: web.Request) -> web.Response:
         scenarios.set_default(name)
     except UnknownScenario as exc:
         return _error(400, "unknown_scenario", str(exc))
+    await _tell(state, "set_default", scenario=name)
     return _json({"default": scenarios.default})
 
 
-async def _list_requests(request: web.Request) -> web.Response:
-    store = request.app[ADMIN].requests
+def recent_query(request: web.Request) -> tuple[int, str | None, Criteria | None] | web.Response:
+    """``GET /requests``'s query: (limit, scenario, criteria or None), or the 400."""
     raw = request.query.get("limit")
     limit = DEFAULT_LIMIT
     if raw is not None:
@@ -534,7 +565,16 @@ async def _list_requests(request: web.Request) -> web.Response:
         contains=query.get("contains"),
         tool=query.get("tool"),
     )
-    found = store.recent(limit, scenario=scenario, criteria=criteria if criteria.given() else None)
+    return limit, scenario, criteria if criteria.given() else None
+
+
+async def _list_requests(request: web.Request) -> web.Response:
+    store = request.app[ADMIN].requests
+    query = recent_query(request)
+    if isinstance(query, web.Response):
+        return query
+    limit, scenario, criteria = query
+    found = store.recent(limit, scenario=scenario, criteria=criteria)
     return _json({"requests": found})
 
 
@@ -553,14 +593,10 @@ async def _post_verdict(request: web.Request) -> web.Response:
     record = state.requests.get(request_id)
     if record is None:
         return _error(404, "not_found", f"no recent request {request_id!r}")
-    try:
-        body = orjson.loads(await request.read())
-        report = ClientReport.from_json(body)
-        others = run_ids(body)
-    except orjson.JSONDecodeError:
-        return _error(400, "bad_request", "expected a JSON body")
-    except VerdictInputError as exc:
-        return _error(400, "bad_request", str(exc))
+    parsed = await verdict_body(request)
+    if isinstance(parsed, web.Response):
+        return parsed
+    report, others = parsed
     for rid in (request_id, *others):
         other = state.requests.get(rid)
         if other is None:
@@ -573,6 +609,32 @@ async def _post_verdict(request: web.Request) -> web.Response:
     verdict = {**judge(run, report), "requests": [s["request_id"] for s in run]}
     record_verdict(state.log, state.requests, request_id, verdict)
     return _json(verdict)
+
+
+async def verdict_body(request: web.Request) -> tuple[ClientReport, list[str]] | web.Response:
+    """A verdict's body: (the client's report, the other requests of its run), or the
+    400."""
+    try:
+        body = orjson.loads(await request.read())
+        return ClientReport.from_json(body), run_ids(body)
+    except orjson.JSONDecodeError:
+        return _error(400, "bad_request", "expected a JSON body")
+    except VerdictInputError as exc:
+        return _error(400, "bad_request", str(exc))
+
+
+def not_found(request_id: str) -> web.Response:
+    return _error(404, "not_found", f"no recent request {request_id!r}")
+
+
+def in_flight_answer(request_id: str) -> web.Response:
+    return _error(
+        409, "in_flight", f"request {request_id!r} has not ended yet; ask again when it has"
+    )
+
+
+def as_json(body: Any, status: int = 200) -> web.Response:
+    return _json(body, status)
 
 
 def record_verdict(
@@ -622,15 +684,18 @@ async def _add_fixtures(request: web.Request) -> web.Response:
             problems=problems,
         )
     state.fixtures.add(added)
+    await _tell(state, "add_fixtures", body=body)
     return _json({"added": [f.as_dict() for f in added]}, 201)
 
 
 async def _clear_fixtures(request: web.Request) -> web.Response:
-    fixtures = request.app[ADMIN].fixtures
+    state = request.app[ADMIN]
+    fixtures = state.fixtures
     if fixtures is None:
         return _no_mock()
     removed = len(fixtures.added)
     fixtures.clear()
+    await _tell(state, "clear_fixtures")
     return _json({"removed": removed})
 
 
@@ -644,6 +709,7 @@ async def _reset(request: web.Request) -> web.Response:
         state.streams.clear()
     if state.resume is not None:
         state.resume.forget()
+    await _tell(state, "reset")
     return _json({"reset": True})
 
 
@@ -659,6 +725,11 @@ __all__ = [
     "AdminState",
     "RequestRecord",
     "RequestStore",
+    "as_json",
     "create_admin_app",
+    "in_flight_answer",
+    "not_found",
+    "recent_query",
     "record_verdict",
+    "verdict_body",
 ]

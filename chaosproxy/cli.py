@@ -329,6 +329,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             fail(str(problem))
         return EXIT_USAGE
+    if config.workers > 1:  # a supervisor and its workers (chaosproxy.workers)
+        from chaosproxy.workers.supervisor import serve_workers
+
+        return serve_workers(config, scenarios, fixtures, _run)
     try:
         log = FrameLog.open(
             config.log, content=config.log_content, fmt=config.log_format, level=config.log_level

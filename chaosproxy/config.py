@@ -63,6 +63,18 @@ def parse_seed(value: str) -> int:
         raise ConfigError(f"expected {SEED_TEXT}, got {shown(value)}") from None
 
 
+def parse_workers(value: str) -> int:
+    """``--workers``: a positive integer, or ``auto`` (the cores this process may use)."""
+    if value.strip().lower() == "auto":
+        try:
+            return len(os.sched_getaffinity(0)) or 1
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
+    if not value.isdigit() or not 1 <= int(value) <= 1024:
+        raise ConfigError(f"expected auto or a number of workers from 1 to 1024, got {value!r}")
+    return int(value)
+
+
 def parse_positive_int(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise ConfigError(f"expected a positive integer, got {value!r}")
@@ -448,6 +460,19 @@ class Config:
             "tenants (docs/reconnection.md)",
             parse_header_name,
             "NAME",
+        ),
+    )
+    #: ``serve`` only (docs/operations.md, Workers): processes sharing the port, the
+    #: admin in one of them obeyed by all; 1 is one process as ever. The Python API
+    #: runs one proxy in its own process whatever this says.
+    workers: int = field(
+        default=1,
+        metadata=option(
+            "--workers",
+            "processes serving the port (SO_REUSEPORT), each with its own event loop; auto: "
+            "one per core (default 1: one process)",
+            parse_workers,
+            "N|auto",
         ),
     )
     #: The largest event (or line) the framers hold before refusing a stream.

@@ -53,10 +53,11 @@ import array
 import asyncio
 import fcntl
 import ipaddress
+import re
 import termios
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from aiohttp import HttpVersion10, HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError, InvalidURLError, LineTooLong
@@ -82,6 +83,27 @@ UNREAD_RECHECK = 0.05
 
 #: The reason texts of ``rejected`` lines are cut to this length.
 MAX_REASON = 200
+
+#: The most of a request head held back to see whether its connection is another
+#: worker's (:class:`Handover`); a longer head is never handed over.
+MAX_HELD_HEAD = 16384
+
+_LAST_EVENT_ID = re.compile(rb"\nlast-event-id[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE)
+
+
+class Handover(Protocol):
+    """Hands a connection to the worker that holds what its request asks for
+    (``serve --workers N``, chaosproxy.workers.handover): a reconnect whose
+    ``Last-Event-ID`` names a stream another worker keeps."""
+
+    def owner(self, last_event_id: bytes) -> int | None:
+        """The other worker that keeps the stream of this id; None: this one (or none)."""
+        ...
+
+    def send(self, owner: int, transport: asyncio.BaseTransport, data: bytes) -> bool:
+        """Give the connection under ``transport`` and the bytes already read from it to
+        worker ``owner``; False when it could not be (then it is served here)."""
+        ...
 
 
 def _canned(status: int, reason: str, text: str) -> bytes:
@@ -239,6 +261,11 @@ class ClientGuard:
     #: Connections refused so far (503), and heads rejected so far (any status).
     refused: int = field(default=0, init=False)
     rejected: int = field(default=0, init=False)
+    #: Hands reconnects to the worker that keeps their stream (None: one process).
+    handover: Handover | None = field(default=None, init=False)
+    #: Connections handed to another worker, and taken from one, so far.
+    handed_over: int = field(default=0, init=False)
+    taken_over: int = field(default=0, init=False)
 
     def _reject(self, status: int, reason: str, peer: str) -> None:
         self.rejected += 1
@@ -347,10 +374,14 @@ class GuardedProtocol(RequestHandler):
         "_body",
         "_counted",
         "_guard",
+        "_handed",
+        "_held",
         "_pending",
+        "_preface",
         "_received",
         "_received_at_check",
         "_refused",
+        "_released",
         "_served",
         "_timer",
         "_waiting",
@@ -375,6 +406,14 @@ class GuardedProtocol(RequestHandler):
         self._received = 0
         self._received_at_check = 0
         self.peer = "?"
+        #: A head held back until it is whole, to see whose it is (``handover``).
+        self._held: bytes | None = None
+        #: The head being waited for has gone to aiohttp (nothing more is held).
+        self._released = False
+        #: Handed to another worker: this end is gone, quietly.
+        self._handed = False
+        #: Bytes another worker read from this connection before handing it here.
+        self._preface = b""
 
     # -------------------------------------------------------------- asyncio callbacks
 
@@ -388,6 +427,11 @@ class GuardedProtocol(RequestHandler):
         self._counted = True
         super().connection_made(transport)
         self._await_head()
+        if self._preface:  # taken from another worker: what it read comes first
+            preface, self._preface = self._preface, b""
+            guard.taken_over += 1
+            self._released = True  # (never handed on again)
+            self.data_received(preface)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -398,6 +442,10 @@ class GuardedProtocol(RequestHandler):
             # 2.2 asks a server to ignore them): a probe that sends one and leaves, or a
             # client's stray CRLF after a body, is no request cut short.
             self._pending += len(data) if self._pending else len(data.lstrip(b"\r\n"))
+            if self._guard.handover is not None and not self._released:
+                data = self._hold(data)
+                if not data:
+                    return
         super().data_received(data)
         body = self._body
         if body is not None and not body.is_eof() and self._parse_failed():
@@ -408,6 +456,41 @@ class GuardedProtocol(RequestHandler):
             self._body = None
             self.force_close()
 
+    def _hold(self, data: bytes) -> bytes:
+        """Hold a head back until it is whole; then hand the connection over when its
+        ``Last-Event-ID`` names another worker's stream (b''), or release it (the
+        bytes held) to aiohttp."""
+        held = data if self._held is None else self._held + data
+        start = len(held) - len(held.lstrip(b"\r\n"))
+        end = held.find(b"\r\n\r\n", start)
+        if end < 0:
+            end = held.find(b"\n\n", start)
+        if end < 0 and len(held) < MAX_HELD_HEAD:
+            self._held = held
+            return b""
+        self._held = None
+        self._released = True
+        handover = self._guard.handover
+        if end < 0 or handover is None:
+            return held
+        found = _LAST_EVENT_ID.search(held, start, end + 1)
+        if found is None:
+            return held
+        owner = handover.owner(found.group(1).strip())
+        transport = self.transport
+        if owner is None or transport is None:
+            return held
+        if not handover.send(owner, transport, held):
+            return held
+        # Quietly gone from here: no ``rejected`` line, no head timer.
+        self._handed = True
+        self._waiting = False
+        self._pending = 0
+        self._cancel_timer()
+        self._guard.handed_over += 1
+        transport.abort()  # this process's end only: the connection lives on there
+        return b""
+
     def _parse_failed(self) -> bool:
         # aiohttp keeps a parse error as the last queued message (private, see above).
         queued = self._messages
@@ -417,6 +500,7 @@ class GuardedProtocol(RequestHandler):
         self._cancel_timer()
         if self._refused:
             return
+        self._held = None
         if self._counted:
             self._counted = False
             self._guard.open -= 1
@@ -437,6 +521,7 @@ class GuardedProtocol(RequestHandler):
     def _await_head(self) -> None:
         self._waiting = True
         self._pending = 0
+        self._released = False
         self._cancel_timer()
         self._timer = self._loop.call_later(self._guard.client_timeout, self._timed_out)
 
@@ -545,6 +630,7 @@ __all__ = [
     "GuardedProtocol",
     "GuardedRunner",
     "GuardedServer",
+    "Handover",
     "classify_head_error",
     "format_peer",
     "normalise_path",
