@@ -543,6 +543,8 @@ async def _supervise(
         code = 1
         since = time.monotonic()
     died.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await died  # (its readers of the sentinels gone before others are added)
     if admin_runner is not None:
         for site in list(admin_runner.sites):
             await site.stop()

@@ -68,8 +68,12 @@ def run_worker(spec: WorkerSpec) -> None:
     from chaosproxy.cli import _run
 
     code = _run(lambda: _serve(spec))
-    sys.stdout.flush()
-    sys.exit(code)
+    # Everything is written and closed: nothing of this process is worth waiting for
+    # (the interpreter's own exit, in a spawned child, waited past the grace).
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _open_log(spec: WorkerSpec) -> Any:
