@@ -47,6 +47,7 @@ SAMPLES: dict[str, str | None] = {
     "--mock-fixtures": "examples/mock-fixtures",
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
     "--tenant-header": "X-User-Id",
+    "--workers": "2",
 }
 
 
