@@ -897,6 +897,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="NAME",
         help="run the chaosproxy targets through benchmarks/variants.py NAME (experiments)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the chaosproxy targets with serve --workers N (default 1: one process)",
+    )
     p.add_argument("--profile", metavar="DIR", help="attach py-spy to the chaosproxy targets")
     p.add_argument("--profile-format", choices=("raw", "flamegraph", "speedscope"), default="raw")
     p.add_argument("--profile-rate", type=int, default=200, help="samples/s (default 200)")
@@ -948,7 +955,12 @@ async def bench(args: argparse.Namespace, scale: Scale, workdir: Path) -> dict[s
             elif name in ("passthrough", "framed"):
                 targets.append(
                     start_chaosproxy(
-                        name, up_port, workdir, framed=name == "framed", variant=args.variant
+                        name,
+                        up_port,
+                        workdir,
+                        framed=name == "framed",
+                        variant=args.variant,
+                        workers=args.workers,
                     )
                 )
             elif name == "nginx":
@@ -1070,6 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": round(time.time() - started, 1),
         "smoke": args.smoke,
         "variant": args.variant,
+        "workers": args.workers,
         "profiled": bool(args.profile),
         "machine": machine(),
         "source": source_state(),

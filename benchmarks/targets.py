@@ -216,7 +216,10 @@ def start_chaosproxy(
     *,
     framed: bool,
     variant: str | None = None,
+    workers: int = 1,
 ) -> Target:
+    """``serve`` as users run it; ``workers`` > 1 adds ``--workers N`` (the supervisor's
+    children, the workers, are measured with it; no loop-lag probe: it is per process)."""
     port = free_port()
     tdir = workdir / name
     tdir.mkdir(parents=True, exist_ok=True)
@@ -246,6 +249,11 @@ def start_chaosproxy(
     desc = "chaosproxy, default scenario duplicate p=0" if framed else "chaosproxy, passthrough"
     if variant:
         desc += f" [variant {variant}]"
+    if workers > 1:
+        argv += ["--workers", str(workers)]
+        desc += f", {workers} workers"
+        proc = spawn(name, argv, tdir)
+        return Target(name, port, desc, proc, log_path)
     lag_path = tdir / "looplag.json"
     proc = spawn(name, argv, tdir, env={"CHAOSPROXY_LOOP_LAG": str(lag_path)})
     return Target(name, port, desc, proc, log_path, lag_path=lag_path)
@@ -322,8 +330,13 @@ def start_nginx(upstream_port: int, workdir: Path, *, nofile: int) -> Target | N
 
 
 def wait_listening(target: Target, timeout: float = 15.0) -> None:
-    """Until the target accepts TCP connections (or its process died)."""
+    """Until the target accepts TCP connections (or its process died); with workers,
+    until all of them do (the supervisor's start-up line says so)."""
     deadline = time.monotonic() + timeout
+    while "workers" in target.description and time.monotonic() < deadline:
+        if target.process is None or "listening on" in target.process.stderr_tail():
+            break
+        time.sleep(0.05)
     while time.monotonic() < deadline:
         if target.process is not None and not target.process.alive():
             raise TargetError(
