@@ -34,6 +34,8 @@ class SharedCounters:
 
     def __init__(self, array: Any, lock: Any, slots: Mapping[str, int] | None = None) -> None:
         self._array = array
+        #: The same memory as 64-bit integers: a plain index, no ctypes conversion.
+        self._counts = memoryview(array).cast("B").cast("q")
         self._lock = lock
         self._slots: dict[str, int] = dict(slots or {})
 
@@ -42,9 +44,10 @@ class SharedCounters:
 
     def next_request(self) -> int:
         """The proxy's next request number (1-based)."""
+        counts = self._counts
         with self._lock:
-            number: int = self._array[0] + 1
-            self._array[0] = number
+            number: int = counts[0] + 1
+            counts[0] = number
         return number
 
     def next_ordinal(self, name: str) -> int | None:
@@ -53,24 +56,25 @@ class SharedCounters:
         slot = self._slots.get(name)
         if slot is None:
             return None
+        counts = self._counts
         with self._lock:
-            ordinal: int = self._array[slot] + 1
-            self._array[slot] = ordinal
+            ordinal: int = counts[slot] + 1
+            counts[slot] = ordinal
         return ordinal
 
     def zero(self, slots: Iterable[int] | None = None) -> None:
         """Counts back to 0: ``slots``, or every slot and the request number."""
         with self._lock:
             if slots is None:
-                for i in range(len(self._array)):
-                    self._array[i] = 0
+                for i in range(len(self._counts)):
+                    self._counts[i] = 0
             else:
                 for slot in slots:
-                    self._array[slot] = 0
+                    self._counts[slot] = 0
 
     def value(self, slot: int) -> int:
         with self._lock:
-            return int(self._array[slot])
+            return int(self._counts[slot])
 
 
 class Slots:
