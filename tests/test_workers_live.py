@@ -449,3 +449,29 @@ def test_sigterm_stops_every_worker_and_ends_every_request(tmp_path: Path) -> No
         if line["event"] == "response_end" and line["request_id"] in ids
     }
     assert outcomes == {"shutdown"}
+
+
+def test_a_port_in_use_stops_start_up_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_")}
+        env["PYTHONPATH"] = str(REPO)
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "chaosproxy", "serve", "--workers", "2"),
+                *("--listen", f"127.0.0.1:{port}", "--admin", "off"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"chaosproxy: error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]

@@ -68,14 +68,6 @@ EXIT_MARGIN = 0.85
 _REQUEST_ID = re.compile(r"r-[0-9a-f]+w(\d{1,4})-\d+")
 
 
-def cpu_count() -> int:
-    """The cores this process may run on (``--workers auto``)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def owner_of(request_id: str) -> int | None:
     """The worker that served ``request_id`` (None: not a worker's id)."""
     found = _REQUEST_ID.fullmatch(request_id)
@@ -147,10 +139,12 @@ class Workers:
         # changes one after the other.
         futures = [w.channel.send(op, slots=slots.of, **change) for w in self.workers]
         async with self._changing:
-            await self._gather(futures)
-            if op == "reset":  # every worker has its start-up scenarios back: count anew
-                slots.counters.zero()
-            slots.release()
+            try:
+                await self._gather(futures)
+                if op == "reset":  # every worker has its start-up scenarios back: anew
+                    slots.counters.zero()
+            finally:
+                slots.release()
 
     # -- reads
 
@@ -635,4 +629,4 @@ async def _stop_workers(workers: Sequence[Worker], deadline: float) -> None:
             await asyncio.to_thread(w.process.join, 1.0)
 
 
-__all__ = ["ControlError", "Workers", "cpu_count", "owner_of", "serve_workers"]
+__all__ = ["ControlError", "Workers", "owner_of", "serve_workers"]
