@@ -306,6 +306,13 @@ async def test_requests_metrics_and_verdicts_answer_for_every_worker(
         async with admin.get(f"/requests/{request_id}") as r:
             assert (await r.json())["summary"]["verdict"]["verdict"] == verdict["verdict"]
         await until_logged(served, {request_id}, "verdict")
+    # A run whose requests were served by both workers is judged whole.
+    first, second = (next(i for i in sorted(ids) if worker_of(i) == w) for w in (0, 1))
+    async with admin.post(
+        f"/requests/{first}/verdict", json={"text": None, "error": "x", "requests": [second]}
+    ) as r:
+        assert r.status == 200, await r.text()
+        assert set((await r.json())["requests"]) == {first, second}
     async with admin.get("/requests/r-0000w1-999999") as r:
         assert r.status == 404
 
