@@ -417,3 +417,16 @@ async def test_a_held_head_is_served_as_ever_whole_byte_by_byte_and_kept_alive(
     assert both.count(b"HTTP/1.1 200") == 2
     assert refusing.asked == [b"w1_abc.3"] * 4
     assert runner.app[CLIENT_GUARD].handed_over == 0
+
+
+# --------------------------------------------------------------------------- the flag
+
+
+def test_workers_is_a_number_or_auto() -> None:
+    from chaosproxy.config import ConfigError, parse_workers
+
+    assert parse_workers("2") == 2
+    assert parse_workers("auto") == len(os.sched_getaffinity(0))
+    for bad in ("0", "-1", "two", "", "1025"):
+        with pytest.raises(ConfigError, match="auto or a number of workers"):
+            parse_workers(bad)
