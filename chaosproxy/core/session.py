@@ -37,6 +37,7 @@ import orjson
 
 from chaosproxy.core.actions import Action, Cut, CutRequest, HoldRequest, HttpAction, Respond, Send
 from chaosproxy.core.answer import AnswerState, Ledger
+from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, build_faults
 from chaosproxy.core.frames import Format, Frame, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
@@ -295,8 +296,10 @@ class Session:
         #: fault that changes events or headers, a gap or a step back in the events, a
         #: hold for ever before the terminal event (None: only chunking and timing).
         self._defect: str | None = None
-        #: The highest upstream ordinal written so far.
+        #: The highest upstream ordinal written whole so far, and the events whose
+        #: first bytes were written but not their last, in order.
         self._high = 0
+        self._open: dict[int, Event] = {}
         # What the client was sent, for the summary.
         self.status = 0
         self.content_type: str | None = None
@@ -580,6 +583,19 @@ class Session:
         if math.isinf(seconds) and content is not None and not content.sent.terminals:
             self._flaw("held open for ever before the terminal event")
 
+    def _ended(self, ordinal: int) -> None:
+        """An upstream event's last byte was written: upstream ordinals must follow one
+        another (0: not an upstream event: a comment, a made-up event)."""
+        if ordinal:
+            high = self._high
+            if ordinal == high + 1:
+                self._high = ordinal
+            elif ordinal > high:
+                self._flaw("a gap in the events")
+                self._high = ordinal
+            else:
+                self._flaw("events out of order")
+
     def _flaw(self, what: str) -> None:
         if self._defect is None:
             self._defect = what
@@ -693,16 +709,19 @@ class Session:
                     if name not in BENIGN:
                         self._flaw(name)
                         break
-            for ev in events:
-                ordinal = ev.ordinal
-                if ordinal:
-                    high = self._high
-                    if ordinal > high:
-                        if ordinal > high + 1:
-                            self._flaw("a gap in the events")
-                        self._high = ordinal
-                    elif ordinal < high:
-                        self._flaw("events out of order")
+            if send.ends == 1 and len(events) == 1 and not self._open:
+                self._ended(events[0].ordinal)  # the usual write: one whole event
+            else:
+                # Events are judged in the order they end: a write may carry pieces of
+                # events that ended before it or end after it (coalesce, rechunk).
+                opened = self._open
+                for ev in events:
+                    key = id(ev)  # (by identity: a duplicate is an event of its own)
+                    if key not in opened:
+                        opened[key] = ev
+                for _ in range(send.ends):
+                    if opened:
+                        self._ended(opened.pop(next(iter(opened))).ordinal)
             if self.content is not None:
                 self.content.wrote(send)
             if len(events) == 1:  # the usual case: no comprehension frames per write
