@@ -418,6 +418,9 @@ class Settings:
     #: Shown in the files: what ran, and against what.
     client: str = ""
     upstream: str = "mock"
+    #: How to check a found scenario again, for its file's comment (``FILE`` is the
+    #: file, ``{name}`` the scenario's name); default: the matrix with ``client``.
+    check: str | None = None
 
 
 @dataclass(slots=True)
@@ -773,10 +776,11 @@ def _found_trial(
         f"shrunk from {describe(first.faults)}",
         f"in {shrunk.tests} runs of the client ({len(shrunk.steps) - 1} steps)",
     ]
-    if settings.client:
-        comment.append(
-            f"check: chaosproxy matrix --client {_quote(settings.client)} --scenarios FILE"
-        )
+    check = settings.check
+    if check is None and settings.client:
+        check = f"chaosproxy matrix --client {_quote(settings.client)} --scenarios FILE"
+    if check:
+        comment.append("check: " + check.replace("{name}", name))
     return make_trial(
         name,
         shrunk.faults,
