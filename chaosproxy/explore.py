@@ -415,6 +415,9 @@ class Settings:
     confirm: int = 1
     #: Whether the space may keep a stream open for ever (the client must be timed).
     endless: bool = True
+    #: Only these runs of ``seed`` (each drawn as in the whole exploration), whatever
+    #: the budget: a run replayed.
+    replay: tuple[int, ...] = ()
     #: Shown in the files: what ran, and against what.
     client: str = ""
     upstream: str = "mock"
@@ -563,7 +566,7 @@ def explore(
     except ValueError as exc:
         raise ExploreError(f"--faults: {exc}") from None
     say(
-        f"chaosproxy explore: seed {settings.seed}, {settings.budget}; the clean run: "
+        f"chaosproxy explore: seed {settings.seed}, {_what(settings)}; the clean run: "
         f"{shape.provider}, {shape.format}, {shape.events} events, {shape.bytes} bytes"
     )
     runs = _explore_runs(runner, settings, space, say, clock)
@@ -578,9 +581,15 @@ def _explore_runs(
     began = clock()
     drafts: dict[str, tuple[int, int, Draft, list[dict[str, Any]]]] = {}
 
+    order: list[int] = []
+    total = len(settings.replay) or budget.runs
+
     def trials() -> Iterator[Trial]:
-        numbers = range(1, budget.runs + 1) if budget.runs is not None else itertools.count(1)
+        numbers: Iterable[int] = settings.replay or (
+            range(1, budget.runs + 1) if budget.runs is not None else itertools.count(1)
+        )
         for k in numbers:
+            order.append(k)
             seed = run_seed(settings.seed, k)
             draft, faults = space.read(space.draw(seed))
             name = f"explore-{k}"
@@ -588,7 +597,8 @@ def _explore_runs(
             yield make_trial(name, faults, seed=seed, description=f"explore run {k}")
 
     def stop() -> bool:
-        return budget.seconds is not None and clock() - began >= budget.seconds
+        timed = budget.seconds is not None and not settings.replay
+        return timed and clock() - began >= (budget.seconds or 0)
 
     durations: list[float] = []
     lock = threading.Lock()
@@ -602,10 +612,10 @@ def _explore_runs(
             done = len(durations)
             mean = sum(durations) / done
         k = drafts[trial.name][0]
-        if budget.runs is not None:
-            position = f"[{done}/{budget.runs}]"
-            left = (budget.runs - done) * mean / runner.jobs
-            rest = f"; about {_clock(left)} left" if done < budget.runs else ""
+        if total is not None:
+            position = f"[{done}/{total}]"
+            left = (total - done) * mean / runner.jobs
+            rest = f"; about {_clock(left)} left" if done < total else ""
         else:
             position = f"[{done}]"
             left = max(0.0, (budget.seconds or 0) - (clock() - began))
@@ -614,7 +624,7 @@ def _explore_runs(
 
     outcomes = runner.run(trials(), stop=stop, started=started, ended=ended)
     runs = []
-    for k, outcome in enumerate(outcomes, start=1):
+    for k, outcome in zip(order, outcomes, strict=False):
         _, seed, draft, faults = drafts[f"explore-{k}"]
         runs.append(ExploredRun(k, seed, draft, faults, outcome))
     return runs
@@ -771,7 +781,7 @@ def _found_trial(
     comment = [
         f"{verdict}: {reason}",
         f"found by chaosproxy explore --seed {settings.seed}, run {first.run} "
-        f"(its seed {first.seed}); {runs} run{'s' if runs != 1 else ''} of {settings.budget} "
+        f"(its seed {first.seed}); {runs} run{'s' if runs != 1 else ''} of {_what(settings)} "
         "ended so",
         f"shrunk from {describe(first.faults)}",
         f"in {shrunk.tests} runs of the client ({len(shrunk.steps) - 1} steps)",
@@ -788,6 +798,17 @@ def _found_trial(
         description=f"{verdict}: {reason} (found by chaosproxy explore)",
         comment=comment,
     )
+
+
+def _what(settings: Settings) -> str:
+    """What is run: the budget, or the runs replayed."""
+    if settings.replay:
+        return (
+            "run"
+            + ("s " if len(settings.replay) > 1 else " ")
+            + ", ".join(str(k) for k in settings.replay)
+        )
+    return str(settings.budget)
 
 
 def _quote(text: str) -> str:
@@ -847,6 +868,7 @@ def as_json(exploration: Exploration, fail_on: Iterable[str]) -> dict[str, Any]:
         "upstream": s.upstream,
         "seed": s.seed,
         "budget": s.budget.as_json(),
+        "replay": list(s.replay),
         "faults": list(exploration.space.faults),
         "shape": exploration.shape.as_json(),
         "clean": {"verdict": exploration.clean.verdict, "request_id": exploration.clean.request_id},
@@ -980,6 +1002,14 @@ def parse_faults(value: str) -> tuple[str, ...]:
     return names
 
 
+def parse_runs(value: str) -> tuple[int, ...]:
+    """``--replay``: run numbers, comma-separated, from 1."""
+    parts = [v.strip() for v in value.split(",") if v.strip()]
+    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected run numbers from 1 (3,17), got {value!r}")
+    return tuple(dict.fromkeys(int(p) for p in parts))
+
+
 def parse_gate(value: str) -> frozenset[str]:
     """``--fail-on``: verdicts, comma-separated; empty: never fail."""
     from chaosproxy.matrix import parse_fail_on
@@ -1023,6 +1053,14 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="the seed of the exploration (default random, printed): the same seed, client "
         "and upstream draw the same runs",
+    )
+    explore_parser.add_argument(
+        "--replay",
+        type=parse_runs,
+        default=(),
+        metavar="K,...",
+        help="run only these runs of --seed (run K drawn as in the whole exploration), "
+        "whatever the budget, and shrink what fails",
     )
     explore_parser.add_argument(
         "--faults",
@@ -1096,6 +1134,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from chaosproxy.cli import fail
     from chaosproxy.logs import describe as describe_error
 
+    if args.replay and args.seed is None:
+        return fail("explore: --replay needs the --seed of the exploration it replays")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(MAX_SEED + 1)
     settings = Settings(
         seed=seed,
@@ -1103,6 +1143,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         faults=args.faults,
         shrink_runs=args.shrink_runs,
         confirm=args.confirm,
+        replay=args.replay,
         client=args.client,
         upstream=args.upstream,
     )

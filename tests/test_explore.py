@@ -195,6 +195,20 @@ def test_the_same_seed_explores_identically_and_jobs_change_nothing() -> None:
     assert other["runs"] != one["runs"]
 
 
+def test_a_run_is_replayed_from_its_seed_and_number() -> None:
+    whole = explore(StandIn(sdk_like), Settings(seed=2, budget=Budget(runs=100)))
+    drop = whole.found[1]
+    runner = StandIn(sdk_like)
+    again = explore(runner, Settings(seed=2, replay=(drop.shrunk_from, 7)))
+    assert [r.run for r in again.runs] == [drop.shrunk_from, 7]
+    assert [r.faults for r in again.runs] == [
+        whole.runs[drop.shrunk_from - 1].faults,
+        whole.runs[6].faults,
+    ]
+    assert [(f.faults, f.found_by) for f in again.found] == [(drop.faults, [drop.shrunk_from])]
+    assert runner.ran[:3] == [CLEAN, f"explore-{drop.shrunk_from}", "explore-7"]
+
+
 def test_a_time_budget_draws_runs_until_it_is_spent() -> None:
     now = [0.0]
 
@@ -272,6 +286,7 @@ def test_the_files(tmp_path: Path) -> None:
         "upstream",
         "seed",
         "budget",
+        "replay",
         "faults",
         "shape",
         "clean",
@@ -327,6 +342,13 @@ def test_bad_flags_are_usage_errors() -> None:
     assert bad.returncode == 2 and "not in the space: status" in bad.stderr
     budget = run_cli("explore", "--client", "x", "--budget", "tomorrow")
     assert budget.returncode == 2 and "expected a number of runs" in budget.stderr
+    replay = run_cli("explore", "--client", "x", "--replay", "3")
+    assert replay.returncode == 2
+    assert replay.stderr.strip() == (
+        "chaosproxy: error: explore: --replay needs the --seed of the exploration it replays"
+    )
+    runs = run_cli("explore", "--client", "x", "--seed", "1", "--replay", "3,x")
+    assert runs.returncode == 2 and "expected run numbers from 1" in runs.stderr
 
 
 # ---------------------------------------------------------------------------- live
