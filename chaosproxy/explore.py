@@ -642,7 +642,16 @@ def _shrink_failures(
             groups.setdefault(run.outcome.failure, []).append(run)
     if not groups:
         return []
-    batch = max(1, runner.jobs // len(groups))
+    # The shrinks running now share the jobs: a shrink asks as many candidates at once
+    # as there are jobs for it (all of them for the last one), which changes only how
+    # fast it ends, never where.
+    active = [0]
+    lock = threading.Lock()
+
+    def batch() -> int:
+        with lock:
+            return max(1, runner.jobs // max(1, active[0]))
+
     firsts = [
         min(members, key=lambda r: (draft_key(r.draft), r.run)) for members in groups.values()
     ]
@@ -654,7 +663,13 @@ def _shrink_failures(
             f"{len(members)} run{'s' if len(members) != 1 else ''}; from run {first.run}: "
             f"{describe(first.faults)}"
         )
-        shrunk, last = _shrink_one(runner, settings, space, first, failure, batch, number, say)
+        with lock:
+            active[0] += 1
+        try:
+            shrunk, last = _shrink_one(runner, settings, space, first, failure, batch, number, say)
+        finally:
+            with lock:
+                active[0] -= 1
         say(
             f"  [{number}] minimal after {shrunk.tests} runs ({len(shrunk.steps) - 1} steps): "
             f"{describe(shrunk.faults)}"
@@ -729,7 +744,7 @@ def _shrink_one(
     space: Space,
     first: ExploredRun,
     failure: Failure,
-    batch: int,
+    batch: Callable[[], int],
     number: int,
     say: Log,
 ) -> tuple[Shrunk, Outcome]:

@@ -96,7 +96,12 @@ def faults_key(faults: Sequence[Any]) -> str:
 
 
 def shrink(
-    space: Space, draft: Draft, test: Test, *, batch: int = 1, max_tests: int = MAX_TESTS
+    space: Space,
+    draft: Draft,
+    test: Test,
+    *,
+    batch: int | Callable[[], int] = 1,
+    max_tests: int = MAX_TESTS,
 ) -> Shrunk:
     """The smallest draft reachable from ``draft`` (which fails) whose candidates
     ``test`` says still fail, asking at most ``max_tests`` candidates.
@@ -104,7 +109,8 @@ def shrink(
     With ``batch`` > 1, that many candidates are asked at once (in order; the first
     that fails is taken) and the answers for those after it are kept for when the
     shrink comes to them: the result, ``tests`` included, is that of asking one at a
-    time, whatever ``batch`` is; only ``asked`` grows."""
+    time, whatever ``batch`` is; only ``asked`` grows. ``batch`` may be a function,
+    asked before each batch (how many jobs are idle now)."""
     run = _Shrink(space, test, batch, max_tests)
     current, faults = space.read(draft)
     run.answers[faults_key(faults)] = True
@@ -121,10 +127,12 @@ class _Shrink:
     """The state of one shrink: every answer known, and what asking one at a time
     would have cost so far (``charged``)."""
 
-    def __init__(self, space: Space, test: Test, batch: int, budget: int) -> None:
+    def __init__(
+        self, space: Space, test: Test, batch: int | Callable[[], int], budget: int
+    ) -> None:
         self.space = space
         self.test = test
-        self.batch = max(1, batch)
+        self._batch = batch
         self.budget = budget
         #: What each candidate asked gave, by its faults.
         self.answers: dict[str, bool] = {}
@@ -133,6 +141,10 @@ class _Shrink:
         self.charged = 0
         self.asked = 0
         self.exhausted = False
+
+    @property
+    def batch(self) -> int:
+        return max(1, self._batch() if callable(self._batch) else self._batch)
 
     def first_failing(self, current: Draft) -> Candidate | None:
         """The first candidate of ``current`` that still fails, in order; None when

@@ -154,6 +154,9 @@ def test_batches_give_the_same_shrink_as_one_at_a_time(run: int) -> None:
                 one.exhausted,
             )
             assert many.asked >= many.tests
+        sizes = iter([1, 4, 2, 3] * 100)  # as jobs come and go
+        varying = shrink(SPACE, draft, client(fails)[0], batch=sizes.__next__, max_tests=budget)
+        assert (varying.draft, varying.tests, varying.steps) == (one.draft, one.tests, one.steps)
 
 
 @pytest.mark.parametrize("run", range(1, 61))
