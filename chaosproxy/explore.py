@@ -1025,6 +1025,13 @@ def parse_runs(value: str) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(p) for p in parts))
 
 
+def parse_confirm(value: str) -> int:
+    """``--confirm``: how many more runs of each minimal scenario, from 0."""
+    if not value.isdigit() or int(value) > 100:
+        raise argparse.ArgumentTypeError(f"expected a number of runs from 0 to 100, got {value!r}")
+    return int(value)
+
+
 def parse_gate(value: str) -> frozenset[str]:
     """``--fail-on``: verdicts, comma-separated; empty: never fail."""
     from chaosproxy.matrix import parse_fail_on
@@ -1130,7 +1137,7 @@ def add_parser(sub: Any) -> None:
     )
     explore_parser.add_argument(
         "--confirm",
-        type=_argtype(lambda v: 0 if v == "0" else parse_positive_int(v)),
+        type=parse_confirm,
         default=1,
         metavar="N",
         help="run each minimal scenario this many more times; one that does not give the "
