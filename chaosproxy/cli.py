@@ -258,9 +258,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw only the newest N requests (default 500; 0 for all)",
     )
 
+    from chaosproxy.explore import add_parser as add_explore_parser
     from chaosproxy.matrix import add_parser as add_matrix_parser
 
     add_matrix_parser(sub)
+    add_explore_parser(sub)
     return parser
 
 
@@ -274,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "simulate": cmd_simulate,
         "replay": cmd_replay,
         "matrix": cmd_matrix,
+        "explore": cmd_explore,
         "report": cmd_report,
     }[args.command]
     try:
@@ -616,6 +619,12 @@ def _serve_app(
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     from chaosproxy.matrix import cmd_matrix as run
+
+    return run(args)
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from chaosproxy.explore import cmd_explore as run
 
     return run(args)
 
