@@ -354,11 +354,15 @@ class GuardedProtocol(RequestHandler):
         "_served",
         "_timer",
         "_waiting",
+        "_write_listener",
         "peer",
     )
 
     def __init__(self, manager: GuardedServer, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
+        #: Told when the transport pauses (False) and resumes (True) writing: the body
+        #: pump of the response in flight, which pauses its upstream meanwhile.
+        self._write_listener: Callable[[bool], None] | None = None
         self._guard = manager.guard
         self._counted = False
         self._refused = False
@@ -375,6 +379,24 @@ class GuardedProtocol(RequestHandler):
         self._received = 0
         self._received_at_check = 0
         self.peer = "?"
+
+    # -------------------------------------------------------------- flow control
+
+    def set_write_listener(self, listener: Callable[[bool], None] | None) -> None:
+        """Tell ``listener`` when the transport pauses and resumes writing (None: stop)."""
+        self._write_listener = listener
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        listener = self._write_listener
+        if listener is not None:
+            listener(False)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        listener = self._write_listener
+        if listener is not None:
+            listener(True)
 
     # -------------------------------------------------------------- asyncio callbacks
 
