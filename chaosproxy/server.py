@@ -416,6 +416,7 @@ async def start_proxy(
                 admin_port,
                 what="the admin API",
                 grace=SIDE_GRACE,
+                flag="--admin",
             )
             runners.append(admin_runner)
             admin_url = f"http://{hostport(admin_host, admin_port_bound)}"
