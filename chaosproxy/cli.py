@@ -332,7 +332,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(_startup_line(config, proxy, names=names), file=sys.stderr)
         for line in _startup_notices(config, proxy):
             say("notice", line)
-        for warning in proxy.warnings:
+        unreachable = await asyncio.to_thread(_health_check_warning, config, proxy)
+        for warning in [*proxy.warnings, *([unreachable] if unreachable else [])]:
             say("warning", warning)
         sys.stderr.flush()
         await stop.wait()
@@ -429,10 +430,39 @@ def _startup_notices(config: Config, proxy: RunningProxy) -> list[str]:
     if is_loopback(config.listen[0]):
         return []
     # Reachable proxy, loopback admin: a container's default. Say how to publish it.
+    token = "" if config.admin_token else " and CHAOSPROXY_ADMIN_TOKEN"
     return [
         f"the admin API is on loopback only ({proxy.admin_url}); to publish it, set "
-        f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]} and CHAOSPROXY_ADMIN_TOKEN"
+        f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]}{token}"
     ]
+
+
+def _health_check_warning(config: Config, proxy: RunningProxy) -> str | None:
+    """A warning when the container's health check (chaosproxy.healthcheck, as the
+    image's HEALTHCHECK runs it) cannot reach what it asks: the admin API's ``/health``,
+    or with the admin off the proxy's port. Blocking: run it in a thread."""
+    from chaosproxy import healthcheck
+
+    if config.admin is not None and proxy.admin_url is not None:
+        what, (host, _), url = "the admin API", config.admin, proxy.admin_url
+        probe = healthcheck.probe_health
+    else:
+        what, (host, _), url = "the proxy", config.listen, proxy.url
+        probe = healthcheck.probe_port
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        probe(host, port, timeout=1.0)
+    except healthcheck.Unhealthy as exc:
+        shown = f"[{host}]" if ":" in host else host
+        hint = ""
+        if host == "::":
+            hint = f"; [::] listens on IPv6 only: 0.0.0.0:{port} takes IPv4"
+        return (
+            f"{what} listens on {shown}:{port}, but the container's health check cannot "
+            f"reach it there ({exc}){hint}"
+        )
+    return None
+
 
 
 class _Stop:

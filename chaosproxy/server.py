@@ -27,7 +27,7 @@ from chaosproxy.admin import AdminState, RequestStore, create_admin_app
 from chaosproxy.config import Config
 from chaosproxy.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.metrics import Metrics
-from chaosproxy.net import SHUTDOWN_GRACE, StartupError, hostport, listen
+from chaosproxy.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.routes import MOCK as MOCK_UPSTREAM
 from chaosproxy.routes import RouteTable
@@ -378,6 +378,7 @@ async def start_proxy(
         )
         host, port = config.listen
         app = create_proxy_app(state)
+        metrics.count_connections(app[CLIENT_GUARD])
         in_flight = _InFlight()
         app.middlewares.append(in_flight.middleware)
         # close() gives the streams their grace itself; aiohttp's own shutdown is then
