@@ -122,23 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument(
         "--listen",
         type=_argtype(parse_hostport),
-        default="127.0.0.1:8000",
+        default=None,
         metavar="HOST:PORT",
-        help="address to listen on (default 127.0.0.1:8000; port 0 picks a free one)",
+        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8000; port 0 "
+        "picks a free one)",
     )
     mock.add_argument(
         "--tokens",
         type=int,
-        default=24,
+        default=None,
         metavar="N",
-        help="text deltas per streamed answer (default 24)",
+        help="text deltas per streamed answer (default CHAOSPROXY_MOCK_TOKENS, else 24)",
     )
     mock.add_argument(
         "--interval-ms",
         type=float,
-        default=20.0,
+        default=None,
         metavar="MS",
-        help="milliseconds between two events of a stream (default 20)",
+        help="milliseconds between two events of a stream (default CHAOSPROXY_MOCK_INTERVAL_MS, "
+        "else 20)",
     )
 
     replay = sub.add_parser(
@@ -150,9 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--listen",
         type=_argtype(parse_hostport),
-        default="127.0.0.1:8080",
+        default=None,
         metavar="HOST:PORT",
-        help="address to listen on (default 127.0.0.1:8080; port 0 picks a free one)",
+        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8080; port 0 "
+        "picks a free one)",
     )
 
     scenarios = sub.add_parser(
@@ -162,15 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="scenario files or directories of *.yaml added to the library (as --scenarios)",
+        help="scenario files or directories of *.yaml added to the library (as --scenarios), "
+        "after those of CHAOSPROXY_SCENARIOS",
     )
 
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument(
         "paths",
-        nargs="+",
+        nargs="*",
         metavar="PATH",
-        help="scenario files or directories of *.yaml (each must hold at least one)",
+        help="scenario files or directories of *.yaml (each must hold at least one; "
+        "default: those of CHAOSPROXY_SCENARIOS)",
     )
 
     simulate = sub.add_parser(
@@ -179,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "scenario",
         metavar="SCENARIO",
-        help="the name of a built-in scenario, or a scenario file",
+        help="the name of a built-in scenario (or of one in CHAOSPROXY_SCENARIOS), or a "
+        "scenario file",
     )
     simulate.add_argument(
         "--seed",
@@ -213,8 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "source",
+        nargs="?",
+        default=None,
         metavar="LOG|TRACE_DIR",
-        help="a frame log (--log, JSON lines) or a directory of traces (--trace-dir)",
+        help="a frame log (--log, JSON lines) or a directory of traces (--trace-dir); "
+        "default: the file of CHAOSPROXY_LOG, else CHAOSPROXY_TRACE_DIR",
     )
     report.add_argument(
         "-o",
@@ -278,6 +287,22 @@ def say(kind: str, message: str) -> None:
     """One line on stderr (``notice``, ``warning``), credentials masked."""
     with contextlib.suppress(OSError, ValueError):
         print(f"chaosproxy: {kind}: {_safe(message)}", file=sys.stderr, flush=True)
+
+
+def from_settings(given: Any, name: str, default: Any = None) -> Any:
+    """A subcommand's option that is also a setting (docs/operations.md, "Settings
+    for every command"): as given on the command line, else from its ``CHAOSPROXY_*``
+    variable, else ``default``. Raises ConfigError for a bad variable."""
+    if given is not None:
+        return given
+    return environment_settings(name).get(name, default)
+
+
+def environment_settings(*names: str) -> dict[str, Any]:
+    """The settings ``names`` (Config fields) as their ``CHAOSPROXY_*`` variables give
+    them, parsed; the variables of other settings are not read. Raises ConfigError."""
+    wanted = {flag.env for name, flag, _ in flags() if name in names}
+    return from_environment({k: v for k, v in os.environ.items() if k in wanted})
 
 
 # ---------------------------------------------------------------------------- serve
@@ -464,7 +489,6 @@ def _health_check_warning(config: Config, proxy: RunningProxy) -> str | None:
     return None
 
 
-
 class _Stop:
     """Waits for SIGTERM or SIGINT; from the first one, a watchdog thread ends the
     process (exit 0) after ``deadline`` seconds whatever the event loop is doing; a
@@ -524,10 +548,17 @@ def _run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
 def cmd_mock(args: argparse.Namespace) -> int:
     from chaosproxy.server import start_mock
 
-    host, port = args.listen
-    interval = args.interval_ms / 1000.0
+    try:
+        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8000))
+        tokens = from_settings(args.tokens, "mock_tokens", 24)
+        interval_ms = args.interval_ms
+        interval = from_settings(
+            None if interval_ms is None else interval_ms / 1000.0, "mock_interval", 0.02
+        )
+    except ConfigError as exc:
+        return fail(str(exc))
     return _serve_app(
-        lambda: start_mock(host, port, tokens=args.tokens, interval=interval),
+        lambda: start_mock(host, port, tokens=tokens, interval=interval),
         lambda url: f"chaosproxy mock listening on {url}",
     )
 
@@ -539,10 +570,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from chaosproxy.replay import TraceError, describe, load_trace, start_replay
 
     try:
+        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8080))
+    except ConfigError as exc:
+        return fail(str(exc))
+    try:
         trace = load_trace(args.trace)
     except TraceError as exc:
         return fail(str(exc))
-    host, port = args.listen
     return _serve_app(
         lambda: start_replay(trace, host, port),
         lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe(trace)}",
@@ -590,7 +624,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import check_paths, cross_tenant_warnings
 
-    scenarios, problems = check_paths(args.paths)
+    try:
+        paths = args.paths or list(from_settings(None, "scenarios", ()))
+    except ConfigError as exc:
+        return fail(str(exc))
+    if not paths:
+        return fail("validate: give a scenario file or directory (or set CHAOSPROXY_SCENARIOS)")
+    scenarios, problems = check_paths(paths)
     for problem in problems:
         print(problem)
     # Valid, but worth a word: a scenario that hands one tenant's text to another.
@@ -609,7 +649,11 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import ScenarioError, load_scenarios, with_library
 
     try:
-        scenarios = with_library(load_scenarios(args.paths))
+        paths = [*from_settings(None, "scenarios", ()), *args.paths]
+    except ConfigError as exc:
+        return fail(str(exc))
+    try:
+        scenarios = with_library(load_scenarios(paths))
     except ScenarioError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -630,6 +674,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     limit = DEFAULT_LIMIT if args.limit is None else args.limit
     if limit < 0:
         return fail(f"--limit must be >= 0, not {limit}")
+    if args.source is None:
+        try:
+            log = from_settings(None, "log")
+            args.source = log if log not in (None, "-") else from_settings(None, "trace_dir")
+        except ConfigError as exc:
+            return fail(str(exc))
+        if args.source is None:
+            return fail(
+                "report: give a frame log or a trace directory (or set CHAOSPROXY_LOG to "
+                "a file, or CHAOSPROXY_TRACE_DIR)"
+            )
     try:
         matrix = None
         if args.matrix is not None:
@@ -706,10 +761,26 @@ def _os_message(exc: Exception) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from chaosproxy.scenario import NAME_PATTERN, ScenarioError, load_library, load_scenario_file
+    from chaosproxy.scenario import (
+        NAME_PATTERN,
+        Scenario,
+        ScenarioError,
+        load_scenario_file,
+        load_scenarios,
+        with_library,
+    )
     from chaosproxy.simulate import simulate
 
-    library = load_library()
+    try:
+        library: Mapping[str, Scenario] = {}
+        if not Path(args.scenario).is_file():
+            library = with_library(load_scenarios(list(from_settings(None, "scenarios", ()))))
+    except ConfigError as exc:
+        return fail(str(exc))
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
     if args.scenario in library and not Path(args.scenario).is_file():
         scenario = library[args.scenario]
     elif re.fullmatch(NAME_PATTERN, args.scenario) and not Path(args.scenario).exists():
