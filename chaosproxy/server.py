@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -322,7 +323,12 @@ async def start_proxy(
     if library:
         scenarios = with_library(scenarios)
     if config.scenario is not None and config.scenario not in scenarios:
-        raise StartupError(f"--scenario {config.scenario!r} is not a loaded scenario")
+        close = difflib.get_close_matches(config.scenario, list(scenarios), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise StartupError(
+            f"--scenario {config.scenario!r} is not a loaded scenario{hint}; "
+            "chaosproxy scenarios lists them"
+        )
     owns_log = log is None
     if log is None:
         try:
