@@ -319,6 +319,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = config_from(args)
     except ConfigError as exc:
         return fail(str(exc))
+    quiet_terminal = _terminal_default_level(config, args)
+    if quiet_terminal:
+        config = config.replace(log_level="requests")
     try:
         # Before anything starts, and before the event loop runs: a TLS file that could
         # block (a FIFO) or prompt (an encrypted key) is refused here, in one line.
@@ -355,7 +358,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f" and {', '.join(scenarios)})" if scenarios else ")"
         )
         print(_startup_line(config, proxy, names=names), file=sys.stderr)
-        for line in _startup_notices(config, proxy):
+        notices = _startup_notices(config, proxy)
+        if quiet_terminal:
+            notices.append(
+                "the log is on a terminal: one line per request, no frame lines "
+                "(--log-level frames shows every write)"
+            )
+        for line in notices:
             say("notice", line)
         unreachable = await asyncio.to_thread(_health_check_warning, config, proxy)
         for warning in [*proxy.warnings, *([unreachable] if unreachable else [])]:
@@ -460,6 +469,20 @@ def _startup_notices(config: Config, proxy: RunningProxy) -> list[str]:
         f"the admin API is on loopback only ({proxy.admin_url}); to publish it, set "
         f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]}{token}"
     ]
+
+
+def _terminal_default_level(config: Config, args: argparse.Namespace) -> bool:
+    """Whether the log level, given nowhere, becomes ``requests``: the log goes to a
+    terminal, where a frame line per write buries everything else."""
+    given = "log_level" in vars(args) or bool(os.environ.get("CHAOSPROXY_LOG_LEVEL"))
+    return not given and config.log in (None, "-") and _stdout_is_terminal()
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _health_check_warning(config: Config, proxy: RunningProxy) -> str | None:
