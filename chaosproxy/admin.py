@@ -2,8 +2,8 @@
 
 ``GET /health``, ``GET /scenarios``, ``GET /scenarios/{name}``, ``POST /scenarios``,
 ``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``,
-``GET /requests/{id}``, ``POST /requests/{id}/verdict``, ``POST /reset``,
-``GET /metrics``. With a token, every endpoint
+``GET /requests/{id}``, ``POST /requests/{id}/verdict``, ``GET|POST|DELETE
+/mock/fixtures``, ``POST /reset``, ``GET /metrics``. With a token, every endpoint
 but ``GET /health`` wants ``Authorization: Bearer TOKEN`` (compared in constant time).
 Web pages are kept out (:mod:`chaosproxy.admin_access`): without a token, only a
 request to a loopback ``Host`` is answered and a POST, PUT or DELETE must send JSON (or
@@ -38,9 +38,10 @@ from aiohttp import web
 from chaosproxy import __version__
 from chaosproxy.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
+from chaosproxy.journal import Criteria, RequestEntry, matches
 from chaosproxy.logs import FrameLog
 from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
-from chaosproxy.scenario import ScenarioError, parse_scenario
+from chaosproxy.scenario import ScenarioError, parse_fixtures, parse_scenario
 from chaosproxy.selection import ScenarioSet, UnknownScenario
 from chaosproxy.verdict import (
     ClientReport,
@@ -52,6 +53,7 @@ from chaosproxy.verdict import (
 )
 
 if TYPE_CHECKING:
+    from chaosproxy.mock.fixtures import MockFixtures
     from chaosproxy.resume import ResumeManager
 
 #: Recent requests kept by default (in flight and finished).
@@ -107,10 +109,14 @@ class RequestRecord:
     done: bool = False
     #: The last verdict recorded (``POST /requests/{id}/verdict``), as logged.
     verdict: dict[str, Any] | None = None
+    #: What the client sent (the journal), when its body was read.
+    request: RequestEntry | None = None
 
     def view(self) -> dict[str, Any]:
-        """The summary, as ``GET /requests`` shows it."""
+        """The summary, as ``GET /requests`` shows it (with the parsed ``request``)."""
         view = {k: v for k, v in self.summary.items() if k != "event"}
+        if self.request is not None:
+            view["request"] = self.request.as_dict()
         if self.done:
             view["state"] = "done"
         else:
@@ -181,6 +187,12 @@ class RequestStore:
         else:
             self._keep(record, record.actions, line)
 
+    def keep_request(self, request_id: str, entry: RequestEntry) -> None:
+        """Keep what a request sent (its journal entry), after its ``request`` line."""
+        record = self._records.get(request_id)
+        if record is not None:
+            record.request = entry
+
     def frame_json(self, context: dict[str, Any], fields: dict[str, Any], text: bytes) -> None:
         """The same as calling it with a ``frame`` line, given the parts the line is made
         of and its JSON text and a newline (the frame log makes it once, for itself and
@@ -197,6 +209,26 @@ class RequestStore:
             record.frames.append(text[:-1].decode())  # the usual line: kept as it is
         else:  # with content, which the store may have to leave out
             self._keep(record, record.frames, orjson.loads(text), text)
+
+    def frames_json(
+        self, context: dict[str, Any], fields: list[dict[str, Any]], texts: list[bytes]
+    ) -> None:
+        """The same as calling it with each ``frame`` line of a batch, given the parts
+        the lines are made of and their JSON texts, each with a newline (the frame log
+        makes them once, for itself and for this store; no dict of a line is made)."""
+        request_id = context.get("request_id")
+        record = self._records.get(request_id) if isinstance(request_id, str) else None
+        if record is None:  # no request line (or forgotten)
+            return
+        record.sent_frames += len(fields)
+        for f, text in zip(fields, texts, strict=True):
+            record.sent_bytes += f.get("size", 0)
+            if len(record.frames) + len(record.actions) >= self.max_frames:
+                record.omitted += 1
+            elif "raw" not in f:
+                record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+            else:  # with content, which the store may have to leave out
+                self._keep(record, record.frames, orjson.loads(text), text)
 
     def _keep(
         self, record: RequestRecord, into: list[str], line: dict[str, Any], text: bytes = b""
@@ -216,15 +248,20 @@ class RequestStore:
         # The line's JSON without the newline, as orjson.dumps(line) would make it.
         into.append(text[:-1].decode() if text else orjson.dumps(line).decode())
 
-    def recent(self, limit: int, scenario: str | None = None) -> list[dict[str, Any]]:
+    def recent(
+        self, limit: int, scenario: str | None = None, criteria: Criteria | None = None
+    ) -> list[dict[str, Any]]:
         """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when
-        given), newest first."""
+        given, and only those that meet ``criteria``: :func:`chaosproxy.journal.matches`),
+        newest first."""
         out: list[dict[str, Any]] = []
         for record in reversed(self._records.values()):
             if len(out) >= limit:
                 break
             if scenario is None or record.summary.get("scenario") == scenario:
-                out.append(record.view())
+                view = record.view()
+                if criteria is None or matches(view, criteria):
+                    out.append(view)
         return out
 
     def get(self, request_id: str) -> RequestRecord | None:
@@ -275,6 +312,8 @@ class AdminState:
     host: str | None = None
     #: One scenario body parsed at a time, off the event loop.
     parsing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: The built-in mock's fixtures (None: no upstream is the mock).
+    fixtures: MockFixtures | None = None
 
 
 ADMIN = web.AppKey("admin", AdminState)
@@ -383,6 +422,9 @@ def create_admin_app(state: AdminState) -> web.Application:
     r.add_get("/requests", _list_requests)
     r.add_get("/requests/{id}", _get_request)
     r.add_post("/requests/{id}/verdict", _post_verdict)
+    r.add_get("/mock/fixtures", _list_fixtures)
+    r.add_post("/mock/fixtures", _add_fixtures)
+    r.add_delete("/mock/fixtures", _clear_fixtures)
     r.add_post("/reset", _reset)
     r.add_get("/metrics", _metrics)
     return app
@@ -485,7 +527,15 @@ async def _list_requests(request: web.Request) -> web.Response:
             return _error(400, "bad_request", "limit must be an integer from 1 to 999999999")
         limit = int(raw)
     scenario = request.query.get("scenario")
-    return _json({"requests": store.recent(limit, scenario=scenario)})
+    query = request.query
+    criteria = Criteria(
+        model=query.get("model"),
+        path=query.get("path"),
+        contains=query.get("contains"),
+        tool=query.get("tool"),
+    )
+    found = store.recent(limit, scenario=scenario, criteria=criteria if criteria.given() else None)
+    return _json({"requests": found})
 
 
 async def _get_request(request: web.Request) -> web.Response:
@@ -537,9 +587,58 @@ def record_verdict(
         store({"event": "verdict", **line})
 
 
+#: What a fixture call is told when no upstream is the built-in mock.
+NO_MOCK = (
+    "no upstream of this proxy is the built-in mock (--upstream mock): "
+    "fixtures would answer nothing"
+)
+
+
+def _no_mock() -> web.Response:
+    return _error(409, "no_mock", NO_MOCK)
+
+
+async def _list_fixtures(request: web.Request) -> web.Response:
+    fixtures = request.app[ADMIN].fixtures
+    if fixtures is None:
+        return _no_mock()
+    return _json({"fixtures": fixtures.listing()})
+
+
+async def _add_fixtures(request: web.Request) -> web.Response:
+    state = request.app[ADMIN]
+    if state.fixtures is None:
+        return _no_mock()
+    body = await request.read()
+    try:
+        async with state.parsing:  # (a regex in a match: is compiled here)
+            added = await asyncio.to_thread(parse_fixtures, body, BODY_SOURCE)
+    except ScenarioError as exc:
+        problems = [str(p) for p in exc.problems]
+        return _error(
+            400,
+            "invalid_fixture",
+            f"{len(problems)} problem(s) in the fixtures; nothing changed",
+            problems=problems,
+        )
+    state.fixtures.add(added)
+    return _json({"added": [f.as_dict() for f in added]}, 201)
+
+
+async def _clear_fixtures(request: web.Request) -> web.Response:
+    fixtures = request.app[ADMIN].fixtures
+    if fixtures is None:
+        return _no_mock()
+    removed = len(fixtures.added)
+    fixtures.clear()
+    return _json({"removed": removed})
+
+
 async def _reset(request: web.Request) -> web.Response:
     state = request.app[ADMIN]
     state.requests.reset()
+    if state.fixtures is not None:
+        state.fixtures.reset()
     state.scenarios.restore()
     if state.streams is not None:
         state.streams.clear()

@@ -30,16 +30,29 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from chaosproxy.admin import NO_MOCK, RequestStore
 from chaosproxy.config import Config
+from chaosproxy.journal import Criteria, matches, verify
 from chaosproxy.logs import FrameLog
-from chaosproxy.scenario import NAME_PATTERN, Scenario, load_scenarios, parse_scenario
+from chaosproxy.scenario import (
+    NAME_PATTERN,
+    Fixture,
+    Scenario,
+    load_fixture_files,
+    load_scenarios,
+    parse_fixtures,
+    parse_scenario,
+)
 from chaosproxy.selection import ScenarioSet, UnknownScenario
 from chaosproxy.server import CLOSE_MARGIN, RunningProxy, start_proxy
 from chaosproxy.verdict import ClientReport, chain, judge, verdict_line
+
+if TYPE_CHECKING:
+    from chaosproxy.mock.fixtures import MockFixtures
 
 #: How long the calls that read finished requests wait, by default, for the requests in
 #: flight to end (a client sees its last byte a moment before the proxy logs the end).
@@ -61,8 +74,19 @@ def scenario_text(spec: str | Mapping[str, Any]) -> str | bytes:
     return orjson.dumps(dict(spec))
 
 
+def fixture_text(spec: str | Mapping[str, Any] | Fixture) -> str | bytes:
+    """A fixture (or a fixture file's ``{"fixtures": [...]}``) given as YAML text, a
+    mapping or a :class:`~chaosproxy.scenario.Fixture`, as text
+    :func:`~chaosproxy.scenario.parse_fixtures` reads."""
+    if isinstance(spec, Fixture):
+        return orjson.dumps(spec.as_dict())
+    return scenario_text(spec)
+
+
 #: Where a scenario added from Python says it came from.
 ADDED_SOURCE = "add_scenario"
+#: Where a fixture added from Python says it came from.
+ADDED_FIXTURE = "add_fixture"
 
 #: What differs from ``chaosproxy serve`` when the proxy runs inside a test: a free
 #: port, no admin API, no log file (the lines are kept in memory instead).
@@ -111,6 +135,9 @@ class ChaosProxy:
         loaded = load_scenarios(list(paths)) if paths else {}
         loaded.update({s.name: s for s in parsed})
         self._scenarios = loaded
+        self._fixtures = load_fixture_files(list(self.config.mock_fixtures))
+        #: The running proxy's request store (the journal), kept after it stops.
+        self._store: RequestStore | None = None
         self._log = (
             FrameLog.open(
                 log, content=log_content, fmt=self.config.log_format, level=self.config.log_level
@@ -192,7 +219,16 @@ class ChaosProxy:
             found: dict[str, Any] | None = self._changed.wait_for(find, timeout)
         if found is None:
             raise KeyError(request_id)
-        return dict(found)
+        return self._with_request(found)
+
+    def _with_request(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``summary`` with the parsed ``request`` the journal kept of it."""
+        out = dict(summary)
+        store = self._store
+        record = store.get(str(summary.get("request_id"))) if store is not None else None
+        if record is not None and record.request is not None:
+            out["request"] = record.request.as_dict()
+        return out
 
     def frames(self, request_id: str) -> list[dict[str, Any]]:
         """The ``frame`` lines of a request, one per write to the client, in order."""
@@ -204,18 +240,48 @@ class ChaosProxy:
             ]
 
     def requests(
-        self, scenario: str | None = None, *, settle: float = SETTLE
+        self,
+        scenario: str | None = None,
+        *,
+        model: str | None = None,
+        path: str | None = None,
+        contains: str | None = None,
+        tool: str | None = None,
+        settle: float = SETTLE,
     ) -> list[dict[str, Any]]:
-        """Summaries of the finished requests (of ``scenario`` only, when given), oldest
-        first, each as :meth:`summary` gives it.
+        """Summaries of the finished requests, oldest first, each as :meth:`summary`
+        gives it, with the parsed ``request`` (docs/mock.md, The request journal) while
+        the journal keeps it (the last ``history`` requests).
 
-        Waits up to ``settle`` seconds for the requests in flight to end first, so a
-        request whose response the client has just read is there."""
+        Only those that meet every filter given: ``scenario`` (its name), ``model`` and
+        ``path`` (``fnmatch`` globs; a plain name is exact), ``contains`` (a substring of
+        any text the request sent: messages, system prompt, tools), ``tool`` (a tool it
+        offered). Waits up to ``settle`` seconds for the requests in flight to end
+        first, so a request whose response the client has just read is there."""
+        criteria = Criteria(model, path, contains, tool, scenario)
         with self._changed:
             self._changed.wait_for(lambda: not self._started, settle)
-            return [
-                dict(s) for s in self._finished if scenario is None or s.get("scenario") == scenario
-            ]
+            finished = [dict(s) for s in self._finished]
+        summaries = [self._with_request(s) for s in finished]
+        return [s for s in summaries if matches(s, criteria)]
+
+    def verify(
+        self,
+        count: int | None = None,
+        *,
+        model: str | None = None,
+        path: str | None = None,
+        contains: str | None = None,
+        tool: str | None = None,
+        scenario: str | None = None,
+        settle: float = SETTLE,
+    ) -> list[dict[str, Any]]:
+        """The finished requests that meet the filters (as :meth:`requests` takes them),
+        asserting there are exactly ``count`` of them (None: at least one), as WireMock's
+        ``verify``. Raises :class:`~chaosproxy.journal.VerificationError` (an
+        AssertionError) otherwise, listing the requests seen and what each lacked."""
+        criteria = Criteria(model, path, contains, tool, scenario)
+        return verify(self.requests(settle=settle), criteria, count)
 
     def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
         """The summary of the most recently finished request (after waiting, as
@@ -332,6 +398,27 @@ class ChaosProxy:
             scenario_text(scenario), ADDED_SOURCE, default_name=name, read_only=True
         )
 
+    def add_fixture(self, fixture: str | Mapping[str, Any] | Fixture) -> None:
+        """Add mock fixtures (docs/mock.md, Fixtures): one fixture, or a fixture file's
+        ``{"fixtures": [...]}``, as YAML text, a mapping or a
+        :class:`~chaosproxy.scenario.Fixture`. They are tried after those added before
+        and before the fixture files'. Raises ScenarioError with the problems, and
+        RuntimeError when no upstream is the built-in mock."""
+        fixtures = self._mock_fixtures()
+        fixtures.add(parse_fixtures(fixture_text(fixture), ADDED_FIXTURE))
+
+    def clear_fixtures(self) -> None:
+        """Remove the fixtures added at run time (the fixture files' stay)."""
+        self._mock_fixtures().clear()
+
+    def _mock_fixtures(self) -> MockFixtures:
+        if self._running is None:
+            raise RuntimeError("the proxy is not running: use it in a with block")
+        fixtures = self._running.fixtures
+        if fixtures is None:
+            raise RuntimeError(NO_MOCK)
+        return fixtures
+
     @contextlib.contextmanager
     def scenario(self, name_or_yaml: str | Mapping[str, Any]) -> Iterator[str]:
         """The default scenario for the block (a loaded scenario's name, or a scenario
@@ -366,7 +453,10 @@ class ChaosProxy:
     # ------------------------------------------------------------------ async
 
     async def start(self) -> ChaosProxy:
-        self._running = await start_proxy(self.config, scenarios=self._scenarios, log=self._log)
+        self._running = await start_proxy(
+            self.config, scenarios=self._scenarios, log=self._log, fixtures=self._fixtures
+        )
+        self._store = self._running.requests
         return self
 
     async def stop(self) -> None:

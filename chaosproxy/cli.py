@@ -23,6 +23,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -46,9 +47,13 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 #: After the signal, ``serve`` exits within ``grace + EXIT_MARGIN`` seconds whatever
-#: happens (docs/operations.md, "Shutdown", promises ``grace + 1 s``; the rest is the margin for the
-#: interpreter's own exit).
-EXIT_MARGIN = 0.85
+#: happens: the watchdog fires just after the stop's own deadline (``grace +
+#: CLOSE_MARGIN``), which reports what it abandoned. docs/operations.md, "Shutdown",
+#: promises ``grace + 1 s``: the rest is for the last words (the ends of requests a
+#: stuck loop never cut, LAST_WORDS at most) and for the kernel to tear down a process
+#: with hundreds of connections on a busy machine (0.1 to 0.4 s measured beside two
+#: processes spinning the CPU).
+EXIT_MARGIN = 0.6
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,8 +110,9 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
     """The configuration of ``serve``: its flags over ``CHAOSPROXY_*`` over defaults.
     Raises ConfigError for a bad environment value."""
     given = {k: v for k, v in vars(args).items() if k in NAMES}
-    if "scenarios" in given:
-        given["scenarios"] = tuple(given["scenarios"])
+    for name in ("scenarios", "mock_fixtures"):
+        if name in given:
+            given[name] = tuple(given[name])
     return Config(**{**from_environment(environ), **given})
 
 
@@ -142,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="milliseconds between two events of a stream (default CHAOSPROXY_MOCK_INTERVAL_MS, "
         "else 20)",
     )
+    mock.add_argument(
+        "--mock-fixtures",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="a fixture file or a directory of them (docs/mock.md, Fixtures); repeatable; "
+        "default: CHAOSPROXY_MOCK_FIXTURES",
+    )
 
     replay = sub.add_parser(
         "replay", help="serve a recorded trace (--trace-dir with --log-content) again"
@@ -169,13 +183,20 @@ def build_parser() -> argparse.ArgumentParser:
         "after those of CHAOSPROXY_SCENARIOS",
     )
 
-    validate = sub.add_parser("validate", help="check scenario files")
+    validate = sub.add_parser("validate", help="check scenario files (and mock fixture files)")
     validate.add_argument(
         "paths",
         nargs="*",
         metavar="PATH",
         help="scenario files or directories of *.yaml (each must hold at least one; "
         "default: those of CHAOSPROXY_SCENARIOS)",
+    )
+    validate.add_argument(
+        "--mock-fixtures",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a mock fixture file or a directory of them, to check too; repeatable",
     )
 
     simulate = sub.add_parser(
@@ -246,9 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw only the newest N requests (default 500; 0 for all)",
     )
 
+    from chaosproxy.explore import add_parser as add_explore_parser
     from chaosproxy.matrix import add_parser as add_matrix_parser
 
     add_matrix_parser(sub)
+    add_explore_parser(sub)
     return parser
 
 
@@ -262,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "simulate": cmd_simulate,
         "replay": cmd_replay,
         "matrix": cmd_matrix,
+        "explore": cmd_explore,
         "report": cmd_report,
     }[args.command]
     try:
@@ -311,7 +335,7 @@ def environment_settings(*names: str) -> dict[str, Any]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from chaosproxy.logs import FrameLog
     from chaosproxy.memory import IdleReclaimer
-    from chaosproxy.scenario import ScenarioError, load_scenarios
+    from chaosproxy.scenario import ScenarioError, load_fixture_files, load_scenarios
     from chaosproxy.server import StartupError, start_proxy
     from chaosproxy.upstream.tls import check_upstream_tls
 
@@ -330,6 +354,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return fail(str(exc))
     try:
         scenarios = load_scenarios(list(config.scenarios))
+        fixtures = load_fixture_files(list(config.mock_fixtures))
     except ScenarioError as exc:
         # One line per problem, each a complete reason: FILE:LINE: path: message.
         for problem in exc.problems:
@@ -346,10 +371,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Signals are handled from here on: one during start-up stops as cleanly.
         stop = _Stop(config.grace + EXIT_MARGIN, flush=log.flush)
         try:
-            proxy = await start_proxy(config, scenarios=scenarios, log=log)
+            proxy = await start_proxy(config, scenarios=scenarios, log=log, fixtures=fixtures)
         except StartupError as exc:
             log.close()
             return fail(str(exc))
+        stop.last_words = proxy.last_words
         settle_gc()
         reclaimer = IdleReclaimer(lambda: proxy.in_flight)
         reclaimer.start()
@@ -374,12 +400,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         await reclaimer.stop()
         say("notice", f"{stop.reason}: stopping; streams in flight get {config.grace:g}s")
         try:
-            problems = await proxy.close()
+            problems = await proxy.close(since=stop.signalled_at)
         except Exception as exc:  # a bug in a cleanup: still one line, still exit 0
             problems = [f"stopping failed: {type(exc).__name__}: {exc}"]
         for problem in problems:
             say("warning", problem)
         log.close()
+        stop.written()
         if problems:  # something was abandoned: the interpreter's exit might wait for it
             stop.exit_now()
         return 0
@@ -514,39 +541,67 @@ def _health_check_warning(config: Config, proxy: RunningProxy) -> str | None:
 
 class _Stop:
     """Waits for SIGTERM or SIGINT; from the first one, a watchdog thread ends the
-    process (exit 0) after ``deadline`` seconds whatever the event loop is doing; a
-    second signal ends it at once. ``flush`` (the frame log's) runs before that exit."""
+    process (exit 0) ``deadline`` seconds after the signal's arrival, whatever the
+    event loop is doing; a second signal ends it at once. ``flush`` (the frame log's)
+    runs before that exit.
+
+    The signals are caught with a plain handler, not the loop's: Python runs it as soon
+    as the main thread runs Python code (between two bytecodes), where a loop busy with
+    hundreds of streams would see its own handler only after its current iteration,
+    half a second later. So :attr:`signalled_at`, from which the grace and the watchdog
+    count, is when the signal arrived."""
 
     def __init__(self, deadline: float, *, flush: Callable[[], None] | None = None) -> None:
         self.deadline = deadline
         self.reason = ""
+        #: ``time.monotonic()`` when the first signal arrived (0.0 before).
+        self.signalled_at = 0.0
+        #: Runs before an exit that does not wait (the ends of requests still running).
+        self.last_words: Callable[[], object] | None = None
         self._flush = flush
         self._event = asyncio.Event()
-        loop = asyncio.get_running_loop()
+        self._loop = asyncio.get_running_loop()
+        self._armed = threading.Event()
+        threading.Thread(target=self._watch, name="chaosproxy-watchdog", daemon=True).start()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):  # non-POSIX
-                loop.add_signal_handler(sig, self._signalled, sig.name)
+            with contextlib.suppress(ValueError, OSError):  # not the main thread
+                signal.signal(sig, self._signalled)
 
     async def wait(self) -> None:
         await self._event.wait()
 
-    def _signalled(self, name: str) -> None:
+    def _signalled(self, signum: int, _: object) -> None:
+        name = signal.Signals(signum).name
         if self.reason:
             self.exit_now(f"second {name}: exiting now")
             return
         self.reason = name
-        timer = threading.Timer(
-            self.deadline, self.exit_now, args=("shutdown overran its deadline; exiting now",)
-        )
-        timer.daemon = True
-        timer.start()
-        self._event.set()
+        self.signalled_at = time.monotonic()
+        self._armed.set()
+        with contextlib.suppress(RuntimeError):  # the loop has closed: exiting anyway
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    def written(self) -> None:
+        """Everything is written and the log closed: an exit from now on (the watchdog,
+        during the interpreter's own) has nothing more to write."""
+        self.last_words = self._flush = None
+
+    def _watch(self) -> None:
+        self._armed.wait()
+        late = self.signalled_at + self.deadline - time.monotonic()
+        if late > 0:
+            time.sleep(late)
+        self.exit_now("shutdown overran its deadline; exiting now")
 
     def exit_now(self, why: str | None = None) -> None:
         """Flush what can be flushed and end the process with 0, without waiting for
         anything (threads, tasks, the interpreter's own clean-up)."""
         if why is not None:
-            say("warning", why)
+            with contextlib.suppress(Exception):  # (stderr busy in the code interrupted)
+                say("warning", why)
+        if self.last_words is not None:
+            with contextlib.suppress(Exception):
+                self.last_words()
         if self._flush is not None:
             with contextlib.suppress(Exception):
                 self._flush()
@@ -569,6 +624,8 @@ def _run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def cmd_mock(args: argparse.Namespace) -> int:
+    from chaosproxy.mock import MockFixtures
+    from chaosproxy.scenario import ScenarioError, load_fixture_files
     from chaosproxy.server import start_mock
 
     try:
@@ -578,11 +635,20 @@ def cmd_mock(args: argparse.Namespace) -> int:
         interval = from_settings(
             None if interval_ms is None else interval_ms / 1000.0, "mock_interval", 0.02
         )
+        paths = list(from_settings(args.mock_fixtures, "mock_fixtures", ()))
     except ConfigError as exc:
         return fail(str(exc))
+    try:
+        fixtures = MockFixtures(load_fixture_files(paths))
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            fail(str(problem))
+        return EXIT_USAGE
+    count = len(fixtures.files)
+    loaded = f"; {count} fixture{'' if count == 1 else 's'}" if count else ""
     return _serve_app(
-        lambda: start_mock(host, port, tokens=tokens, interval=interval),
-        lambda url: f"chaosproxy mock listening on {url}",
+        lambda: start_mock(host, port, tokens=tokens, interval=interval, fixtures=fixtures),
+        lambda url: f"chaosproxy mock listening on {url}{loaded}",
     )
 
 
@@ -641,19 +707,42 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    from chaosproxy.explore import cmd_explore as run
+
+    return run(args)
+
+
 # ---------------------------------------------------------------------------- validate
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from chaosproxy.scenario import check_paths, cross_tenant_warnings
+    from chaosproxy.scenario import (
+        ScenarioError,
+        check_paths,
+        cross_tenant_warnings,
+        load_fixture_files,
+    )
 
-    try:
-        paths = args.paths or list(from_settings(None, "scenarios", ()))
-    except ConfigError as exc:
-        return fail(str(exc))
-    if not paths:
-        return fail("validate: give a scenario file or directory (or set CHAOSPROXY_SCENARIOS)")
-    scenarios, problems = check_paths(paths)
+    paths, fixture_paths = list(args.paths), list(args.mock_fixtures)
+    if not paths and not fixture_paths:  # what the settings name, as in a container
+        try:
+            paths = list(from_settings(None, "scenarios", ()))
+            fixture_paths = list(from_settings(None, "mock_fixtures", ()))
+        except ConfigError as exc:
+            return fail(str(exc))
+    if not paths and not fixture_paths:
+        return fail(
+            "validate: give scenario files (PATH...) or --mock-fixtures PATH (or set "
+            "CHAOSPROXY_SCENARIOS or CHAOSPROXY_MOCK_FIXTURES)"
+        )
+    scenarios, problems = check_paths(paths) if paths else ({}, [])
+    fixtures = 0
+    if fixture_paths:
+        try:
+            fixtures = len(load_fixture_files(fixture_paths))
+        except ScenarioError as exc:
+            problems += exc.problems
     for problem in problems:
         print(problem)
     # Valid, but worth a word: a scenario that hands one tenant's text to another.
@@ -661,7 +750,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         say("warning", warning)
     if problems:
         return EXIT_USAGE
-    print(f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'} OK")
+    if paths:
+        print(f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'} OK")
+    if fixture_paths:
+        print(f"{fixtures} fixture{'' if fixtures == 1 else 's'} OK")
     return 0
 
 

@@ -26,7 +26,9 @@ from typing import Any
 
 import orjson
 
-from chaosproxy.api import SETTLE, is_scenario_name, scenario_text
+from chaosproxy.api import SETTLE, fixture_text, is_scenario_name, scenario_text
+from chaosproxy.journal import Criteria, verify
+from chaosproxy.scenario import Fixture
 
 #: ``GET /requests`` asks for at most this many (the proxy keeps fewer: ``--history``).
 ALL = 1_000_000
@@ -160,14 +162,22 @@ class ChaosClient:
     # ------------------------------------------------------------------ requests
 
     def requests(
-        self, scenario: str | None = None, *, settle: float = SETTLE
+        self,
+        scenario: str | None = None,
+        *,
+        model: str | None = None,
+        path: str | None = None,
+        contains: str | None = None,
+        tool: str | None = None,
+        settle: float = SETTLE,
     ) -> list[dict[str, Any]]:
-        """Summaries of the finished requests the proxy still remembers (of
-        ``scenario`` only, when given), oldest first, after waiting up to ``settle``
-        seconds for those in flight to end."""
+        """Summaries of the finished requests the proxy still remembers, oldest first,
+        with the parsed ``request``, after waiting up to ``settle`` seconds for those in
+        flight to end; only those that meet every filter given (as
+        :meth:`ChaosProxy.requests` takes them)."""
         query = {"limit": str(ALL)}
-        if scenario is not None:
-            query["scenario"] = scenario
+        criteria = Criteria(model, path, contains, tool, scenario)
+        query.update(criteria.given())
         deadline = time.monotonic() + settle
         while True:
             recent = self._call("GET", "/requests", query=query)["requests"]
@@ -175,6 +185,36 @@ class ChaosClient:
                 break
             time.sleep(POLL)
         return [_summary(r) for r in reversed(recent) if r["state"] == "done"]
+
+    def verify(
+        self,
+        count: int | None = None,
+        *,
+        model: str | None = None,
+        path: str | None = None,
+        contains: str | None = None,
+        tool: str | None = None,
+        scenario: str | None = None,
+        settle: float = SETTLE,
+    ) -> list[dict[str, Any]]:
+        """The finished requests that meet the filters, asserting there are exactly
+        ``count`` of them (None: at least one), as :meth:`ChaosProxy.verify`; raises
+        :class:`~chaosproxy.journal.VerificationError` (an AssertionError) otherwise."""
+        criteria = Criteria(model, path, contains, tool, scenario)
+        return verify(self.requests(settle=settle), criteria, count)
+
+    # ------------------------------------------------------------------ mock fixtures
+
+    def add_fixture(self, fixture: str | Mapping[str, Any] | Fixture) -> None:
+        """``POST /mock/fixtures``: add mock fixtures (one, or a fixture file's
+        ``{"fixtures": [...]}``), as :meth:`ChaosProxy.add_fixture`. ChaosClientError
+        with status 400 (``problems``) when not valid, 409 when no upstream of the proxy
+        is the built-in mock."""
+        self._call("POST", "/mock/fixtures", _bytes(fixture_text(fixture)))
+
+    def clear_fixtures(self) -> None:
+        """``DELETE /mock/fixtures``: remove the fixtures added at run time."""
+        self._call("DELETE", "/mock/fixtures")
 
     def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
         """The summary of the most recently finished request; LookupError when none."""

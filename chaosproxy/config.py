@@ -354,6 +354,16 @@ class Config:
             "DURATION",
         ),
     )
+    hold_timeout: float = field(
+        default=300.0,
+        metadata=option(
+            "--hold-timeout",
+            "the longest a fault (stall, hang, delay) may hold a response with nothing sent; "
+            "then the response is aborted, outcome cut (default 300s)",
+            parse_duration,
+            "DURATION",
+        ),
+    )
     client_timeout: float = field(
         default=60.0,
         metadata=option(
@@ -407,6 +417,18 @@ class Config:
             "MS",
         ),
     )
+    #: Mock fixture files and directories (docs/mock.md, Fixtures); a plain string is
+    #: taken as a one-value tuple (``ChaosProxy(mock_fixtures="fixtures/")``).
+    mock_fixtures: tuple[str, ...] = field(
+        default=(),
+        metadata=option(
+            "--mock-fixtures",
+            "a mock fixture file (YAML or JSON) or a directory of them: answers the built-in "
+            "mock gives when a request matches, before its corpus; repeatable",
+            metavar="PATH",
+            kind="append",
+        ),
+    )
     envelope: Envelope | None = field(
         default=None,
         metadata=option(
@@ -434,6 +456,9 @@ class Config:
     #: Recent requests the admin API keeps, and frame lines kept per request.
     history: int = field(default=256)
     history_frames: int = field(default=1000)
+    #: The largest request body the journal keeps (parsed, in ``proxy.requests()`` and
+    #: the admin API) per request; a larger one keeps its summary only.
+    history_body_bytes: int = field(default=256 * 1024)
 
     def __post_init__(self) -> None:
         seed: Any = self.seed
@@ -444,6 +469,10 @@ class Config:
             object.__setattr__(self, "envelope", parse_envelope(envelope))
         if self.tenant_header is not None:  # ChaosProxy(tenant_header="X-User")
             object.__setattr__(self, "tenant_header", parse_header_name(self.tenant_header))
+        fixtures: Any = self.mock_fixtures
+        if isinstance(fixtures, str | os.PathLike):  # ChaosProxy(mock_fixtures="dir/")
+            fixtures = (fixtures,)
+        object.__setattr__(self, "mock_fixtures", tuple(os.fspath(f) for f in fixtures))
         value: Any = self.upstream
         values = (value,) if isinstance(value, str) else tuple(value)
         try:

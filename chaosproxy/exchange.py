@@ -23,15 +23,17 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from multidict import CIMultiDict
 
-from chaosproxy.core.actions import Cut, Respond, Send, Sleep
+from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
 from chaosproxy.core.frames import format_for_content_type
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.history import Answer, Replay, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
+from chaosproxy.journal import RequestEntry
 from chaosproxy.logs import content_fields, describe, redact_path, redact_url
 from chaosproxy.net import cut_connection
 from chaosproxy.pump import BodyPump
 from chaosproxy.resume import KeptReply, ResumePlan
+from chaosproxy.scenario.fixtures import SCENARIO_HEADER as MOCK_SCENARIO_HEADER
 from chaosproxy.upstream import (
     Reply,
     UpstreamConnectError,
@@ -108,6 +110,22 @@ class Exchange:
         self.resume = resume
         #: The kept stream this response's events come from (for ``upstream_ids``).
         self._kept: StreamHistory | None = None
+        #: Whether the request line was logged; the action lines waiting for it.
+        self._logged = False
+        self._held_lines: list[dict[str, Any]] = []
+        #: The request body as read (bytes, a stream of it, or None) and its length.
+        self._body: bytes | AsyncIterable[bytes] | None = None
+        self._length: int | None = None
+        #: Seconds the faults' holds have held the response since it last made progress
+        #: (``_progress``: head decided, body bytes), for the hold timeout.
+        self._held = 0.0
+        self._progress: tuple[bool, int] = (False, 0)
+        #: The ``response_end`` line is written (by the task, :meth:`stop` or
+        #: :meth:`last_words`).
+        self._end_logged = False
+        self._began = time.monotonic()
+        #: The body being streamed (upstream, kept or replayed), once its head is in.
+        self._upstream: Reply | None = None
 
     @property
     def session(self) -> Session:
@@ -115,11 +133,16 @@ class Exchange:
 
     # ------------------------------------------------------------------ the request
 
-    async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
-        """Forward and stream back; with ``refusal``, answer ``status`` with that reason."""
+    def _log_request(self, entry: RequestEntry | None = None) -> None:
+        """The ``request`` line, once: with the journal's fields when the body was read
+        whole (``entry``), then any ``action`` line held back for it."""
+        if self._logged:
+            return
+        self._logged = True
         session = self.session
         choice = self.choice
         target = self.target
+        self.state.exchanges.add(self)
         self.log.info(
             "request",
             seed=session.seed,
@@ -130,18 +153,77 @@ class Exchange:
             **({"upstream": target.label} if target is not None else {}),
             **(self.resume.log_fields() if self.resume is not None else {}),
             **({"client_choices_ignored": list(choice.ignored)} if choice.ignored else {}),
+            **(entry.line_fields(self._logged_body()) if entry is not None else {}),
         )
+        journal = self.state.journal
+        if entry is not None and journal is not None:
+            journal(session.request_id, entry)
+        for fields in self._held_lines:
+            self.log.info("action", **fields)
+        self._held_lines.clear()
+
+    def _logged_body(self) -> bytes | None:
+        """The body, for the request line (with ``--log-content`` only)."""
+        return self._body if self._content and isinstance(self._body, bytes) else None
+
+    async def _read_request(self) -> None:
+        """Read the request body (whole when small: ``_request_body``), then log the
+        ``request`` line with what it asks (the journal)."""
+        if self._logged:
+            return
+        self._body, self._length = await self._request_body()
+        entry = RequestEntry.read(
+            self.request.method,
+            self.session.path,
+            self.request.headers.items(),
+            self._body if isinstance(self._body, bytes) else None,  # (not a large stream)
+            keep=self.state.config.history_body_bytes,
+        )
+        self._log_request(entry)
+
+    async def _hold_request(self, hold: HoldRequest) -> None:
+        """``request_delay``: nothing of the body is read for a while."""
+        await asyncio.sleep(hold.seconds)
+        self._held_lines.append(self.session.request_held(hold))
+
+    async def _cut_request(self, cut: CutRequest) -> None:
+        """``request_cut``: read that much of the body, then end the connection."""
+        received = 0
+        if self.request.body_exists:
+            while received < cut.after_bytes:
+                chunk = await self.request.content.read(cut.after_bytes - received)
+                if not chunk:
+                    break
+                received += len(chunk)
+        self._log_request()
+        self.log.info("action", **self.session.request_cut(cut, received))
+        await cut_connection(self.request, "reset" if cut.how == "reset" else "close")
+
+    async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
+        """Forward and stream back; with ``refusal``, answer ``status`` with that reason."""
+        session = self.session
         try:
             if refusal is not None:
+                self._log_request()
                 return answer(session.refuse(status, refusal, time.monotonic()))
             for action in session.start(time.monotonic()):
+                if isinstance(action, HoldRequest):
+                    await self._hold_request(action)
+                    continue
+                if isinstance(action, CutRequest):
+                    await self._cut_request(action)
+                    return web.Response(status=500)  # never sent: cut
+                await self._read_request()
                 if isinstance(action, Sleep):
-                    await self.sleep(action.seconds)
+                    await self.sleep(action.seconds, action.fault)
+                    if session.ended:  # held too long: aborted
+                        return self._resp or web.Response(status=500)  # never sent
                 elif isinstance(action, Respond):
                     return await self._respond(action)
                 else:
                     await self.cut(action)
                     return self._resp or web.Response(status=500)  # never sent: cut
+            await self._read_request()
             return await self._forward()
         except asyncio.CancelledError:
             if self.state.stopping:
@@ -201,7 +283,7 @@ class Exchange:
                 return await self._stream(replay)
             finally:
                 replay.close()
-        body, length = await self._request_body()
+        body, length = self._body, self._length
         config = self.state.config
         target = self.target
         client = (
@@ -210,6 +292,9 @@ class Exchange:
         headers = forwarded_request_headers(request.headers.items())
         if plan is not None:  # the proxy plays the server that knows the ids
             headers = [(k, v) for k, v in headers if k.lower() != "last-event-id"]
+        chosen = self.choice.scenario
+        if chosen is not None and chosen.mock and target is not None and target.direct:
+            headers.append((MOCK_SCENARIO_HEADER, chosen.name))  # its mock: fixtures first
         try:
             upstream = await client.request(
                 request.method,
@@ -266,6 +351,7 @@ class Exchange:
         return request.content.iter_chunked(2**16), length
 
     async def _stream(self, upstream: Reply) -> web.StreamResponse:
+        self._upstream = upstream
         head = self.session.response_head(
             upstream.status, upstream.reason, list(upstream.headers.items())
         )
@@ -314,13 +400,49 @@ class Exchange:
             line.update(content_fields(send.data))
         self.log.frame(line)
 
-    async def sleep(self, seconds: float) -> None:
-        self.session.hold(seconds)
-        if math.isinf(seconds):
-            # Hold the connection open until the client goes away (the handler is
-            # cancelled then) — a stall "forever" or a hang.
-            await asyncio.Event().wait()
-        await asyncio.sleep(seconds)
+    def log_frames(self, sends: list[Send], now: float) -> None:
+        """The ``frame`` lines of writes to the client made together (the events of one
+        upstream read), each accounted by the session, in one write to the log."""
+        wrote = self.session.wrote
+        lines = [wrote(send, now) for send in sends]
+        kept = self._kept
+        if kept is not None:
+            for send, line in zip(sends, lines, strict=True):
+                if send.events:
+                    upstream_ids = [_upstream_id(kept, e.frame.id) for e in send.events]
+                    if any(u is not None for u in upstream_ids):
+                        line["upstream_ids"] = upstream_ids
+        if self._content:
+            for send, line in zip(sends, lines, strict=True):
+                line.update(content_fields(send.data))
+        self.log.frames(lines)
+
+    async def sleep(self, seconds: float, fault: str = "") -> None:
+        """A fault's hold: send nothing for ``seconds`` (``math.inf``: a ``hang``, a
+        ``stall`` for ever). Holds in a row, with nothing sent between them, may hold
+        the response ``hold_timeout`` seconds in all: then the session ends it
+        (``cut``, ``reason: "hold timeout"``) and the connection is aborted."""
+        session = self.session
+        session.hold(seconds)
+        progress = (session.head is not None, session.bytes)
+        if progress != self._progress:  # something went out since the last hold
+            self._progress, self._held = progress, 0.0
+        limit = self.state.config.hold_timeout
+        left = limit - self._held
+        started = time.monotonic()
+        try:
+            if seconds <= left:
+                if math.isinf(seconds):  # no limit at all (hold_timeout=math.inf)
+                    await asyncio.Event().wait()
+                await asyncio.sleep(seconds)
+                return
+            await asyncio.sleep(max(left, 0.0))
+        finally:
+            self._held += time.monotonic() - started
+        if session.ended:  # ended meanwhile (the proxy stopping): nothing to time out
+            return
+        self.log.info("action", **session.hold_timeout(fault, limit))
+        await self.abort()
 
     async def cut(self, cut: Cut) -> None:
         self.log.info("action", **self.session.cut(cut))
@@ -338,12 +460,59 @@ class Exchange:
 
     # ------------------------------------------------------------------ the end
 
+    def stop(self) -> None:
+        """The proxy is stopping and cuts this request now: it ends as ``shutdown``
+        (unless it had ended), its connection is closed without the body's end, and its
+        ``response_end`` is logged here and now, not when its task next runs (on a busy
+        loop, that can be after the process has exited). Its task, cancelled next, only
+        unwinds."""
+        if not self.session.ended:
+            self.session.shutdown()
+            transport = self.request.transport
+            if transport is not None and not transport.is_closing():
+                transport.close()
+            upstream = self._upstream
+            if upstream is not None and not upstream.complete:
+                upstream.close()  # (its task would, when it next runs)
+        self._end()
+
     def _end(self) -> None:
-        session = self.session
-        if not session.ended:  # every path above ends it: this is a guard against a bug
-            session.internal_error("internal error: the request ended without an outcome")
-        line: dict[str, Any] = session.summary(time.monotonic())
-        for violation in session.violations():
-            self.log.info("violation", **violation.fields())
-        self.log.info("response_end", **line)
+        # Under the lock the watchdog's last words take: one response_end, whoever
+        # writes it.
+        self._log_request()  # (a request that ended before its body was read)
+        with self.state.ending:
+            if self._end_logged:  # stop() wrote it already
+                return
+            self._end_logged = True
+            self.state.exchanges.discard(self)
+            session = self.session
+            if not session.ended:  # every path above ends it: a guard against a bug
+                session.internal_error("internal error: the request ended without an outcome")
+            line: dict[str, Any] = session.summary(time.monotonic())
+            for violation in session.violations():
+                self.log.info("violation", **violation.fields())
+            self.log.info("response_end", **line)
         self.state.log.flush()
+
+    def last_words(self) -> bool:
+        """The process exits with this request still running, its event loop too busy to
+        have cut it: write its ``response_end`` now, ``shutdown``, from what is known
+        at once (the content is not compared: no time). The exit's watchdog thread
+        calls this, holding ``state.ending``; it changes nothing else (the loop's thread
+        may be using the session). True if it wrote the line."""
+        if self._end_logged:
+            return False
+        self._end_logged = True
+        session = self.session
+        line: dict[str, Any] = {
+            "outcome": "shutdown",
+            "status": session.status,
+            "bytes": session.bytes,
+            "frames": session.frames,
+            "duration_ms": round((time.monotonic() - self._began) * 1000.0, 3),
+            "reason": "watchdog",
+        }
+        if session.framed:
+            line["integrity"] = "broken"  # never a clean end
+        self.log.info("response_end", **line)
+        return True

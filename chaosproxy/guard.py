@@ -56,7 +56,7 @@ import ipaddress
 import termios
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import HttpVersion10, HttpVersion11, web
 from aiohttp.http_exceptions import HttpProcessingError, InvalidURLError, LineTooLong
@@ -171,6 +171,13 @@ def unread_bytes(transport: asyncio.BaseTransport) -> int:
     except (OSError, ValueError):  # closed meanwhile, or not a socket
         return 0
     return waiting[0]
+
+
+def is_reading(transport: asyncio.BaseTransport) -> bool:
+    """Whether ``transport`` reads now. uvloop's transports have every method of
+    asyncio's, but are not :class:`asyncio.Transport` instances: ask, do not check."""
+    reading = getattr(transport, "is_reading", None)
+    return bool(reading()) if callable(reading) else False
 
 
 def format_peer(peername: Any) -> str:
@@ -390,7 +397,10 @@ class GuardedProtocol(RequestHandler):
             return  # read and dropped while the 503 is on its way
         self._received += len(data)
         if self._waiting:
-            self._pending += len(data)
+            # Empty lines before a request line are not part of a head (RFC 9112 section
+            # 2.2 asks a server to ignore them): a probe that sends one and leaves, or a
+            # client's stray CRLF after a body, is no request cut short.
+            self._pending += len(data) if self._pending else len(data.lstrip(b"\r\n"))
         super().data_received(data)
         body = self._body
         if body is not None and not body.is_eof() and self._parse_failed():
@@ -459,7 +469,7 @@ class GuardedProtocol(RequestHandler):
         if body is None or body.is_eof() or transport is None or transport.is_closing():
             return
         stalled = self._received == self._received_at_check
-        if stalled and isinstance(transport, asyncio.Transport) and transport.is_reading():
+        if stalled and is_reading(transport):
             self._body = None
             self.force_close()
             return
@@ -477,8 +487,7 @@ class GuardedProtocol(RequestHandler):
         transport = self.transport
         if not self._waiting or transport is None or transport.is_closing():
             return
-        reading = isinstance(transport, asyncio.Transport) and transport.is_reading()
-        if reading and unread_bytes(transport):
+        if is_reading(transport) and unread_bytes(transport):
             # The client did send in time; the loop has not read it yet (a busy loop,
             # or one that runs due timers before it polls, as uvloop's does). Judging
             # now would call it idle, or cut its head short, and closing a socket with
@@ -505,12 +514,14 @@ class GuardedProtocol(RequestHandler):
         self._refused = True
         guard.refused += 1
         guard._reject(503, f"too many connections (max {guard.max_connections})", self.peer)
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(TOO_MANY)
-        if transport.can_write_eof():
-            transport.write_eof()  # the client reads the answer, then our FIN
+        # A stream transport, whichever loop made it (uvloop's is no asyncio.Transport
+        # instance, though it has all of its methods: no isinstance here).
+        stream = cast(asyncio.Transport, transport)
+        stream.write(TOO_MANY)
+        if stream.can_write_eof():
+            stream.write_eof()  # the client reads the answer, then our FIN
         linger = min(guard.client_timeout, REFUSED_LINGER)
-        self._timer = self._loop.call_later(linger, transport.abort)
+        self._timer = self._loop.call_later(linger, stream.abort)
 
     # -------------------------------------------------------------- aiohttp's errors
 

@@ -240,6 +240,12 @@ Observer = Callable[[dict[str, Any]], None]
 #: line is ``{**context, **fields, "event": "frame", "ts": …}``) and the line's JSON text
 #: (``orjson.dumps(line)`` and a newline). No dict of the line is made for it.
 FrameJsonObserver = Callable[[dict[str, Any], dict[str, Any], bytes], None]
+#: An observer's optional ``frames_json(context, fields, texts)``: called instead of the
+#: observer for the frame lines of one batch of writes (the events of one upstream
+#: read), with the request's bound fields, each write's fields (its line is
+#: ``{**context, **fields[i], "event": "frame", "ts": …}``) and each line's JSON text
+#: (``orjson.dumps(line)`` and a newline). No dict of a line is made for it.
+FramesJsonObserver = Callable[[dict[str, Any], list[dict[str, Any]], list[bytes]], None]
 
 
 def json_prefix(context: dict[str, Any]) -> bytes:
@@ -288,13 +294,27 @@ class _Sink:
 
     info = msg
 
+    def msgs(self, lines: list[bytes]) -> None:
+        """Several lines in one write (the listeners still get one line a call)."""
+        try:
+            self._write(lines[0] if len(lines) == 1 else b"".join(lines))
+        except (OSError, ValueError) as exc:
+            self._write = _discard
+            self._failed(exc)
+        for listener in self._listeners:
+            for line in lines:
+                listener(line)
+
     def drop(self) -> None:
         """Write nothing from now on (the stream is closed)."""
         self._write = _discard
 
 
-#: What ``FrameLog._frame`` hands on when nothing needs a frame line's dict (never read).
+#: What ``FrameLog._frames`` hands on when nothing needs the frame lines' dicts, or
+#: their texts (never read).
 _NO_LINE: dict[str, Any] = {}
+_NO_LINES: list[dict[str, Any]] = []
+_NO_TEXTS: list[bytes] = []
 
 
 def _stdout() -> IO[bytes] | None:
@@ -337,8 +357,10 @@ class FrameLog:
         self._observers: list[Observer] = []
         #: How each observer is called, in the same order (:func:`_fast_call`).
         self._calls: list[Observer] = []
-        #: The same for a frame line: (the call, or the observer's ``frame_json``).
+        #: The same for a frame line: (the call, or the observer's ``frame_json``)...
         self._frame_calls: list[tuple[Observer, FrameJsonObserver | None]] = []
+        #: ... and for the frame lines of a batch (the observer's ``frames_json``).
+        self._frames_calls: list[tuple[Observer, FramesJsonObserver | None]] = []
         #: Whether a frame line's JSON text is made before its observers are called.
         self._frame_json = False
         #: Whether a frame line's dict is made (for an observer or a renderer that
@@ -421,11 +443,12 @@ class FrameLog:
         Observers must not modify the dict (they may keep it: nothing changes it
         afterwards). Every line has ``event`` (request, frame, action, response_end)
         and ``request_id``. An exception in an observer is counted in
-        ``observer_errors`` and otherwise ignored. An observer with a
-        ``frame_json(context, fields, text)`` method has it called instead for each
-        ``frame`` line, with the parts the line is made of (it is ``{**context,
+        ``observer_errors`` and otherwise ignored. An observer with the two methods
+        ``frame_json(context, fields, text)`` and ``frames_json(context, fields, texts)``
+        has them called instead for each ``frame`` line, and for the ``frame`` lines of
+        each batch of writes, with the parts each line is made of (it is ``{**context,
         **fields, "event": "frame", "ts": …}``) and its JSON text (``orjson.dumps(line)``
-        and a newline); the frame line's dict is then not made for it."""
+        and a newline); no dict of a frame line is then made for it."""
         self._observers.append(observer)
         self._calls.append(_fast_call(observer))
         self._update_frame_calls()
@@ -438,13 +461,17 @@ class FrameLog:
             self._update_frame_calls()
 
     def _update_frame_calls(self) -> None:
-        # An observer with a ``frame_json(context, fields, text)`` method (the admin
+        # An observer with a ``frames_json(context, fields, texts)`` method (the admin
         # store, which keeps each frame line as its JSON text; the metrics) is given the
-        # text the log writes, made once, instead of being called with the line's dict.
-        # The dict is made only when something needs it: an observer without the method
-        # (traces, ChaosProxy.lines) or a renderer other than JSON.
+        # texts the log writes, made once, instead of being called with each line's
+        # dict. A dict is made only when something needs it: an observer without the
+        # method (traces, ChaosProxy.lines) or a renderer other than JSON.
         hooks = [getattr(o, "frame_json", None) for o in self._observers]
+        batch_hooks = [getattr(o, "frames_json", None) for o in self._observers]
+        if any((h is None) != (b is None) for h, b in zip(hooks, batch_hooks, strict=True)):
+            raise TypeError("an observer with frame_json needs frames_json too, and back")
         self._frame_calls = list(zip(self._calls, hooks, strict=True))
+        self._frames_calls = list(zip(self._calls, batch_hooks, strict=True))
         json_out = self._frames_out and self._render is _render
         self._frame_json = json_out or any(h is not None for h in hooks)
         self._frame_dict = (self._frames_out and not json_out) or any(h is None for h in hooks)
@@ -492,6 +519,66 @@ class FrameLog:
             else:
                 self._sink.msg(render(self._sink, "info", line))
 
+    def _frames(self, context: dict[str, Any], fields: list[dict[str, Any]], prefix: bytes) -> None:
+        # What structlog's bound logger does for ``info("frame", **f)`` for each ``f`` of
+        # ``fields`` with the processors above, without its generic steps (keyword
+        # packing, interpolation, dispatch): the same dicts, in the same key order, the
+        # same bytes, the lines of one batch written at once. The processors are
+        # inlined; _redact_error is left out: a frame line has no ``error``. The JSON
+        # texts are made before the observers are called (they must not modify a line:
+        # the same bytes as after) when the log writes JSON or one of them takes them
+        # (``frames_json``); from the request's prefix and each write's fields, without
+        # the line's dict, which is made only when something needs it.
+        ts, ts_bytes = self._now()
+        lines = (
+            [{**context, **f, "event": "frame", "ts": ts} for f in fields]
+            if self._frame_dict
+            else _NO_LINES
+        )
+        texts: list[bytes] = _NO_TEXTS
+        if self._frame_json:
+            if context:
+                texts = [
+                    b"".join(
+                        (
+                            prefix,
+                            b",",
+                            orjson.dumps(f)[1:-1],
+                            b',"event":"frame","ts":"',
+                            ts_bytes,
+                            b'"}\n',
+                        )
+                    )
+                    if f
+                    else orjson.dumps(
+                        {**context, "event": "frame", "ts": ts}, option=orjson.OPT_APPEND_NEWLINE
+                    )
+                    for f in fields
+                ]
+            else:  # (no bound request: a line no request makes in the proxy)
+                texts = [
+                    orjson.dumps(
+                        {**f, "event": "frame", "ts": ts}, option=orjson.OPT_APPEND_NEWLINE
+                    )
+                    for f in fields
+                ]
+        for observer, frames_json in self._frames_calls:
+            try:
+                if frames_json is None:
+                    for line in lines:
+                        observer(line)
+                else:
+                    frames_json(context, fields, texts)
+            except Exception as exc:
+                self._observer_failed(exc)
+        if self._frames_out:
+            render = self._render
+            if render is _render:
+                self._sink.msgs(texts)
+            else:
+                for line in lines:
+                    self._sink.msg(render(self._sink, "info", line))
+
     def flush(self) -> None:
         if self._stream is not None and self.write_error is None:
             # A stdout whose reader left, a full disk: the log stops, the proxy goes on.
@@ -535,6 +622,12 @@ class RequestLog:
     def frame(self, fields: dict[str, Any]) -> None:
         """Log the ``frame`` line of one write with these fields (not kept)."""
         self._log._frame(self._context, fields, self._prefix)
+
+    def frames(self, fields: list[dict[str, Any]]) -> None:
+        """Log the ``frame`` lines of several writes made together (one upstream read's
+        events), with these fields each (not kept), in one write to the log."""
+        if fields:
+            self._log._frames(self._context, fields, self._prefix)
 
     def __getattr__(self, name: str) -> Any:
         # Anything else structlog's bound logger offers (warning, new, …) is its own.

@@ -376,10 +376,7 @@ def run_matrix(
                         now_running = running
                     if report.started is not None:
                         report.started(name, now_running)
-                    if _needs_previous(loaded[name]):
-                        _warm_up(proxy, command, timeout)
-                    proxy.reset_ordinals()  # the same seeds and ordinals, whichever job
-                    run = run_scenario(proxy, name, command, timeout=timeout)
+                    run = run_one(proxy, loaded[name], command, timeout=timeout)
                     with lock:
                         running -= 1
                         results[name] = run
@@ -403,6 +400,18 @@ def run_matrix(
         raise failures[0]
     ordered = [results[name] for name in names if name in results]
     return Matrix(command, upstream, ordered, frozenset(fail_on)), lines
+
+
+def run_one(proxy: ChaosProxy, scenario: Scenario, command: str, *, timeout: float) -> Run:
+    """One judged run of ``command`` under ``scenario`` as the matrix makes each (and
+    ``chaosproxy explore`` too): an unjudged warm-up run first when the scenario splices
+    from the previous stream, then the run, its requests counted from 1 (the same seeds
+    and ordinals, whichever job). ``scenario`` must be loaded in the proxy (given to it
+    at start, or added with ``proxy.scenario(...)`` around the call)."""
+    if _needs_previous(scenario):
+        _warm_up(proxy, command, timeout)
+    proxy.reset_ordinals()
+    return run_scenario(proxy, scenario.name, command, timeout=timeout)
 
 
 def _warm_up(proxy: ChaosProxy, command: str, timeout: float) -> None:
@@ -731,6 +740,7 @@ __all__ = [
     "render_markdown",
     "run_command",
     "run_matrix",
+    "run_one",
     "run_scenario",
     "telling_line",
     "write_outputs",

@@ -128,6 +128,19 @@ class Metrics:
         sent[0] += 1
         sent[1] += fields.get("size", 0)
 
+    def frames_json(
+        self, context: dict[str, Any], fields: list[dict[str, Any]], texts: list[bytes]
+    ) -> None:
+        """A batch of ``frame`` lines, from their parts (the frame log's hook: no dict
+        of a line)."""
+        scenario = context.get("scenario") or NO_SCENARIO
+        sent = self._sent.get(scenario)
+        if sent is None:
+            sent = self._sent[scenario] = [0, 0]
+        sent[0] += len(fields)
+        for f in fields:
+            sent[1] += f.get("size", 0)
+
     def __call__(self, line: dict[str, Any]) -> None:
         event = line.get("event")
         if event == "frame":

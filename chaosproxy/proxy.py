@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import cast
@@ -23,6 +24,7 @@ from chaosproxy.core.session import Session
 from chaosproxy.core.tenancy import ANONYMOUS, TenantKeys
 from chaosproxy.exchange import Exchange
 from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
+from chaosproxy.journal import RequestEntry
 from chaosproxy.logs import FrameLog, redact_url
 from chaosproxy.net import CLIENT_GUARD
 from chaosproxy.resume import ResumeManager, ResumePlan, plan_for, reader_share
@@ -49,6 +51,12 @@ class ProxyState:
     upstream: Upstream = None  # type: ignore[assignment]
     #: Set when the proxy starts stopping: responses it ends are ``shutdown``.
     stopping: bool = False
+    #: The requests between their ``request`` and ``response_end`` lines: stopping
+    #: ends those still running at once (:meth:`Exchange.stop`).
+    exchanges: set[Exchange] = field(default_factory=set)
+    #: Held while a ``response_end`` is written: by the loop, or by the exit's
+    #: watchdog thread (:meth:`RunningProxy.last_words`), never both for one request.
+    ending: threading.Lock = field(default_factory=threading.Lock)
     #: Which upstream serves which path (``config.upstream``); default: every path to
     #: ``upstream_url``.
     routes: RouteTable = None  # type: ignore[assignment]
@@ -59,6 +67,9 @@ class ProxyState:
     #: Whose each request is (its credentials, ``--tenant-header``), under a key drawn
     #: once per proxy: what it keeps across requests is kept per tenant.
     tenants: TenantKeys = None  # type: ignore[assignment]
+    #: Given each request's journal entry once its request line is logged (the admin
+    #: store keeps it); None: not kept.
+    journal: Callable[[str, RequestEntry], None] | None = None
 
     def __post_init__(self) -> None:
         self.resume.max_event_size = self.config.max_event_size

@@ -45,8 +45,12 @@ class PumpHost(Protocol):
     def log_frame(self, send: Send, now: float) -> None:
         """Account for (and log) one write about to go to the client."""
 
-    async def sleep(self, seconds: float) -> None:
-        """Wait (``math.inf``: until the client goes away)."""
+    def log_frames(self, sends: list[Send], now: float) -> None:
+        """Account for (and log) writes about to go to the client, together."""
+
+    async def sleep(self, seconds: float, fault: str = "") -> None:
+        """A fault's hold (``math.inf``: for ever), bounded by the hold timeout; the
+        response has ended when that ran out."""
 
     async def cut(self, cut: Cut) -> None:
         """Carry out a fault's cut (the session is told first)."""
@@ -86,6 +90,10 @@ class BodyPump:
         #: at prepare()); the body bytes are framed here to match.
         self.chunked = chunked
         self._high = transport.get_write_buffer_limits()[1]
+        #: Whether the sends of one upstream read may leave together (one
+        #: ``writelines``): when no fault shapes the writes themselves (their sizes,
+        #: their times), each keeping its own chunk and frame line.
+        self._batch = self.session.batchable
         self._loop = asyncio.get_running_loop()
         self._waiter: asyncio.Future[None] | None = None
         #: Actions of a read the callback could not finish (from a Sleep or Cut on).
@@ -163,17 +171,32 @@ class BodyPump:
 
     async def _run_actions(self, actions: list[Action]) -> None:
         """Carry out actions in order, until the response ends."""
+        batch: list[Send] = []
         for action in actions:
             if isinstance(action, Send):
-                if not self._send(action):
+                if self._batch:
+                    batch.append(action)
+                    continue
+                if not self._send([action]):
                     return
                 if self._congested():
                     await self.writer.drain()
-            elif isinstance(action, Sleep):
-                await self.host.sleep(action.seconds)
+                continue
+            if batch:
+                if not self._send(batch):
+                    return
+                batch = []
+                if self._congested():
+                    await self.writer.drain()
+            if isinstance(action, Sleep):
+                await self.host.sleep(action.seconds, action.fault)
+                if self.session.ended:  # held too long: the response was aborted
+                    return
             else:
                 await self.host.cut(action)
                 return
+        if batch and self._send(batch) and self._congested():
+            await self.writer.drain()
 
     async def _finish(self, end: UpstreamError | _Clean) -> None:
         if isinstance(end, UpstreamProtocolError):
@@ -204,9 +227,8 @@ class BodyPump:
             )
         except FramingError:  # what is held breaks the framing too: nothing to salvage
             sends = []
-        for send in sends:
-            if not self._send(send):
-                break
+        if sends:
+            self._send(sends)
         await self.host.abort()
 
     # ------------------------------------------------------------------ the callback side
@@ -251,13 +273,35 @@ class BodyPump:
             self._wake()
 
     def _drive(self, actions: list[Action]) -> None:
-        """Write the sends now; from the first thing that needs time on, hand over."""
+        """Write the sends now (those of one read together, when they may be); from the
+        first thing that needs time on, hand over."""
+        if self._batch:
+            n = len(actions)
+            i = 0
+            while i < n and isinstance(actions[i], Send):
+                i += 1
+            if i:
+                sends = actions if i == n else actions[:i]
+                if not self._send(sends):  # type: ignore[arg-type]
+                    self._wake()
+                    return
+                if self._congested():
+                    self._drain = True
+                    self._carry = actions[i:]
+                    self._wake()
+                    return
+            if i < n:
+                self._carry = actions[i:]
+                self._wake()
+                return
+            self._arm_timer()
+            return
         for i, action in enumerate(actions):
             if not isinstance(action, Send):
                 self._carry = actions[i:]
                 self._wake()
                 return
-            if not self._send(action):
+            if not self._send([action]):
                 self._wake()
                 return
             if self._congested():
@@ -269,22 +313,35 @@ class BodyPump:
 
     # ------------------------------------------------------------------ helpers
 
-    def _send(self, send: Send) -> bool:
-        """Log and write one frame; False if the client has left (the session is told)."""
-        data = send.data
-        if not data:
-            return True
+    def _send(self, sends: list[Send]) -> bool:
+        """Account for, log and write these sends, together (each its own chunk and
+        frame line, one write to the socket): the one place a write to the client goes
+        through. False if the client has left (the session is told)."""
         transport = self.transport
         if transport.is_closing():
             self.session.client_gone()
             return False
-        self.host.log_frame(send, time.monotonic())
-        if not self.chunked:
-            transport.write(data)
-        elif len(data) < 4096:
-            transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        if len(sends) == 1:
+            send = sends[0]
+            data = send.data
+            if not data:
+                return True
+            self.host.log_frame(send, time.monotonic())
+            if not self.chunked:
+                transport.write(data)
+            elif len(data) < 4096:
+                transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            else:
+                transport.writelines((b"%x\r\n" % len(data), data, b"\r\n"))
+            return True
+        sends = [s for s in sends if s.data]
+        if not sends:
+            return True
+        self.host.log_frames(sends, time.monotonic())
+        if self.chunked:
+            transport.writelines([b"%x\r\n%b\r\n" % (len(s.data), s.data) for s in sends])
         else:
-            transport.writelines((b"%x\r\n" % len(data), data, b"\r\n"))
+            transport.writelines([s.data for s in sends])
         return True
 
     def _congested(self) -> bool:

@@ -17,9 +17,10 @@ import asyncio
 import contextlib
 import difflib
 import ipaddress
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -32,16 +33,31 @@ from chaosproxy.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport,
 from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.routes import MOCK as MOCK_UPSTREAM
 from chaosproxy.routes import RouteTable
-from chaosproxy.scenario import Scenario, cross_tenant_warnings, load_scenarios, with_library
+from chaosproxy.scenario import (
+    Fixture,
+    Scenario,
+    cross_tenant_warnings,
+    load_fixture_files,
+    load_scenarios,
+    with_library,
+)
 from chaosproxy.selection import ScenarioSet
 from chaosproxy.trace import TraceWriter
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.tls import upstream_warnings
 
+if TYPE_CHECKING:
+    from chaosproxy.mock.fixtures import MockFixtures
+
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
 #: :meth:`RunningProxy.close` returns within ``grace + CLOSE_MARGIN``. The CLI exits
 #: within ``grace + 1 s`` of the signal whatever happens (docs/operations.md, Shutdown).
 CLOSE_MARGIN = 0.5
+#: The longest the exit's watchdog spends writing the ends of requests still running.
+LAST_WORDS = 0.15
+#: After the cut, what the cancelled requests' tasks get at least to unwind, even when
+#: the deadline has passed (their ends are logged already).
+CUT_UNWIND = 0.05
 #: How long the mock upstream and the admin API give their own requests when they stop
 #: (the proxy's streams have ended by then: the mock has nobody left to serve).
 SIDE_GRACE = 0.1
@@ -145,6 +161,8 @@ class RunningProxy:
     admin_bound: list[str] = field(default_factory=list)
     #: Start-up warnings (also in the admin's ``GET /health``).
     warnings: list[str] = field(default_factory=list)
+    #: The built-in mock's fixtures (None when no upstream is the mock).
+    fixtures: MockFixtures | None = None
     _in_flight: _InFlight = field(default_factory=_InFlight)
     _closing: asyncio.Future[list[str]] | None = None
 
@@ -171,22 +189,25 @@ class RunningProxy:
             out[""] = routes.fallback.url
         return out
 
-    async def close(self, within: float | None = None) -> list[str]:
-        """Stop, within ``config.grace + CLOSE_MARGIN`` (or ``within``) seconds.
+    async def close(self, within: float | None = None, *, since: float | None = None) -> list[str]:
+        """Stop, within ``config.grace + CLOSE_MARGIN`` (or ``within``) seconds of
+        ``since`` (a ``time.monotonic()``: when the stop was asked for, such as a
+        signal's arrival, which a busy loop may see late; default: now).
 
         Stops accepting at once (on every listening socket, idle keep-alive
         connections closed), lets streams in flight run for the grace (those that end
-        are ``completed`` as usual), cuts the rest (their outcome is ``shutdown``), then
-        cleans up the proxy (its upstream client), the admin API and the mock in the
-        time left. Returns what did not go as planned, one line each (empty: a clean
-        stop); whatever missed the deadline is abandoned, its connections closed.
-        Calling it again waits for the first call."""
+        are ``completed`` as usual), cuts the rest (their outcome is ``shutdown``, their
+        ``response_end`` logged at the cut, in one pass), then cleans up the proxy (its
+        upstream client), the admin API and the mock in the time left. Returns what
+        did not go as planned, one line each (empty: a clean stop); whatever missed the
+        deadline is abandoned, its connections closed. Calling it again waits for the
+        first call."""
         if self._closing is not None:
             return await asyncio.shield(self._closing)
         loop = asyncio.get_running_loop()
         self._closing = loop.create_future()
         try:
-            problems = await self._close(loop, within)
+            problems = await self._close(within, time.monotonic() if since is None else since)
         except BaseException as exc:
             self._closing.set_exception(exc)
             self._closing.exception()  # retrieved: a second caller may never come
@@ -194,10 +215,12 @@ class RunningProxy:
         self._closing.set_result(problems)
         return problems
 
-    async def _close(self, loop: asyncio.AbstractEventLoop, within: float | None) -> list[str]:
+    async def _close(self, within: float | None, start: float) -> list[str]:
+        # time.monotonic(), not loop.time(): uvloop's is the time its iteration began,
+        # which on a busy loop is well behind.
         grace = self.config.grace
         budget = grace + CLOSE_MARGIN if within is None else within
-        start = loop.time()
+        grace_end = start + min(grace, budget)
         deadline = start + budget
         problems: list[str] = []
         self.state.stopping = True
@@ -217,19 +240,24 @@ class RunningProxy:
                 runner.server.pre_shutdown()
         # The grace: streams in flight may end on their own.
         tasks = self._in_flight.tasks
-        if tasks:
-            await asyncio.wait(set(tasks), timeout=min(grace, budget))
-        # The cut: the rest end now, as ``shutdown`` (the session sees ``stopping``).
-        while tasks and loop.time() < deadline:
+        if tasks and grace_end > time.monotonic():
+            await asyncio.wait(set(tasks), timeout=grace_end - time.monotonic())
+        # The cut, always, however late this is: the rest end now, as ``shutdown``,
+        # each logged in this one pass; then their tasks only have to unwind.
+        self._cut()
+        while tasks:
             running = set(tasks)
             for task in running:
                 task.cancel()
-            await asyncio.wait(running, timeout=max(deadline - loop.time(), 0.001))
+            await asyncio.wait(running, timeout=max(deadline - time.monotonic(), CUT_UNWIND))
+            self._cut()  # a request whose handler began meanwhile
+            if time.monotonic() >= deadline:
+                break
         if tasks:
             problems.append(f"{len(tasks)} request(s) did not end when cut; abandoned")
         # The rest: the proxy's own cleanup (its upstream client), the admin, the mock.
         for name, runner in reversed(named):
-            problem = await _cleanup_within(name, runner, deadline - loop.time())
+            problem = await _cleanup_within(name, runner, deadline - time.monotonic())
             if problem is not None:
                 problems.append(problem)
         # Every response that could end has been logged by now: detach from the log.
@@ -244,6 +272,38 @@ class RunningProxy:
         if self._lag_probe is not None:
             self._lag_probe.stop()
         return problems
+
+    def last_words(self, within: float = LAST_WORDS) -> int:
+        """Write the ``response_end`` (outcome ``shutdown``) of every request still
+        running, and flush the log: for the process's exit by its watchdog, from the
+        watchdog's thread, when the event loop is too busy to have cut them. Takes
+        ``within`` seconds at most (the exit must not wait: what is left then gets no
+        line), waiting for a line the loop is writing included. Returns how many ends
+        it wrote."""
+        give_up = time.monotonic() + within
+        ending = self.state.ending
+        if not ending.acquire(timeout=within):
+            return 0
+        written = 0
+        try:
+            for exchange in list(self.state.exchanges):  # (one C call: no change midway)
+                if time.monotonic() > give_up:
+                    break
+                with contextlib.suppress(Exception):  # (one bad line: the others go on)
+                    written += exchange.last_words()
+        finally:
+            ending.release()
+        self.log.flush()
+        return written
+
+    def _cut(self) -> None:
+        """End every request still running, now: each one's outcome is ``shutdown``,
+        its connections closed, its ``response_end`` written and flushed."""
+        exchanges = self.state.exchanges
+        if exchanges:
+            for exchange in list(exchanges):
+                exchange.stop()
+            self.log.flush()
 
     def _named_runners(self) -> list[tuple[str, web.BaseRunner]]:
         named: list[tuple[str, web.BaseRunner]] = []
@@ -289,11 +349,17 @@ async def _cleanup_within(name: str, runner: web.BaseRunner, seconds: float) -> 
 
 
 async def start_mock(
-    host: str, port: int, *, tokens: int, interval: float, grace: float = SHUTDOWN_GRACE
+    host: str,
+    port: int,
+    *,
+    tokens: int,
+    interval: float,
+    grace: float = SHUTDOWN_GRACE,
+    fixtures: MockFixtures | None = None,
 ) -> tuple[web.AppRunner, str]:
     from chaosproxy.mock import create_mock_app
 
-    app = create_mock_app(tokens=tokens, interval=interval)
+    app = create_mock_app(tokens=tokens, interval=interval, fixtures=fixtures)
     runner, bound = await listen(app, host, port, grace=grace)
     return runner, f"http://{hostport(host, bound)}"
 
@@ -305,6 +371,7 @@ async def start_proxy(
     log: FrameLog | None = None,
     upstream_factory: Callable[[], Upstream] | None = None,
     library: bool = True,
+    fixtures: Sequence[Fixture] | None = None,
 ) -> RunningProxy:
     """Start the proxy (and the mock upstream when an upstream is ``mock``, and
     the admin API unless ``config.admin`` is None).
@@ -314,12 +381,16 @@ async def start_proxy(
     (one of the same name overrides a built-in one) unless ``library`` is False (then
     they are all there is); ``log`` the frame log
     (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
-    client (a test double). Raises :class:`StartupError` with a one-line reason: among
-    others, for an admin API off loopback without a token (unless ``admin_insecure``).
+    client (a test double); ``fixtures`` the mock's fixtures from files (default: loaded
+    from ``config.mock_fixtures``, raising ScenarioError). Raises :class:`StartupError`
+    with a one-line reason: among others, for an admin API off loopback without a token
+    (unless ``admin_insecure``).
     """
     admin_warning = check_admin_binding(config)  # before anything starts
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
+    if fixtures is None:
+        fixtures = load_fixture_files(list(config.mock_fixtures))
     if library:
         scenarios = with_library(scenarios)
     if config.scenario is not None and config.scenario not in scenarios:
@@ -356,15 +427,20 @@ async def start_proxy(
         log.add_observer(observer)
     runners: list[web.BaseRunner] = []
     admin_url: str | None = None
+    mock_fixtures: MockFixtures | None = None
     try:
         resolve: dict[str, str] = {}
         if uses_mock(config):  # one mock, however many routes lead to it
+            from chaosproxy.mock.fixtures import MockFixtures
+
+            mock_fixtures = MockFixtures(fixtures)
             mock_runner, resolve[MOCK_UPSTREAM] = await start_mock(
                 "127.0.0.1",
                 0,
                 tokens=config.mock_tokens,
                 interval=config.mock_interval,
                 grace=SIDE_GRACE,
+                fixtures=mock_fixtures,
             )
             runners.append(mock_runner)
         routes = RouteTable(config.routes, resolve)
@@ -382,6 +458,9 @@ async def start_proxy(
             upstream_factory=upstream_factory,
             routes=routes,
         )
+        state.journal = store.keep_request  # what each client sent, kept with its request
+        if mock_fixtures is not None:  # a scenario's mock: fixtures, by its name
+            mock_fixtures.scenarios = _scenario_fixtures(state.scenarios)
         host, port = config.listen
         app = create_proxy_app(state)
         metrics.count_connections(app[CLIENT_GUARD])
@@ -416,6 +495,7 @@ async def start_proxy(
                 resume=state.resume,
                 log=log,
                 host=admin_host,
+                fixtures=mock_fixtures,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),
@@ -452,11 +532,20 @@ async def start_proxy(
         bound=bound_urls,
         admin_bound=admin_bound,
         warnings=warnings,
+        fixtures=mock_fixtures,
         _in_flight=in_flight,
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     proxy._lag_probe = looplag.from_environment()
     return proxy
+
+
+def _scenario_fixtures(scenarios: ScenarioSet) -> Callable[[str], Sequence[Fixture]]:
+    def lookup(name: str) -> Sequence[Fixture]:
+        scenario = scenarios.scenarios.get(name)
+        return () if scenario is None else scenario.mock
+
+    return lookup
 
 
 async def _flush_periodically(

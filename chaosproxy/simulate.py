@@ -13,7 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaosproxy.core.actions import Action, Cut, Respond, Send, Sleep
+from chaosproxy.core.actions import (
+    Action,
+    Cut,
+    CutRequest,
+    HoldRequest,
+    HttpAction,
+    Respond,
+    Send,
+    Sleep,
+)
 from chaosproxy.core.frames import Format
 from chaosproxy.core.providers import PROVIDER_NAMES
 from chaosproxy.core.session import Session
@@ -26,7 +35,7 @@ class Simulation:
     format: Format
     provider: str
     #: (virtual time in seconds, action), in order.
-    actions: list[tuple[float, Action | Respond]] = field(default_factory=list)
+    actions: list[tuple[float, Action | HttpAction]] = field(default_factory=list)
     applied: dict[str, int] = field(default_factory=dict)
     skipped: list[dict[str, object]] = field(default_factory=list)
     #: How many of the first ``actions`` came from the HTTP stage (before the response
@@ -76,6 +85,10 @@ class Simulation:
                 line |= {"action": "sleep", "ms": seconds, "fault": action.fault}
             elif isinstance(action, Cut):
                 line |= {"action": "cut", "how": action.how, "fault": action.fault, **action.detail}
+            elif isinstance(action, HoldRequest):
+                line |= {"action": "hold_request", "ms": action.seconds * 1000.0}
+            elif isinstance(action, CutRequest):
+                line |= {"action": "cut_request", "how": action.how, "fault": action.fault}
             else:
                 line |= {"action": "respond", "status": action.status, "size": len(action.body)}
             lines.append(line)
@@ -130,7 +143,7 @@ def simulate(
     sim = Simulation(seed, "raw", "none")
     now = 0.0
 
-    def record(actions: Sequence[Action | Respond], *, http: bool = False) -> bool:
+    def record(actions: Sequence[Action | HttpAction], *, http: bool = False) -> bool:
         """Note the actions on the virtual clock; True once the response is over."""
         nonlocal now
         for action in actions:
@@ -149,6 +162,11 @@ def simulate(
             elif isinstance(action, Respond):
                 session.respond(action)
                 session.finish()
+                return True
+            elif isinstance(action, HoldRequest):
+                now += action.seconds
+            else:  # a CutRequest: the request is cut before any of its body is read
+                session.request_cut(action, 0)
                 return True
         return False
 

@@ -261,7 +261,9 @@ async def test_requests_recent_and_detail(
     end = log_capture.end(ids[-1])
     request_line = log_capture.for_request(ids[-1])[0]
     expected = {k: v for k, v in {**request_line, **end}.items() if k != "event"}
+    sent = summary.pop("request")  # what the client sent (the journal)
     assert summary == {**expected, "state": "done"}
+    assert (sent["method"], sent["path"], sent["body"]) == ("POST", "/v1/stream", {})
     for bad in ("0", "-1", "x"):
         status, body, _ = await call(proxy, "GET", f"/requests?limit={bad}")
         assert status == 400
@@ -600,7 +602,7 @@ async def test_a_file_may_not_set_source_but_a_post_may_give_it_back(tmp_path: P
         load_scenarios([bad])
     assert [str(p) for p in info.value.problems] == [
         f"{bad}:1: source: unknown key (allowed: name, description, seed, provider, format, "
-        "match, rate, requests, resume, faults, envelope)"
+        "match, rate, requests, resume, faults, envelope, mock)"
     ]
     assert parse_scenario("source: x\nfaults: [drop]\n", "body", "a", read_only=True).source == (
         "body"

@@ -224,3 +224,45 @@ def test_configs_are_frozen() -> None:
     cfg = StatusConfig(code=500)
     with pytest.raises(ValidationError):
         cfg.code = 501
+
+
+# ---------------------------------------------------------------------- request direction
+
+
+def test_request_delay_holds_the_body_before_anything_else() -> None:
+    from chaosproxy.core.actions import HoldRequest
+    from chaosproxy.core.faults.request_delay import RequestDelayConfig
+
+    f = fault("request_delay", RequestDelayConfig.model_validate({"duration": "1.5s"}))
+    assert f.before_request() == [HoldRequest(1.5, fault="request_delay")]
+    assert f.before_upstream() == [] and f.applied == 1 and f.skipped() is None
+    idle = fault("request_delay", RequestDelayConfig.model_validate({"duration": 0}))
+    assert idle.before_request() == [] and idle.skipped() == "the duration was 0"
+
+
+@pytest.mark.parametrize(("how", "after"), [("close", 0), ("reset", 1024)])
+def test_request_cut_ends_the_upload(how: str, after: int) -> None:
+    from chaosproxy.core.actions import CutRequest
+    from chaosproxy.core.faults.request_cut import RequestCutConfig
+
+    f = fault("request_cut", RequestCutConfig.model_validate({"how": how, "after_bytes": after}))
+    assert f.skipped() == "the request was never received"
+    assert f.before_request() == [CutRequest(how, after, fault="request_cut")]  # type: ignore[arg-type]
+    assert f.before_upstream() == [] and f.applied == 1 and f.skipped() is None
+    assert RequestCutConfig().how == "reset" and RequestCutConfig().after_bytes == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("request_delay", {}, "Field required"),
+        ("request_delay", {"duration": "soon"}, "not a duration"),
+        ("request_cut", {"how": "abort"}, "Input should be 'close' or 'reset'"),
+        ("request_cut", {"after_bytes": -1}, "greater than or equal to 0"),
+    ],
+)
+def test_request_faults_refuse_bad_configs(name: str, params: dict[str, Any], message: str) -> None:
+    from chaosproxy.core.faults import registry
+
+    with pytest.raises(ValidationError, match=message):
+        registry()[name].Config.model_validate(params)

@@ -13,19 +13,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
+import signal
 import socket
 import struct
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaosproxy.server import RunningProxy
 from chaosproxy.upstream import UpstreamPool
-from tests.conftest import LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.test_proxy_e2e import dechunk
 from tests.upstream import Script, ScriptedUpstream, until
 
@@ -533,6 +538,86 @@ async def test_an_early_answer_is_delivered(live: Live, size: int) -> None:
         assert end["outcome"] == "completed", end
     assert statuses == [413] * 40
     await live.still_serving()
+
+
+#: How an upstream that answers on accept goes on after its first bytes: it sends its
+#: body once it has read the request; or it has sent its whole answer, and reads the
+#: request before it closes, or closes without reading it.
+CLOSE = b"Connection: close\r\n"
+ON_ACCEPT = {
+    "head-then-body": SSE_HEAD + b"Transfer-Encoding: chunked\r\n" + CLOSE + b"\r\n",
+    "answer-then-read": SSE_HEAD + b"Content-Length: 10\r\n" + CLOSE + b"\r\ndata: ok\n\n",
+    "answer-then-close": SSE_HEAD + b"Content-Length: 10\r\n" + CLOSE + b"\r\ndata: ok\n\n",
+}
+
+
+@pytest.mark.parametrize("how", sorted(ON_ACCEPT))
+async def test_an_upstream_that_answers_on_accept_is_served_every_time(
+    tmp_path: Path, how: str
+) -> None:
+    """The upstream sends its response head as it accepts the connection, before it has
+    read the request (HTTP allows it, DESIGN section 9). ``chaosproxy serve`` (uvloop,
+    which delivers those bytes before the proxy has written its request) serves it 40
+    times out of 40: no 502 for a connection that spoke first."""
+    first = ON_ACCEPT[how]
+
+    async def on_accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            writer.write(first)
+            await writer.drain()
+            if how != "answer-then-close":
+                await reader.readuntil(b"\r\n\r\n")
+            if how == "head-then-body":
+                writer.write(b"a\r\ndata: ok\n\n\r\n0\r\n\r\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(on_accept, "127.0.0.1", 0)
+    upstream = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    log = tmp_path / "frames.jsonl"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+        "--admin", "off", "--log", str(log), "--upstream", upstream, "--grace", "0s",
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        async with asyncio.timeout(20):
+            line = (await proc.stderr.readline()).decode()
+        found = re.search(r"listening on http://[0-9.]+:(\d+)", line)
+        assert found, line
+        port = int(found.group(1))
+        answers: list[bytes] = []
+        for _ in range(40):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /v1/x HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n")
+            async with asyncio.timeout(10):
+                answers.append(await reader.read())
+            writer.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(10):
+                stderr = (await proc.stderr.read()).decode()
+                await proc.wait()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        server.close()
+        await server.wait_closed()
+    statuses = [a.split(b"\r\n", 1)[0] for a in answers]
+    assert statuses == [b"HTTP/1.1 200 OK"] * 40, sorted(set(statuses))
+    assert all(parse(a, False).body == b"data: ok\n\n" for a in answers)
+    ends = [orjson.loads(x) for x in log.read_bytes().splitlines()]
+    ends = [x for x in ends if x["event"] == "response_end"]
+    assert [x["outcome"] for x in ends] == ["completed"] * 40
+    assert "Traceback" not in stderr, stderr
 
 
 # ---------------------------------------------------------------------- fuzzing

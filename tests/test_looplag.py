@@ -229,6 +229,48 @@ def test_a_frame_line_is_the_same_by_either_way(
     assert (outs[0] == b"") == (level != "frames")
 
 
+@pytest.mark.parametrize("fmt", ["json", "pretty"])
+@pytest.mark.parametrize("level", ["frames", "requests", "off"])
+@pytest.mark.parametrize("observers", ["hooks", "dicts", "both"])
+def test_a_batch_of_frame_lines_is_the_same_as_one_at_a_time(
+    fmt: logs.LogFormat, level: logs.LogLevel, observers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines of one upstream read's writes, logged together (one write to the log):
+    the same bytes, the same dicts, the same store and metrics as one line at a time."""
+    monkeypatch.setattr(logs.time, "time", lambda: 1764600000.25)
+    batch = [_fields(3), _fields(4) | {"data": "y", "raw": "eQ=="}, _fields(5)]
+    outs, seen, kept, counted = [], [], [], []
+    for way in ("one", "batch"):
+        out = io.BytesIO()
+        log = FrameLog(out, fmt=fmt, level=level)
+        observed: list[dict[str, Any]] = []
+        store, metrics = RequestStore(), Metrics()
+        if observers in ("dicts", "both"):
+            log.add_observer(observed.append)
+        if observers in ("hooks", "both"):
+            log.add_observer(store)
+            log.add_observer(metrics)
+        bound = log.for_request(request_id="r-1", scenario="dup")
+        store({"event": "request", "request_id": "r-1", "scenario": "dup"})
+        if way == "one":
+            for fields in batch:
+                bound.frame(fields)
+        else:
+            bound.frames(batch)
+        log.flush()
+        outs.append(out.getvalue())
+        seen.append(observed)
+        record = store.get("r-1")
+        assert record is not None
+        kept.append((record.frames, record.sent_frames, record.sent_bytes))
+        counted.append(metrics.render())
+    assert outs[0] == outs[1]
+    assert seen[0] == seen[1]
+    assert kept[0] == kept[1] and counted[0] == counted[1]
+    if observers != "dicts":
+        assert kept[0][1] == 3
+
+
 def test_the_admin_store_keeps_frame_lines_as_untracked_json() -> None:
     store = RequestStore()
     store({"event": "request", "request_id": "r-1", "scenario": "dup"})

@@ -371,10 +371,10 @@ async def test_a_write_to_a_departed_client_is_client_gone_not_upstream_error(
 
     send = BodyPump._send
 
-    def client_leaves_before_second(self: BodyPump, action: Send) -> bool:
-        if action.data == b"data: 2\n\n":
+    def client_leaves_before_second(self: BodyPump, sends: list[Send]) -> bool:
+        if sends[0].data == b"data: 2\n\n":
             self.transport.close()
-        return send(self, action)
+        return send(self, sends)
 
     monkeypatch.setattr(BodyPump, "_send", client_leaves_before_second)
     upstream.route("/v1/s", Script(writes=[(b"data: 1\n\n", 0), (b"data: 2\n\n", 0.02)]))

@@ -16,9 +16,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from chaosproxy.core.actions import Cut, Send
+from chaosproxy.core.session import Session
 from chaosproxy.proxy import STATE
+from chaosproxy.pump import BodyPump
+from chaosproxy.scenario import parse_scenario
 from chaosproxy.server import RunningProxy
 from chaosproxy.upstream import UpstreamPool
+from chaosproxy.upstream.response import BodySink
 from tests.conftest import LogCapture, ProxyFactory
 from tests.test_proxy_e2e import dechunk, raw_http
 from tests.upstream import Script, ScriptedUpstream, raw_upstream, serve_app, until
@@ -200,3 +205,124 @@ async def test_an_upstream_that_breaks_http_mid_body_is_an_explained_unclean_end
     end = await log_capture.wait_end(request_id)
     assert (end["outcome"], end["bytes"]) == ("upstream_error", 18)
     assert end["error"].startswith(error)
+
+
+# --------------------------------------------------------------------------- batches
+
+
+class RecordingTransport:
+    """A client transport that records each call that would reach the socket."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[bytes]] = []
+        self.closing = False
+
+    def write(self, data: bytes) -> None:
+        self.calls.append([data])
+
+    def writelines(self, lines: list[bytes]) -> None:
+        self.calls.append(list(lines))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return (16384, 65536)
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class Host:
+    """A PumpHost that records the batches it is asked to account for."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.batches: list[list[bytes]] = []
+
+    def log_frame(self, send: Send, now: float) -> None:
+        self.log_frames([send], now)
+
+    def log_frames(self, sends: list[Send], now: float) -> None:
+        self.session_lines = [self.session.wrote(s, now) for s in sends]
+        self.batches.append([s.data for s in sends])
+
+    async def sleep(self, seconds: float, fault: str = "") -> None:
+        await asyncio.sleep(seconds)
+
+    async def cut(self, cut: Cut) -> None:
+        self.session.cut(cut)
+
+    async def abort(self) -> None:
+        pass
+
+    async def write_eof(self) -> None:
+        pass
+
+
+class Body:
+    """An upstream reply whose reads the test hands over."""
+
+    status, reason, complete = 200, "OK", True
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.reads = reads
+
+    def start(self, sink: BodySink) -> None:
+        loop = asyncio.get_running_loop()
+        for data in self.reads:
+            loop.call_soon(sink.body_data, data)
+        loop.call_soon(sink.body_end, None)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+THREE = b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
+
+
+@pytest.mark.parametrize(
+    ("faults", "socket_writes", "batches"),
+    [
+        # No fault shapes the writes: the three events of the read leave together, each
+        # its own chunk and frame line, in one write to the socket.
+        ("[]", [[b"9\r\ndata: 1\n\n\r\n", b"9\r\ndata: 2\n\n\r\n", b"9\r\ndata: 3\n\n\r\n"]], 1),
+        (
+            "[{duplicate: {nth: 2}}]",
+            [[b"9\r\ndata: 1\n\n\r\n"] + [b"9\r\ndata: 2\n\n\r\n"] * 2 + [b"9\r\ndata: 3\n\n\r\n"]],
+            1,
+        ),
+        # A transport fault decides the writes: each its own.
+        (
+            "[{rechunk: {size: 9}}]",
+            [[b"9\r\ndata: 1\n\n\r\n"], [b"9\r\ndata: 2\n\n\r\n"], [b"9\r\ndata: 3\n\n\r\n"]],
+            3,
+        ),
+    ],
+    ids=["no-faults", "event-fault", "transport-fault"],
+)
+async def test_the_events_of_one_read_leave_together_unless_a_fault_shapes_the_writes(
+    faults: str, socket_writes: list[list[bytes]], batches: int
+) -> None:
+    session = Session(
+        "r-1",
+        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
+        seed=1,
+        path="/s",
+    )
+    session.start(0.0)
+    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
+    transport = RecordingTransport()
+    host = Host(session)
+    pump = BodyPump(host, transport, None, Body([THREE]), chunked=True)  # type: ignore[arg-type]
+    async with asyncio.timeout(5):
+        await pump.run()
+    assert transport.calls == socket_writes
+    assert len(host.batches) == batches
+    assert session.outcome == "completed" and session.frames == sum(map(len, socket_writes))

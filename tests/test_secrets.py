@@ -35,7 +35,22 @@ X_API_KEY = "SECRET-X-API-KEY-3c4d"
 API_KEY = "SECRET-AZURE-API-KEY-5e6f"
 GEMINI_KEY = "AIzaSECRET-GEMINI-KEY-7g8h"
 COOKIE = "SECRET-COOKIE-9i0j"
-SECRETS = (AUTH, X_API_KEY, API_KEY, GEMINI_KEY, COOKIE)
+BODY_KEY = "SECRET-BODY-API-KEY-1k2l"
+BODY_PASSWORD = "SECRET-BODY-URL-PASSWORD-3m4n"
+SECRETS = (AUTH, X_API_KEY, API_KEY, GEMINI_KEY, COOKIE, BODY_KEY, BODY_PASSWORD)
+#: A request body with credentials in it (the journal keeps bodies, and logs them with
+#: --log-content): a credential-like key, a URL with a password and a key= in a text.
+BODY = orjson.dumps(
+    {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [{"text": f"see https://me:{BODY_PASSWORD}@host/x?key={GEMINI_KEY}"}],
+            }
+        ],
+        "api_key": BODY_KEY,
+    }
+)
 
 HEADERS = {
     "Authorization": f"Bearer {AUTH}",
@@ -122,9 +137,7 @@ class World:
     ) -> tuple[int, str]:
         async with (
             aiohttp.ClientSession() as s,
-            s.post(
-                proxy.url + path, headers={**HEADERS, **headers}, data=b'{"contents": []}'
-            ) as resp,
+            s.post(proxy.url + path, headers={**HEADERS, **headers}, data=BODY) as resp,
         ):
             try:
                 body = await resp.read()
@@ -197,6 +210,7 @@ async def test_no_secret_reaches_logs_traces_admin_or_errors(world: World) -> No
         assert seen.headers["x-api-key"] == X_API_KEY
         assert seen.headers["api-key"] == API_KEY
         assert COOKIE in seen.headers["Cookie"]
+        assert seen.body == BODY  # the body's credentials too
 
     async with raw_upstream(MALFORMED) as url:
         broken = await world.start("broken", url)
@@ -222,6 +236,11 @@ async def test_no_secret_reaches_logs_traces_admin_or_errors(world: World) -> No
     assert frames and all(("data" in f) is world.content for f in frames)
     broken_log = (world.tmp / "broken.log").read_bytes()
     assert b"key=***" in broken_log  # the error quoting the URL was there, masked
+    # The journal was there, masked: in the log with --log-content, in the admin always.
+    requests = [x for x in lines if x["event"] == "request" and "body_sha256" in x]
+    assert len(requests) == 4 and all(("body" in x) is world.content for x in requests)
+    details = [d for w, d in world.evidence.blobs if w.startswith("admin good /requests/r-")]
+    assert details and all(b'"api_key":"***"' in d for d in details if b'"request"' in d)
     world.evidence.assert_clean()
 
 

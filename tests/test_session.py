@@ -11,7 +11,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from chaosproxy.core.actions import Cut, Respond, Send, Sleep
+from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
 from chaosproxy.core.session import (
     RAW_SKIP_REASON,
     TRANSITIONS,
@@ -78,6 +78,8 @@ EVENTS: dict[str, Callable[[Session], object]] = {
     "head": lambda s: s.response_head(200, "OK", SSE),
     "unavailable": lambda s: s.unavailable(502, "down"),
     "cut": lambda s: s.cut(Cut("abort")),
+    "request_cut": lambda s: s.request_cut(CutRequest("reset"), 0),
+    "hold_timeout": lambda s: s.hold_timeout("stall", 300.0),
     "upstream_failed": lambda s: s.upstream_failed("broke", 0.0),
     "finish": lambda s: s.finish(),
     "client_gone": lambda s: s.client_gone(),
@@ -112,9 +114,12 @@ def test_every_event_is_in_the_table_or_refused_in_every_phase() -> None:
         (Phase.START, "client_gone", "client_gone"),
         (Phase.HTTP, "unavailable", "upstream_error"),
         (Phase.HTTP, "cut", "cut"),
+        (Phase.HTTP, "request_cut", "cut"),
+        (Phase.HTTP, "hold_timeout", "cut"),
         (Phase.HTTP, "shutdown", "shutdown"),
         (Phase.BODY, "finish", "completed"),
         (Phase.BODY, "cut", "cut"),
+        (Phase.BODY, "hold_timeout", "cut"),
         (Phase.BODY, "upstream_failed", "upstream_error"),
         (Phase.BODY, "client_gone", "client_gone"),
         (Phase.BODY, "shutdown", "shutdown"),
@@ -243,6 +248,45 @@ def test_a_cut_before_headers_ends_the_request_as_cut() -> None:
     assert s.cut(cut) == {"action": "cut", "how": "reset", "fault": "cut", "before": "headers"}
     end = s.summary(0.0)
     assert (end["outcome"], end["status"], end["faults_applied"]) == ("cut", 0, {"cut": 1})
+
+
+def test_request_faults_come_first_and_a_request_cut_ends_the_request_there() -> None:
+    s = session(
+        "faults:\n"
+        "  - delay: {headers: 2s}\n"
+        "  - request_delay: {duration: 500ms}\n"
+        "  - request_cut: {after_bytes: 10, how: close}\n"
+        "  - status: {code: 503}\n"
+    )
+    assert s.start(0.0) == [
+        HoldRequest(0.5, fault="request_delay"),
+        CutRequest("close", 10, fault="request_cut"),
+    ]
+    assert s.request_held(HoldRequest(0.5)) == {
+        "action": "request_delay",
+        "seconds": 0.5,
+        "fault": "request_delay",
+    }
+    assert s.phase is Phase.HTTP  # a hold changes nothing
+    assert s.request_cut(CutRequest("close", 10), 4) == {
+        "action": "request_cut",
+        "how": "close",
+        "fault": "request_cut",
+        "after_bytes": 10,
+        "received": 4,
+    }
+    s.client_gone()  # the connection it cut, reported again: the cut stands
+    summary = s.summary(1.0)
+    assert (summary["outcome"], summary["stage"], summary["status"]) == ("cut", "request", 0)
+    assert summary["faults_applied"] == {"request_delay": 1, "request_cut": 1}
+    assert [f["fault"] for f in summary["faults_skipped"]] == ["delay", "status"]
+    assert "answer" not in summary and "integrity" not in summary
+
+
+def test_a_held_request_goes_on_to_the_http_faults() -> None:
+    s = session("faults:\n  - status: {code: 429}\n  - request_delay: {duration: 1s}\n")
+    actions = s.start(0.0)
+    assert [type(a).__name__ for a in actions] == ["HoldRequest", "Respond"]
 
 
 def test_an_unreachable_upstream_is_the_upstreams_fault_with_a_reason() -> None:
@@ -428,6 +472,31 @@ def test_a_hang_is_a_sleep_forever() -> None:
     s.feed(E1, 0.0)
     (sleep,) = s.body_end(0.0)
     assert isinstance(sleep, Sleep) and math.isinf(sleep.seconds)
+
+
+def test_a_hold_over_the_hold_timeout_is_a_cut_with_its_reason_never_a_clean_end() -> None:
+    s = at_body("faults: [hang]")
+    s.wrote(s.feed(E1 + DONE, 0.0)[0], 0.0)  # type: ignore[arg-type]
+    (sleep,) = s.body_end(0.0)
+    assert isinstance(sleep, Sleep) and math.isinf(sleep.seconds)
+    action = s.hold_timeout(sleep.fault, 2.0)
+    assert action == {"action": "cut", "how": "abort", "fault": "hang", "reason": "hold timeout"}
+    s.client_gone()  # the abort makes the client go: the first end stands
+    end = s.summary(2.0)
+    assert (end["outcome"], end["reason"]) == ("cut", "hold timeout")
+    assert end["error"] == "the hang fault held the response 2 s with nothing sent"
+    assert end["integrity"] == "broken"  # never a clean end
+    assert "stage" not in end
+
+
+def test_a_hold_in_the_http_stage_can_time_out_too() -> None:
+    s = session("faults: [{delay: {headers: 10m}}]")
+    (sleep,) = s.start(0.0)
+    assert sleep == Sleep(600.0, fault="delay")
+    action = s.hold_timeout(sleep.fault, 300.0)
+    assert action["before"] == "headers"  # nothing of the response went out
+    end = s.summary(300.0)
+    assert (end["outcome"], end["reason"], end["status"]) == ("cut", "hold timeout", 0)
 
 
 def test_forwarded_request_headers_drop_what_is_not_the_upstreams() -> None:

@@ -64,8 +64,8 @@ def test_validate_without_a_path_checks_chaosproxy_scenarios(mine: Path) -> None
     # A path given is what is checked.
     assert run("validate", str(LIBRARY), env={"CHAOSPROXY_SCENARIOS": str(mine)}).returncode == 0
     assert one_line_error(run("validate")) == (
-        "chaosproxy: error: validate: give a scenario file or directory (or set "
-        "CHAOSPROXY_SCENARIOS)"
+        "chaosproxy: error: validate: give scenario files (PATH...) or --mock-fixtures PATH "
+        "(or set CHAOSPROXY_SCENARIOS or CHAOSPROXY_MOCK_FIXTURES)"
     )
 
 

@@ -22,11 +22,14 @@ import asyncio
 import os
 import random
 import re
+import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -52,6 +55,7 @@ SETTLE_LIMIT = 20.0
 SCENARIOS = {
     "hang.yaml": "name: hang\nfaults:\n  - hang: {}\n",
     "slow.yaml": "name: slow\nfaults:\n  - delay: {per_event: 120ms}\n",
+    "framed.yaml": "name: framed\nfaults: []\n",
 }
 BODY = orjson.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
 LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
@@ -269,6 +273,181 @@ async def test_a_soak_then_sigterm_cuts_what_runs_and_exits_0_within_grace_plus_
     assert seen["shutdown"] >= 30, seen
     assert seen["completed"] >= 30, seen
     assert seen["client_gone"] >= 10, seen
+
+
+class Reader:
+    """A client that reads its stream to the end, keeping only what the test needs (a
+    busy stream sends megabytes)."""
+
+    def __init__(self, number: int, scenario: str | None) -> None:
+        self.number = number
+        self.scenario = scenario
+        self.bytes = 0
+        self.tail = b""
+        self.ended: str | None = None  # eof | rst | open
+
+    @property
+    def body_ended(self) -> bool:
+        return self.tail.endswith(b"\r\n0\r\n\r\n")
+
+    async def run(self, port: int, until: float) -> None:
+        loop = asyncio.get_running_loop()
+        sock = socket.socket()
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, ("127.0.0.1", port))
+            await loop.sock_sendall(
+                sock, request_bytes(self.number, self.scenario, keep_alive=True)
+            )
+            async with asyncio.timeout(until - time.monotonic()):
+                while data := await loop.sock_recv(sock, 262144):
+                    self.bytes += len(data)
+                    self.tail = (self.tail + data)[-16:]
+            self.ended = "eof"
+        except ConnectionResetError:
+            self.ended = "rst"
+        except TimeoutError:
+            self.ended = "open"
+        finally:
+            sock.close()
+
+
+class ExitTime:
+    """When process ``pid`` exits (``time.monotonic()``), as seen by a thread of its
+    own: the test's event loop is busy itself and would see it late."""
+
+    def __init__(self, pid: int) -> None:
+        self._fd = os.pidfd_open(pid)
+        self.at: float | None = None
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        try:
+            select.select([self._fd], [], [])
+            self.at = time.monotonic()
+        finally:
+            os.close(self._fd)
+
+    def wait(self) -> float:
+        self._thread.join(10)
+        assert self.at is not None, "the process did not exit"
+        return self.at
+
+
+#: An upstream (a process of its own) that holds every answer until all ``N`` requests
+#: have arrived, then streams SSE events to each as fast as it is let (an endless body):
+#: every stream is in flight, and the proxy has more to do than it can.
+FLOOD = textwrap.dedent(
+    """
+    import asyncio, sys
+    EVENT = b'data: {"choices":[{"delta":{"content":"tok"}}]}\\n\\n'
+    CHUNK = b"%x\\r\\n%b\\r\\n" % (len(EVENT), EVENT)
+    HEAD = b"HTTP/1.1 200 OK\\r\\nContent-Type: text/event-stream\\r\\n"
+    HEAD += b"Transfer-Encoding: chunked\\r\\n\\r\\n"
+
+    async def main(expected):
+        go, arrived = asyncio.Event(), [0]
+
+        async def serve(reader, writer):
+            try:
+                head = await reader.readuntil(b"\\r\\n\\r\\n")
+                for line in head.split(b"\\r\\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        await reader.readexactly(int(line.split(b":")[1]))
+                arrived[0] += 1
+                if arrived[0] == expected:
+                    go.set()
+                await go.wait()
+                writer.write(HEAD)
+                while True:
+                    writer.write(CHUNK * 4)
+                    await writer.drain()
+                    await asyncio.sleep(0.002)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=4096)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main(int(sys.argv[1])))
+    """
+)
+
+
+def spin() -> subprocess.Popen[bytes]:
+    """A process that keeps a CPU busy."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def start_flood(tmp_path: Path, count: int) -> tuple[subprocess.Popen[bytes], str]:
+    """The FLOOD upstream for ``count`` requests, and its URL."""
+    script = tmp_path / "flood.py"
+    script.write_text(FLOOD)
+    flood = subprocess.Popen([sys.executable, str(script), str(count)], stdout=subprocess.PIPE)
+    assert flood.stdout is not None
+    return flood, f"http://127.0.0.1:{int(flood.stdout.readline())}"
+
+
+async def test_a_stop_under_load_beside_busy_processes_ends_every_request_in_time(
+    tmp_path: Path,
+) -> None:
+    """Two processes spin the CPU beside it; 210 streams are in flight, from an upstream
+    that sends as fast as it is let, more than the proxy can frame and log, so its
+    event loop lags by seconds. SIGTERM: the process exits within grace + 1 s of the
+    signal (measured by a thread of the test's own, not by its busy loop), and every
+    request has exactly one response_end."""
+    count = 210
+    processes = [spin(), spin()]
+    proc: asyncio.subprocess.Process | None = None
+    try:
+        flood, upstream = start_flood(tmp_path, count)
+        processes.append(flood)
+        proc, port, log_path = await start_serve(tmp_path, "--upstream", upstream)
+        exited = ExitTime(proc.pid)
+        readers = [Reader(n, ["hang", "slow", "framed", None][n % 4]) for n in range(count)]
+        until = time.monotonic() + SETTLE_LIMIT + EXIT_BOUND + 5.0
+        tasks = [asyncio.create_task(r.run(port, until)) for r in readers]
+        started = time.monotonic()
+        while not all(r.bytes for r in readers):  # every stream under way
+            assert time.monotonic() < started + SETTLE_LIMIT, "streams still waiting"
+            await asyncio.sleep(0.05)
+        under_way = sum(r.bytes for r in readers)
+        while sum(r.bytes for r in readers) < 2 * under_way + 2**20:  # and flowing
+            assert time.monotonic() < started + SETTLE_LIMIT, "streams not flowing"
+            await asyncio.sleep(0.05)
+        signalled = time.monotonic()
+        _, stderr = await stop(proc)
+        took = exited.wait() - signalled
+        async with asyncio.timeout(until - time.monotonic() + 5):
+            await asyncio.gather(*tasks)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+        if proc is not None and proc.returncode is None:  # (a failure before the stop)
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    assert took <= EXIT_BOUND, f"exit {took:.2f}s after SIGTERM (grace {GRACE}s)"
+    lines = read_log(log_path)
+    requests = {x["request_id"]: x for x in lines if x["event"] == "request"}
+    ends: dict[str, list[dict[str, Any]]] = {}
+    for x in lines:
+        if x["event"] == "response_end":
+            ends.setdefault(x["request_id"], []).append(x)
+    missing = [rid for rid in requests if rid not in ends]
+    assert len(requests) == count
+    assert not missing, f"{len(missing)} of {count} requests have no response_end"
+    assert {len(v) for v in ends.values()} == {1}
+    # The bodies never end: each was cut by the stop, and its client saw no clean end.
+    assert {v[0]["outcome"] for v in ends.values()} == {"shutdown"}
+    assert {r.ended for r in readers} <= {"eof", "rst"}
+    assert not [r.number for r in readers if r.body_ended]
 
 
 #: ``chaosproxy serve`` with an upstream client whose close never ends, not even when

@@ -36,6 +36,7 @@ from chaosproxy.upstream import (
     UpstreamResponse,
     UpstreamTimeout,
 )
+from chaosproxy.upstream.connection import Connection
 from chaosproxy.upstream.testing import Answer, MockUpstream, Piece, Request
 from tests.upstream import until
 
@@ -1153,6 +1154,73 @@ async def test_an_early_answer_survives_the_failed_body_write() -> None:
             await pool.close()
 
 
+def heard(conn: Connection) -> bool:
+    """Whether the connection has read what its upstream sent so far (or was dropped)."""
+    transport = conn.transport
+    if transport is None or transport.is_closing():
+        return True
+    sock = transport.get_extra_info("socket")
+    buf = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    return int(struct.unpack("i", buf)[0]) == 0
+
+
+async def test_an_answer_on_accept_answers_the_first_request_and_is_not_pooled() -> None:
+    """The upstream speaks first: its answer is on the new connection before the
+    request is written (as under load, or on uvloop, which reads before the connecting
+    task resumes). It is that request's answer, not a dead connection; and the
+    connection is not pooled (its next answer could come early too)."""
+    spoke = [asyncio.Event(), asyncio.Event()]
+
+    async def handler(conn: RawConn, index: int) -> None:
+        await conn.send(cl(b"on accept %d" % index))  # keep-alive, before the request
+        spoke[index].set()
+        await conn.request()
+        await conn.eof()
+
+    class SpokenFirst(UpstreamPool):
+        """Writes a new connection's request once the upstream's bytes were read."""
+
+        async def _open_one(self, sock: socket.socket) -> Connection:
+            conn = await super()._open_one(sock)
+            await spoke[self.stats.opened - 1].wait()
+            await until(lambda: heard(conn))
+            return conn
+
+    async with raw_server(handler) as srv:
+        pool = SpokenFirst(srv.url)
+        try:
+            for n in range(2):
+                sink = await read_all(await pool.request("GET", "/", []))
+                assert (sink.body, sink.ends) == (b"on accept %d" % n, [None])
+                await until(lambda: pool.stats.active == 0)  # closed, not pooled
+            assert (pool.stats.opened, pool.stats.reused) == (2, 0)
+        finally:
+            await pool.close()
+
+
+async def test_a_pooled_connection_that_speaks_unasked_is_dropped() -> None:
+    """Bytes on an idle pooled connection (a server's goodbye, a 408) are nobody's
+    answer: the connection is dropped, and the next request goes on a new one."""
+    goodbye = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n"
+
+    async def handler(conn: RawConn, index: int) -> None:
+        await conn.request()
+        await conn.send(cl(b"answer %d" % index))
+        if index == 0:
+            await conn.send(goodbye)
+        await conn.eof()
+
+    async with raw_server(handler) as srv:
+        pool = UpstreamPool(srv.url)
+        try:
+            assert (await read_all(await pool.request("GET", "/", []))).body == b"answer 0"
+            await until(lambda: pool.stats.active == 0)  # the goodbye dropped it
+            assert (await read_all(await pool.request("GET", "/", []))).body == b"answer 1"
+            assert (pool.stats.opened, pool.stats.reused) == (2, 0)
+        finally:
+            await pool.close()
+
+
 async def test_the_mock_upstream_honours_the_timeouts() -> None:
     async def slow(request: Request) -> Answer:
         await asyncio.sleep(5)
@@ -1245,6 +1313,8 @@ UVLOOP_CASES = [
     test_idle_timeout_mid_body,
     test_a_paused_response_is_not_idle,
     test_an_early_answer_survives_the_failed_body_write,
+    test_an_answer_on_accept_answers_the_first_request_and_is_not_pooled,
+    test_a_pooled_connection_that_speaks_unasked_is_dropped,
 ]
 
 

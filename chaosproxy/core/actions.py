@@ -54,6 +54,28 @@ class Respond:
     body: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class HoldRequest:
+    """Request direction: read nothing of the request body for ``seconds`` (the
+    client's upload stalls once the socket buffers are full), then go on."""
+
+    seconds: float
+    fault: str = "request_delay"
+
+
+@dataclass(frozen=True, slots=True)
+class CutRequest:
+    """Request direction: read ``after_bytes`` of the request body, then end the
+    connection (``close``: a FIN; ``reset``: a TCP RST) with no response; the upstream
+    never sees the request."""
+
+    how: Literal["close", "reset"]
+    after_bytes: int = 0
+    fault: str = "request_cut"
+
+
 Action = Send | Sleep | Cut
+#: What the request direction (while the request body arrives) may ask for.
+RequestAction = HoldRequest | CutRequest
 #: What the HTTP stage (before the upstream answers) may ask for.
-HttpAction = Respond | Sleep | Cut
+HttpAction = Respond | Sleep | Cut | RequestAction

@@ -93,6 +93,12 @@ class Pipeline:
         return self._detect is not None
 
     @property
+    def shapes_writes(self) -> bool:
+        """Whether a transport fault decides how the events become writes (their sizes,
+        their times, the end): then each write is its own."""
+        return bool(self._transport_faults)
+
+    @property
     def done(self) -> bool:
         """True once a Cut was emitted: nothing more comes out."""
         return self._cut

@@ -17,7 +17,9 @@ change to make::
 
     START ─start─► HTTP ─head / respond─► BODY ─finish─► ENDED (completed)
       │             │                       │
-      refuse        unavailable, cut        cut, upstream_failed
+      refuse        unavailable, cut,       cut, upstream_failed,
+      │             request_cut,            hold_timeout
+      │             hold_timeout            │
       ▼             ▼                       ▼
     ENDED         ENDED                   ENDED
     (and from any phase but ENDED: client_gone, shutdown, internal_error)
@@ -33,8 +35,9 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
-from chaosproxy.core.actions import Action, Cut, HttpAction, Respond, Send
+from chaosproxy.core.actions import Action, Cut, CutRequest, HoldRequest, HttpAction, Respond, Send
 from chaosproxy.core.answer import AnswerState, Ledger
+from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, build_faults
 from chaosproxy.core.frames import Format, Frame, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
@@ -147,7 +150,11 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
     (Phase.HTTP, "head"): Phase.BODY,
     (Phase.HTTP, "unavailable"): Phase.ENDED,
     (Phase.HTTP, "cut"): Phase.ENDED,
+    # A request_cut: the connection ends while the request body is still arriving.
+    (Phase.HTTP, "request_cut"): Phase.ENDED,
+    (Phase.HTTP, "hold_timeout"): Phase.ENDED,
     (Phase.BODY, "cut"): Phase.ENDED,
+    (Phase.BODY, "hold_timeout"): Phase.ENDED,
     (Phase.BODY, "upstream_failed"): Phase.ENDED,
     (Phase.BODY, "finish"): Phase.ENDED,
     # Reports that can race with any other end: the first end wins, later ones are
@@ -161,6 +168,10 @@ OUTCOMES: dict[str, Outcome] = {
     "refuse": "proxy_error",
     "unavailable": "upstream_error",
     "cut": "cut",
+    "request_cut": "cut",
+    # A fault's hold (a stall, a hang, a delay) outlasted the hold timeout: it ends as
+    # a cut (the response aborted), with the reason.
+    "hold_timeout": "cut",
     "upstream_failed": "upstream_error",
     "finish": "completed",
     "client_gone": "client_gone",
@@ -259,7 +270,8 @@ class Session:
         self.phase = Phase.START
         self.outcome: Outcome | None = None
         self.error: str | None = None
-        #: Why the upstream failed, in a few words (``upstream_error`` only).
+        #: Why the upstream failed, in a few words (``upstream_error``), or which limit
+        #: ended a fault's hold (``cut``: ``hold timeout``).
         self.reason: str | None = None
         self.faults: list[Fault] = []
         self.pipeline: Pipeline | None = None
@@ -273,6 +285,8 @@ class Session:
         #: sent): their content and contract checks. None when the body is not framed.
         self.content: StreamContent | None = None
         self._cut_how: str | None = None
+        #: ``request`` when a request_cut ended it (the summary's ``stage``).
+        self._cut_stage: str | None = None
         self._upstream_ended = False
         #: The generation this response belongs to when it is one connection of an
         #: answer kept under ``resume:`` (else the response is its own generation).
@@ -282,8 +296,10 @@ class Session:
         #: fault that changes events or headers, a gap or a step back in the events, a
         #: hold for ever before the terminal event (None: only chunking and timing).
         self._defect: str | None = None
-        #: The highest upstream ordinal written so far.
+        #: The highest upstream ordinal written whole so far, and the events whose
+        #: first bytes were written but not their last, in order.
         self._high = 0
+        self._open: dict[int, Event] = {}
         # What the client was sent, for the summary.
         self.status = 0
         self.content_type: str | None = None
@@ -321,6 +337,14 @@ class Session:
     def framed(self) -> bool:
         return self.pipeline is not None
 
+    @property
+    def batchable(self) -> bool:
+        """Whether the sends of one upstream read may leave together (one write to the
+        socket, each its own chunk and frame line): no fault shapes the writes
+        themselves (a transport fault decides their sizes and their times)."""
+        pipeline = self.pipeline
+        return pipeline is None or not pipeline.shapes_writes
+
     def chaos_headers(self) -> list[tuple[str, str]]:
         """``X-Chaos-*`` headers on every response, so a test finds its request."""
         return [
@@ -332,8 +356,10 @@ class Session:
     # ------------------------------------------------------------------ before the head
 
     def start(self, now: float) -> list[HttpAction]:
-        """The request is going ahead: the HTTP stage's actions, in order (a held
-        header, a canned answer, a cut before any byte), empty to forward at once."""
+        """The request is going ahead: the HTTP stage's actions, in order, empty to
+        forward at once: first those on the request as its body arrives (a held body, a
+        cut upload: :class:`HoldRequest`, :class:`CutRequest`), then the rest (a held
+        header, a canned answer, a cut before any byte)."""
         self._move("start")
         self._started = now
         if self._run is None:
@@ -348,6 +374,11 @@ class Session:
             tenant=self.tenant,
         )
         actions: list[HttpAction] = []
+        for fault in self.faults:
+            for request_action in fault.before_request():
+                actions.append(request_action)
+                if isinstance(request_action, CutRequest):
+                    return actions  # the request ends there: no other fault runs
         for fault in self.faults:
             for action in fault.before_upstream():
                 actions.append(action)
@@ -518,6 +549,24 @@ class Session:
             self._cut_how = cut.how
         return {"action": "cut", "how": cut.how, "fault": cut.fault, **cut.detail}
 
+    def request_cut(self, cut: CutRequest, received: int) -> dict[str, Any]:
+        """A CutRequest is being carried out, ``received`` bytes of the request body read;
+        the fields of its ``action`` log line."""
+        if self._move("request_cut"):
+            self._cut_how = cut.how
+            self._cut_stage = "request"
+        return {
+            "action": "request_cut",
+            "how": cut.how,
+            "fault": cut.fault,
+            "after_bytes": cut.after_bytes,
+            "received": received,
+        }
+
+    def request_held(self, hold: HoldRequest) -> dict[str, Any]:
+        """A HoldRequest was carried out; the fields of its ``action`` log line."""
+        return {"action": "request_delay", "seconds": hold.seconds, "fault": hold.fault}
+
     # ------------------------------------------------------------------ answers
 
     def join(self, ledger: Ledger) -> None:
@@ -533,6 +582,19 @@ class Session:
         content = self.content
         if math.isinf(seconds) and content is not None and not content.sent.terminals:
             self._flaw("held open for ever before the terminal event")
+
+    def _ended(self, ordinal: int) -> None:
+        """An upstream event's last byte was written: upstream ordinals must follow one
+        another (0: not an upstream event: a comment, a made-up event)."""
+        if ordinal:
+            high = self._high
+            if ordinal == high + 1:
+                self._high = ordinal
+            elif ordinal > high:
+                self._flaw("a gap in the events")
+                self._high = ordinal
+            else:
+                self._flaw("events out of order")
 
     def _flaw(self, what: str) -> None:
         if self._defect is None:
@@ -574,6 +636,21 @@ class Session:
             else:
                 defect = str(self.outcome)
         return state.fields(sound=defect is None, defect=defect)
+
+    def hold_timeout(self, fault: str, limit: float) -> dict[str, Any]:
+        """A fault's hold (a ``Sleep``: ``stall``, ``hang``, ``delay``) has held the
+        response ``limit`` seconds with nothing sent, the longest allowed: the response
+        is aborted (never a clean end). The fields of its ``action`` log line."""
+        before_head = self.head is None
+        if self._move("hold_timeout"):
+            self._cut_how = "abort"
+            self.reason = "hold timeout"
+            who = f"the {fault} fault" if fault else "a fault"
+            self.error = f"{who} held the response {limit:g} s with nothing sent"
+        fields: dict[str, Any] = {"action": "cut", "how": "abort", "fault": fault}
+        if before_head:  # nothing of the response went out (as cut: {before: headers})
+            fields["before"] = "headers"
+        return {**fields, "reason": "hold timeout"}
 
     # ------------------------------------------------------------------ any time
 
@@ -632,16 +709,19 @@ class Session:
                     if name not in BENIGN:
                         self._flaw(name)
                         break
-            for ev in events:
-                ordinal = ev.ordinal
-                if ordinal:
-                    high = self._high
-                    if ordinal > high:
-                        if ordinal > high + 1:
-                            self._flaw("a gap in the events")
-                        self._high = ordinal
-                    elif ordinal < high:
-                        self._flaw("events out of order")
+            if send.ends == 1 and len(events) == 1 and not self._open:
+                self._ended(events[0].ordinal)  # the usual write: one whole event
+            else:
+                # Events are judged in the order they end: a write may carry pieces of
+                # events that ended before it or end after it (coalesce, rechunk).
+                opened = self._open
+                for ev in events:
+                    key = id(ev)  # (by identity: a duplicate is an event of its own)
+                    if key not in opened:
+                        opened[key] = ev
+                for _ in range(send.ends):
+                    if opened:
+                        self._ended(opened.pop(next(iter(opened))).ordinal)
             if self.content is not None:
                 self.content.wrote(send)
             if len(events) == 1:  # the usual case: no comprehension frames per write
@@ -711,11 +791,15 @@ class Session:
             line["answer"] = self._answer_fields(state)
         if self.error:
             line["error"] = self.error
+        if self._cut_stage is not None:
+            line["stage"] = self._cut_stage
         if self.outcome == "upstream_error":
             # Before the head (unreachable, timed out, broken) or mid-body.
             line["stage"] = "body" if self.head is not None else "connect"
             if self.reason is not None:
                 line["reason"] = self.reason
+        elif self.outcome == "cut" and self.reason is not None:
+            line["reason"] = self.reason  # a limit ended a fault's hold
         return line
 
     @property

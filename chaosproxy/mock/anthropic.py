@@ -14,28 +14,37 @@ import json
 from typing import Any
 
 from chaosproxy.mock.common import (
+    DELTA,
+    OTHER,
+    START,
     JsonObject,
     Knobs,
     MockRequestError,
     Plan,
     Reply,
+    Tagged,
     compact,
     forced_name,
     int_field,
+    interrupted,
     json_reply,
     make_plan,
     sse,
     strings_in,
     tools_from,
+    with_error,
 )
+from chaosproxy.scenario.fixtures import Fixture
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 CONTENT_TYPE = "text/event-stream"
 PING = sse(b'{"type": "ping"}', event="ping")
 
 
-def respond(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
-    """The mock's answer to one Messages request."""
+def respond(
+    body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
+) -> Reply:
+    """The mock's answer to one Messages request (``fixture``'s when given)."""
     messages = payload.get("messages")
     if not isinstance(messages, list):
         raise MockRequestError("messages: Field required")
@@ -58,9 +67,12 @@ def respond(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
         limit=limit,
         tools=tools,
         forced_tool=forced_name(choice),
+        fixture=fixture,
     )
     if payload.get("stream") is True:
         return Reply(CONTENT_TYPE, stream_events(plan))
+    if plan.error is not None:
+        return interrupted(plan, error_body)
     return json_reply(message(plan))
 
 
@@ -73,20 +85,34 @@ def _answers_tool_result(messages: list[Any]) -> bool:
     )
 
 
-def _arguments(plan: Plan) -> str:
+def _fragments(plan: Plan, call: int) -> tuple[list[str], bool]:
     # Claude's partial_json has spaces after colons and commas, as json.dumps does.
-    assert plan.tool is not None
-    return json.dumps(plan.tool.arguments, ensure_ascii=False)
+    return plan.fragments(json.dumps(plan.tools[call].arguments, ensure_ascii=False))
 
 
-def _fragments(plan: Plan) -> tuple[list[str], bool]:
-    return plan.fragments(_arguments(plan)) if plan.tool else ([], plan.truncated)
+def _all_fragments(plan: Plan) -> tuple[list[str], bool]:
+    """Every call's fragments, and whether the limit cut any."""
+    pieces: list[str] = []
+    cut = False
+    for j in range(len(plan.tools)):
+        fragments, was_cut = _fragments(plan, j)
+        pieces += fragments
+        cut = cut or was_cut
+    return pieces, cut
+
+
+#: Anthropic's stop_reason for each provider-neutral finish reason.
+STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "content_filter": "refusal",
+    "refusal": "refusal",
+}
 
 
 def _stop_reason(plan: Plan) -> str:
-    if _fragments(plan)[1]:
-        return "max_tokens"
-    return "tool_use" if plan.tool else "end_turn"
+    return STOP_REASONS[plan.neutral_finish(cut=_all_fragments(plan)[1])]
 
 
 def _usage(plan: Plan, output_tokens: int) -> JsonObject:
@@ -112,61 +138,105 @@ def _message(plan: Plan, content: list[JsonObject], stop: str | None, output: in
     }
 
 
-def _tool_block(plan: Plan, arguments: JsonObject) -> JsonObject:
-    assert plan.tool is not None
+def _tool_block(plan: Plan, call: int, arguments: JsonObject) -> JsonObject:
+    given = plan.tools[call].id
     return {
         "type": "tool_use",
-        "id": "toolu_01" + plan.ident("toolu", 22),
-        "name": plan.tool.name,
+        "id": given or "toolu_01" + plan.ident(plan.label("toolu", call), 22),
+        "name": plan.tools[call].name,
         "input": arguments,
     }
 
 
+def _has_text(plan: Plan) -> bool:
+    """Whether the content has a text block (text, or no call to make)."""
+    return bool(plan.choices[0]) or not plan.tools
+
+
 def stream_events(plan: Plan) -> list[bytes]:
-    """Every event of the streamed answer, ``message_stop`` included."""
+    """Every event of the streamed answer, ``message_stop`` included (or the plan's
+    in-stream error instead of the end)."""
 
     def event(body: JsonObject) -> bytes:
         return sse(compact(body), event=str(body["type"]))
 
-    fragments, _ = _fragments(plan)
-    events = [event({"type": "message_start", "message": _message(plan, [], None, 1)})]
-    if plan.tool is not None:
-        block = _tool_block(plan, {})
-        deltas = [{"type": "input_json_delta", "partial_json": p} for p in ["", *fragments]]
-    else:
-        block = {"type": "text", "text": ""}
-        deltas = [{"type": "text_delta", "text": token} for token in plan.choices[0]]
-    events.append(event({"type": "content_block_start", "index": 0, "content_block": block}))
-    events.append(PING)
-    events += [event({"type": "content_block_delta", "index": 0, "delta": d}) for d in deltas]
-    events.append(event({"type": "content_block_stop", "index": 0}))
-    events.append(
-        event(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": _stop_reason(plan), "stop_sequence": None},
-                "usage": {"output_tokens": plan.completion_tokens(fragments)},
-            }
+    events: list[Tagged] = [
+        (event({"type": "message_start", "message": _message(plan, [], None, 1)}), START)
+    ]
+    blocks: list[tuple[JsonObject, list[JsonObject]]] = []
+    if _has_text(plan):
+        blocks.append(
+            (
+                {"type": "text", "text": ""},
+                [{"type": "text_delta", "text": piece} for piece in plan.choices[0]],
+            )
         )
-    )
-    events.append(event({"type": "message_stop"}))
-    return events
+    for j in range(len(plan.tools)):
+        fragments, _ = _fragments(plan, j)
+        blocks.append(
+            (
+                _tool_block(plan, j, {}),
+                [{"type": "input_json_delta", "partial_json": p} for p in ["", *fragments]],
+            )
+        )
+    for index, (block, deltas) in enumerate(blocks):
+        start = {"type": "content_block_start", "index": index, "content_block": block}
+        events.append((event(start), START if index == 0 else OTHER))
+        if index == 0:
+            events.append((PING, START))
+        events += [
+            (event({"type": "content_block_delta", "index": index, "delta": d}), DELTA)
+            for d in deltas
+        ]
+        events.append((event({"type": "content_block_stop", "index": index}), OTHER))
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": _stop_reason(plan), "stop_sequence": None},
+        "usage": {"output_tokens": plan.completion_tokens(_all_fragments(plan)[0])},
+    }
+    events.append((event(delta), OTHER))
+    events.append((event({"type": "message_stop"}), OTHER))
+    return with_error(events, plan, event(error_event(plan)))
+
+
+def error_event(plan: Plan) -> JsonObject:
+    """The in-stream error, nested (an ``overloaded_error`` unless the fixture says)."""
+    error = plan.error
+    return {
+        "type": "error",
+        "error": {
+            "type": (error.type if error else None) or "overloaded_error",
+            "message": (error.message if error else None) or "Overloaded",
+        },
+    }
 
 
 def message(plan: Plan) -> JsonObject:
     """The non-streamed ``message`` object."""
-    fragments, cut = _fragments(plan)
-    if plan.tool is not None:
+    fragments, _ = _all_fragments(plan)
+    content: list[JsonObject] = []
+    if _has_text(plan):
+        content.append({"type": "text", "text": plan.text})
+    for j, call in enumerate(plan.tools):
         # A cut tool input cannot be an object; real responses then carry what parsed.
-        content = [_tool_block(plan, {} if cut else plan.tool.arguments)]
-    else:
-        content = [{"type": "text", "text": plan.text}]
+        content.append(_tool_block(plan, j, {} if _fragments(plan, j)[1] else call.arguments))
     return _message(plan, content, _stop_reason(plan), plan.completion_tokens(fragments))
 
 
-def error_body(status: int, message: str) -> JsonObject:
-    """Anthropic's error envelope."""
-    kind = {404: "not_found_error", 405: "invalid_request_error"}.get(
-        status, "invalid_request_error" if status < 500 else "api_error"
-    )
+#: Anthropic's error type for a status (else invalid_request_error, or api_error).
+ERROR_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def error_body(status: int, message: str, kind: str | None = None) -> JsonObject:
+    """Anthropic's error envelope (``kind``: its type, else from the status)."""
+    if kind is None:
+        kind = ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
     return {"type": "error", "error": {"type": kind, "message": message}}

@@ -11,25 +11,32 @@ import asyncio
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from chaosproxy.core.llm_request import read_request
 from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
 from chaosproxy.mock.common import (
     CREATED_BASE,
+    ErrorBody,
     JsonObject,
     Knobs,
     MockRequestError,
     Reply,
     compact,
 )
+from chaosproxy.mock.fixtures import FIXTURE_HEADER, SCENARIO_HEADER, Chosen, MockFixtures
+from chaosproxy.scenario.fixtures import Fixture
 
 #: Requests the mock received, by path (without the query string).
 MOCK_REQUESTS = web.AppKey("mock_requests", Counter[str])
 #: The app's default knobs; ``X-Mock-Tokens``/``X-Mock-Interval-Ms`` override per request.
 MOCK_KNOBS = web.AppKey("mock_knobs", Knobs)
+#: The fixtures the app answers with (docs/mock.md, Fixtures).
+MOCK_FIXTURES = web.AppKey("mock_fixtures", MockFixtures)
 
 TOKENS_HEADER = "X-Mock-Tokens"
 INTERVAL_HEADER = "X-Mock-Interval-Ms"
@@ -39,15 +46,17 @@ MAX_BODY = 64 * 1024 * 1024
 
 MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5", "gemini-2.0-flash", "llama3.2")
 
-Render = Callable[[bytes, JsonObject, Knobs], Reply]
-ErrorBody = Callable[[int, str], JsonObject]
+Render = Callable[[bytes, JsonObject, Knobs, Fixture | None], Reply]
 
 
-def create_mock_app(tokens: int = 24, interval: float = 0.02) -> web.Application:
+def create_mock_app(
+    tokens: int = 24, interval: float = 0.02, fixtures: MockFixtures | None = None
+) -> web.Application:
     """The mock LLM upstream as an aiohttp application.
 
     ``tokens`` is the number of text tokens (delta events) per answer, ``interval`` the
-    seconds between two events on the wire.
+    seconds between two events on the wire; ``fixtures`` what it answers with before
+    its corpus (docs/mock.md, Fixtures).
     """
     if tokens < 0 or not 0 <= interval <= MAX_INTERVAL_MS / 1000:
         raise ValueError("tokens must be >= 0 and interval between 0 and 60 seconds")
@@ -55,6 +64,7 @@ def create_mock_app(tokens: int = 24, interval: float = 0.02) -> web.Application
     app = web.Application(middlewares=[_count_requests], client_max_size=MAX_BODY)
     app[MOCK_REQUESTS] = Counter()
     app[MOCK_KNOBS] = Knobs(tokens=tokens, interval=interval)
+    app[MOCK_FIXTURES] = fixtures if fixtures is not None else MockFixtures()
     app.router.add_get("/health", _health)
     app.router.add_get("/v1/models", _models)
     app.router.add_post(
@@ -72,9 +82,16 @@ def create_mock_app(tokens: int = 24, interval: float = 0.02) -> web.Application
     return app
 
 
-async def run_mock(host: str, port: int, *, tokens: int, interval: float) -> None:
+async def run_mock(
+    host: str,
+    port: int,
+    *,
+    tokens: int,
+    interval: float,
+    fixtures: MockFixtures | None = None,
+) -> None:
     """Serve the mock on ``host:port`` until cancelled."""
-    runner = web.AppRunner(create_mock_app(tokens=tokens, interval=interval))
+    runner = web.AppRunner(create_mock_app(tokens=tokens, interval=interval, fixtures=fixtures))
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
@@ -124,10 +141,13 @@ async def _not_found(request: web.Request) -> web.Response:
     return _json(openai_chat.error_body(404, message), status=404)
 
 
-def _knobs(request: web.Request) -> Knobs:
-    """The app's knobs with this request's header overrides."""
+def _knobs(request: web.Request, fixture: Fixture | None = None) -> Knobs:
+    """The app's knobs with this request's header overrides (a fixture's ``interval``
+    comes between the two)."""
     knobs = request.app[MOCK_KNOBS]
     tokens, interval = knobs.tokens, knobs.interval
+    if fixture is not None and fixture.interval is not None:
+        interval = fixture.interval
     raw_tokens = request.headers.get(TOKENS_HEADER)
     if raw_tokens is not None:
         try:
@@ -148,12 +168,24 @@ def _knobs(request: web.Request) -> Knobs:
     return Knobs(tokens=tokens, interval=interval)
 
 
+def _choose(request: web.Request, payload: JsonObject, path: str) -> Chosen | None:
+    """The fixture that answers this request, if any."""
+    return request.app[MOCK_FIXTURES].choose(
+        path,
+        read_request(path, payload),
+        request.headers,
+        scenario=request.headers.get(SCENARIO_HEADER),
+    )
+
+
 async def _answer(
     request: web.Request, render: Render, error_body: ErrorBody
 ) -> web.StreamResponse:
-    """Parse the request, render it, and send the reply paced by the interval."""
+    """Parse the request, choose a fixture, render it (or the corpus), and send the
+    reply paced by the interval."""
+    chosen: Chosen | None = None
     try:
-        knobs = _knobs(request)
+        _knobs(request)  # a bad knob header is a 400 before anything else
         body = await request.read()
         try:
             payload = orjson.loads(body)
@@ -161,21 +193,77 @@ async def _answer(
             raise MockRequestError(f"The request body is not valid JSON: {exc}") from None
         if not isinstance(payload, dict):
             raise MockRequestError("The request body must be a JSON object")
-        reply = render(body, payload, knobs)
+        chosen = _choose(request, payload, request.path_qs)
+        if chosen is not None and _is_http_error(chosen.fixture):
+            return _http_error(chosen, error_body)
+        fixture = chosen.fixture if chosen is not None else None
+        knobs = _knobs(request, fixture)
+        reply = render(body, payload, knobs, fixture)
     except MockRequestError as exc:
-        return _json(error_body(400, str(exc)), status=400)
+        return _json(error_body(400, str(exc), None), status=400)
+    label = chosen.label if chosen is not None else None
     if not reply.streamed:
         response = web.Response(body=b"".join(reply.chunks), status=reply.status)
         response.headers["Content-Type"] = reply.content_type
+        if label is not None:
+            response.headers[FIXTURE_HEADER] = _header_text(label)
         return response
-    return await _stream(request, reply, knobs.interval)
+    return await _stream(request, reply, knobs.interval, label)
 
 
-async def _stream(request: web.Request, reply: Reply, interval: float) -> web.StreamResponse:
-    response = web.StreamResponse(
-        status=reply.status,
-        headers={"Content-Type": reply.content_type, "Cache-Control": "no-cache"},
-    )
+def _is_http_error(fixture: Fixture) -> bool:
+    return fixture.error is not None and fixture.error.status is not None
+
+
+def _header_text(text: str) -> str:
+    """``text`` as a header value may carry it (ASCII, no control characters)."""
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in text)[:200]
+
+
+#: What an HTTP error fixture says when it gives no message.
+_STATUS_MESSAGES = {
+    429: "Rate limit reached for requests",
+    500: "The server had an error while processing your request. Sorry about that!",
+    503: "The service is temporarily unavailable",
+    529: "Overloaded",
+}
+
+
+def _http_error(chosen: Chosen, error_body: ErrorBody) -> web.Response:
+    """A fixture's ``error: {status}``: the status, the provider's error body (or the
+    fixture's own ``body``) and the fixture's headers."""
+    error = chosen.fixture.error
+    assert error is not None and error.status is not None
+    status = error.status
+    headers = {k: str(v) for k, v in error.headers.items()}
+    headers[FIXTURE_HEADER] = _header_text(chosen.label)
+    if isinstance(error.body, str):
+        data = error.body.encode()
+        content_type = "text/plain; charset=utf-8"
+    else:
+        if error.body is not None:
+            obj: Any = error.body
+        else:
+            try:
+                phrase = HTTPStatus(status).phrase
+            except ValueError:
+                phrase = f"HTTP {status}"
+            message = error.message or _STATUS_MESSAGES.get(status, phrase)
+            obj = error_body(status, message, error.type)
+        data = compact(obj)
+        content_type = "application/json"
+    if not any(k.lower() == "content-type" for k in headers):
+        headers["Content-Type"] = content_type
+    return web.Response(body=data, status=status, headers=headers)
+
+
+async def _stream(
+    request: web.Request, reply: Reply, interval: float, fixture: str | None = None
+) -> web.StreamResponse:
+    headers = {"Content-Type": reply.content_type, "Cache-Control": "no-cache"}
+    if fixture is not None:
+        headers[FIXTURE_HEADER] = _header_text(fixture)
+    response = web.StreamResponse(status=reply.status, headers=headers)
     try:
         await response.prepare(request)
         for index, chunk in enumerate(reply.chunks):
@@ -209,11 +297,15 @@ async def _chat_for_eventsource(request: web.Request) -> web.StreamResponse:
         "messages": [{"role": "user", "content": request.query.get("q", "hi")}],
     }
     try:
-        knobs = _knobs(request)
-        reply = openai_chat.respond(orjson.dumps(payload), payload, knobs)
+        chosen = _choose(request, payload, "/v1/chat/completions")
+        if chosen is not None and _is_http_error(chosen.fixture):
+            return _http_error(chosen, openai_chat.error_body)
+        fixture = chosen.fixture if chosen is not None else None
+        knobs = _knobs(request, fixture)
+        reply = openai_chat.respond(orjson.dumps(payload), payload, knobs, fixture)
     except MockRequestError as exc:
         return _json(openai_chat.error_body(400, str(exc)), status=400)
-    return await _stream(request, reply, knobs.interval)
+    return await _stream(request, reply, knobs.interval, chosen.label if chosen else None)
 
 
 async def _gemini(request: web.Request) -> web.StreamResponse:
@@ -223,14 +315,16 @@ async def _gemini(request: web.Request) -> web.StreamResponse:
         return _json(gemini.error_body(404, message), status=404)
     alt = request.query.get("alt")
 
-    def render(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
-        return gemini.respond(body, payload, knobs, model=model, action=action, alt=alt)
+    def render(body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None) -> Reply:
+        return gemini.respond(
+            body, payload, knobs, model=model, action=action, alt=alt, fixture=fixture
+        )
 
     return await _answer(request, render, gemini.error_body)
 
 
 def _ollama(endpoint: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    def render(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
-        return ollama.respond(body, payload, knobs, endpoint=endpoint)
+    def render(body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None) -> Reply:
+        return ollama.respond(body, payload, knobs, endpoint=endpoint, fixture=fixture)
 
     return _provider(render, ollama.error_body)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from chaosproxy.mock.corpus import count_tokens, take_tokens, tokenize
+from chaosproxy.scenario.fixtures import Fixture
 
 JsonObject = dict[str, Any]
+T = TypeVar("T")
 
 #: The earliest ``created`` timestamp the mock reports (2024-01-01T00:00:00Z).
 CREATED_BASE = 1_704_067_200
@@ -51,10 +53,30 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """The call the mock makes, with its arguments as an object."""
+    """A call the mock makes, with its arguments as an object."""
 
     name: str
     arguments: JsonObject
+    #: The call's id as a fixture gives it (None: each provider derives its own).
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamError:
+    """A fixture's in-stream error: the provider's error event after ``after`` delta
+    events (text or tool-call fragments); the stream ends there, with no terminal."""
+
+    after: int
+    message: str | None = None
+    type: str | None = None
+
+
+#: What a rendered event is, for placing a StreamError: a delta (text or tool-call
+#: fragment), one of the events that open the stream, or anything else.
+DELTA = "delta"
+START = "start"
+OTHER = "other"
+Tagged = tuple[bytes, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +93,52 @@ class Plan:
     truncated: bool
     #: The request's max-tokens limit, if any.
     limit: int | None
-    tool: ToolCall | None = None
+    #: The calls the answer makes (in every choice), in order.
+    tools: tuple[ToolCall, ...] = ()
+    #: A fixture's finish reason, provider-neutral (None: from the answer itself).
+    finish: str | None = None
+    #: A fixture's output token count (None: counted).
+    output_tokens: int | None = None
+    #: A fixture's in-stream error.
+    error: StreamError | None = None
+    #: Tokens per tool-argument fragment.
+    per_event: int = 1
+
+    @property
+    def tool(self) -> ToolCall | None:
+        """The first call, if any."""
+        return self.tools[0] if self.tools else None
 
     @property
     def text(self) -> str:
         """The text of the first choice."""
         return "".join(self.choices[0])
 
+    @property
+    def refusal(self) -> bool:
+        """Whether the text is a refusal (a fixture's ``finish: refusal``)."""
+        return self.finish == "refusal"
+
+    def neutral_finish(self, cut: bool = False) -> str:
+        """The finish reason, provider-neutral: the fixture's, else ``length`` when the
+        request's limit (or ``cut``) cut the answer, ``tool_calls`` with calls, ``stop``."""
+        if self.finish is not None:
+            return self.finish
+        if self.truncated or cut:
+            return "length"
+        return "tool_calls" if self.tools else "stop"
+
     def completion_tokens(self, fragments: Sequence[str] = ()) -> int:
-        """Tokens generated: every choice's text tokens plus tool argument fragments."""
+        """Tokens generated: every choice's text tokens plus tool argument fragments
+        (a fixture's ``usage.output_tokens`` when it gives them)."""
+        if self.output_tokens is not None:
+            return self.output_tokens
         return sum(len(c) for c in self.choices) + len(fragments)
+
+    def label(self, base: str, call: int) -> str:
+        """What a derived id of call number ``call`` is made from: ``base`` for the
+        first call (the id the mock always gave it), else ``base.N``."""
+        return base if call == 0 else f"{base}.{call}"
 
     def ident(self, label: str, length: int, alphabet: str = _BASE62) -> str:
         """A stable id of ``length`` characters, distinct per ``label``."""
@@ -96,7 +154,7 @@ class Plan:
 
         Returns the fragments and whether the limit cut them.
         """
-        return limit_tokens(tokenize(arguments_json), self.limit)
+        return limit_tokens(group(tokenize(arguments_json), self.per_event), self.limit)
 
 
 def derive_id(digest: bytes, label: str, length: int, alphabet: str = _BASE62) -> str:
@@ -121,6 +179,30 @@ def base64url_id(plan: Plan, label: str, length: int) -> str:
     return base64.urlsafe_b64encode(raw).decode()[:length]
 
 
+def group(tokens: list[str], size: int) -> list[str]:
+    """``tokens`` joined ``size`` at a time (one delta event each)."""
+    if size <= 1:
+        return tokens
+    return ["".join(tokens[i : i + size]) for i in range(0, len(tokens), size)]
+
+
+def with_error(events: list[tuple[T, str]], plan: Plan, error_event: T) -> list[T]:
+    """The events of a stream, cut for the plan's in-stream error (if any): every event
+    before its ``after + 1``-th delta (after the last delta when there are fewer; after
+    the opening events when there are none), then ``error_event``, then nothing."""
+    if plan.error is None:
+        return [data for data, _ in events]
+    deltas = [i for i, (_, tag) in enumerate(events) if tag == DELTA]
+    after = plan.error.after
+    if after < len(deltas):
+        cut = deltas[after]
+    elif deltas:
+        cut = deltas[-1] + 1
+    else:
+        cut = next((i for i, (_, tag) in enumerate(events) if tag != START), len(events))
+    return [data for data, _ in events[:cut]] + [error_event]
+
+
 def limit_tokens(tokens: list[str], limit: int | None) -> tuple[list[str], bool]:
     """``tokens`` cut to ``limit``, and whether it cut anything."""
     if limit is not None and len(tokens) > limit:
@@ -138,16 +220,22 @@ def make_plan(
     n: int = 1,
     tools: Sequence[ToolSpec] = (),
     forced_tool: str | None = None,
+    fixture: Fixture | None = None,
 ) -> Plan:
     """The plan for one request.
 
     The answer text starts at the corpus answer chosen by the body's digest; choice ``i``
     starts ``i`` answers later. ``tools`` (already filtered to "the model may call one")
     turn the answer into a call of ``forced_tool`` or else the first tool.
+    With ``fixture``, the answer is the fixture's instead (its text in every choice,
+    its calls, finish reason, usage and in-stream error), never cut by the limit.
     """
     digest = hashlib.sha256(body).digest()
     start = int.from_bytes(digest[:8], "big")
     created = CREATED_BASE + int.from_bytes(digest[8:12], "big") % CREATED_SPAN
+    prompt_tokens = count_tokens(list(prompt_texts)) + 3
+    if fixture is not None:
+        return _fixture_plan(fixture, digest, model, created, prompt_tokens, max(1, n))
     tool_call: ToolCall | None = None
     if tools:
         spec = next((t for t in tools if t.name == forced_tool), tools[0])
@@ -165,11 +253,39 @@ def make_plan(
         digest=digest,
         model=model,
         created=created,
-        prompt_tokens=count_tokens(list(prompt_texts)) + 3,
+        prompt_tokens=prompt_tokens,
         choices=tuple(choices),
         truncated=truncated,
         limit=limit,
-        tool=tool_call,
+        tools=() if tool_call is None else (tool_call,),
+    )
+
+
+def _fixture_plan(
+    fixture: Fixture, digest: bytes, model: str, created: int, prompt_tokens: int, n: int
+) -> Plan:
+    pieces = tuple(group(tokenize(fixture.text or ""), fixture.tokens_per_event))
+    error = fixture.error
+    usage = fixture.usage
+    return Plan(
+        digest=digest,
+        model=model,
+        created=created,
+        prompt_tokens=(
+            prompt_tokens if usage is None or usage.input_tokens is None else usage.input_tokens
+        ),
+        choices=tuple(pieces for _ in range(n)),
+        truncated=False,
+        limit=None,
+        tools=tuple(ToolCall(c.name, c.argument_object, c.id) for c in fixture.tool_calls),
+        finish=fixture.finish,
+        output_tokens=None if usage is None else usage.output_tokens,
+        error=(
+            StreamError(error.after, error.message, error.type)
+            if error is not None and error.after is not None
+            else None
+        ),
+        per_event=fixture.tokens_per_event,
     )
 
 
@@ -300,6 +416,20 @@ class MockRequestError(Exception):
 def json_reply(obj: Any, status: int = 200, dumps: Any = compact) -> Reply:
     """A non-streamed JSON answer."""
     return Reply("application/json", [dumps(obj)], status=status, streamed=False)
+
+
+#: A provider's error envelope: (status, message, its error type or None) → body.
+ErrorBody = Callable[[int, str, str | None], JsonObject]
+#: What a failed generation says when its fixture gives no message.
+GENERATION_FAILED = "The server had an error while processing your request. Sorry about that!"
+
+
+def interrupted(plan: Plan, error_body: ErrorBody) -> Reply:
+    """The non-streamed answer to a fixture that breaks mid-stream (``error: {after}``):
+    the generation failed, so a 500 with the provider's error body."""
+    error = plan.error
+    message = (error.message if error else None) or GENERATION_FAILED
+    return json_reply(error_body(500, message, error.type if error else None), status=500)
 
 
 def forced_name(choice: Any) -> str | None:

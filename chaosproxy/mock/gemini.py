@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from chaosproxy.mock.common import (
+    DELTA,
+    OTHER,
     JsonObject,
     Knobs,
     MockRequestError,
@@ -25,12 +27,15 @@ from chaosproxy.mock.common import (
     base64url_id,
     google_json,
     int_field,
+    interrupted,
     make_plan,
     sse,
     strings_in,
     tools_from,
+    with_error,
 )
 from chaosproxy.mock.corpus import count_tokens
+from chaosproxy.scenario.fixtures import Fixture
 
 SSE_CONTENT_TYPE = "text/event-stream"
 JSON_CONTENT_TYPE = "application/json; charset=UTF-8"
@@ -38,9 +43,17 @@ CRLF = b"\r\n"
 
 
 def respond(
-    body: bytes, payload: JsonObject, knobs: Knobs, *, model: str, action: str, alt: str | None
+    body: bytes,
+    payload: JsonObject,
+    knobs: Knobs,
+    *,
+    model: str,
+    action: str,
+    alt: str | None,
+    fixture: Fixture | None = None,
 ) -> Reply:
-    """The mock's answer to one ``generateContent``/``streamGenerateContent`` request."""
+    """The mock's answer to one ``generateContent``/``streamGenerateContent`` request
+    (``fixture``'s when given)."""
     contents = payload.get("contents")
     if not isinstance(contents, list):
         raise MockRequestError("* GenerateContentRequest.contents: contents is not specified")
@@ -65,10 +78,13 @@ def respond(
         limit=int_field(config, "maxOutputTokens", "max_output_tokens"),
         tools=tools,
         forced_tool=allowed[0] if isinstance(allowed, list) and allowed else None,
+        fixture=fixture,
     )
-    chunks = stream_chunks(plan)
     if action == "generateContent":
+        if plan.error is not None:
+            return interrupted(plan, error_body)
         return Reply(JSON_CONTENT_TYPE, [_pretty(complete(plan))], streamed=False)
+    chunks = stream_chunks(plan)
     if alt == "sse":
         return Reply(SSE_CONTENT_TYPE, [sse(google_json(c), newline=CRLF) for c in chunks])
     # Without alt=sse Google streams one JSON array, elements separated by ",\r\n".
@@ -107,10 +123,11 @@ def _usage(plan: Plan, final: bool) -> JsonObject:
             "totalTokenCount": prompt,
             "promptTokensDetails": details,
         }
-    if plan.tool is None:
-        output = plan.completion_tokens()
-    else:
-        output = count_tokens([json.dumps(plan.tool.arguments, ensure_ascii=False)])
+    output = plan.output_tokens
+    if output is None:
+        output = len(plan.choices[0]) + sum(
+            count_tokens([json.dumps(call.arguments, ensure_ascii=False)]) for call in plan.tools
+        )
     return {
         "promptTokenCount": prompt,
         "candidatesTokenCount": output,
@@ -120,11 +137,21 @@ def _usage(plan: Plan, final: bool) -> JsonObject:
     }
 
 
+#: Gemini's finishReason for each provider-neutral finish reason.
+FINISH_REASONS = {
+    "stop": "STOP",
+    "length": "MAX_TOKENS",
+    "tool_calls": "STOP",
+    "content_filter": "SAFETY",
+    "refusal": "STOP",
+}
+
+
 def _chunk(plan: Plan, parts: list[JsonObject], final: bool) -> JsonObject:
     content: JsonObject = {"parts": parts, "role": "model"} if parts else {"role": "model"}
     candidate: JsonObject = {"content": content}
     if final:
-        candidate["finishReason"] = "MAX_TOKENS" if plan.truncated else "STOP"
+        candidate["finishReason"] = FINISH_REASONS[plan.neutral_finish()]
     candidate["index"] = 0
     return {
         "candidates": [candidate],
@@ -134,32 +161,74 @@ def _chunk(plan: Plan, parts: list[JsonObject], final: bool) -> JsonObject:
     }
 
 
+def _calls(plan: Plan) -> list[JsonObject]:
+    return [{"functionCall": {"name": c.name, "args": c.arguments}} for c in plan.tools]
+
+
 def stream_chunks(plan: Plan) -> list[JsonObject]:
-    """The response objects of the stream, one per token, the last one final."""
-    if plan.tool is not None:
-        call = {"functionCall": {"name": plan.tool.name, "args": plan.tool.arguments}}
-        return [_chunk(plan, [call], final=True)]
-    tokens = plan.choices[0]
-    if not tokens:
-        return [_chunk(plan, [], final=True)]
-    return [
-        _chunk(plan, [{"text": token}], final=i == len(tokens) - 1)
-        for i, token in enumerate(tokens)
+    """The response objects of the stream: one per text token, then one with every
+    call's whole ``functionCall`` part; the last one final (with an in-stream error,
+    none is: the error object comes instead of the end)."""
+    pieces = plan.choices[0]
+    last = len(pieces) - (0 if plan.tools else 1)
+    final = plan.error is None
+    chunks: list[tuple[JsonObject, str]] = [
+        (_chunk(plan, [{"text": piece}], final=final and i == last), DELTA)
+        for i, piece in enumerate(pieces)
     ]
+    if plan.tools:
+        chunks.append((_chunk(plan, _calls(plan), final=final), DELTA))
+    if not chunks:
+        chunks.append((_chunk(plan, [], final=final), OTHER))
+    return with_error(chunks, plan, error_event(plan))
+
+
+#: The HTTP status Google gives each error status (the default one: UNAVAILABLE).
+ERROR_CODES = {
+    "INVALID_ARGUMENT": 400,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "RESOURCE_EXHAUSTED": 429,
+    "INTERNAL": 500,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+
+
+_OVERLOADED = "The model is overloaded. Please try again later."
+
+
+def error_event(plan: Plan) -> JsonObject:
+    """The in-stream error: the Google API error envelope (``503 UNAVAILABLE`` unless
+    the fixture gives another status as its ``type``)."""
+    error = plan.error
+    status = (error.type if error else None) or "UNAVAILABLE"
+    message = (error.message if error else None) or _OVERLOADED
+    return {"error": {"code": ERROR_CODES.get(status, 500), "message": message, "status": status}}
 
 
 def complete(plan: Plan) -> JsonObject:
     """The non-streamed ``GenerateContentResponse``."""
-    if plan.tool is not None:
-        parts: list[JsonObject] = [
-            {"functionCall": {"name": plan.tool.name, "args": plan.tool.arguments}}
-        ]
-    else:
-        parts = [{"text": plan.text}] if plan.text else []
-    return _chunk(plan, parts, final=True)
+    parts: list[JsonObject] = [{"text": plan.text}] if plan.text else []
+    return _chunk(plan, parts + _calls(plan), final=True)
 
 
-def error_body(status: int, message: str) -> JsonObject:
-    """Google's error envelope."""
-    names = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT"}
-    return {"error": {"code": status, "message": message, "status": names.get(status, "INTERNAL")}}
+#: Google's error status for an HTTP status.
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def error_body(status: int, message: str, kind: str | None = None) -> JsonObject:
+    """Google's error envelope (``kind``: its status name, else from the status)."""
+    name = kind or STATUS_NAMES.get(status, "INTERNAL")
+    return {"error": {"code": status, "message": message, "status": name}}

@@ -13,6 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chaosproxy.mock.common import (
+    DELTA,
+    OTHER,
     JsonObject,
     Knobs,
     MockRequestError,
@@ -20,18 +22,29 @@ from chaosproxy.mock.common import (
     Reply,
     compact,
     int_field,
+    interrupted,
     json_reply,
     make_plan,
     strings_in,
     tools_from,
+    with_error,
 )
 from chaosproxy.mock.corpus import count_tokens
+from chaosproxy.scenario.fixtures import Fixture
 
 CONTENT_TYPE = "application/x-ndjson"
 
 
-def respond(body: bytes, payload: JsonObject, knobs: Knobs, *, endpoint: str) -> Reply:
-    """The mock's answer to ``/api/chat`` (``endpoint="chat"``) or ``/api/generate``."""
+def respond(
+    body: bytes,
+    payload: JsonObject,
+    knobs: Knobs,
+    *,
+    endpoint: str,
+    fixture: Fixture | None = None,
+) -> Reply:
+    """The mock's answer to ``/api/chat`` (``endpoint="chat"``) or ``/api/generate``
+    (``fixture``'s when given)."""
     model = payload.get("model")
     if not isinstance(model, str) or not model:
         raise MockRequestError("model is required")
@@ -48,9 +61,13 @@ def respond(body: bytes, payload: JsonObject, knobs: Knobs, *, endpoint: str) ->
     else:
         tools = []
         prompt = strings_in([payload.get("system"), payload.get("prompt")])
-    plan = make_plan(body, knobs, model=model, prompt_texts=prompt, limit=limit, tools=tools)
+    plan = make_plan(
+        body, knobs, model=model, prompt_texts=prompt, limit=limit, tools=tools, fixture=fixture
+    )
     objects = stream_objects(plan, knobs, endpoint=endpoint)
     if payload.get("stream", True) is False:
+        if plan.error is not None:
+            return interrupted(plan, error_body)
         return json_reply(_whole(plan, objects[-1], endpoint))
     return Reply(CONTENT_TYPE, [compact(o) + b"\n" for o in objects])
 
@@ -71,17 +88,18 @@ def _message(content: str, tool_calls: list[JsonObject] | None = None) -> JsonOb
 
 
 def _tool_calls(plan: Plan) -> list[JsonObject]:
-    assert plan.tool is not None
     return [
         {
-            "id": "call_" + plan.ident("call", 8).lower(),
-            "function": {"index": 0, "name": plan.tool.name, "arguments": plan.tool.arguments},
+            "id": call.id or "call_" + plan.ident(plan.label("call", j), 8).lower(),
+            "function": {"index": j, "name": call.name, "arguments": call.arguments},
         }
+        for j, call in enumerate(plan.tools)
     ]
 
 
 def stream_objects(plan: Plan, knobs: Knobs, *, endpoint: str) -> list[JsonObject]:
-    """The objects of the stream, one per line, the last one with ``done: true``."""
+    """The objects of the stream, one per line, the last one with ``done: true`` (or the
+    plan's in-stream error instead of the end)."""
     key = "message" if endpoint == "chat" else "response"
 
     def piece(index: int, text: str, tool_calls: list[JsonObject] | None = None) -> JsonObject:
@@ -93,17 +111,19 @@ def stream_objects(plan: Plan, knobs: Knobs, *, endpoint: str) -> list[JsonObjec
             "done": False,
         }
 
-    if plan.tool is not None:
-        objects = [piece(0, "", _tool_calls(plan))]
-        eval_count = count_tokens([compact(plan.tool.arguments).decode()])
-    else:
-        objects = [piece(i, token) for i, token in enumerate(plan.choices[0])]
-        eval_count = len(plan.choices[0])
+    objects = [(piece(i, token), DELTA) for i, token in enumerate(plan.choices[0])]
+    if plan.tools and endpoint == "chat":
+        objects.append((piece(len(objects), "", _tool_calls(plan)), DELTA))
+    eval_count = plan.output_tokens
+    if eval_count is None:
+        eval_count = len(plan.choices[0]) + sum(
+            count_tokens([compact(call.arguments).decode()]) for call in plan.tools
+        )
     step = round(knobs.interval * 1e9)
     prompt_eval = plan.prompt_tokens * 250_000
     load = 1_000_000 + plan.number("load", 9_000_000)
     eval_duration = max(1, eval_count) * max(step, 1_000_000)
-    reason = "length" if plan.truncated else "stop"
+    reason = "length" if plan.neutral_finish() == "length" else "stop"
     final: JsonObject = {
         "model": plan.model,
         "created_at": _timestamp(plan, len(objects) * knobs.interval),
@@ -127,19 +147,29 @@ def stream_objects(plan: Plan, knobs: Knobs, *, endpoint: str) -> list[JsonObjec
             "eval_duration": eval_duration,
         }
     )
-    return [*objects, final]
+    objects.append((final, OTHER))
+    return with_error(objects, plan, error_event(plan))
+
+
+def error_event(plan: Plan) -> JsonObject:
+    """The in-stream error line, as the Ollama server writes it."""
+    error = plan.error
+    return {"error": (error.message if error else None) or _GENERATION_FAILED}
+
+
+_GENERATION_FAILED = "an error was encountered while running the model"
 
 
 def _whole(plan: Plan, final: JsonObject, endpoint: str) -> JsonObject:
     """The single object of a ``"stream": false`` answer."""
     whole = dict(final)
     if endpoint == "chat":
-        whole["message"] = _message(plan.text, _tool_calls(plan) if plan.tool else None)
+        whole["message"] = _message(plan.text, _tool_calls(plan) if plan.tools else None)
     else:
         whole["response"] = plan.text
     return whole
 
 
-def error_body(status: int, message: str) -> JsonObject:
-    """Ollama's error shape."""
+def error_body(status: int, message: str, kind: str | None = None) -> JsonObject:
+    """Ollama's error shape (it has no error type)."""
     return {"error": message}

@@ -11,29 +11,38 @@ from __future__ import annotations
 from typing import Any
 
 from chaosproxy.mock.common import (
+    DELTA,
+    OTHER,
+    START,
     JsonObject,
     Knobs,
     MockRequestError,
     Plan,
     Reply,
+    Tagged,
     compact,
     forced_name,
     hex_id,
     int_field,
+    interrupted,
     json_reply,
     make_plan,
     sse,
     strings_in,
     tools_from,
+    with_error,
 )
+from chaosproxy.scenario.fixtures import Fixture
 
 DEFAULT_MODEL = "gpt-4o-mini"
 CONTENT_TYPE = "text/event-stream"
 DONE = b"data: [DONE]\n\n"
 
 
-def respond(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
-    """The mock's answer to one chat completion request."""
+def respond(
+    body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
+) -> Reply:
+    """The mock's answer to one chat completion request (``fixture``'s when given)."""
     messages = payload.get("messages")
     if not isinstance(messages, list):
         raise MockRequestError("'messages' is a required property")
@@ -52,11 +61,14 @@ def respond(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
         n=n,
         tools=tools,
         forced_tool=forced_name(payload.get("tool_choice")),
+        fixture=fixture,
     )
     if payload.get("stream") is True:
         options = payload.get("stream_options")
         usage = isinstance(options, dict) and options.get("include_usage") is True
         return Reply(CONTENT_TYPE, stream_events(plan, include_usage=usage))
+    if plan.error is not None:
+        return interrupted(plan, error_body)
     return json_reply(completion(plan))
 
 
@@ -68,17 +80,33 @@ def _ids(plan: Plan) -> tuple[str, str]:
     return "chatcmpl-" + plan.ident("chatcmpl", 29), "fp_" + hex_id(plan, "fp", 10)
 
 
-def _arguments(plan: Plan) -> str:
-    assert plan.tool is not None
-    return compact(plan.tool.arguments).decode()
+def _call_id(plan: Plan, choice: int, call: int) -> str:
+    given = plan.tools[call].id
+    return given or "call_" + plan.ident(plan.label(f"call{choice}", call), 24)
 
 
-def _call_id(plan: Plan, index: int) -> str:
-    return "call_" + plan.ident(f"call{index}", 24)
+def _calls(plan: Plan) -> list[tuple[list[str], bool]]:
+    """Each call's argument fragments, and whether the request's limit cut them."""
+    return [plan.fragments(compact(call.arguments).decode()) for call in plan.tools]
+
+
+#: OpenAI's finish_reason for each provider-neutral one (a refusal is its text's field).
+FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+    "refusal": "stop",
+}
+
+
+def _finish(plan: Plan, calls: list[tuple[list[str], bool]]) -> str:
+    return FINISH[plan.neutral_finish(cut=any(cut for _, cut in calls))]
 
 
 def stream_events(plan: Plan, *, include_usage: bool) -> list[bytes]:
-    """Every event of the streamed answer, ``[DONE]`` included."""
+    """Every event of the streamed answer, ``[DONE]`` included (or the plan's in-stream
+    error instead of the end)."""
     chunk_id, fingerprint = _ids(plan)
 
     def chunk(index: int, delta: JsonObject, finish: str | None = None) -> bytes:
@@ -97,61 +125,74 @@ def stream_events(plan: Plan, *, include_usage: bool) -> list[bytes]:
             )
         )
 
-    steps: list[list[bytes]] = []
-    fragments: list[str] = []
-    finishes: list[str] = []
-    for index, tokens in enumerate(plan.choices):
-        if plan.tool is not None:
-            fragments, cut = plan.fragments(_arguments(plan))
+    calls = _calls(plan)
+    text_field = "refusal" if plan.refusal else "content"
+    steps: list[list[Tagged]] = []
+    for index, pieces in enumerate(plan.choices):
+        headers = [
+            {
+                "index": j,
+                "id": _call_id(plan, index, j),
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            for j, call in enumerate(plan.tools)
+        ]
+        step: list[Tagged] = []
+        if plan.tools and not pieces:  # the call's head comes with the role
             first: JsonObject = {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [
-                    {
-                        "index": 0,
-                        "id": _call_id(plan, index),
-                        "type": "function",
-                        "function": {"name": plan.tool.name, "arguments": ""},
-                    }
-                ],
+                "tool_calls": headers[:1],
                 "refusal": None,
             }
-            deltas: list[JsonObject] = [
-                {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
-                for piece in fragments
-            ]
-            finishes.append("length" if cut else "tool_calls")
+        elif plan.refusal:
+            first = {"role": "assistant", "content": None, "refusal": ""}
         else:
             first = {"role": "assistant", "content": "", "refusal": None}
-            deltas = [{"content": token} for token in tokens]
-            finishes.append("length" if plan.truncated else "stop")
-        steps.append([chunk(index, first)] + [chunk(index, d) for d in deltas])
-    events: list[bytes] = []
+        step.append((chunk(index, first), START))
+        step += [(chunk(index, {text_field: piece}), DELTA) for piece in pieces]
+        for j, (fragments, _) in enumerate(calls):
+            if j or pieces:
+                step.append((chunk(index, {"tool_calls": [headers[j]]}), OTHER))
+            step += [
+                (chunk(index, {"tool_calls": [{"index": j, "function": {"arguments": p}}]}), DELTA)
+                for p in fragments
+            ]
+        steps.append(step)
+    events: list[Tagged] = []
     for position in range(max(len(s) for s in steps)):
         events.extend(s[position] for s in steps if position < len(s))
-    events.extend(chunk(i, {}, finish) for i, finish in enumerate(finishes))
+    finish = _finish(plan, calls)
+    events.extend((chunk(i, {}, finish), OTHER) for i in range(len(plan.choices)))
     if include_usage:
-        events.append(
-            sse(
-                compact(
-                    {
-                        "id": chunk_id,
-                        "object": "chat.completion.chunk",
-                        "created": plan.created,
-                        "model": plan.model,
-                        "system_fingerprint": fingerprint,
-                        "choices": [],
-                        "usage": _usage(plan, fragments if plan.tool else [], len(plan.choices)),
-                    }
-                )
-            )
-        )
-    events.append(DONE)
-    return events
+        usage_chunk = {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": plan.created,
+            "model": plan.model,
+            "system_fingerprint": fingerprint,
+            "choices": [],
+            "usage": _usage(plan, calls),
+        }
+        events.append((sse(compact(usage_chunk)), OTHER))
+    events.append((DONE, OTHER))
+    return with_error(events, plan, sse(compact(error_event(plan))))
 
 
-def _usage(plan: Plan, fragments: list[str], n: int) -> JsonObject:
-    completion_tokens = plan.completion_tokens() + len(fragments) * n
+def error_event(plan: Plan) -> JsonObject:
+    """The in-stream error: a top-level ``error`` (what the SDKs raise ``APIError`` on)."""
+    error = plan.error
+    message = (error.message if error else None) or (
+        "The server had an error while processing your request. Sorry about that!"
+    )
+    kind = (error.type if error else None) or "server_error"
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def _usage(plan: Plan, calls: list[tuple[list[str], bool]]) -> JsonObject:
+    fragments = sum(len(f) for f, _ in calls) * len(plan.choices)
+    completion_tokens = plan.completion_tokens([""] * fragments)
     return {
         "prompt_tokens": plan.prompt_tokens,
         "completion_tokens": completion_tokens,
@@ -169,36 +210,32 @@ def _usage(plan: Plan, fragments: list[str], n: int) -> JsonObject:
 def completion(plan: Plan) -> JsonObject:
     """The non-streamed ``chat.completion`` object."""
     chunk_id, fingerprint = _ids(plan)
+    calls = _calls(plan)
     choices: list[JsonObject] = []
-    fragments: list[str] = []
-    for index, tokens in enumerate(plan.choices):
-        message: JsonObject
-        if plan.tool is not None:
-            fragments, cut = plan.fragments(_arguments(plan))
-            message = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": _call_id(plan, index),
-                        "type": "function",
-                        "function": {"name": plan.tool.name, "arguments": "".join(fragments)},
-                    }
-                ],
-                "refusal": None,
-                "annotations": [],
-            }
-            finish = "length" if cut else "tool_calls"
-        else:
-            message = {
-                "role": "assistant",
-                "content": "".join(tokens),
-                "refusal": None,
-                "annotations": [],
-            }
-            finish = "length" if plan.truncated else "stop"
+    for index, pieces in enumerate(plan.choices):
+        text = "".join(pieces)
+        message: JsonObject = {
+            "role": "assistant",
+            "content": None if plan.refusal or (plan.tools and not text) else text,
+        }
+        if plan.tools:
+            message["tool_calls"] = [
+                {
+                    "id": _call_id(plan, index, j),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": "".join(calls[j][0])},
+                }
+                for j, call in enumerate(plan.tools)
+            ]
+        message["refusal"] = text if plan.refusal else None
+        message["annotations"] = []
         choices.append(
-            {"index": index, "message": message, "logprobs": None, "finish_reason": finish}
+            {
+                "index": index,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _finish(plan, calls),
+            }
         )
     return {
         "id": chunk_id,
@@ -206,14 +243,15 @@ def completion(plan: Plan) -> JsonObject:
         "created": plan.created,
         "model": plan.model,
         "choices": choices,
-        "usage": _usage(plan, fragments, len(plan.choices)),
+        "usage": _usage(plan, calls),
         "service_tier": "default",
         "system_fingerprint": fingerprint,
     }
 
 
-def error_body(status: int, message: str) -> JsonObject:
-    """OpenAI's error envelope."""
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    code = "not_found" if status == 404 else None
+def error_body(status: int, message: str, kind: str | None = None) -> JsonObject:
+    """OpenAI's error envelope (``kind``: its ``type``, else from the status)."""
+    if kind is None:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+    code = {404: "not_found", 429: "rate_limit_exceeded"}.get(status)
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}

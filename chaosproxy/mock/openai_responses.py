@@ -15,6 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from chaosproxy.mock.common import (
+    DELTA,
+    OTHER,
+    START,
     JsonObject,
     Knobs,
     MockRequestError,
@@ -24,12 +27,16 @@ from chaosproxy.mock.common import (
     forced_name,
     hex_id,
     int_field,
+    interrupted,
     json_reply,
     make_plan,
     sse,
     strings_in,
     tools_from,
+    with_error,
 )
+from chaosproxy.mock.openai_chat import error_body
+from chaosproxy.scenario.fixtures import Fixture
 
 DEFAULT_MODEL = "gpt-4o-mini"
 CONTENT_TYPE = "text/event-stream"
@@ -38,8 +45,10 @@ CONTENT_TYPE = "text/event-stream"
 _OBFUSCATION_WIDTH = 16
 
 
-def respond(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
-    """The mock's answer to one Responses request."""
+def respond(
+    body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
+) -> Reply:
+    """The mock's answer to one Responses request (``fixture``'s when given)."""
     given = payload.get("input")
     if not isinstance(given, str | list):
         raise MockRequestError("'input' is a required property")
@@ -54,11 +63,14 @@ def respond(body: bytes, payload: JsonObject, knobs: Knobs) -> Reply:
         limit=int_field(payload, "max_output_tokens"),
         tools=tools,
         forced_tool=forced_name(payload.get("tool_choice")),
+        fixture=fixture,
     )
     if payload.get("stream") is True:
         options = payload.get("stream_options")
         obfuscate = not (isinstance(options, dict) and options.get("include_obfuscation") is False)
         return Reply(CONTENT_TYPE, stream_events(plan, payload, obfuscate=obfuscate))
+    if plan.error is not None:
+        return interrupted(plan, error_body)
     return json_reply(_response(plan, payload, final=True))
 
 
@@ -71,50 +83,79 @@ def _answers_tool_result(given: Any) -> bool:
     )
 
 
-def _output_item(plan: Plan, *, done: bool) -> JsonObject:
-    """The single output item, as added (empty) or as done (complete)."""
-    if plan.tool is not None:
-        fragments, cut = plan.fragments(compact(plan.tool.arguments).decode())
-        return {
-            "id": "fc_" + hex_id(plan, "fc", 48),
-            "type": "function_call",
-            "status": ("incomplete" if cut else "completed") if done else "in_progress",
-            "arguments": "".join(fragments) if done else "",
-            "call_id": "call_" + plan.ident("call", 24),
-            "name": plan.tool.name,
-        }
+def _has_message(plan: Plan) -> bool:
+    """Whether the output has a message item (text, or no call to make)."""
+    return bool(plan.choices[0]) or not plan.tools
+
+
+def _fragments(plan: Plan, call: int) -> tuple[list[str], bool]:
+    return plan.fragments(compact(plan.tools[call].arguments).decode())
+
+
+def _status(plan: Plan) -> tuple[str, str | None]:
+    """The response's status and its incomplete reason."""
+    cut = any(_fragments(plan, j)[1] for j in range(len(plan.tools)))
+    finish = plan.neutral_finish(cut=cut)
+    if finish == "length":
+        return "incomplete", "max_output_tokens"
+    if finish == "content_filter":
+        return "incomplete", "content_filter"
+    return "completed", None
+
+
+def _message_item(plan: Plan, *, done: bool) -> JsonObject:
+    status = "in_progress"
+    if done:
+        status = "incomplete" if _status(plan)[0] == "incomplete" else "completed"
     return {
         "id": "msg_" + hex_id(plan, "msg", 48),
         "type": "message",
-        "status": ("incomplete" if plan.truncated else "completed") if done else "in_progress",
-        "content": [_part(plan.text)] if done else [],
+        "status": status,
+        "content": [_part(plan, plan.text)] if done else [],
         "role": "assistant",
     }
 
 
-def _part(text: str) -> JsonObject:
+def _call_item(plan: Plan, call: int, *, done: bool) -> JsonObject:
+    fragments, cut = _fragments(plan, call)
+    given = plan.tools[call].id
+    return {
+        "id": "fc_" + hex_id(plan, plan.label("fc", call), 48),
+        "type": "function_call",
+        "status": ("incomplete" if cut else "completed") if done else "in_progress",
+        "arguments": "".join(fragments) if done else "",
+        "call_id": given or "call_" + plan.ident(plan.label("call", call), 24),
+        "name": plan.tools[call].name,
+    }
+
+
+def _items(plan: Plan, *, done: bool) -> list[JsonObject]:
+    """The output items: the message (when there is one), then one per call."""
+    items = [_message_item(plan, done=done)] if _has_message(plan) else []
+    return items + [_call_item(plan, j, done=done) for j in range(len(plan.tools))]
+
+
+def _part(plan: Plan, text: str) -> JsonObject:
+    if plan.refusal:
+        return {"type": "refusal", "refusal": text}
     return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
-
-
-def _cut(plan: Plan) -> bool:
-    if plan.tool is not None:
-        return plan.fragments(compact(plan.tool.arguments).decode())[1]
-    return plan.truncated
 
 
 def _response(plan: Plan, payload: JsonObject, *, final: bool) -> JsonObject:
     """The response object: in progress (no output, no usage) or final."""
     status = "in_progress"
+    reason: str | None = None
     usage: JsonObject | None = None
     output: list[JsonObject] = []
     if final:
-        status = "incomplete" if _cut(plan) else "completed"
-        output = [_output_item(plan, done=True)]
-        fragments = plan.fragments(compact(plan.tool.arguments).decode())[0] if plan.tool else []
+        status, reason = _status(plan)
+        output = _items(plan, done=True)
+        fragments = [f for j in range(len(plan.tools)) for f in _fragments(plan, j)[0]]
         output_tokens = plan.completion_tokens(fragments)
         usage = {
             "input_tokens": plan.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            # (cache_write_tokens: the current SDKs' types require it.)
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": plan.prompt_tokens + output_tokens,
@@ -127,7 +168,7 @@ def _response(plan: Plan, payload: JsonObject, *, final: bool) -> JsonObject:
         "status": status,
         "background": False,
         "error": None,
-        "incomplete_details": ({"reason": "max_output_tokens"} if status == "incomplete" else None),
+        "incomplete_details": None if reason is None else {"reason": reason},
         "instructions": payload.get("instructions"),
         "max_output_tokens": plan.limit,
         "max_tool_calls": None,
@@ -154,69 +195,124 @@ def _response(plan: Plan, payload: JsonObject, *, final: bool) -> JsonObject:
 
 
 def stream_events(plan: Plan, payload: JsonObject, *, obfuscate: bool = True) -> list[bytes]:
-    """Every event of the streamed answer, terminal event included."""
-    bodies: list[JsonObject] = [
-        {"type": "response.created", "response": _response(plan, payload, final=False)},
-        {"type": "response.in_progress", "response": _response(plan, payload, final=False)},
-        {
-            "type": "response.output_item.added",
-            "output_index": 0,
-            "item": _output_item(plan, done=False),
-        },
+    """Every event of the streamed answer, terminal event included (or the plan's
+    in-stream error instead of the end)."""
+    bodies: list[tuple[JsonObject, str]] = [
+        ({"type": "response.created", "response": _response(plan, payload, final=False)}, START),
+        (
+            {"type": "response.in_progress", "response": _response(plan, payload, final=False)},
+            START,
+        ),
     ]
-    done_item = _output_item(plan, done=True)
-    item_id = done_item["id"]
+    done_items = _items(plan, done=True)
+    added_items = _items(plan, done=False)
+    padded = 0
 
-    def pad(index: int, delta: str) -> JsonObject:
+    def pad(delta: str) -> JsonObject:
+        nonlocal padded
         if not obfuscate:
             return {}
         width = max(1, _OBFUSCATION_WIDTH - len(delta))
-        return {"obfuscation": plan.ident(f"obfuscation{index}", width)}
+        padded += 1
+        return {"obfuscation": plan.ident(f"obfuscation{padded - 1}", width)}
 
-    if plan.tool is not None:
-        fragments, _ = plan.fragments(compact(plan.tool.arguments).decode())
-        bodies += [
-            {
-                "type": "response.function_call_arguments.delta",
-                "item_id": item_id,
-                "output_index": 0,
-                "delta": piece,
-                **pad(i, piece),
-            }
-            for i, piece in enumerate(fragments)
-        ]
+    for output_index, (added, done_item) in enumerate(zip(added_items, done_items, strict=True)):
+        item_id = done_item["id"]
         bodies.append(
-            {
-                "type": "response.function_call_arguments.done",
-                "item_id": item_id,
-                "output_index": 0,
-                "name": plan.tool.name,
-                "arguments": done_item["arguments"],
-            }
+            (
+                {"type": "response.output_item.added", "output_index": output_index, "item": added},
+                OTHER,
+            )
         )
-    else:
-        where = {"item_id": item_id, "output_index": 0, "content_index": 0}
-        bodies.append({"type": "response.content_part.added", **where, "part": _part("")})
-        bodies += [
-            {
-                "type": "response.output_text.delta",
-                **where,
-                "delta": token,
-                "logprobs": [],
-                **pad(i, token),
-            }
-            for i, token in enumerate(plan.choices[0])
-        ]
+        if done_item["type"] == "function_call":
+            call = output_index - (1 if _has_message(plan) else 0)
+            fragments, _ = _fragments(plan, call)
+            where = {"item_id": item_id, "output_index": output_index}
+            bodies += [
+                (
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        **where,
+                        "delta": piece,
+                        **pad(piece),
+                    },
+                    DELTA,
+                )
+                for piece in fragments
+            ]
+            bodies.append(
+                (
+                    {
+                        "type": "response.function_call_arguments.done",
+                        **where,
+                        "name": plan.tools[call].name,
+                        "arguments": done_item["arguments"],
+                    },
+                    OTHER,
+                )
+            )
+        else:
+            where = {"item_id": item_id, "output_index": output_index, "content_index": 0}
+            kind = "refusal" if plan.refusal else "output_text"
+            bodies.append(
+                ({"type": "response.content_part.added", **where, "part": _part(plan, "")}, OTHER)
+            )
+            for piece in plan.choices[0]:
+                delta: JsonObject = {"type": f"response.{kind}.delta", **where, "delta": piece}
+                if not plan.refusal:
+                    delta["logprobs"] = []
+                bodies.append(({**delta, **pad(piece)}, DELTA))
+            whole: JsonObject = {"type": f"response.{kind}.done", **where}
+            if plan.refusal:
+                whole["refusal"] = plan.text
+            else:
+                whole.update(text=plan.text, logprobs=[])
+            bodies.append((whole, OTHER))
+            bodies.append(
+                (
+                    {
+                        "type": "response.content_part.done",
+                        **where,
+                        "part": _part(plan, plan.text),
+                    },
+                    OTHER,
+                )
+            )
         bodies.append(
-            {"type": "response.output_text.done", **where, "text": plan.text, "logprobs": []}
+            (
+                {
+                    "type": "response.output_item.done",
+                    "output_index": output_index,
+                    "item": done_item,
+                },
+                OTHER,
+            )
         )
-        bodies.append({"type": "response.content_part.done", **where, "part": _part(plan.text)})
-    bodies.append({"type": "response.output_item.done", "output_index": 0, "item": done_item})
     final = _response(plan, payload, final=True)
-    bodies.append({"type": f"response.{final['status']}", "response": final})
+    bodies.append(({"type": f"response.{final['status']}", "response": final}, OTHER))
     events = []
-    for number, body in enumerate(bodies):
+    for number, body in enumerate(with_error(bodies, plan, _ERROR)):
+        if body is _ERROR:
+            events.append(sse(compact(error_event(plan, number)), event="error"))
+            continue
         # sequence_number comes right after type, as in the captures.
         ordered = {"type": body["type"], "sequence_number": number, **body}
         events.append(sse(compact(ordered), event=body["type"]))
     return events
+
+
+#: Where the in-stream error goes among the event bodies (numbered with the others).
+_ERROR: JsonObject = {"type": "error"}
+
+
+def error_event(plan: Plan, sequence_number: int) -> JsonObject:
+    """The in-stream error, flat, in the documented field order."""
+    error = plan.error
+    return {
+        "type": "error",
+        "code": (error.type if error else None) or "server_error",
+        "message": (error.message if error else None)
+        or "The server had an error while processing your request. Sorry about that!",
+        "param": None,
+        "sequence_number": sequence_number,
+    }

@@ -5,12 +5,15 @@ of problems (``errors``) can each be read alone; import from here.
 """
 
 from chaosproxy.scenario.errors import Problem, ScenarioError
+from chaosproxy.scenario.fixtures import Fixture
 from chaosproxy.scenario.loader import (
     MAX_FILE_BYTES,
     check_paths,
+    load_fixture_files,
     load_library,
     load_scenario_file,
     load_scenarios,
+    parse_fixtures,
     parse_scenario,
     validate_paths,
     with_library,
@@ -32,6 +35,7 @@ __all__ = [
     "MAX_SEED",
     "NAME_PATTERN",
     "PASSTHROUGH",
+    "Fixture",
     "MatchRule",
     "Problem",
     "Scenario",
@@ -39,9 +43,11 @@ __all__ = [
     "check_paths",
     "cross_tenant_warnings",
     "header_values",
+    "load_fixture_files",
     "load_library",
     "load_scenario_file",
     "load_scenarios",
+    "parse_fixtures",
     "parse_scenario",
     "validate_paths",
     "with_library",

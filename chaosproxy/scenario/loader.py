@@ -26,6 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
 from chaosproxy.scenario.errors import Located, Problem, ScenarioError, dotted, phrase_errors
+from chaosproxy.scenario.fixtures import Fixture, FixtureFile
 from chaosproxy.scenario.model import Scenario, name_error
 from chaosproxy.seeds import SEED_RANGE
 
@@ -101,6 +102,136 @@ def check_paths(paths: Sequence[str | Path]) -> tuple[dict[str, Scenario], list[
         if path.is_dir() and not any(p for p, problem in _expand([path]) if problem is None):
             problems.append(Problem(str(path), 0, "no scenarios here"))
     return scenarios, problems
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def parse_fixtures(text: str | bytes, source: str) -> tuple[Fixture, ...]:
+    """Mock fixtures given as YAML (or JSON) text: a fixture file's mapping with a
+    ``fixtures:`` list, or one fixture's mapping. Raises ScenarioError with every
+    problem, each located to its line as a scenario's are (``source`` names the text)."""
+    parsed, problems = _parse_fixtures(text, source)
+    if problems:
+        raise ScenarioError(problems)
+    return parsed
+
+
+def load_fixture_files(paths: Sequence[str | Path]) -> tuple[Fixture, ...]:
+    """The fixtures of fixture files and directories (their ``*.yaml``, ``*.yml`` and
+    ``*.json``, sorted), in order: files in the order given, fixtures in file order.
+    Every problem of every file is collected before one ScenarioError is raised; a path
+    with no fixture file in it is a problem."""
+    found: list[Fixture] = []
+    problems: list[Problem] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            try:
+                files = sorted(
+                    (p for p in path.iterdir() if p.suffix in _FIXTURE_SUFFIXES and p.is_file()),
+                    key=lambda p: p.name,
+                )
+            except OSError as exc:
+                problems.append(Problem(str(path), 0, f"cannot list directory: {_os_reason(exc)}"))
+                continue
+            if not files:
+                problems.append(Problem(str(path), 0, "no fixture files here (*.yaml, *.json)"))
+        elif path.exists():
+            files = [path]
+        else:
+            problems.append(Problem(str(path), 0, "no such file or directory"))
+            continue
+        for file in files:
+            if file.resolve() in seen:
+                continue
+            seen.add(file.resolve())
+            data, problem = _read_file(file)
+            if problem is not None:
+                problems.append(problem)
+                continue
+            fixtures, more = _parse_fixtures(data, str(file), whole_file=True)
+            found.extend(fixtures)
+            problems.extend(more)
+    if problems:
+        raise ScenarioError(problems)
+    return tuple(found)
+
+
+_FIXTURE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _parse_fixtures(
+    text: str | bytes, source: str, *, whole_file: bool = False
+) -> tuple[tuple[Fixture, ...], list[Problem]]:
+    validator = _FixtureValidator(source, whole_file=whole_file)
+    fixtures = validator.read(text)
+    problems = sorted(validator.problems, key=lambda p: p.line)
+    return (fixtures or (), problems)
+
+
+class _FixtureValidator:
+    """A fixture document through the scenario validator's checks (size, encoding,
+    YAML safety, alias bombs, huge integers), then the fixture models, every problem
+    located to its line."""
+
+    def __init__(self, source: str, *, whole_file: bool) -> None:
+        self.source = source
+        self.whole_file = whole_file
+        self.problems: list[Problem] = []
+
+    def read(self, text: str | bytes) -> tuple[Fixture, ...] | None:
+        size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
+        if size > MAX_FILE_BYTES:
+            self.problems.append(Problem(self.source, 0, "file is larger than 1 MiB"))
+            return None
+        if isinstance(text, bytes):
+            data = text
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                line = data.count(b"\n", 0, exc.start) + 1
+                self.problems.append(Problem(self.source, line, "not UTF-8 text"))
+                return None
+        if "\t" in text and text.lstrip().startswith("{"):
+            text = _untab_json(text)
+        checker = _Validator(text, self.source)
+        try:
+            root = checker.compose()
+            document = None if root is None else checker.loader.construct_document(root)
+        except yaml.MarkedYAMLError as exc:
+            checker.yaml_problem(exc)
+            root = None
+        finally:
+            checker.loader.dispose()
+        self.problems += checker.problems
+        if root is None or checker.problems:
+            return None
+        assert isinstance(document, dict)
+        model: type[BaseModel] = FixtureFile
+        if not self.whole_file and "fixtures" not in document:
+            model = Fixture
+        try:
+            validated = model.model_validate(document)
+        except ValidationError as exc:
+            checker.report(exc.errors(), model, (), root, document, root_line=_line(root))
+            self.problems += checker.problems
+            return None
+        if isinstance(validated, FixtureFile):
+            return validated.fixtures
+        assert isinstance(validated, Fixture)
+        return (validated,)
+
+
+def _read_file(path: Path) -> tuple[bytes, Problem | None]:
+    if not path.is_file():
+        return b"", Problem(str(path), 0, "not a regular file")
+    try:
+        with path.open("rb") as f:
+            return f.read(MAX_FILE_BYTES + 1), None
+    except OSError as exc:
+        return b"", Problem(str(path), 0, f"cannot read: {_os_reason(exc)}")
 
 
 # --------------------------------------------------------------------------- the library

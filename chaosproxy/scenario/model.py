@@ -17,6 +17,7 @@ from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
 from chaosproxy.core.history import ResumeConfig
 from chaosproxy.core.integrity import parse_pointer
+from chaosproxy.scenario.fixtures import Fixture
 from chaosproxy.seeds import MAX_SEED
 
 #: Scenario names: usable as-is in a URL path segment and an HTTP header value.
@@ -143,6 +144,9 @@ class Scenario(BaseModel):
     faults: tuple[tuple[str, FaultConfig], ...]
     #: JSON pointers to an application envelope, checked by the contract monitor.
     envelope: EnvelopeRule | None = None
+    #: Mock fixtures tried first for this scenario's requests when the upstream is the
+    #: built-in mock (docs/mock.md, Fixtures). A file gives a list: not strict here.
+    mock: Annotated[tuple[Fixture, ...], Field(strict=False)] = ()
     #: Where it came from: a file path, or the ``source`` given to parse_scenario.
     source: str = Field(default="", exclude=True)
 
@@ -209,6 +213,8 @@ class Scenario(BaseModel):
         }
         if self.envelope is not None:
             view["envelope"] = self.envelope.model_dump()
+        if self.mock:
+            view["mock"] = [fixture.as_dict() for fixture in self.mock]
         return view
 
 

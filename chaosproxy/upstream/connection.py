@@ -16,6 +16,13 @@ response with httptools (llhttp), handing each read's body to the response's sin
   the client's own body is awaited), then the idle timeout, which only counts while we
   read: a read records a timestamp, the timer re-arms itself from it, and a connection
   we paused (the caller is busy or its client is slow) is never idle.
+- **An answer on accept is an answer.** An upstream may send its response head before
+  it has read the request (HTTP allows it). Bytes that arrive on a new connection
+  before its first request is written are kept (reading paused after the first read),
+  and parsed as that request's response once it is written; such a connection is not
+  pooled again. On a pooled connection, bytes nobody asked for still end it (a
+  server's goodbye: its request is sent again on a fresh connection, as for any stale
+  one).
 - **An early answer survives a failed write.** The upstream may answer, and close,
   before it has read the whole request body; the write that then fails makes the
   transport drop its reader. What the upstream had sent is still in the kernel, so
@@ -95,6 +102,11 @@ class Connection(asyncio.Protocol):
         #: llhttp's on_body: the pieces of one read, joined after feed_data.
         self.on_body = self._pieces.append
         self._reused = False
+        #: An exchange has begun on this connection (its first request was written).
+        self._began = False
+        #: What a new connection received before its first request was written (an
+        #: answer on accept): fed to that request's parser once it is written.
+        self._early: list[bytes] = []
         self._retryable = False
         self._is_head = False
         self._req_close = False
@@ -152,6 +164,7 @@ class Connection(asyncio.Protocol):
                 )
             )
             return fut
+        self._began = True
         self._parser = httptools.HttpResponseParser(self)
         self._reused = reused
         self._retryable = stream is None
@@ -181,7 +194,21 @@ class Connection(asyncio.Protocol):
             self._body_task = self.loop.create_task(self._send_body(stream, length))
         else:
             self._body_sent = True
+        if self._early:
+            self._answered_early()
         return fut
+
+    def _answered_early(self) -> None:
+        """The upstream sent bytes before this (first) request was written: they are
+        its answer. Parse them now, then read on; never pool this connection again (a
+        server that answers before it reads may answer the next request early too)."""
+        data = b"".join(self._early)
+        self._early.clear()
+        self._dirty = True
+        transport = self.transport
+        if transport is not None and not self._read_paused:
+            transport.resume_reading()
+        self.data_received(data)
 
     def _reset(self) -> None:
         """Forget the exchange (the connection itself is left as it is)."""
@@ -377,7 +404,16 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         parser = self._parser
-        if parser is None:  # nobody asked: an idle connection, or bytes after a HEAD head
+        if parser is None:
+            transport = self.transport
+            if not self._began and transport is not None:
+                # An answer on accept: kept for the first request, which is being
+                # written (no more is read until then).
+                self._early.append(data)
+                transport.pause_reading()
+                return
+            # Nobody asked: a pooled connection (a server's goodbye), or bytes after a
+            # HEAD head. The connection cannot be trusted.
             self.kill()
             return
         self._bytes_in += len(data)

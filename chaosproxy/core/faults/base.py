@@ -51,7 +51,7 @@ from pydantic import (
 )
 from typing_extensions import TypeVar
 
-from chaosproxy.core.actions import Action, HttpAction
+from chaosproxy.core.actions import Action, HttpAction, RequestAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
@@ -355,6 +355,11 @@ class Fault(Generic[C]):
         return cls.stage == "event"
 
     # -- HTTP stage
+    def before_request(self) -> list[RequestAction]:
+        """Actions on the request while its body arrives (a held body, a cut upload):
+        they come before every other fault's :meth:`before_upstream`."""
+        return []
+
     def before_upstream(self) -> list[HttpAction]:
         """Actions before the request is forwarded (a canned status, a held header)."""
         return []

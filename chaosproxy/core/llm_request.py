@@ -1,0 +1,181 @@
+"""What an LLM request asks, read the same way for every provider.
+
+The request journal (docs/mock.md, The request journal) and the mock's fixtures (their
+``match:``) both need the same few facts of a request body, whatever the provider
+spells them as: its model, its conversation as (role, text) messages, the names of the
+tools it offers and whether it streams. :func:`read_request` reads them from the path
+and the parsed JSON body, without I/O; a body it does not understand gives what it can
+(an empty conversation, no model), never an error.
+
+Shapes understood: OpenAI Chat Completions and Ollama chat (``messages``), OpenAI
+Responses (``instructions``, ``input`` as text or items), Anthropic Messages (``system``,
+``messages`` with content blocks), Gemini (``systemInstruction``, ``contents`` with
+parts; the model is in the path) and Ollama generate (``system``, ``prompt``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Gemini's model is in the path: ``/v1beta/models/{model}:streamGenerateContent``.
+_GEMINI_MODEL = re.compile(r"/models/([^/:?]+):[A-Za-z]+")
+#: Roles spelled otherwise by a provider, as the journal shows them.
+_ROLES = {"model": "assistant", "function": "tool"}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of the conversation: its role (``system``, ``user``, ``assistant``,
+    ``tool``) and its text (text parts joined by newlines; other parts left out)."""
+
+    role: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """What a request asks, provider-neutral."""
+
+    #: The model asked for (from the body, or Gemini's path), if any.
+    model: str | None
+    #: The conversation, a system prompt first (as one ``system`` message).
+    messages: tuple[Message, ...]
+    #: The names of the function tools offered, in order.
+    tools: tuple[str, ...]
+    #: ``stream`` of the body (Gemini: whether the path streams), if said.
+    stream: bool | None
+
+    @property
+    def last_user_message(self) -> str | None:
+        """The text of the last ``user`` message (None when there is none)."""
+        for message in reversed(self.messages):
+            if message.role == "user":
+                return message.text
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able view: ``model``, ``stream``, ``messages`` (role and text each),
+        ``tools`` (names)."""
+        return {
+            "model": self.model,
+            "stream": self.stream,
+            "messages": [{"role": m.role, "text": m.text} for m in self.messages],
+            "tools": list(self.tools),
+        }
+
+
+#: What a request with no body (or one that is not a JSON object) asks.
+NOTHING = RequestView(None, (), (), None)
+
+
+def read_request(path: str, body: Any) -> RequestView:
+    """The view of a request to ``path`` (query allowed) whose body parsed to ``body``
+    (anything: only a JSON object is read)."""
+    bare = path.split("?", 1)[0]
+    gemini = _GEMINI_MODEL.search(bare)
+    if not isinstance(body, Mapping):
+        if gemini is None:
+            return NOTHING
+        return RequestView(gemini.group(1), (), (), "streamGenerateContent" in bare)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        model = gemini.group(1) if gemini is not None else None
+    stream = body.get("stream")
+    if not isinstance(stream, bool):
+        stream = ("streamGenerateContent" in bare) if gemini is not None else None
+    return RequestView(model, tuple(_messages(body)), tuple(tool_names(body.get("tools"))), stream)
+
+
+def _messages(body: Mapping[str, Any]) -> list[Message]:
+    out: list[Message] = []
+    for key in ("system", "instructions"):
+        system = _text(body.get(key))
+        if system:
+            out.append(Message("system", system))
+    instruction = body.get("systemInstruction", body.get("system_instruction"))
+    if instruction is not None:
+        out.append(Message("system", _text(instruction)))
+    messages = body.get("messages")
+    contents = body.get("contents")
+    given = body.get("input")
+    if isinstance(messages, list):
+        out += [_message(m) for m in messages if isinstance(m, Mapping)]
+    elif isinstance(contents, list):
+        out += [_message(c) for c in contents if isinstance(c, Mapping)]
+    elif isinstance(given, str):
+        out.append(Message("user", given))
+    elif isinstance(given, list):
+        out += [_item(i) for i in given if isinstance(i, Mapping)]
+    elif isinstance(body.get("prompt"), str):
+        out.append(Message("user", body["prompt"]))
+    return out
+
+
+def _message(message: Mapping[str, Any]) -> Message:
+    """A chat message (OpenAI, Anthropic, Ollama) or a Gemini content."""
+    role = message.get("role")
+    role = _ROLES.get(role, role) if isinstance(role, str) else "user"
+    parts = message.get("parts")
+    content = message.get("content", parts)
+    if isinstance(parts, list) and any(
+        isinstance(p, Mapping) and ("functionResponse" in p or "function_response" in p)
+        for p in parts
+    ):
+        role = "tool"
+    if isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+    ):
+        role = "tool"
+    return Message(role, _text(content))
+
+
+def _item(item: Mapping[str, Any]) -> Message:
+    """An OpenAI Responses input item."""
+    kind = item.get("type")
+    if kind == "function_call_output":
+        return Message("tool", _text(item.get("output")))
+    if kind == "function_call":
+        return Message("assistant", "")
+    return _message(item)
+
+
+def _text(value: Any) -> str:
+    """The text in a content value: a string, a list of parts or blocks (their ``text``,
+    a tool result's ``content``), a Gemini ``{parts: [...]}``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [_text(v) for v in value]
+        return "\n".join(t for t in texts if t)
+    if isinstance(value, Mapping):
+        for key in ("text", "content", "parts", "output"):
+            inner = value.get(key)
+            if isinstance(inner, str | list | Mapping):
+                return _text(inner)
+    return ""
+
+
+def tool_names(raw: Any) -> list[str]:
+    """The names of the function tools in any provider's ``tools`` list: OpenAI Chat and
+    Ollama (``{"type": "function", "function": {"name"}}``), OpenAI Responses and
+    Anthropic (``{"name"}``), Gemini (``{"functionDeclarations": [{"name"}]}``). Other
+    tools (a web search without a name) are left out."""
+    names: list[str] = []
+    if not isinstance(raw, list):
+        return names
+    for tool in raw:
+        if not isinstance(tool, Mapping):
+            continue
+        if isinstance(tool.get("function"), Mapping):
+            tool = tool["function"]
+        decls = tool.get("functionDeclarations", tool.get("function_declarations"))
+        for decl in decls if isinstance(decls, list) else [tool]:
+            if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):
+                names.append(decl["name"])
+    return names
+
+
+__all__ = ["NOTHING", "Message", "RequestView", "read_request", "tool_names"]
