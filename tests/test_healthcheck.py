@@ -142,6 +142,27 @@ async def test_connections_that_asked_something_are_not_empty(
     assert "chaosproxy_empty_connections_total 0.0" in proxy.metrics.render().decode()
 
 
+async def test_a_probe_of_empty_lines_is_counted_not_rejected(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    """A load balancer's probe sends a bare CRLF and leaves: no request (RFC 9112 asks a
+    server to ignore empty lines before one), so no rejected line; it is counted."""
+    proxy = await make_proxy()
+    host, _, port = proxy.url.removeprefix("http://").rpartition(":")
+    for probe in (b"\r\n", b"\r\n\r\n", b""):
+        _, writer = await asyncio.open_connection(host, int(port))
+        writer.write(probe)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+    text = ""
+    async with asyncio.timeout(5):
+        while "chaosproxy_empty_connections_total 3.0" not in text:
+            await asyncio.sleep(0.01)
+            text = proxy.metrics.render().decode()
+    assert log_capture.lines == []
+
+
 # --------------------------------------------------------------- the start-up warning
 
 
