@@ -174,3 +174,33 @@ def test_matrix_takes_the_upstream_and_the_proxies_settings(
     assert seen["settings"] == {"seed": 42, "mock_tokens": 5, "connect_timeout": 2.0}
     assert cli.main(["matrix", "--client", "true", "--upstream", "mock", "--seed", "7"]) == 2
     assert (seen["upstream"], seen["settings"]["seed"]) == ("mock", 7)
+
+
+def test_explore_takes_the_upstream_and_the_proxies_settings_but_the_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its --seed draws the runs (each run has a seed of its own): CHAOSPROXY_SEED is not
+    one of its settings."""
+    from chaosproxy import explore
+
+    seen: dict[str, Any] = {}
+
+    class Runner:
+        def __init__(self, client: str, **kw: Any) -> None:
+            seen.update(kw)
+
+        def __enter__(self) -> Any:
+            raise explore.ExploreError("stopped here")
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    monkeypatch.setattr(explore, "CommandRunner", Runner)
+    monkeypatch.setenv("CHAOSPROXY_UPSTREAM", "http://gateway.test:9")
+    monkeypatch.setenv("CHAOSPROXY_SEED", "42")
+    monkeypatch.setenv("CHAOSPROXY_IDLE_TIMEOUT", "3s")
+    assert cli.main(["explore", "--client", "true", "--budget", "1"]) == 2
+    assert seen["upstream"] == "http://gateway.test:9"
+    assert seen["settings"] == {"idle_timeout": 3.0}
+    assert cli.main(["explore", "--client", "true", "--budget", "1", "--upstream", "mock"]) == 2
+    assert seen["upstream"] == "mock"
