@@ -514,19 +514,25 @@ def _stdout_is_terminal() -> bool:
 
 def _health_check_warning(config: Config, proxy: RunningProxy) -> str | None:
     """A warning when the container's health check (chaosproxy.healthcheck, as the
-    image's HEALTHCHECK runs it) cannot reach what it asks: the admin API's ``/health``,
-    or with the admin off the proxy's port. Blocking: run it in a thread."""
+    image's HEALTHCHECK runs it) cannot reach what it asks: the admin API's ``/health``
+    (asked here as the check asks it), or with the admin off the proxy's port (whose
+    address is only looked up: a connection to the proxy would count as a client, and
+    could take a place under --max-connections). Blocking: run it in a thread."""
     from chaosproxy import healthcheck
 
     if config.admin is not None and proxy.admin_url is not None:
         what, (host, _), url = "the admin API", config.admin, proxy.admin_url
-        probe = healthcheck.probe_health
     else:
         what, (host, _), url = "the proxy", config.listen, proxy.url
-        probe = healthcheck.probe_port
     port = int(url.rsplit(":", 1)[1])
     try:
-        probe(host, port, timeout=1.0)
+        if config.admin is not None and proxy.admin_url is not None:
+            healthcheck.probe_health(host, port, timeout=1.0)
+        else:
+            dialled, _ = healthcheck.target(host, port)
+            if not healthcheck.has_address(dialled):
+                shown = f"[{dialled}]" if ":" in dialled else dialled
+                raise healthcheck.Unhealthy(f"{shown}:{port}: not an address of this host")
     except healthcheck.Unhealthy as exc:
         shown = f"[{host}]" if ":" in host else host
         hint = ""

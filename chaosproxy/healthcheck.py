@@ -8,9 +8,10 @@ within :data:`TIMEOUT`.
 The addresses come from ``CHAOSPROXY_ADMIN`` and ``CHAOSPROXY_LISTEN`` with ``serve``'s
 defaults: a Docker ``HEALTHCHECK`` runs apart from the server and cannot see its command
 line. A wildcard is asked on the loopback of its family (:func:`target`: ``0.0.0.0`` on
-``127.0.0.1``, ``::`` on ``::1``), a name on each address it resolves to. ``serve`` runs
-the same check once it listens and warns when it fails (an IPv6 wildcard in a container
-without IPv6, say).
+``127.0.0.1``, ``::`` on ``::1``), a name on each address it resolves to. ``serve`` asks
+its admin API the same way once it listens (with the admin off, it looks up whether the
+address dialled is one of this host's: :func:`has_address`) and warns when the check
+would fail (an IPv6 wildcard in a container without IPv6, say).
 
 Standard library only, and nothing else of chaosproxy: it runs every few seconds.
 """
@@ -86,6 +87,24 @@ def probe_health(host: str, port: int, timeout: float = TIMEOUT) -> None:
 def probe_port(host: str, port: int, timeout: float = TIMEOUT) -> None:
     """Whether the proxy bound to ``host:port`` accepts a connection (:class:`Unhealthy`)."""
     _connect(*target(host, port), timeout).close()
+
+
+def has_address(host: str) -> bool:
+    """Whether ``host`` (an address, or a name) is, or resolves to, an address of this
+    host: what can be dialled here. Asks the kernel with a bind to port 0; connects to
+    nothing."""
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(sockaddr)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 def check(environ: Mapping[str, str] | None = None, timeout: float = TIMEOUT) -> str:

@@ -192,11 +192,25 @@ def test_a_warning_names_what_cannot_be_reached_and_the_way_out() -> None:
         f"reach it there ([::1]:{port}: "
     )
     assert warning.endswith(f"; [::] listens on IPv6 only: 0.0.0.0:{port} takes IPv4")
-    config, stub = running(None, ("127.0.0.1", port), f"http://127.0.0.1:{port}")
+    # With the admin off, the address the check would dial must be one of this host's.
+    config, stub = running(None, ("192.0.2.1", port), f"http://192.0.2.1:{port}")
     assert _health_check_warning(config, stub) == (
-        f"the proxy listens on 127.0.0.1:{port}, but the container's health check cannot "
-        f"reach it there (127.0.0.1:{port}: Connection refused)"
+        f"the proxy listens on 192.0.2.1:{port}, but the container's health check cannot "
+        f"reach it there (192.0.2.1:{port}: not an address of this host)"
     )
+
+
+def test_the_start_up_check_never_connects_to_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the admin off, a connection of its own would be a client of the proxy:
+    counted, and a place taken under --max-connections just as the clients arrive."""
+
+    def connect(*args: object, **kw: object) -> socket.socket:
+        raise AssertionError("the start-up check connected to the proxy")
+
+    monkeypatch.setattr(healthcheck, "_connect", connect)
+    for host in ("127.0.0.1", "0.0.0.0", "localhost"):
+        config, stub = running(None, (host, 8080), f"http://{host}:8080")
+        assert _health_check_warning(config, stub) is None
 
 
 async def test_the_notice_asks_only_for_what_is_missing() -> None:
