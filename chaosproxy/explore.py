@@ -1102,9 +1102,9 @@ def add_parser(sub: Any) -> None:
     )
     explore_parser.add_argument(
         "--upstream",
-        default="mock",
+        default=None,
         metavar="URL",
-        help="upstream URL (default: mock, the built-in mock upstream)",
+        help="upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock upstream)",
     )
     explore_parser.add_argument(
         "--out",
@@ -1153,9 +1153,23 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from chaosproxy.cli import fail
+    from chaosproxy.cli import environment_settings, fail
+    from chaosproxy.config import ConfigError
     from chaosproxy.logs import describe as describe_error
+    from chaosproxy.matrix import ENVIRONMENT_SETTINGS
 
+    # The proxies' settings from CHAOSPROXY_*, as the matrix takes them, but the seed:
+    # --seed draws the runs, and each run has a seed of its own.
+    try:
+        proxy_settings: dict[str, Any] = environment_settings(
+            "upstream", *(name for name in ENVIRONMENT_SETTINGS if name != "seed")
+        )
+    except ConfigError as exc:
+        return fail(str(exc))
+    upstreams = proxy_settings.pop("upstream", ("mock",))
+    if args.upstream is None and len(upstreams) > 1:
+        return fail("explore takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
+    upstream = args.upstream or upstreams[0]
     if args.replay and args.seed is None:
         return fail("explore: --replay needs the --seed of the exploration it replays")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(MAX_SEED + 1)
@@ -1167,9 +1181,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         confirm=args.confirm,
         replay=args.replay,
         client=args.client,
-        upstream=args.upstream,
+        upstream=upstream,
     )
-    proxy_settings: dict[str, Any] = {}
     if args.mock_interval_ms is not None:
         proxy_settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
@@ -1179,7 +1192,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     try:
         with CommandRunner(
             args.client,
-            upstream=args.upstream,
+            upstream=upstream,
             jobs=args.jobs,
             timeout=args.timeout,
             settings=proxy_settings,

@@ -239,6 +239,9 @@ class ClientGuard:
     #: Connections refused so far (503), and heads rejected so far (any status).
     refused: int = field(default=0, init=False)
     rejected: int = field(default=0, init=False)
+    #: Connections that closed without sending a request (nothing at all, or empty
+    #: lines only): health checks and port probes. Counted, never logged.
+    empty: int = field(default=0, init=False)
 
     def _reject(self, status: int, reason: str, peer: str) -> None:
         self.rejected += 1
@@ -447,6 +450,8 @@ class GuardedProtocol(RequestHandler):
             # short, or one parsed but not yet handled): still one line for it.
             self._waiting = False
             self._guard._reject(400, "client left before its request was handled", self.peer)
+        elif self._waiting and not self._served:
+            self._guard.empty += 1  # a probe: connected, asked nothing, left
         super().connection_lost(exc)
 
     # -------------------------------------------------------------- the head timer

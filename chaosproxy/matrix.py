@@ -569,9 +569,9 @@ def add_parser(sub: Any) -> None:
     )
     matrix.add_argument(
         "--upstream",
-        default="mock",
+        default=None,
         metavar="URL",
-        help="upstream URL (default: mock, the built-in mock upstream)",
+        help="upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock upstream)",
     )
     matrix.add_argument(
         "--scenarios",
@@ -627,6 +627,27 @@ def add_parser(sub: Any) -> None:
     )
 
 
+#: The settings of ``serve`` that the matrix's proxies also take from their
+#: ``CHAOSPROXY_*`` variables (with ``upstream``): the upstream's and the mock's, the
+#: seed, the envelope and the tenant header. Their address, admin API, log and scenarios
+#: are the matrix's own.
+ENVIRONMENT_SETTINGS = (
+    "seed",
+    "mock_tokens",
+    "mock_interval",
+    "connect_timeout",
+    "head_timeout",
+    "idle_timeout",
+    "upstream_ca",
+    "upstream_insecure",
+    "upstream_cert",
+    "upstream_key",
+    "upstream_max_connections",
+    "envelope",
+    "tenant_header",
+)
+
+
 def default_jobs() -> int:
     """One client per core."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
@@ -644,10 +665,20 @@ def _clock(seconds: float) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from chaosproxy.cli import fail
+    from chaosproxy.cli import environment_settings, fail
+    from chaosproxy.config import ConfigError
     from chaosproxy.scenario import ScenarioError
 
-    settings: dict[str, Any] = {"seed": args.seed}
+    try:  # the options given win over the proxies' settings from CHAOSPROXY_*
+        settings: dict[str, Any] = environment_settings("upstream", *ENVIRONMENT_SETTINGS)
+    except ConfigError as exc:
+        return fail(str(exc))
+    upstreams = settings.pop("upstream", ("mock",))
+    if args.upstream is None and len(upstreams) > 1:
+        return fail("matrix takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
+    upstream = args.upstream or upstreams[0]
+    if args.seed is not None:
+        settings["seed"] = args.seed
     if args.mock_interval_ms is not None:
         settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
@@ -666,7 +697,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     try:
         matrix, lines = run_matrix(
             args.client,
-            upstream=args.upstream,
+            upstream=upstream,
             scenarios=args.scenarios,
             timeout=args.timeout,
             fail_on=args.fail_on,

@@ -388,7 +388,18 @@ def chaos_proxy(
                 f"@pytest.mark.{MARKER} takes one scenario: a name or YAML text, "
                 f"got {marker.args!r} {marker.kwargs!r}"
             )
-        with proxy.scenario(marker.args[0]):
+        from chaosproxy.scenario import ScenarioError
+        from chaosproxy.selection import UnknownScenario
+
+        with contextlib.ExitStack() as chosen:
+            problem = None
+            try:
+                chosen.enter_context(proxy.scenario(marker.args[0]))
+            except (UnknownScenario, ScenarioError) as exc:
+                problem = " ".join(str(exc).split())
+            if problem is not None:
+                # One line (with its did-you-mean), not a traceback through the plugin.
+                pytest.fail(f"@pytest.mark.{MARKER}({marker.args[0]!r}): {problem}", pytrace=False)
             yield proxy
 
 

@@ -475,6 +475,14 @@ class _Validator:
         mark = exc.problem_mark or exc.context_mark
         line = int(mark.line) + 1 if mark is not None else 0
         text = ", ".join(str(p) for p in (exc.context, exc.problem) if p)
+        lines = self.text.split("\n")
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        indent = source[: len(source) - len(source.lstrip(" \t"))]
+        # PyYAML says "found character '\t' that cannot start any token".
+        if "\t" in indent:
+            text = "a tab in the indentation: YAML indents with spaces only"
+        elif "'\\t'" in text and mark is not None:
+            text = f"a tab at column {mark.column + 1}: YAML wants spaces there"
         self.problem(line, (), f"not valid YAML: {text}")
 
     def check_graph(self, root: Node) -> bool:
