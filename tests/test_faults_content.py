@@ -470,7 +470,7 @@ def test_any_text_resegmented_parses_in_the_sdk_to_exactly_that_text(
 ARGUMENTS = st.dictionaries(
     st.text(min_size=1, max_size=8),
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=12),
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
         max_leaves=6,
     ),
