@@ -230,3 +230,24 @@ def test_cumulative_snapshots_an_appender_shows_garbage_a_snapshot_reader_is_tol
     verdict = judged(proxy, "", error="ValueError: a delta repeats the text")
     assert verdict["verdict"] == "detected"  # the stream is not what its format says
     assert proxy.last()["answer"]["defect"] == "snapshot"
+
+
+def test_the_chat_stream_helper_takes_a_new_call_index_for_the_end_of_the_last(
+    proxy: ChaosProxy,
+) -> None:
+    """What docs/scenario-library.md says of two-tool-calls-interleaved: the openai Chat
+    stream helper declares call 0 done, with half its arguments, when call 1's first
+    fragment arrives (its final completion still has both calls whole)."""
+    with (
+        proxy.scenario({"faults": [{"interleave_tool_calls": {}}]}),
+        openai.OpenAI(base_url=proxy.url + "/v1", api_key="test", max_retries=0) as client,
+        client.chat.completions.stream(model="gpt-4o", messages=ASK, tools=TOOLS_OPENAI) as stream,
+    ):
+        done = [
+            (e.index, e.arguments) for e in stream if e.type == "tool_calls.function.arguments.done"
+        ]
+        final = stream.get_final_completion()
+    whole = [json.dumps(c["arguments"], ensure_ascii=False, separators=(",", ":")) for c in CALLS]
+    assert done[0][0] == 0 and done[0][1] != whole[0] and whole[0].startswith(done[0][1])
+    calls = final.choices[0].message.tool_calls or []
+    assert [json.loads(c.function.arguments) for c in calls] == [c["arguments"] for c in CALLS]
