@@ -145,7 +145,11 @@ class Rewriter:
             payload = self._payload(ev, slot, end=end, opening=i == 0)
             n = None if base is None else base + i
             frame = self._frame(ev, slot, value, n, payload=payload, keep_id=end)
-            out.append(self._event(frame, ev, ordinal=0 if added else None))
+            piece = self._event(frame, ev, ordinal=0 if added else None)
+            if piece.ordinal and piece.group is None:
+                # The pieces of one event come in a row: one group, the same ordinal.
+                piece.group = (piece.ordinal, piece.ordinal)
+            out.append(piece)
         if base is not None and seq is not None:
             self.offset = base + last - seq
         return out
