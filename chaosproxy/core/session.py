@@ -117,6 +117,10 @@ class Phase(enum.Enum):
 
 #: Faults that change only how and when the bytes arrive, never which events: a correct
 #: client sees the same stream through them (a hold for ever is judged apart: ``hold``).
+#: And the content faults that cut the same content into other valid events of the
+#: provider's format (``resegment``, ``split_tool_args``, ``interleave_tool_calls``): a
+#: provider may send any of those streams, so a client that raises on one raised on a
+#: clean answer (``snapshot`` changes what the events mean: it is not here).
 BENIGN = frozenset(
     {
         "bom",
@@ -126,12 +130,23 @@ BENIGN = frozenset(
         "delay",
         "hang",
         "ids",
+        "interleave_tool_calls",
         "line_endings",
         "rechunk",
+        "resegment",
+        "split_tool_args",
         "stall",
         "throttle",
     }
 )
+
+
+def _in_group(ev: Event, ordinal: int) -> bool:
+    """Whether ``ev`` was sent in a group (a content fault's merge or interleaving)
+    that holds upstream event ``ordinal`` too: no gap or disorder between them."""
+    group = ev.group
+    return group is not None and group[0] <= ordinal <= group[1]
+
 
 #: Phases in which nothing may be written to the client (a tuple: cheaper to search
 #: than a set of enum members, whose hash is a Python call).
@@ -583,17 +598,21 @@ class Session:
         if math.isinf(seconds) and content is not None and not content.sent.terminals:
             self._flaw("held open for ever before the terminal event")
 
-    def _ended(self, ordinal: int) -> None:
+    def _ended(self, ev: Event) -> None:
         """An upstream event's last byte was written: upstream ordinals must follow one
-        another (0: not an upstream event: a comment, a made-up event)."""
+        another (0: not an upstream event: a comment, a made-up event), except inside a
+        group a content fault sent as one (a merge, interleaved calls, the pieces of
+        one event), where they may come in any order."""
+        ordinal = ev.ordinal
         if ordinal:
             high = self._high
             if ordinal == high + 1:
                 self._high = ordinal
             elif ordinal > high:
-                self._flaw("a gap in the events")
+                if not _in_group(ev, high + 1):
+                    self._flaw("a gap in the events")
                 self._high = ordinal
-            else:
+            elif not _in_group(ev, high):
                 self._flaw("events out of order")
 
     def _flaw(self, what: str) -> None:
@@ -710,7 +729,7 @@ class Session:
                         self._flaw(name)
                         break
             if send.ends == 1 and len(events) == 1 and not self._open:
-                self._ended(events[0].ordinal)  # the usual write: one whole event
+                self._ended(events[0])  # the usual write: one whole event
             else:
                 # Events are judged in the order they end: a write may carry pieces of
                 # events that ended before it or end after it (coalesce, rechunk).
@@ -721,7 +740,7 @@ class Session:
                         opened[key] = ev
                 for _ in range(send.ends):
                     if opened:
-                        self._ended(opened.pop(next(iter(opened))).ordinal)
+                        self._ended(opened.pop(next(iter(opened))))
             if self.content is not None:
                 self.content.wrote(send)
             if len(events) == 1:  # the usual case: no comprehension frames per write

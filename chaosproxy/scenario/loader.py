@@ -575,12 +575,13 @@ class _Validator:
             name = self.default_name(root, default_name)
         faults = data.get("faults")
         raw = data.get("format") == "raw"
+        provider = data.get("provider")
         configs: list[tuple[str, FaultConfig]] = []
         if isinstance(faults, list):
             faults_node = self.child(root, "faults")
             assert isinstance(faults_node, SequenceNode)
             for i, (item, item_node) in enumerate(zip(faults, faults_node.value, strict=True)):
-                spec = self.fault(i, item, item_node, raw)
+                spec = self.fault(i, item, item_node, raw, provider)
                 if spec is not None:
                     configs.append(spec)
         if keys is None or name is None or self.problems:
@@ -631,7 +632,9 @@ class _Validator:
                 found = v_node  # the last one wins, as in the constructed dict
         return found
 
-    def fault(self, i: int, item: Any, node: Node, raw: bool) -> tuple[str, FaultConfig] | None:
+    def fault(
+        self, i: int, item: Any, node: Node, raw: bool, provider: Any = None
+    ) -> tuple[str, FaultConfig] | None:
         path: tuple[str | int, ...] = ("faults", i)
         faults = fault_registry.registry()
         if isinstance(item, str):
@@ -683,6 +686,13 @@ class _Validator:
                 "needs sse or ndjson framing; it cannot apply with format: raw",
             )
             return None
+        if isinstance(provider, str) and provider != "auto":
+            why = cls.provider_problem(config, provider)
+            if why is not None:
+                self.problem(
+                    name_line, fault_path, f"cannot apply with provider: {provider}: {why}"
+                )
+                return None
         return name, config
 
     # -- pydantic errors, located
