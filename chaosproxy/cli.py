@@ -128,23 +128,25 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument(
         "--listen",
         type=_argtype(parse_hostport),
-        default="127.0.0.1:8000",
+        default=None,
         metavar="HOST:PORT",
-        help="address to listen on (default 127.0.0.1:8000; port 0 picks a free one)",
+        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8000; port 0 "
+        "picks a free one)",
     )
     mock.add_argument(
         "--tokens",
         type=int,
-        default=24,
+        default=None,
         metavar="N",
-        help="text deltas per streamed answer (default 24)",
+        help="text deltas per streamed answer (default CHAOSPROXY_MOCK_TOKENS, else 24)",
     )
     mock.add_argument(
         "--interval-ms",
         type=float,
-        default=20.0,
+        default=None,
         metavar="MS",
-        help="milliseconds between two events of a stream (default 20)",
+        help="milliseconds between two events of a stream (default CHAOSPROXY_MOCK_INTERVAL_MS, "
+        "else 20)",
     )
     mock.add_argument(
         "--mock-fixtures",
@@ -164,9 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--listen",
         type=_argtype(parse_hostport),
-        default="127.0.0.1:8080",
+        default=None,
         metavar="HOST:PORT",
-        help="address to listen on (default 127.0.0.1:8080; port 0 picks a free one)",
+        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8080; port 0 "
+        "picks a free one)",
     )
 
     scenarios = sub.add_parser(
@@ -176,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="scenario files or directories of *.yaml added to the library (as --scenarios)",
+        help="scenario files or directories of *.yaml added to the library (as --scenarios), "
+        "after those of CHAOSPROXY_SCENARIOS",
     )
 
     validate = sub.add_parser("validate", help="check scenario files (and mock fixture files)")
@@ -184,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="scenario files or directories of *.yaml (each must hold at least one)",
+        help="scenario files or directories of *.yaml (each must hold at least one; "
+        "default: those of CHAOSPROXY_SCENARIOS)",
     )
     validate.add_argument(
         "--mock-fixtures",
@@ -200,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "scenario",
         metavar="SCENARIO",
-        help="the name of a built-in scenario, or a scenario file",
+        help="the name of a built-in scenario (or of one in CHAOSPROXY_SCENARIOS), or a "
+        "scenario file",
     )
     simulate.add_argument(
         "--seed",
@@ -234,8 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "source",
+        nargs="?",
+        default=None,
         metavar="LOG|TRACE_DIR",
-        help="a frame log (--log, JSON lines) or a directory of traces (--trace-dir)",
+        help="a frame log (--log, JSON lines) or a directory of traces (--trace-dir); "
+        "default: the file of CHAOSPROXY_LOG, else CHAOSPROXY_TRACE_DIR",
     )
     report.add_argument(
         "-o",
@@ -258,9 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw only the newest N requests (default 500; 0 for all)",
     )
 
+    from chaosproxy.explore import add_parser as add_explore_parser
     from chaosproxy.matrix import add_parser as add_matrix_parser
 
     add_matrix_parser(sub)
+    add_explore_parser(sub)
     return parser
 
 
@@ -274,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "simulate": cmd_simulate,
         "replay": cmd_replay,
         "matrix": cmd_matrix,
+        "explore": cmd_explore,
         "report": cmd_report,
     }[args.command]
     try:
@@ -301,6 +313,22 @@ def say(kind: str, message: str) -> None:
         print(f"chaosproxy: {kind}: {_safe(message)}", file=sys.stderr, flush=True)
 
 
+def from_settings(given: Any, name: str, default: Any = None) -> Any:
+    """A subcommand's option that is also a setting (docs/operations.md, "Settings
+    for every command"): as given on the command line, else from its ``CHAOSPROXY_*``
+    variable, else ``default``. Raises ConfigError for a bad variable."""
+    if given is not None:
+        return given
+    return environment_settings(name).get(name, default)
+
+
+def environment_settings(*names: str) -> dict[str, Any]:
+    """The settings ``names`` (Config fields) as their ``CHAOSPROXY_*`` variables give
+    them, parsed; the variables of other settings are not read. Raises ConfigError."""
+    wanted = {flag.env for name, flag, _ in flags() if name in names}
+    return from_environment({k: v for k, v in os.environ.items() if k in wanted})
+
+
 # ---------------------------------------------------------------------------- serve
 
 
@@ -315,6 +343,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = config_from(args)
     except ConfigError as exc:
         return fail(str(exc))
+    quiet_terminal = _terminal_default_level(config, args)
+    if quiet_terminal:
+        config = config.replace(log_level="requests")
     try:
         # Before anything starts, and before the event loop runs: a TLS file that could
         # block (a FIFO) or prompt (an encrypted key) is refused here, in one line.
@@ -332,7 +363,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if config.workers > 1:  # a supervisor and its workers (chaosproxy.workers)
         from chaosproxy.workers.supervisor import serve_workers
 
-        return serve_workers(config, scenarios, fixtures, _run)
+        return serve_workers(
+            config, scenarios, fixtures, _run, notices=[QUIET_TERMINAL] if quiet_terminal else []
+        )
     try:
         log = FrameLog.open(
             config.log, content=config.log_content, fmt=config.log_format, level=config.log_level
@@ -357,9 +390,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f" and {', '.join(scenarios)})" if scenarios else ")"
         )
         print(_startup_line(config, proxy, names=names), file=sys.stderr)
-        for line in _startup_notices(config, proxy):
+        notices = _startup_notices(config, proxy)
+        if quiet_terminal:
+            notices.append(QUIET_TERMINAL)
+        for line in notices:
             say("notice", line)
-        for warning in proxy.warnings:
+        unreachable = await asyncio.to_thread(_health_check_warning, config, proxy)
+        for warning in [*proxy.warnings, *([unreachable] if unreachable else [])]:
             say("warning", warning)
         sys.stderr.flush()
         await stop.wait()
@@ -457,10 +494,65 @@ def _startup_notices(config: Config, proxy: RunningProxy) -> list[str]:
     if is_loopback(config.listen[0]):
         return []
     # Reachable proxy, loopback admin: a container's default. Say how to publish it.
+    token = "" if config.admin_token else " and CHAOSPROXY_ADMIN_TOKEN"
     return [
         f"the admin API is on loopback only ({proxy.admin_url}); to publish it, set "
-        f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]} and CHAOSPROXY_ADMIN_TOKEN"
+        f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]}{token}"
     ]
+
+
+#: Said at start when the log goes to a terminal and no level was given.
+QUIET_TERMINAL = (
+    "the log is on a terminal: one line per request, no frame lines "
+    "(--log-level frames shows every write)"
+)
+
+
+def _terminal_default_level(config: Config, args: argparse.Namespace) -> bool:
+    """Whether the log level, given nowhere, becomes ``requests``: the log goes to a
+    terminal, where a frame line per write buries everything else."""
+    given = "log_level" in vars(args) or bool(os.environ.get("CHAOSPROXY_LOG_LEVEL"))
+    return not given and config.log in (None, "-") and _stdout_is_terminal()
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _health_check_warning(config: Config, proxy: RunningProxy) -> str | None:
+    """A warning when the container's health check (chaosproxy.healthcheck, as the
+    image's HEALTHCHECK runs it) cannot reach what it asks: the admin API's ``/health``
+    (asked here as the check asks it), or with the admin off the proxy's port (whose
+    address is only looked up: a connection to the proxy would count as a client, and
+    could take a place under --max-connections). Blocking: run it in a thread."""
+    from chaosproxy import healthcheck
+
+    if config.admin is not None and proxy.admin_url is not None:
+        what, (host, _), url = "the admin API", config.admin, proxy.admin_url
+    else:
+        what, (host, _), url = "the proxy", config.listen, proxy.url
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        if config.admin is not None and proxy.admin_url is not None:
+            healthcheck.probe_health(host, port, timeout=1.0)
+        else:
+            dialled, _ = healthcheck.target(host, port)
+            if not healthcheck.has_address(dialled):
+                shown = f"[{dialled}]" if ":" in dialled else dialled
+                raise healthcheck.Unhealthy(f"{shown}:{port}: not an address of this host")
+    except healthcheck.Unhealthy as exc:
+        shown = f"[{host}]" if ":" in host else host
+        hint = ""
+        if host == "::":
+            hint = f"; [::] listens on IPv6 only: 0.0.0.0:{port} takes IPv4"
+        return (
+            f"{what} listens on {shown}:{port}, but the container's health check cannot "
+            f"reach it there ({exc}){hint}"
+        )
+    return None
 
 
 class _Stop:
@@ -552,12 +644,16 @@ def cmd_mock(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import ScenarioError, load_fixture_files
     from chaosproxy.server import start_mock
 
-    host, port = args.listen
-    interval = args.interval_ms / 1000.0
-    paths = args.mock_fixtures
-    if paths is None:  # (only this variable: the others are serve's)
-        raw = os.environ.get("CHAOSPROXY_MOCK_FIXTURES", "")
-        paths = [p for p in raw.split(os.pathsep) if p]
+    try:
+        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8000))
+        tokens = from_settings(args.tokens, "mock_tokens", 24)
+        interval_ms = args.interval_ms
+        interval = from_settings(
+            None if interval_ms is None else interval_ms / 1000.0, "mock_interval", 0.02
+        )
+        paths = list(from_settings(args.mock_fixtures, "mock_fixtures", ()))
+    except ConfigError as exc:
+        return fail(str(exc))
     try:
         fixtures = MockFixtures(load_fixture_files(paths))
     except ScenarioError as exc:
@@ -567,7 +663,7 @@ def cmd_mock(args: argparse.Namespace) -> int:
     count = len(fixtures.files)
     loaded = f"; {count} fixture{'' if count == 1 else 's'}" if count else ""
     return _serve_app(
-        lambda: start_mock(host, port, tokens=args.tokens, interval=interval, fixtures=fixtures),
+        lambda: start_mock(host, port, tokens=tokens, interval=interval, fixtures=fixtures),
         lambda url: f"chaosproxy mock listening on {url}{loaded}",
     )
 
@@ -579,10 +675,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from chaosproxy.replay import TraceError, describe, load_trace, start_replay
 
     try:
+        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8080))
+    except ConfigError as exc:
+        return fail(str(exc))
+    try:
         trace = load_trace(args.trace)
     except TraceError as exc:
         return fail(str(exc))
-    host, port = args.listen
     return _serve_app(
         lambda: start_replay(trace, host, port),
         lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe(trace)}",
@@ -624,6 +723,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_explore(args: argparse.Namespace) -> int:
+    from chaosproxy.explore import cmd_explore as run
+
+    return run(args)
+
+
 # ---------------------------------------------------------------------------- validate
 
 
@@ -635,13 +740,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
         load_fixture_files,
     )
 
-    if not args.paths and not args.mock_fixtures:
-        return fail("validate: give scenario files (PATH...) or --mock-fixtures PATH")
-    scenarios, problems = check_paths(args.paths) if args.paths else ({}, [])
-    fixtures = 0
-    if args.mock_fixtures:
+    paths, fixture_paths = list(args.paths), list(args.mock_fixtures)
+    if not paths and not fixture_paths:  # what the settings name, as in a container
         try:
-            fixtures = len(load_fixture_files(args.mock_fixtures))
+            paths = list(from_settings(None, "scenarios", ()))
+            fixture_paths = list(from_settings(None, "mock_fixtures", ()))
+        except ConfigError as exc:
+            return fail(str(exc))
+    if not paths and not fixture_paths:
+        return fail(
+            "validate: give scenario files (PATH...) or --mock-fixtures PATH (or set "
+            "CHAOSPROXY_SCENARIOS or CHAOSPROXY_MOCK_FIXTURES)"
+        )
+    scenarios, problems = check_paths(paths) if paths else ({}, [])
+    fixtures = 0
+    if fixture_paths:
+        try:
+            fixtures = len(load_fixture_files(fixture_paths))
         except ScenarioError as exc:
             problems += exc.problems
     for problem in problems:
@@ -651,9 +766,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         say("warning", warning)
     if problems:
         return EXIT_USAGE
-    if args.paths:
+    if paths:
         print(f"{len(scenarios)} scenario{'' if len(scenarios) == 1 else 's'} OK")
-    if args.mock_fixtures:
+    if fixture_paths:
         print(f"{fixtures} fixture{'' if fixtures == 1 else 's'} OK")
     return 0
 
@@ -665,7 +780,11 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import ScenarioError, load_scenarios, with_library
 
     try:
-        scenarios = with_library(load_scenarios(args.paths))
+        paths = [*from_settings(None, "scenarios", ()), *args.paths]
+    except ConfigError as exc:
+        return fail(str(exc))
+    try:
+        scenarios = with_library(load_scenarios(paths))
     except ScenarioError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -686,6 +805,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     limit = DEFAULT_LIMIT if args.limit is None else args.limit
     if limit < 0:
         return fail(f"--limit must be >= 0, not {limit}")
+    if args.source is None:
+        try:
+            log = from_settings(None, "log")
+            args.source = log if log not in (None, "-") else from_settings(None, "trace_dir")
+        except ConfigError as exc:
+            return fail(str(exc))
+        if args.source is None:
+            return fail(
+                "report: give a frame log or a trace directory (or set CHAOSPROXY_LOG to "
+                "a file, or CHAOSPROXY_TRACE_DIR)"
+            )
     try:
         matrix = None
         if args.matrix is not None:
@@ -762,10 +892,26 @@ def _os_message(exc: Exception) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from chaosproxy.scenario import NAME_PATTERN, ScenarioError, load_library, load_scenario_file
+    from chaosproxy.scenario import (
+        NAME_PATTERN,
+        Scenario,
+        ScenarioError,
+        load_scenario_file,
+        load_scenarios,
+        with_library,
+    )
     from chaosproxy.simulate import simulate
 
-    library = load_library()
+    try:
+        library: Mapping[str, Scenario] = {}
+        if not Path(args.scenario).is_file():
+            library = with_library(load_scenarios(list(from_settings(None, "scenarios", ()))))
+    except ConfigError as exc:
+        return fail(str(exc))
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
     if args.scenario in library and not Path(args.scenario).is_file():
         scenario = library[args.scenario]
     elif re.fullmatch(NAME_PATTERN, args.scenario) and not Path(args.scenario).exists():

@@ -258,8 +258,9 @@ class Config:
         default="frames",
         metadata=option(
             "--log-level",
-            "frames: every line (default); requests: every line but frame lines; off: "
-            "no log (the admin API and metrics still see every line)",
+            "frames: every line (default, but requests when the log is a terminal); "
+            "requests: every line but frame lines; off: no log (the admin API and metrics "
+            "still see every line)",
             choices=("frames", "requests", "off"),
         ),
     )

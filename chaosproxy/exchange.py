@@ -120,6 +120,7 @@ class Exchange:
         #: (``_progress``: head decided, body bytes), for the hold timeout.
         self._held = 0.0
         self._progress: tuple[bool, int] = (False, 0)
+        self._hold_started = 0.0
         #: The ``response_end`` line is written (by the task, :meth:`stop` or
         #: :meth:`last_words`).
         self._end_logged = False
@@ -418,30 +419,47 @@ class Exchange:
         self.log.frames(lines)
 
     async def sleep(self, seconds: float, fault: str = "") -> None:
-        """A fault's hold: send nothing for ``seconds`` (``math.inf``: a ``hang``, a
-        ``stall`` for ever). Holds in a row, with nothing sent between them, may hold
-        the response ``hold_timeout`` seconds in all: then the session ends it
-        (``cut``, ``reason: "hold timeout"``) and the connection is aborted."""
+        """A fault's hold before the response's head (the HTTP stage): send nothing for
+        ``seconds`` (``math.inf``: for ever), bounded by the hold timeout
+        (:meth:`hold_begin`); the body pump holds with timers instead."""
+        wait, expires = self.hold_begin(seconds, fault)
+        try:
+            if math.isinf(wait):  # no limit at all (hold_timeout=math.inf)
+                await asyncio.Event().wait()
+            await asyncio.sleep(wait)
+        finally:
+            self.hold_end()
+        if expires:
+            await self.hold_expired(fault)
+
+    def hold_begin(self, seconds: float, fault: str) -> tuple[float, bool]:
+        """A fault's hold of ``seconds`` (``math.inf``: a ``hang``, a ``stall`` for
+        ever) begins: how long to hold, and whether the hold timeout ends it then. Holds
+        in a row, with nothing sent between them, may hold the response
+        ``hold_timeout`` seconds in all: then the session ends it (``cut``, ``reason:
+        "hold timeout"``) and the connection is aborted (:meth:`hold_expired`)."""
         session = self.session
         session.hold(seconds)
         progress = (session.head is not None, session.bytes)
         if progress != self._progress:  # something went out since the last hold
             self._progress, self._held = progress, 0.0
-        limit = self.state.config.hold_timeout
-        left = limit - self._held
-        started = time.monotonic()
-        try:
-            if seconds <= left:
-                if math.isinf(seconds):  # no limit at all (hold_timeout=math.inf)
-                    await asyncio.Event().wait()
-                await asyncio.sleep(seconds)
-                return
-            await asyncio.sleep(max(left, 0.0))
-        finally:
-            self._held += time.monotonic() - started
+        left = self.state.config.hold_timeout - self._held
+        self._hold_started = time.monotonic()
+        if seconds <= left:
+            return seconds, False
+        return max(left, 0.0), True
+
+    def hold_end(self) -> None:
+        """The hold ended (its time passed, or the response ended meanwhile)."""
+        self._held += time.monotonic() - self._hold_started
+
+    async def hold_expired(self, fault: str) -> None:
+        """The hold reached the hold timeout: the session ends the response, and the
+        connection is aborted (unless the response ended meanwhile)."""
+        session = self.session
         if session.ended:  # ended meanwhile (the proxy stopping): nothing to time out
             return
-        self.log.info("action", **session.hold_timeout(fault, limit))
+        self.log.info("action", **session.hold_timeout(fault, self.state.config.hold_timeout))
         await self.abort()
 
     async def cut(self, cut: Cut) -> None:

@@ -261,6 +261,9 @@ class ClientGuard:
     #: Connections refused so far (503), and heads rejected so far (any status).
     refused: int = field(default=0, init=False)
     rejected: int = field(default=0, init=False)
+    #: Connections that closed without sending a request (nothing at all, or empty
+    #: lines only): health checks and port probes. Counted, never logged.
+    empty: int = field(default=0, init=False)
     #: Hands reconnects to the worker that keeps their stream (None: one process).
     handover: Handover | None = field(default=None, init=False)
     #: Connections handed to another worker, and taken from one, so far.
@@ -385,11 +388,15 @@ class GuardedProtocol(RequestHandler):
         "_served",
         "_timer",
         "_waiting",
+        "_write_listener",
         "peer",
     )
 
     def __init__(self, manager: GuardedServer, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
+        #: Told when the transport pauses (False) and resumes (True) writing: the body
+        #: pump of the response in flight, which pauses its upstream meanwhile.
+        self._write_listener: Callable[[bool], None] | None = None
         self._guard = manager.guard
         self._counted = False
         self._refused = False
@@ -414,6 +421,24 @@ class GuardedProtocol(RequestHandler):
         self._handed = False
         #: Bytes another worker read from this connection before handing it here.
         self._preface = b""
+
+    # -------------------------------------------------------------- flow control
+
+    def set_write_listener(self, listener: Callable[[bool], None] | None) -> None:
+        """Tell ``listener`` when the transport pauses and resumes writing (None: stop)."""
+        self._write_listener = listener
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        listener = self._write_listener
+        if listener is not None:
+            listener(False)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        listener = self._write_listener
+        if listener is not None:
+            listener(True)
 
     # -------------------------------------------------------------- asyncio callbacks
 
@@ -509,6 +534,8 @@ class GuardedProtocol(RequestHandler):
             # short, or one parsed but not yet handled): still one line for it.
             self._waiting = False
             self._guard._reject(400, "client left before its request was handled", self.peer)
+        elif self._waiting and not self._served:
+            self._guard.empty += 1  # a probe: connected, asked nothing, left
         super().connection_lost(exc)
 
     # -------------------------------------------------------------- the head timer

@@ -376,10 +376,7 @@ def run_matrix(
                         now_running = running
                     if report.started is not None:
                         report.started(name, now_running)
-                    if _needs_previous(loaded[name]):
-                        _warm_up(proxy, command, timeout)
-                    proxy.reset_ordinals()  # the same seeds and ordinals, whichever job
-                    run = run_scenario(proxy, name, command, timeout=timeout)
+                    run = run_one(proxy, loaded[name], command, timeout=timeout)
                     with lock:
                         running -= 1
                         results[name] = run
@@ -403,6 +400,18 @@ def run_matrix(
         raise failures[0]
     ordered = [results[name] for name in names if name in results]
     return Matrix(command, upstream, ordered, frozenset(fail_on)), lines
+
+
+def run_one(proxy: ChaosProxy, scenario: Scenario, command: str, *, timeout: float) -> Run:
+    """One judged run of ``command`` under ``scenario`` as the matrix makes each (and
+    ``chaosproxy explore`` too): an unjudged warm-up run first when the scenario splices
+    from the previous stream, then the run, its requests counted from 1 (the same seeds
+    and ordinals, whichever job). ``scenario`` must be loaded in the proxy (given to it
+    at start, or added with ``proxy.scenario(...)`` around the call)."""
+    if _needs_previous(scenario):
+        _warm_up(proxy, command, timeout)
+    proxy.reset_ordinals()
+    return run_scenario(proxy, scenario.name, command, timeout=timeout)
 
 
 def _warm_up(proxy: ChaosProxy, command: str, timeout: float) -> None:
@@ -560,9 +569,9 @@ def add_parser(sub: Any) -> None:
     )
     matrix.add_argument(
         "--upstream",
-        default="mock",
+        default=None,
         metavar="URL",
-        help="upstream URL (default: mock, the built-in mock upstream)",
+        help="upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock upstream)",
     )
     matrix.add_argument(
         "--scenarios",
@@ -618,6 +627,27 @@ def add_parser(sub: Any) -> None:
     )
 
 
+#: The settings of ``serve`` that the matrix's proxies also take from their
+#: ``CHAOSPROXY_*`` variables (with ``upstream``): the upstream's and the mock's, the
+#: seed, the envelope and the tenant header. Their address, admin API, log and scenarios
+#: are the matrix's own.
+ENVIRONMENT_SETTINGS = (
+    "seed",
+    "mock_tokens",
+    "mock_interval",
+    "connect_timeout",
+    "head_timeout",
+    "idle_timeout",
+    "upstream_ca",
+    "upstream_insecure",
+    "upstream_cert",
+    "upstream_key",
+    "upstream_max_connections",
+    "envelope",
+    "tenant_header",
+)
+
+
 def default_jobs() -> int:
     """One client per core."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
@@ -635,10 +665,20 @@ def _clock(seconds: float) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from chaosproxy.cli import fail
+    from chaosproxy.cli import environment_settings, fail
+    from chaosproxy.config import ConfigError
     from chaosproxy.scenario import ScenarioError
 
-    settings: dict[str, Any] = {"seed": args.seed}
+    try:  # the options given win over the proxies' settings from CHAOSPROXY_*
+        settings: dict[str, Any] = environment_settings("upstream", *ENVIRONMENT_SETTINGS)
+    except ConfigError as exc:
+        return fail(str(exc))
+    upstreams = settings.pop("upstream", ("mock",))
+    if args.upstream is None and len(upstreams) > 1:
+        return fail("matrix takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
+    upstream = args.upstream or upstreams[0]
+    if args.seed is not None:
+        settings["seed"] = args.seed
     if args.mock_interval_ms is not None:
         settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
@@ -657,7 +697,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     try:
         matrix, lines = run_matrix(
             args.client,
-            upstream=args.upstream,
+            upstream=upstream,
             scenarios=args.scenarios,
             timeout=args.timeout,
             fail_on=args.fail_on,
@@ -700,6 +740,7 @@ __all__ = [
     "render_markdown",
     "run_command",
     "run_matrix",
+    "run_one",
     "run_scenario",
     "telling_line",
     "write_outputs",

@@ -26,6 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from chaosproxy.guard import ClientGuard
 from chaosproxy.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
@@ -173,9 +174,29 @@ class Metrics:
         if duration is not None:
             self.duration.labels(scenario).observe(duration / 1000.0)
 
+    def count_connections(self, guard: ClientGuard) -> None:
+        """Expose the counts of the proxy's client guard (``chaosproxy_empty_connections``)."""
+        self.registry.register(_GuardCollector(guard))
+
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""
         return generate_latest(self.registry)
+
+
+class _GuardCollector(Collector):
+    """``chaosproxy_empty_connections_total`` from the guard's count: connections are
+    not frame-log lines, and a probe that asked nothing gets none."""
+
+    def __init__(self, guard: ClientGuard) -> None:
+        self._guard = guard
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "chaosproxy_empty_connections",
+            "Client connections that closed without sending a request (nothing, or only "
+            "empty lines): health checks and port probes; not logged.",
+            value=self._guard.empty,
+        )
 
 
 class _SentCollector(Collector):

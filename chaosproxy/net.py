@@ -5,7 +5,10 @@ asks for (a FIN without the last chunk, or an RST after what was written has lef
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
+import ipaddress
+import os
 import socket
 import struct
 import termios
@@ -37,10 +40,16 @@ async def listen(
     *,
     what: str = "",
     grace: float = SHUTDOWN_GRACE,
+    flag: str = "--listen",
     reuse_port: bool = False,
 ) -> tuple[web.AppRunner, int]:
     """Serve ``app`` on ``host:port`` (0: a free port); the runner and the bound port.
     On cleanup, requests in flight get ``grace`` seconds before they are cancelled.
+
+    A name (``localhost``) is bound on each address it resolves to that this host has:
+    in a container without IPv6, ``localhost`` is 127.0.0.1 alone (binding its ``::1``
+    too failed the start). A failure is a :class:`StartupError` whose hint names
+    ``flag``, the setting that chose the address.
 
     An app carrying a :class:`~chaosproxy.guard.ClientGuard` (under :data:`CLIENT_GUARD`;
     the proxy's does) has its clients guarded: a head-read timeout, a connection limit,
@@ -57,23 +66,79 @@ async def listen(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=grace
         )
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=BACKLOG, reuse_port=reuse_port or None)
+    bound = port
     try:
-        await site.start()
+        for address in await local_addresses(host):
+            site = web.TCPSite(
+                runner, address, bound, backlog=BACKLOG, reuse_port=reuse_port or None
+            )
+            await site.start()
+            if bound == 0:  # the next addresses take the port the first one got
+                server = site._server  # the documented way has no bound port
+                sockets = getattr(server, "sockets", None)
+                assert sockets
+                bound = int(sockets[0].getsockname()[1])
     except OSError as exc:
         await runner.cleanup()
-        reason = exc.strerror or str(exc)
         for_what = f" for {what}" if what else ""
-        raise StartupError(f"cannot listen{for_what} on {host}:{port}: {reason}") from None
-    server = site._server  # the documented way has no bound port: an asyncio/uvloop Server
-    sockets = getattr(server, "sockets", None)
-    assert sockets
-    return runner, int(sockets[0].getsockname()[1])
+        raise StartupError(
+            f"cannot listen{for_what} on {hostport(host, port, wildcard=False)}: "
+            f"{_bind_failure(exc, flag)}"
+        ) from None
+    return runner, bound
 
 
-def hostport(host: str, port: int) -> str:
-    """``host:port`` for a URL (a wildcard address as loopback, IPv6 in brackets)."""
-    if host in ("0.0.0.0", ""):
+async def local_addresses(host: str) -> list[str]:
+    """The addresses to bind for ``host``: an address (or a wildcard) as it is; a name,
+    each address it resolves to that this host has (in resolution order, each once).
+    When it resolves to none of them, the name itself, for the bind to say why."""
+    if not host:
+        return [host]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return [host]
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return [host]
+    found: list[str] = []
+    for family, _, _, _, sockaddr in infos:
+        address = str(sockaddr[0])
+        if address in found:
+            continue
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((address, 0))
+        except OSError as exc:
+            if exc.errno == errno.EADDRNOTAVAIL:  # not one of this host's addresses
+                continue
+        found.append(address)
+    return found or [host]
+
+
+def _bind_failure(exc: OSError, flag: str) -> str:
+    """Why a bind failed, and what to do about it, in one line."""
+    reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{reason}: another process listens there (a chaosproxy still running?); stop "
+            f"it, or choose another port with {flag} (port 0 picks a free one)"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"{reason}: this host has no such address; {flag} 0.0.0.0:PORT listens on all"
+    if exc.errno == errno.EACCES:
+        return f"{reason}: a port below 1024 needs privileges; choose another with {flag}"
+    return reason
+
+
+def hostport(host: str, port: int, *, wildcard: bool = True) -> str:
+    """``host:port`` for a URL (a wildcard address as loopback unless ``wildcard`` is
+    False, IPv6 in brackets)."""
+    if wildcard and host in ("0.0.0.0", ""):
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 MARKER = "chaos"
 MATRIX_MARKER = "chaos_matrix"
+EXPLORE_MARKER = "chaos_explore"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,6 +96,13 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MATRIX_MARKER}(scenarios=None, fail_on=None): run this test once per scenario "
         "(default: the library, or the --chaos-scenarios ones), the chaos_proxy fixture's "
         "default set to it; chaos_verdict records what the client concluded",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{EXPLORE_MARKER}(budget=20, seed=None, faults=None, fail_on=None, shrink_runs=30, "
+        "endless=False): run this test under random fault mixes (chaosproxy explore) and "
+        "fail it with the minimal scenario of each failure found; chaos_verdict records "
+        "what the client concluded",
     )
     config.stash[_RESULTS] = []
 
@@ -158,6 +166,11 @@ class ChaosVerdict:
         self._node = node
         #: Every verdict recorded in this test, in order.
         self.verdicts: list[dict[str, Any]] = []
+        #: Where this run's requests begin in the proxy's lines (``chaos_explore`` runs
+        #: the test many times over one proxy, each run judged alone).
+        self.since = 0
+        #: False while exploring: each verdict is returned and kept, not a gate.
+        self.gate = True
 
     def __call__(
         self,
@@ -173,7 +186,9 @@ class ChaosVerdict:
         the answer judged; fails the test when the verdict is in ``fail_on``."""
         self.proxy.requests()  # those in flight have ended (or the settle time passed)
         requests = [
-            line["request_id"] for line in list(self.proxy.lines) if line["event"] == "request"
+            line["request_id"]
+            for line in list(self.proxy.lines)[self.since :]
+            if line["event"] == "request"
         ]
         if request_id is None:
             if not requests:
@@ -188,6 +203,8 @@ class ChaosVerdict:
         verdict = {**verdict, "request_id": request_id}
         verdict["scenario"] = self.scenario
         self.verdicts.append(verdict)
+        if not self.gate:
+            return verdict
         self._node.user_properties.append(("chaos_verdict", verdict["verdict"]))
         self._node.config.stash[_RESULTS].append((self._node.nodeid, self.scenario or "", verdict))
         if verdict["verdict"] in self.fail_on:
@@ -221,6 +238,113 @@ def chaos_verdict(
     if marker is not None and marker.kwargs.get("fail_on") is not None:
         fail_on = frozenset(marker.kwargs["fail_on"])
     return ChaosVerdict(chaos_proxy, request.node, chaos_matrix_scenario, fail_on)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A ``@pytest.mark.chaos_explore`` test is run by the exploration, many times."""
+    marker = pyfuncitem.get_closest_marker(EXPLORE_MARKER)
+    if marker is None:
+        return None
+    _explore_test(pyfuncitem, marker)
+    return True
+
+
+def _explore_test(item: pytest.Function, marker: pytest.Mark) -> None:
+    """Run the test under the space's scenarios (docs/explore.md, From pytest): each call
+    is one run, judged by the verdict it records; every failure is shrunk, and the test
+    fails with the minimal scenarios."""
+    import random
+    import sys
+
+    from chaosproxy.api import ChaosProxy
+    from chaosproxy.explore import (
+        ExploreError,
+        FunctionRunner,
+        Settings,
+        explore,
+        parse_budget,
+        write_outputs,
+    )
+    from chaosproxy.seeds import MAX_SEED
+
+    known = {"budget", "seed", "faults", "fail_on", "shrink_runs", "endless", "out"}
+    unknown = sorted(set(marker.kwargs) - known)
+    if marker.args or unknown:
+        raise pytest.UsageError(
+            f"@pytest.mark.{EXPLORE_MARKER} takes keyword arguments only: "
+            + ", ".join(sorted(known))
+        )
+    proxy = item.funcargs.get("chaos_proxy")
+    verdicts = item.funcargs.get("chaos_verdict")
+    if not isinstance(proxy, ChaosProxy) or not isinstance(verdicts, ChaosVerdict):
+        raise pytest.UsageError(
+            f"@pytest.mark.{EXPLORE_MARKER}: the test must use the chaos_proxy and "
+            "chaos_verdict fixtures"
+        )
+    kwargs = {name: item.funcargs[name] for name in item._fixtureinfo.argnames}
+    function = item.obj
+    kw = marker.kwargs
+    try:
+        budget = parse_budget(str(kw.get("budget", 20)))
+    except Exception as exc:
+        raise pytest.UsageError(f"@pytest.mark.{EXPLORE_MARKER}(budget=...): {exc}") from None
+    seed = kw.get("seed")
+    seed = random.SystemRandom().randrange(MAX_SEED + 1) if seed is None else int(seed)
+    fail_on = frozenset(kw["fail_on"]) if kw.get("fail_on") is not None else FAILING
+    settings = Settings(
+        seed=seed,
+        budget=budget,
+        faults=tuple(kw.get("faults") or ()),
+        shrink_runs=int(kw.get("shrink_runs", 30)),
+        endless=bool(kw.get("endless", False)),
+        client=item.nodeid,
+        check=f'pytest {item.nodeid} --chaos-scenarios FILE, marked @pytest.mark.chaos("{{name}}")',
+    )
+
+    def call(start: int) -> dict[str, Any]:
+        recorded = len(verdicts.verdicts)
+        verdicts.since = start
+        function(**kwargs)
+        if len(verdicts.verdicts) == recorded:
+            pytest.fail(
+                f"{EXPLORE_MARKER}: the test recorded no verdict (use chaos_verdict)",
+                pytrace=False,
+            )
+        return verdicts.verdicts[-1]
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    verdicts.gate = False
+    try:
+        exploration = explore(FunctionRunner(proxy, call), settings, log=say)
+    except ExploreError as exc:
+        pytest.fail(f"{EXPLORE_MARKER} (seed {seed}): {exc}", pytrace=False)
+    finally:
+        verdicts.gate = True
+    if kw.get("out") is not None:
+        from pathlib import Path
+
+        write_outputs(exploration, Path(kw["out"]), fail_on)
+    results = item.config.stash[_RESULTS]
+    for found in exploration.found:
+        verdict = {"verdict": found.verdict, "reason": found.reason}
+        results.append((item.nodeid, found.name, verdict))
+        item.user_properties.append(("chaos_explore_found", found.name))
+    failing = [f for f in exploration.found if f.verdict in fail_on]
+    if failing:
+        shown = "\n".join(
+            f"--- {f.name} ({'reproduced' if f.reproduced else 'NOT reproduced: flaky'}) ---\n"
+            + f.text
+            for f in failing
+        )
+        pytest.fail(
+            f"{EXPLORE_MARKER} (seed {seed}, {len(exploration.runs)} runs) found "
+            f"{len(failing)} failure{'s' if len(failing) != 1 else ''}; the minimal "
+            f"scenarios:\n{shown}",
+            pytrace=False,
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -264,7 +388,18 @@ def chaos_proxy(
                 f"@pytest.mark.{MARKER} takes one scenario: a name or YAML text, "
                 f"got {marker.args!r} {marker.kwargs!r}"
             )
-        with proxy.scenario(marker.args[0]):
+        from chaosproxy.scenario import ScenarioError
+        from chaosproxy.selection import UnknownScenario
+
+        with contextlib.ExitStack() as chosen:
+            problem = None
+            try:
+                chosen.enter_context(proxy.scenario(marker.args[0]))
+            except (UnknownScenario, ScenarioError) as exc:
+                problem = " ".join(str(exc).split())
+            if problem is not None:
+                # One line (with its did-you-mean), not a traceback through the plugin.
+                pytest.fail(f"@pytest.mark.{MARKER}({marker.args[0]!r}): {problem}", pytrace=False)
             yield proxy
 
 

@@ -164,7 +164,8 @@ def load_newest(path: str | Path, limit: int | None) -> tuple[list[dict[str, Any
     skipped = sum(_read_lines(file, records, keep) for file in files)
     if not records and skipped:
         raise ReportError(
-            f"{source}: no JSON lines (write the log with --log-format json, the default)"
+            f"{source}: no JSON lines (--log-format json writes them; so does auto, the default, "
+            "except on a terminal)"
         )
     return records, omitted
 
@@ -870,7 +871,8 @@ def write_report(
         lines, skipped = reader.fold(folded, keep)
         if not lines and skipped:
             raise ReportError(
-                f"{path}: no JSON lines (write the log with --log-format json, the default)"
+                f"{path}: no JSON lines (--log-format json writes them; so does auto, the default, "
+                "except on a terminal)"
             )
         for part in _page(
             list(folded.requests.values()),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import ipaddress
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,7 +29,7 @@ from chaosproxy.admin import AdminState, RequestStore, create_admin_app
 from chaosproxy.config import Config
 from chaosproxy.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.metrics import Metrics
-from chaosproxy.net import SHUTDOWN_GRACE, StartupError, hostport, listen
+from chaosproxy.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.routes import MOCK as MOCK_UPSTREAM
 from chaosproxy.routes import RouteTable
@@ -395,7 +396,12 @@ async def start_proxy(
     if library:
         scenarios = with_library(scenarios)
     if config.scenario is not None and config.scenario not in scenarios:
-        raise StartupError(f"--scenario {config.scenario!r} is not a loaded scenario")
+        close = difflib.get_close_matches(config.scenario, list(scenarios), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise StartupError(
+            f"--scenario {config.scenario!r} is not a loaded scenario{hint}; "
+            "chaosproxy scenarios lists them"
+        )
     owns_log = log is None
     if log is None:
         try:
@@ -459,6 +465,7 @@ async def start_proxy(
             mock_fixtures.scenarios = _scenario_fixtures(state.scenarios)
         host, port = config.listen
         app = create_proxy_app(state)
+        metrics.count_connections(app[CLIENT_GUARD])
         in_flight = _InFlight()
         app.middlewares.append(in_flight.middleware)
         # close() gives the streams their grace itself; aiohttp's own shutdown is then
@@ -498,6 +505,7 @@ async def start_proxy(
                 admin_port,
                 what="the admin API",
                 grace=SIDE_GRACE,
+                flag="--admin",
             )
             runners.append(admin_runner)
             admin_url = f"http://{hostport(admin_host, admin_port_bound)}"

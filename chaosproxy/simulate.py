@@ -41,6 +41,8 @@ class Simulation:
     #: How many of the first ``actions`` came from the HTTP stage (before the response
     #: headers: a held header, a canned status, a cut before any byte).
     http_actions: int = 0
+    #: The request's ``response_end`` fields (its integrity, its answer, …).
+    summary: dict[str, Any] = field(default_factory=dict)
 
     @property
     def body(self) -> bytes:
@@ -188,5 +190,6 @@ def simulate(
         sim.format = session.format
         sim.provider = session.provider
     summary = session.summary(now)
+    sim.summary = summary
     sim.applied, sim.skipped = summary["faults_applied"], summary["faults_skipped"]
     return sim

@@ -338,14 +338,36 @@ def test_the_chaos_marker_sets_the_default_scenario(
             httpx.post(chaos_proxy.url + "/v1/chat/completions", json=CHAT)
             assert chaos_proxy.last()["scenario"] is None
 
-        @pytest.mark.chaos("no-such-scenario")
+        @pytest.mark.chaos("drop-third-delt")
         def test_unknown(chaos_proxy):
+            pass
+
+        @pytest.mark.chaos("faults: [dorp]")
+        def test_invalid(chaos_proxy):
             pass
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers")
-    result.assert_outcomes(passed=3, errors=1)
-    result.stdout.fnmatch_lines(["*UnknownScenario: unknown scenario 'no-such-scenario'*"])
+    result.assert_outcomes(passed=3, errors=2)
+    # Each is one line, with its did-you-mean: no traceback through the plugin.
+    out = result.stdout.str()
+    for test, line in [
+        (
+            "test_unknown",
+            "@pytest.mark.chaos('drop-third-delt'): unknown scenario 'drop-third-delt' "
+            "(did you mean 'drop-third-delta'?)",
+        ),
+        (
+            "test_invalid",
+            "@pytest.mark.chaos('faults: [dorp]'): add_scenario:1: faults[0]: unknown fault "
+            "'dorp' (did you mean 'drop'?)",
+        ),
+    ]:
+        section = out.split(f" ERROR at setup of {test} ")[1].split("\n")[1:]
+        end = next(i for i, text in enumerate(section) if text.startswith("_") or "=====" in text)
+        assert len(section[:end]) == 1, section[:end]
+        assert section[0] == line
+    assert "Traceback" not in out and "UnknownScenario" not in out
 
 
 def test_the_marker_is_registered(pytester: pytest.Pytester, plugin_env: None) -> None:

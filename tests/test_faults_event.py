@@ -151,11 +151,15 @@ EVENT_FAULTS = [
     "duplicate",
     "ids",
     "inject",
+    "interleave_tool_calls",
     "line_endings",
     "mutate",
     "oversize",
     "reorder",
+    "resegment",
+    "snapshot",
     "splice",
+    "split_tool_args",
 ]
 
 

@@ -19,7 +19,7 @@ from chaosproxy.matrix import run_matrix
 from chaosproxy.scenario import load_library
 from chaosproxy.verdict import VERDICTS
 from tests.conftest import REPO
-from tests.test_verdict_oracle import clean_text
+from tests.test_verdict_oracle import clean_text, scenario_clean
 from tests.verdict_oracle import expected
 
 DOC = REPO / "docs" / "verdicts.md"
@@ -82,7 +82,11 @@ def test_each_example_client_across_the_library(name: str, tmp_path: Path) -> No
     for run in matrix.results:
         printed = json.loads((record / f"{run.scenario}.json").read_text())[-1]["stdout"]
         oracle = expected(
-            run.requests, lines, exit_code=run.exit_code, printed=printed, clean=clean
+            run.requests,
+            lines,
+            exit_code=run.exit_code,
+            printed=printed,
+            clean=scenario_clean(run.scenario, clean),
         )
         assert got[run.scenario] == oracle, (run.scenario, run.reason)
     results = {r.scenario: r for r in matrix.results}

@@ -21,6 +21,8 @@ import pytest
 from aiohttp import web
 from google import genai
 from google.genai import types
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chaosproxy.mock import (
     INTERVAL_HEADER,
@@ -539,6 +541,15 @@ def test_corpus_tokens_are_word_pieces_with_multibyte_early() -> None:
         assert len(head.encode()) > len(head), answer  # some character takes several bytes
         head = "".join(tokens[:40])
         assert any("\u3040" <= ch <= "\u9fff" for ch in head), answer  # some Japanese
+
+
+@given(st.text())
+@settings(max_examples=300)
+def test_tokens_give_any_text_back(text: str) -> None:
+    # A fixture's text is streamed as these tokens: nothing of it may be lost (the
+    # underscore, \w but no letter, once was).
+    assert "".join(tokenize(text)) == text
+    assert tokenize("snake_case") == ["snake", "_", "case"]
 
 
 async def test_events_are_paced_not_burst(http: httpx.AsyncClient) -> None:

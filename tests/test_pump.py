@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import socket
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -247,8 +248,14 @@ class Host:
         self.session_lines = [self.session.wrote(s, now) for s in sends]
         self.batches.append([s.data for s in sends])
 
-    async def sleep(self, seconds: float, fault: str = "") -> None:
-        await asyncio.sleep(seconds)
+    def hold_begin(self, seconds: float, fault: str) -> tuple[float, bool]:
+        return seconds, False
+
+    def hold_end(self) -> None:
+        pass
+
+    async def hold_expired(self, fault: str) -> None:
+        pass
 
     async def cut(self, cut: Cut) -> None:
         self.session.cut(cut)
@@ -326,3 +333,129 @@ async def test_the_events_of_one_read_leave_together_unless_a_fault_shapes_the_w
     assert transport.calls == socket_writes
     assert len(host.batches) == batches
     assert session.outcome == "completed" and session.frames == sum(map(len, socket_writes))
+
+
+# --------------------------------------------------------------------------- callbacks
+
+
+class Recording(BodyPump):
+    """The pump, recording what its task had to await (nothing else changes)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.awaited: list[str] = []
+
+    async def _await(self, work: tuple[str, object]) -> None:
+        self.awaited.append(work[0])
+        await super()._await(work)
+
+
+class HoldingHost(Host):
+    def __init__(self, session: Session) -> None:
+        super().__init__(session)
+        self.holds: list[tuple[float, str]] = []
+
+    def hold_begin(self, seconds: float, fault: str) -> tuple[float, bool]:
+        self.holds.append((seconds, fault))
+        return seconds, False
+
+
+def framed(faults: str) -> Session:
+    session = Session(
+        "r-1",
+        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
+        seed=1,
+        path="/s",
+    )
+    session.start(0.0)
+    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
+    return session
+
+
+async def test_holds_are_timers_and_the_task_awaits_only_the_end() -> None:
+    """Delays, a stall and a throttle hold the response with timers that resume the
+    pump: its task is woken for the last chunk alone."""
+    session = framed(
+        "[{delay: {per_event: 5ms}}, {stall: {after: 2, duration: 20ms}},"
+        " {throttle: {bytes_per_second: 2000}}]"
+    )
+    transport = RecordingTransport()
+    host = HoldingHost(session)
+    pump = Recording(host, transport, None, Body([THREE]), chunked=True)  # type: ignore[arg-type]
+    async with asyncio.timeout(5):
+        await pump.run()
+    assert pump.awaited == ["eof"]
+    assert session.outcome == "completed"
+    assert b"".join(b"".join(call) for call in transport.calls) == (
+        b"9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n9\r\ndata: 3\n\n\r\n"
+    )
+    faults = [fault for _, fault in host.holds]
+    assert faults.count("delay") == 3 and faults.count("stall") == 1 and "throttle" in faults
+
+
+class FlowTransport(RecordingTransport):
+    """A transport whose protocol tells of its flow control, and whose buffer the test
+    fills and drains."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffered = 0
+        self.listener: Any = None
+        self.writing_paused = False
+
+    def get_protocol(self) -> FlowTransport:
+        return self
+
+    def set_write_listener(self, listener: Any) -> None:
+        self.listener = listener
+
+    def write(self, data: bytes) -> None:
+        self.writelines([data])
+
+    def writelines(self, lines: list[bytes]) -> None:
+        super().writelines(lines)
+        self.buffered += sum(map(len, lines))
+        if self.buffered > 65536 and not self.writing_paused:
+            self.writing_paused = True
+            self.listener(False)
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+    def drain(self) -> None:
+        self.buffered = 0
+        self.writing_paused = False
+        self.listener(True)
+
+
+class PausingBody(Body):
+    def __init__(self, reads: list[bytes]) -> None:
+        super().__init__(reads)
+        self.paused: list[bool] = []
+
+    def pause_reading(self) -> None:
+        self.paused.append(True)
+
+    def resume_reading(self) -> None:
+        self.paused.append(False)
+
+
+async def test_a_full_client_buffer_pauses_the_upstream_until_it_drains() -> None:
+    session = framed("[]")
+    transport = FlowTransport()
+    host = Host(session)
+    big = b"data: " + b"x" * 40000 + b"\n\n"
+    body = PausingBody([big, big, big])
+    pump = Recording(host, transport, None, body, chunked=True)  # type: ignore[arg-type]
+    task = asyncio.create_task(pump.run())
+    await until(lambda: transport.writing_paused)
+    assert body.paused == [True]  # the upstream is paused: nothing more is read
+    written = len(transport.calls)
+    await asyncio.sleep(0)  # (the reads already handed over wait in the inbox)
+    assert len(transport.calls) == written
+    transport.drain()  # the client reads: writing resumes, so does the upstream
+    async with asyncio.timeout(5):
+        await task
+    assert body.paused[:2] == [True, False]
+    assert pump.awaited == ["eof"]  # no drain awaited: the protocol said when
+    assert session.outcome == "completed" and session.frames == 3

@@ -1181,3 +1181,144 @@ async def check_history_expired(lab: Lab) -> None:
     assert sum(lab.mock_requests.values()) == 2
     end = await lab.end(run.connections[1].request_id or "")
     assert (end["status"], end["bytes"]) == (204, 0)
+
+
+# --------------------------------------------------------------------------- content
+
+
+def fixture_text(lab: Lab, stem: str) -> str:
+    """The text of the scenario's own mock fixture."""
+    text = lab.scenarios[stem].mock[0].text
+    assert text is not None
+    return text
+
+
+def chat_calls(run: ChatRun) -> tuple[list[int], dict[int, str]]:
+    """The call index of each argument fragment the openai SDK yielded, in order, and
+    each call's arguments joined."""
+    order: list[int] = []
+    calls: dict[int, str] = {}
+    for chunk in run.chunks:
+        for call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            fragment = call.function.arguments if call.function else None
+            if fragment:
+                order.append(call.index)
+                calls[call.index] = calls.get(call.index, "") + fragment
+    return order, calls
+
+
+async def tool_inputs(lab: Lab, scenario: str) -> list[Any]:
+    """The anthropic SDK's final message's tool inputs (parsed by the SDK)."""
+    messages = await stream_messages(lab.anthropic(), scenario)
+    assert messages.final is not None
+    return [b.input for b in messages.final.content if b.type == "tool_use"]
+
+
+@covers("emoji-split-in-grapheme")
+async def check_emoji_split_in_grapheme(lab: Lab) -> None:
+    text = fixture_text(lab, "emoji-split-in-grapheme")
+    run = await stream_chat(lab.openai(), "emoji-split-in-grapheme")
+    assert run.text == text  # the SDK joins the pieces back: exactly the text
+    for cluster in ("👍🏽", "👩\u200d👩\u200d👧", "e\u0301", "🇫🇷"):
+        assert not any(cluster in delta for delta in run.deltas), cluster
+    assert "👍" in run.deltas[run.deltas.index("🏽!") - 1]  # the tone came alone, later
+    end = await lab.end(run.request_id)
+    assert end["integrity"] == "intact"
+    assert end["answer"]["sound"] is True
+    messages = await stream_messages(lab.anthropic(), "emoji-split-in-grapheme")
+    assert messages.final_text == text
+    assert "🏽!" in messages.deltas
+
+
+@covers("moderation-phrase-split")
+async def check_moderation_phrase_split(lab: Lab) -> None:
+    text = fixture_text(lab, "moderation-phrase-split")
+    phrase = "ignore previous instructions"
+    run = await stream_chat(lab.openai(), "moderation-phrase-split")
+    assert run.text == text
+    # A scanner of each delta misses it; a scanner of the accumulated text finds it.
+    assert not any(phrase in delta for delta in run.deltas)
+    assert phrase in run.text
+    assert len(run.deltas) == 3  # upstream: one delta; now the phrase in three pieces
+    messages = await stream_messages(lab.anthropic(), "moderation-phrase-split")
+    assert messages.final_text == text
+    assert not any(phrase in delta for delta in messages.deltas)
+    responses = await stream_responses(lab.openai(), "moderation-phrase-split")
+    assert "".join(responses.deltas) == responses.final_text == text
+    assert not any(phrase in delta for delta in responses.deltas)
+    assert responses.sequence == list(range(len(responses.sequence)))  # renumbered
+
+
+@covers("markdown-fence-across-deltas")
+async def check_markdown_fence_across_deltas(lab: Lab) -> None:
+    text = fixture_text(lab, "markdown-fence-across-deltas")
+    run = await stream_chat(lab.openai(), "markdown-fence-across-deltas")
+    assert run.text == text
+    opening = next(i for i, d in enumerate(run.deltas) if "`" in d)
+    assert run.deltas[opening : opening + 3] == ["`", "`", "`"]  # one backtick each
+    closing = next(i for i, d in enumerate(run.deltas) if "```" in d)
+    assert closing - opening > 10  # closed many deltas later
+    messages = await stream_messages(lab.anthropic(), "markdown-fence-across-deltas")
+    assert messages.final_text == text
+
+
+@covers("empty-deltas")
+async def check_empty_deltas(lab: Lab) -> None:
+    client = lab.openai()
+    reference = await stream_chat(client, None)
+    run = await stream_chat(client, "empty-deltas")
+    assert run.text == reference.text
+    contents = [c.choices[0].delta.content for c in run.chunks if c.choices]
+    assert contents.count("") == 1 + 2 * len(reference.deltas)  # the role chunk's, and 2 each
+    messages = await stream_messages(lab.anthropic(), "empty-deltas")
+    assert messages.final_text == (await stream_messages(lab.anthropic(), None)).final_text
+    assert messages.deltas.count("") == 2 * (len(messages.deltas) // 3)
+
+
+@covers("tool-args-fragmented")
+async def check_tool_args_fragmented(lab: Lab) -> None:
+    fixture = lab.scenarios["tool-args-fragmented"].mock[0]
+    arguments = fixture.tool_calls[0].argument_object
+    run = await stream_chat(lab.openai(), "tool-args-fragmented")
+    _, calls = chat_calls(run)
+    assert json.loads(calls[0]) == arguments
+    fragments = [
+        c.choices[0].delta.tool_calls[0].function.arguments
+        for c in run.chunks
+        if c.choices and c.choices[0].delta.tool_calls
+    ]
+    assert any(f and f.endswith("\\") for f in fragments)  # between \ and what it escapes
+    assert fragments[1:4] == ['{"', "c", "ity"]  # inside the key "city"
+    assert await tool_inputs(lab, "tool-args-fragmented") == [arguments]
+    end = await lab.end(run.request_id)
+    assert end["integrity"] == "intact"
+
+
+@covers("two-tool-calls-interleaved")
+async def check_two_tool_calls_interleaved(lab: Lab) -> None:
+    fixture = lab.scenarios["two-tool-calls-interleaved"].mock[0]
+    expected = [call.argument_object for call in fixture.tool_calls]
+    run = await stream_chat(lab.openai(), "two-tool-calls-interleaved")
+    order, calls = chat_calls(run)
+    assert order[:4] == [0, 1, 0, 1]
+    assert [json.loads(calls[i]) for i in sorted(calls)] == expected
+    assert await tool_inputs(lab, "two-tool-calls-interleaved") == expected
+    end = await lab.end(run.request_id)
+    assert (end["integrity"], end["answer"]["sound"]) == ("intact", True)
+
+
+@covers("cumulative-snapshots")
+async def check_cumulative_snapshots(lab: Lab) -> None:
+    client = lab.openai()
+    reference = await stream_chat(client, None)
+    run = await stream_chat(client, "cumulative-snapshots")
+    # Each delta is the text so far: an appender shows it many times over, the last
+    # snapshot is the answer.
+    assert run.deltas[-1] == reference.text
+    assert all(b.startswith(a) for a, b in zip(run.deltas, run.deltas[1:], strict=False))
+    assert run.text != reference.text
+    end = await lab.end(run.request_id)
+    assert end["integrity"] == "intact"  # what each event stands for
+    assert (end["answer"]["sound"], end["answer"]["defect"]) == (False, "snapshot")
+    messages = await stream_messages(lab.anthropic(), "cumulative-snapshots")
+    assert messages.deltas[-1] == (await stream_messages(lab.anthropic(), None)).final_text

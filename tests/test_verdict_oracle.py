@@ -58,6 +58,14 @@ def clean_text(command: str) -> str:
     return outcome.stdout
 
 
+def scenario_clean(name: str, clean: str) -> str:
+    """The clean answer of a run under library scenario ``name``: the text of the
+    scenario's own mock answer (its ``mock:``) when it has one, else ``clean`` (the
+    client's answer with no scenario)."""
+    own = load_library()[name].mock if name in load_library() else ()
+    return own[0].text if own and own[0].text is not None else clean
+
+
 def judged(
     command: str,
     scenarios: Sequence[str],
@@ -89,7 +97,7 @@ def judged(
                 lines,
                 exit_code=run.exit_code,
                 printed=printed["stdout"] if run.exit_code is not None else None,
-                clean=clean,
+                clean=scenario_clean(run.scenario, clean),
             )
             out.append((run.scenario, run.verdict, oracle))
     return out
@@ -139,6 +147,11 @@ def test_a_client_that_raises_on_a_clean_stream_fails_the_gate(tmp_path: Path) -
     # Clean up to its fifth event, whatever the chunking or timing: a false alarm.
     for scenario in ("one-event-per-read", "hostile-boundaries", "stall-mid-stream"):
         assert verdicts[scenario] == "false_alarm", scenario
+    # The same answer in other valid events (content faults keep a stream sound), but
+    # not running snapshots, which the provider's delta events do not mean.
+    for scenario in ("emoji-split-in-grapheme", "empty-deltas", "two-tool-calls-interleaved"):
+        assert verdicts[scenario] == "false_alarm", scenario
+    assert verdicts["cumulative-snapshots"] == "detected"
 
 
 def test_a_client_that_stops_at_the_first_terminal_passes_the_gate(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Faults that change only how and when bytes arrive (docs/verdicts.md, "sound").
+#: Faults that change only how and when bytes arrive, and those that cut the same content
+#: into other valid events (docs/verdicts.md, "sound").
 BENIGN = frozenset(
     {
         "bom",
@@ -26,8 +27,11 @@ BENIGN = frozenset(
         "delay",
         "hang",
         "ids",
+        "interleave_tool_calls",
         "line_endings",
         "rechunk",
+        "resegment",
+        "split_tool_args",
         "stall",
         "throttle",
     }
@@ -161,8 +165,10 @@ def _sound(
     for frame in frames:
         if not set(frame.get("faults") or ()) <= BENIGN:
             return False
+        # A merge or an interleaving sends its group of events whole, in its own order.
+        regrouped = bool({"resegment", "interleave_tool_calls"} & set(frame.get("faults") or ()))
         for ordinal in frame.get("events") or ():
-            if ordinal > high + 1 or (0 < ordinal < high):
+            if not regrouped and (ordinal > high + 1 or (0 < ordinal < high)):
                 return False
             high = max(high, ordinal)
     if any(v["rule"] != "terminal_missing" for v in violations):

@@ -24,6 +24,10 @@ class Event:
     faults: tuple[str, ...] = ()
     #: The request id of the stream a ``splice`` took this event from.
     splice_from: str | None = None
+    #: The upstream ordinals ``(first, last)`` this event was sent among when a content
+    #: fault rewrote them as one group (merged them into one event, interleaved two
+    #: calls' events): a client sees the group whole, so no gap or disorder inside it.
+    group: tuple[int, int] | None = None
 
     @property
     def raw(self) -> bytes:
@@ -32,5 +36,10 @@ class Event:
     def touched(self, fault: str, frame: Frame | None = None) -> Event:
         """This event, marked as shaped by ``fault`` (with a new frame if given)."""
         return Event(
-            frame or self.frame, self.ordinal, self.kinds, (*self.faults, fault), self.splice_from
+            frame or self.frame,
+            self.ordinal,
+            self.kinds,
+            (*self.faults, fault),
+            self.splice_from,
+            self.group,
         )

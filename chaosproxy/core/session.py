@@ -37,6 +37,7 @@ import orjson
 
 from chaosproxy.core.actions import Action, Cut, CutRequest, HoldRequest, HttpAction, Respond, Send
 from chaosproxy.core.answer import AnswerState, Ledger
+from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, build_faults
 from chaosproxy.core.frames import Format, Frame, format_for_content_type
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
@@ -116,6 +117,10 @@ class Phase(enum.Enum):
 
 #: Faults that change only how and when the bytes arrive, never which events: a correct
 #: client sees the same stream through them (a hold for ever is judged apart: ``hold``).
+#: And the content faults that cut the same content into other valid events of the
+#: provider's format (``resegment``, ``split_tool_args``, ``interleave_tool_calls``): a
+#: provider may send any of those streams, so a client that raises on one raised on a
+#: clean answer (``snapshot`` changes what the events mean: it is not here).
 BENIGN = frozenset(
     {
         "bom",
@@ -125,12 +130,23 @@ BENIGN = frozenset(
         "delay",
         "hang",
         "ids",
+        "interleave_tool_calls",
         "line_endings",
         "rechunk",
+        "resegment",
+        "split_tool_args",
         "stall",
         "throttle",
     }
 )
+
+
+def _in_group(ev: Event, ordinal: int) -> bool:
+    """Whether ``ev`` was sent in a group (a content fault's merge or interleaving)
+    that holds upstream event ``ordinal`` too: no gap or disorder between them."""
+    group = ev.group
+    return group is not None and group[0] <= ordinal <= group[1]
+
 
 #: Phases in which nothing may be written to the client (a tuple: cheaper to search
 #: than a set of enum members, whose hash is a Python call).
@@ -295,8 +311,10 @@ class Session:
         #: fault that changes events or headers, a gap or a step back in the events, a
         #: hold for ever before the terminal event (None: only chunking and timing).
         self._defect: str | None = None
-        #: The highest upstream ordinal written so far.
+        #: The highest upstream ordinal written whole so far, and the events whose
+        #: first bytes were written but not their last, in order.
         self._high = 0
+        self._open: dict[int, Event] = {}
         # What the client was sent, for the summary.
         self.status = 0
         self.content_type: str | None = None
@@ -580,6 +598,23 @@ class Session:
         if math.isinf(seconds) and content is not None and not content.sent.terminals:
             self._flaw("held open for ever before the terminal event")
 
+    def _ended(self, ev: Event) -> None:
+        """An upstream event's last byte was written: upstream ordinals must follow one
+        another (0: not an upstream event: a comment, a made-up event), except inside a
+        group a content fault sent as one (a merge, interleaved calls, the pieces of
+        one event), where they may come in any order."""
+        ordinal = ev.ordinal
+        if ordinal:
+            high = self._high
+            if ordinal == high + 1:
+                self._high = ordinal
+            elif ordinal > high:
+                if not _in_group(ev, high + 1):
+                    self._flaw("a gap in the events")
+                self._high = ordinal
+            elif not _in_group(ev, high):
+                self._flaw("events out of order")
+
     def _flaw(self, what: str) -> None:
         if self._defect is None:
             self._defect = what
@@ -693,16 +728,19 @@ class Session:
                     if name not in BENIGN:
                         self._flaw(name)
                         break
-            for ev in events:
-                ordinal = ev.ordinal
-                if ordinal:
-                    high = self._high
-                    if ordinal > high:
-                        if ordinal > high + 1:
-                            self._flaw("a gap in the events")
-                        self._high = ordinal
-                    elif ordinal < high:
-                        self._flaw("events out of order")
+            if send.ends == 1 and len(events) == 1 and not self._open:
+                self._ended(events[0])  # the usual write: one whole event
+            else:
+                # Events are judged in the order they end: a write may carry pieces of
+                # events that ended before it or end after it (coalesce, rechunk).
+                opened = self._open
+                for ev in events:
+                    key = id(ev)  # (by identity: a duplicate is an event of its own)
+                    if key not in opened:
+                        opened[key] = ev
+                for _ in range(send.ends):
+                    if opened:
+                        self._ended(opened.pop(next(iter(opened))))
             if self.content is not None:
                 self.content.wrote(send)
             if len(events) == 1:  # the usual case: no comprehension frames per write

@@ -60,7 +60,7 @@ _PIECES = re.compile(
     r"'(?:s|t|re|ve|m|ll|d)(?![^\W\d_])"
     r"| ?[^\W\d_]+"
     r"| ?\d+"
-    r"| ?[^\s\w]+"
+    r"| ?(?:[^\s\w]|_)+"  # punctuation, the underscore included (it is \w, not a letter)
     r"|\s+(?!\S)"
     r"|\s+"
 )

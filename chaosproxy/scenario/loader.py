@@ -475,6 +475,14 @@ class _Validator:
         mark = exc.problem_mark or exc.context_mark
         line = int(mark.line) + 1 if mark is not None else 0
         text = ", ".join(str(p) for p in (exc.context, exc.problem) if p)
+        lines = self.text.split("\n")
+        source = lines[line - 1] if 0 < line <= len(lines) else ""
+        indent = source[: len(source) - len(source.lstrip(" \t"))]
+        # PyYAML says "found character '\t' that cannot start any token".
+        if "\t" in indent:
+            text = "a tab in the indentation: YAML indents with spaces only"
+        elif "'\\t'" in text and mark is not None:
+            text = f"a tab at column {mark.column + 1}: YAML wants spaces there"
         self.problem(line, (), f"not valid YAML: {text}")
 
     def check_graph(self, root: Node) -> bool:
@@ -567,12 +575,13 @@ class _Validator:
             name = self.default_name(root, default_name)
         faults = data.get("faults")
         raw = data.get("format") == "raw"
+        provider = data.get("provider")
         configs: list[tuple[str, FaultConfig]] = []
         if isinstance(faults, list):
             faults_node = self.child(root, "faults")
             assert isinstance(faults_node, SequenceNode)
             for i, (item, item_node) in enumerate(zip(faults, faults_node.value, strict=True)):
-                spec = self.fault(i, item, item_node, raw)
+                spec = self.fault(i, item, item_node, raw, provider)
                 if spec is not None:
                     configs.append(spec)
         if keys is None or name is None or self.problems:
@@ -623,7 +632,9 @@ class _Validator:
                 found = v_node  # the last one wins, as in the constructed dict
         return found
 
-    def fault(self, i: int, item: Any, node: Node, raw: bool) -> tuple[str, FaultConfig] | None:
+    def fault(
+        self, i: int, item: Any, node: Node, raw: bool, provider: Any = None
+    ) -> tuple[str, FaultConfig] | None:
         path: tuple[str | int, ...] = ("faults", i)
         faults = fault_registry.registry()
         if isinstance(item, str):
@@ -675,6 +686,13 @@ class _Validator:
                 "needs sse or ndjson framing; it cannot apply with format: raw",
             )
             return None
+        if isinstance(provider, str) and provider != "auto":
+            why = cls.provider_problem(config, provider)
+            if why is not None:
+                self.problem(
+                    name_line, fault_path, f"cannot apply with provider: {provider}: {why}"
+                )
+                return None
         return name, config
 
     # -- pydantic errors, located

@@ -332,15 +332,28 @@ def serve_workers(
     scenarios: Mapping[str, Scenario],
     fixtures: Sequence[Fixture],
     run: Callable[[Callable[[], Coroutine[Any, Any, int]]], int],
+    *,
+    notices: Sequence[str] = (),
 ) -> int:
-    """``chaosproxy serve`` with ``config.workers`` > 1; ``run`` runs the event loop."""
-    return run(lambda: _supervise(config, scenarios, fixtures))
+    """``chaosproxy serve`` with ``config.workers`` > 1; ``run`` runs the event loop;
+    ``notices``: more start-up notices."""
+    return run(lambda: _supervise(config, scenarios, fixtures, notices))
 
 
 async def _supervise(
-    config: Config, scenarios: Mapping[str, Scenario], fixtures: Sequence[Fixture]
+    config: Config,
+    scenarios: Mapping[str, Scenario],
+    fixtures: Sequence[Fixture],
+    notices: Sequence[str] = (),
 ) -> int:
-    from chaosproxy.cli import _startup_line, _startup_notices, _Stop, fail, say
+    from chaosproxy.cli import (
+        _health_check_warning,
+        _startup_line,
+        _startup_notices,
+        _Stop,
+        fail,
+        say,
+    )
     from chaosproxy.net import StartupError, hostport, listen
     from chaosproxy.scenario import cross_tenant_warnings, with_library
     from chaosproxy.selection import ScenarioSet
@@ -515,9 +528,10 @@ async def _supervise(
     line = _startup_line(config, shown, names=names)  # type: ignore[arg-type]
     pids = ", ".join(str((w.hello or {}).get("pid", "?")) for w in workers)
     print(f"{line}; workers: {count} (pids {pids})", file=sys.stderr)
-    for notice in _startup_notices(config, shown):  # type: ignore[arg-type]
+    for notice in [*_startup_notices(config, shown), *notices]:  # type: ignore[arg-type]
         say("notice", notice)
-    for warning in warnings:
+    unreachable = await asyncio.to_thread(_health_check_warning, config, shown)  # type: ignore[arg-type]
+    for warning in [*warnings, *([unreachable] if unreachable else [])]:
         say("warning", warning)
     sys.stderr.flush()
     # Serve until a signal, or until a worker dies on its own.

@@ -354,6 +354,12 @@ class Fault(Generic[C]):
         """True when this config cannot work on a ``raw`` stream (validation error)."""
         return cls.stage == "event"
 
+    @classmethod
+    def provider_problem(cls, config: FaultConfig, provider: str) -> str | None:
+        """Why this config cannot apply to a stream of ``provider`` (a scenario that
+        names that provider is invalid), or None when it can."""
+        return None
+
     # -- HTTP stage
     def before_request(self) -> list[RequestAction]:
         """Actions on the request while its body arrives (a held body, a cut upload):

@@ -1,0 +1,115 @@
+"""The Dockerfile and its build context, read (tests/container/ builds and runs them):
+plain syntax that Docker 20.10's legacy builder takes, the dependencies before the
+source, the wheel installed last, and a .dockerignore that sends the Dockerfile's inputs
+and nothing else."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO
+
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+INSTRUCTIONS = [
+    line.strip()
+    for line in DOCKERFILE.replace("\\\n", " ").splitlines()
+    if line.strip() and not line.lstrip().startswith("#")
+]
+
+
+def stages() -> list[list[str]]:
+    found: list[list[str]] = []
+    for line in INSTRUCTIONS:
+        if line.startswith("FROM "):
+            found.append([])
+        found[-1].append(line)
+    return found
+
+
+def test_plain_syntax_for_old_engines() -> None:
+    """No BuildKit-only feature: Docker 20.10 without BuildKit must build it."""
+    assert not DOCKERFILE.startswith("# syntax")
+    for line in INSTRUCTIONS:
+        assert not re.search(r"--mount|--link|--chmod|--start-interval|<<", line), line
+
+
+def test_three_stages_on_one_base() -> None:
+    """The same base everywhere: the environment built in one stage runs in the last."""
+    heads = [stage[0] for stage in stages()]
+    assert heads == [
+        "FROM python:3.11-slim AS dependencies",
+        "FROM dependencies AS wheel",
+        "FROM python:3.11-slim",
+    ]
+
+
+def test_the_dependencies_come_before_the_source_and_the_wheel_last() -> None:
+    dependencies, wheel, image = stages()
+    copies = [line for line in dependencies if line.startswith("COPY ")]
+    assert copies == ["COPY pyproject.toml /build/"]  # the dependencies need nothing else
+    assert any("--requirement" in line for line in dependencies)
+    assert wheel[-1].startswith("RUN ") and "build_wheel" in wheel[-1]
+    # In the image: the dependencies' layer first, every setting, then the wheel.
+    kinds = [line.split()[0] for line in image]
+    wheel_copy = image.index("COPY --from=wheel /dist /dist")
+    assert image.index("COPY --from=dependencies /opt/chaosproxy /opt/chaosproxy") < wheel_copy
+    assert kinds[wheel_copy:] == ["COPY", "RUN", "ENV", "USER"]
+    assert "--no-deps --no-index" in image[wheel_copy + 1]
+    assert image[-1] == "USER 10001:10001"
+
+
+def test_the_health_check_is_the_module_on_a_short_interval() -> None:
+    (health,) = [line for line in INSTRUCTIONS if line.startswith("HEALTHCHECK ")]
+    options = dict(re.findall(r"--([\w-]+)=(\S+)", health))
+    assert options["interval"] == "2s" and int(options["start-period"].rstrip("s")) >= 10
+    assert json.loads(health[health.index("CMD ") + 4 :]) == [
+        "python", "-m", "chaosproxy.healthcheck",
+    ]  # fmt: skip
+
+
+def docker_ignored(path: str, patterns: list[str]) -> bool:
+    """Whether Docker leaves ``path`` out of the context (the last matching pattern wins;
+    a pattern that matches a directory matches what is in it)."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for pattern in patterns:
+        keep = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        variants = {pattern, pattern.removeprefix("**/")}
+        if any(fnmatch.fnmatchcase(p, v) for p in prefixes for v in variants):
+            ignored = not keep
+    return ignored
+
+
+def test_the_context_is_what_the_dockerfile_copies() -> None:
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    patterns = [x.strip() for x in lines if x.strip() and not x.startswith("#")]
+    try:
+        files = subprocess.run(
+            ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True, timeout=30
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: no list of the repository's files")
+    sent = {f for f in files if not docker_ignored(f, patterns)}
+    tops = {f.split("/")[0] for f in sent}
+    assert tops == {"pyproject.toml", "README.md", "LICENSE", "chaosproxy"}
+    assert {f for f in files if f.startswith("chaosproxy/")} <= sent
+    assert docker_ignored("chaosproxy/__pycache__/cli.cpython-311.pyc", patterns)
+    for local in (
+        ".git/HEAD",
+        ".venv/bin/python",
+        "build/lib/x.py",
+        "chaosproxy.egg-info/PKG-INFO",
+    ):
+        assert docker_ignored(local, patterns), local
+    # Every source the Dockerfile copies from the context is sent.
+    for line in INSTRUCTIONS:
+        if line.startswith("COPY ") and "--from=" not in line:
+            for source in line.split()[1:-1]:
+                assert source in tops, line

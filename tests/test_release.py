@@ -1,0 +1,128 @@
+""".github/workflows/release.yml: valid against the GitHub workflow schema (vendored by
+check-jsonschema, as tests/test_examples.py checks the examples), and publishing what
+the README says will be published: the image for amd64 and arm64 to ghcr.io, and the
+wheel to PyPI with trusted publishing, on a version tag that is pyproject.toml's."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.test_examples import check_jsonschema
+
+RELEASE = REPO / ".github" / "workflows" / "release.yml"
+
+
+def workflow() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(RELEASE.read_text("utf-8"))
+    return loaded
+
+
+def steps(job: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = workflow()["jobs"][job]["steps"]
+    return found
+
+
+def uses(job: str, action: str) -> list[dict[str, Any]]:
+    return [s for s in steps(job) if str(s.get("uses", "")).startswith(action + "@")]
+
+
+@pytest.mark.parametrize(
+    "schema", ["vendor.github-workflows", "custom.github-workflows-require-timeout"]
+)
+def test_valid_against_the_workflow_schema(schema: str) -> None:
+    done = check_jsonschema(schema, RELEASE)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_schema_check_catches_a_broken_copy(tmp_path: Path) -> None:
+    data = workflow()
+    data["jobs"]["image"]["permisions"] = data["jobs"]["image"].pop("permissions")
+    broken = tmp_path / "release.yml"
+    broken.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert check_jsonschema("vendor.github-workflows", broken).returncode == 1
+
+
+def test_it_runs_on_version_tags_only() -> None:
+    # PyYAML reads the key `on` as True (YAML 1.1).
+    assert workflow()[True] == {"push": {"tags": ["v*"]}}
+    assert workflow()["permissions"] == {"contents": "read"}
+
+
+def test_every_needs_reference_is_a_need() -> None:
+    """A job sees ``needs.X`` only for the jobs it needs itself."""
+    jobs = workflow()["jobs"]
+    for name, job in jobs.items():
+        needs = job.get("needs", [])
+        needs = [needs] if isinstance(needs, str) else needs
+        assert set(needs) <= set(jobs), name
+        referenced = set(re.findall(r"needs\.([\w-]+)\.", yaml.safe_dump(job)))
+        assert referenced <= set(needs), f"{name} reads needs.{referenced - set(needs)}"
+
+
+def test_the_image_goes_to_ghcr_for_amd64_and_arm64_once_healthy() -> None:
+    job = workflow()["jobs"]["image"]
+    assert job["permissions"] == {"contents": "read", "packages": "write"}
+    assert job["env"]["IMAGE"] == "ghcr.io/${{ github.repository_owner }}/chaosproxy"
+    (login,) = uses("image", "docker/login-action")
+    assert login["with"]["registry"] == "ghcr.io"
+    assert login["with"]["password"] == "${{ secrets.GITHUB_TOKEN }}"
+    check, push = uses("image", "docker/build-push-action")
+    assert check["with"]["load"] is True and "push" not in check["with"]
+    assert push["with"]["push"] is True
+    assert push["with"]["platforms"].split(",") == ["linux/amd64", "linux/arm64"]
+    names = [s.get("name", s.get("uses")) for s in steps("image")]
+    assert names.index("started, and healthy") < names.index("build for amd64 and arm64, and push")
+    healthy = next(s for s in steps("image") if s.get("name") == "started, and healthy")
+    assert "Health.Status" in healthy["run"]
+    # The README's pull line names that image.
+    assert "docker pull ghcr.io/OWNER/chaosproxy:" in (REPO / "README.md").read_text()
+
+
+def test_the_wheel_goes_to_pypi_with_trusted_publishing_after_the_image() -> None:
+    job = workflow()["jobs"]["pypi"]
+    assert set(job["needs"]) >= {"dist", "image"}  # nothing on PyPI if the image failed
+    assert job["permissions"] == {"id-token": "write"}
+    assert job["environment"]["name"] == "pypi"
+    (publish,) = uses("pypi", "pypa/gh-action-pypi-publish")
+    assert "with" not in publish  # no password, no token: trusted publishing
+    assert "pip install chaosproxy==" in (REPO / "README.md").read_text()
+
+
+@pytest.mark.parametrize(("offset", "code"), [(0, 0), (1, 1)])
+def test_the_tag_must_be_the_version(tmp_path: Path, offset: int, code: int) -> None:
+    """The version job's script, run as Actions would, on the right tag and a wrong one."""
+    script = next(s["run"] for s in steps("version") if s.get("id") == "version")
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    tag = "v" + version if offset == 0 else "v" + version + ".1"
+    output = tmp_path / "output"
+    output.touch()
+    bin_dir = tmp_path / "bin"  # python3: this one (3.11, tomllib), as on the runner
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    done = subprocess.run(
+        ["bash", "-e", "-c", script],
+        cwd=REPO,
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "GITHUB_REF_NAME": tag,
+            "GITHUB_OUTPUT": str(output),
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == code, done.stdout + done.stderr
+    if code == 0:
+        assert output.read_text() == f"version={version}\n"
+    else:
+        assert f"::error::the tag {tag} is not v{version}" in done.stdout
