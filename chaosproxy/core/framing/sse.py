@@ -90,8 +90,9 @@ class SseFramer:
 
     def feed(self, data: BodyRead) -> list[Frame]:
         """Take the next bytes of the body; return the frames they complete."""
-        if self._error is not None:
-            raise self._error
+        error = self._error  # (a local: a narrowed self._error would be trusted below)
+        if error is not None:
+            raise error
         if not data:
             return []
         if type(data) is not bytes:
