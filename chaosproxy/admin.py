@@ -36,6 +36,7 @@ import orjson
 from aiohttp import web
 
 from chaosproxy import __version__
+from chaosproxy._build import build
 from chaosproxy.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.journal import Criteria, RequestEntry, matches
@@ -443,6 +444,7 @@ async def _health(request: web.Request) -> web.Response:
     if details:
         health.update(
             version=__version__,
+            build=build(),
             uptime_s=round(time.monotonic() - state.started, 3),
             scenarios=len(state.scenarios.scenarios),
             default=state.scenarios.default,
