@@ -108,4 +108,5 @@ def _source(module: str) -> str:
     return str(Path(*module.split(".")).with_suffix(".py"))
 
 
-setup(distclass=BinaryDistribution, cmdclass={"build_ext": BuildCompiled})
+if __name__ == "__main__":  # (as the build runs it; tests/test_compiled.py imports it)
+    setup(distclass=BinaryDistribution, cmdclass={"build_ext": BuildCompiled})

@@ -95,6 +95,32 @@ def test_pure_loads_no_compiled_module_even_where_they_are_installed() -> None:
     assert _run(code, **{PURE_ENV: "1"}) == "pure []"
 
 
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        ({"CC": "false"}, "no working C compiler"),
+        ({"CHAOSPROXY_PURE_BUILD": "1"}, "CHAOSPROXY_PURE_BUILD is set"),
+    ],
+)
+def test_the_build_is_pure_without_a_compiler_or_when_asked(
+    env: dict[str, str], reason: str
+) -> None:
+    """What setup.py decides (a pure wheel, or mypyc), without building: ``CC=false`` is
+    a compiler that fails."""
+    code = "import runpy; print(runpy.run_path('setup.py', run_name='probe')['PURE_REASON'])"
+    environ = {k: v for k, v in os.environ.items() if k not in ("CC", "CHAOSPROXY_PURE_BUILD")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(reason), proc.stdout
+
+
 def test_the_compiled_list_names_modules_not_packages() -> None:
     # mypyc gives a package compiled into a shared library inside the package a wrong
     # __path__ (its submodules are then not found): no __init__ is compiled.
