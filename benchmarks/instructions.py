@@ -203,7 +203,12 @@ async def one_run(
     if target == "framed":
         args += ["--scenario", "bench-framed"]
     proc = await asyncio.create_subprocess_exec(
-        *args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        *args,
+        env=env,
+        cwd=workdir,  # (python -m puts the directory first: never a checkout's sources)
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
     err = b""
