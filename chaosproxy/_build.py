@@ -32,6 +32,8 @@ COMPILED: tuple[str, ...] = (
     "chaosproxy.pump",
     "chaosproxy.exchange",
     "chaosproxy.logs",
+    "chaosproxy.metrics",
+    "chaosproxy.store",
     "chaosproxy.upstream.connection",
     "chaosproxy.upstream.response",
 )

@@ -273,15 +273,18 @@ def test_structlogs_bound_logger_writes_through_the_sink(tmp_path: Path) -> None
 
 def _patched_classes(path: Path) -> Iterator[tuple[int, str]]:
     """``monkeypatch.setattr(Name, ...)`` (or ``mock.patch.object(Name, ...)``) where
-    ``Name`` is imported from a compiled module: (line, name)."""
+    ``Name`` is a class defined in a compiled module, however the test imported it (a
+    module may re-export it: ``chaosproxy.admin.RequestStore``): (line, name)."""
     module = ast.parse(path.read_text())
-    compiled_names = {
-        alias.asname or alias.name
-        for node in ast.walk(module)
-        if isinstance(node, ast.ImportFrom) and node.module in COMPILED
-        for alias in node.names
-        if alias.name[:1].isupper()
-    }
+    compiled_names = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("chaosproxy"):
+            assert node.module is not None
+            imported = importlib.import_module(node.module)
+            for alias in node.names:
+                value = getattr(imported, alias.name, None)
+                if isinstance(value, type) and value.__module__ in COMPILED:
+                    compiled_names.add(alias.asname or alias.name)
     for node in ast.walk(module):
         if (
             isinstance(node, ast.Call)
@@ -310,10 +313,12 @@ def test_the_patch_checker_finds_a_patched_compiled_class(tmp_path: Path) -> Non
     path = tmp_path / "test_x.py"
     path.write_text(
         "from chaosproxy.pump import BodyPump\n"
+        "from chaosproxy.admin import RequestStore as Store\n"
         "def test(monkeypatch):\n"
         "    monkeypatch.setattr(BodyPump, '_send', None)\n"
+        "    monkeypatch.setattr(Store, '__call__', None)\n"
     )
-    assert list(_patched_classes(path)) == [(3, "BodyPump")]
+    assert sorted(_patched_classes(path)) == [(4, "BodyPump"), (5, "Store")]
 
 
 def test_a_size_error_met_while_finishing_the_pending_frame_is_a_framing_error() -> None:
