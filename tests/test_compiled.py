@@ -272,9 +272,10 @@ def test_structlogs_bound_logger_writes_through_the_sink(tmp_path: Path) -> None
 
 
 def _patched_classes(path: Path) -> Iterator[tuple[int, str]]:
-    """``monkeypatch.setattr(Name, ...)`` (or ``mock.patch.object(Name, ...)``) where
-    ``Name`` is a class defined in a compiled module, however the test imported it (a
-    module may re-export it: ``chaosproxy.admin.RequestStore``): (line, name)."""
+    """``monkeypatch.setattr(Name, ...)`` (or ``mock.patch.object(Name, ...)``), or a
+    ``class X(Name)``, where ``Name`` is a class defined in a compiled module, however
+    the test imported it (a module may re-export it: ``chaosproxy.admin.RequestStore``):
+    (line, name)."""
     module = ast.parse(path.read_text())
     compiled_names = set()
     for node in ast.walk(module):
@@ -286,6 +287,10 @@ def _patched_classes(path: Path) -> Iterator[tuple[int, str]]:
                 if isinstance(value, type) and value.__module__ in COMPILED:
                     compiled_names.add(alias.asname or alias.name)
     for node in ast.walk(module):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in compiled_names:
+                    yield node.lineno, base.id
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -297,10 +302,12 @@ def _patched_classes(path: Path) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.args[0].id
 
 
-def test_no_test_patches_a_compiled_class() -> None:
-    """A compiled class cannot be patched: its methods call each other directly, and
-    a patch is ignored or refused. A test reaches the code through a seam instead (a
-    fault that raises, an injected upstream, a real client, the module's source)."""
+def test_no_test_patches_or_subclasses_a_compiled_class() -> None:
+    """A compiled class cannot be patched (its methods call each other directly: a
+    patch is ignored or refused) nor subclassed in Python ("interpreted classes cannot
+    inherit from compiled"). A test reaches the code through a seam instead: a fault
+    that raises, an injected upstream, host or writer, a real client, the module's
+    source."""
     found = [
         f"{path.name}:{line}: {name}"
         for path in sorted((REPO / "tests").glob("*.py"))
@@ -317,8 +324,11 @@ def test_the_patch_checker_finds_a_patched_compiled_class(tmp_path: Path) -> Non
         "def test(monkeypatch):\n"
         "    monkeypatch.setattr(BodyPump, '_send', None)\n"
         "    monkeypatch.setattr(Store, '__call__', None)\n"
+        "class Recording(BodyPump):\n"
+        "    pass\n"
     )
-    assert sorted(_patched_classes(path)) == [(4, "BodyPump"), (5, "Store")]
+    found = sorted(_patched_classes(path))
+    assert found == [(4, "BodyPump"), (5, "Store"), (6, "BodyPump")]
 
 
 def test_a_size_error_met_while_finishing_the_pending_frame_is_a_framing_error() -> None:
