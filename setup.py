@@ -73,6 +73,8 @@ def _compiler_missing() -> str | None:
 
 
 PURE_REASON = _pure_reason()
+if PURE_REASON is not None and "bdist_wheel" in sys.argv:
+    print(f"chaosproxy: building the pure package: {PURE_REASON}", file=sys.stderr)
 
 
 class BinaryDistribution(Distribution):
@@ -89,7 +91,6 @@ class BuildCompiled(build_ext):
         if getattr(self, "editable_mode", False) or self.inplace:
             self.distribution.ext_modules = []  # editable: the sources run as they are
         elif PURE_REASON is not None:
-            print(f"chaosproxy: building the pure package: {PURE_REASON}", file=sys.stderr)
             self.distribution.ext_modules = []
         else:
             from mypyc.build import mypycify
