@@ -35,7 +35,9 @@ FROM dependencies AS wheel
 RUN python -m venv --without-pip /opt/build \
     && python -m pip --python /opt/build/bin/python install "setuptools>=77"
 WORKDIR /build
-COPY README.md LICENSE ./
+# setup.py compiles the hot modules with mypyc where a C compiler is (docs/architecture.md,
+# Compiled modules); this slim stage has none, so the image's package is pure Python.
+COPY README.md LICENSE setup.py ./
 COPY chaosproxy ./chaosproxy
 RUN /opt/build/bin/python -c "import setuptools.build_meta as backend; backend.build_wheel('/dist')" \
     > /tmp/build.log 2>&1 || { cat /tmp/build.log; exit 1; }

@@ -17,9 +17,13 @@ one event, start-up and shutdown cancelling out. Targets: ``framed`` (the benchm
 ``bench-framed`` scenario: a fault that never fires, every event framed, checked and
 logged) and ``passthrough``; modes: ``compiled`` (the package as installed) and
 ``pure`` (``CHAOSPROXY_PURE=1``: the Python sources even where compiled modules exist).
+The proxy's start-up line says which it runs; a mode it does not run is an error. By
+default the proxy is this checkout (pure: an editable install compiles nothing);
+``--python VENV/bin/python`` runs the package installed there (the wheel).
 
-    python benchmarks/instructions.py                   # framed and passthrough, as installed
-    python benchmarks/instructions.py --modes compiled,pure --json out.json
+    python benchmarks/instructions.py                   # this checkout: framed and passthrough
+    pip wheel --no-deps -w dist . && python -m venv /tmp/v && /tmp/v/bin/pip install dist/*.whl
+    python benchmarks/instructions.py --python /tmp/v/bin/python --modes compiled,pure
 
 Needs valgrind (Debian: ``apt-get install valgrind``). A run takes a few minutes.
 """
@@ -49,8 +53,8 @@ from loadgen import StreamClient, StreamResult, request_bytes  # noqa: E402
 BENCH_FRAMED = "name: bench-framed\nfaults:\n  - duplicate: {probability: 0}\n"
 HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-    b"Transfer-Encoding: chunked\r\n\r\n"
-)
+    b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+)  # (one stream per connection: a pooled one would bring a second request it ignores)
 PAD = b"x" * 200
 _IREFS = re.compile(rb"(?:I\s+refs|Collected)\s*:\s+([\d,]+)")
 
@@ -87,6 +91,7 @@ class Upstream(asyncio.Protocol):
         self.transport.write(HEAD)
         if query.get("shape") == "burst":
             self.transport.write(b"".join(event_chunk(i) for i in range(self.n)) + b"0\r\n\r\n")
+            self.transport.close()
             self.i = self.n
         else:
             Upstream.streams[query["id"]] = self
@@ -99,6 +104,7 @@ class Upstream(asyncio.Protocol):
             self.i += 1
             if self.i == self.n:
                 self.transport.write(b"0\r\n\r\n")
+                self.transport.close()
 
 
 class Client(StreamClient):
@@ -149,7 +155,13 @@ class Count:
 
 
 async def one_run(
-    target: str, mode: str, streams: int, events: int, shape: str, workdir: Path
+    target: str,
+    mode: str,
+    streams: int,
+    events: int,
+    shape: str,
+    workdir: Path,
+    python: str | None = None,
 ) -> int:
     """The proxy's instruction count for one workload."""
     loop = asyncio.get_running_loop()
@@ -158,7 +170,10 @@ async def one_run(
     scenarios = workdir / "scenarios"
     scenarios.mkdir(exist_ok=True)
     (scenarios / "bench-framed.yaml").write_text(BENCH_FRAMED)
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("CHAOSPROXY_PURE", None)
+    if python is None:  # this checkout; else the package installed for ``python``
+        env["PYTHONPATH"] = str(REPO)
     if mode == "pure":
         env["CHAOSPROXY_PURE"] = "1"
     profile = os.environ.get("INSTRUCTIONS_CALLGRIND")  # a file: keep a callgrind profile
@@ -175,7 +190,7 @@ async def one_run(
     cprofile = os.environ.get("INSTRUCTIONS_CPROFILE")  # a file: cProfile instead of valgrind
     args = [
         *(valgrind if not (os.environ.get("INSTRUCTIONS_NO_VALGRIND") or cprofile) else []),
-        sys.executable,
+        python or sys.executable,
         *(["-m", "cProfile", "-o", cprofile] if cprofile else []),
         "-m",
         "chaosproxy",
@@ -203,7 +218,12 @@ async def one_run(
     if target == "framed":
         args += ["--scenario", "bench-framed"]
     proc = await asyncio.create_subprocess_exec(
-        *args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        *args,
+        env=env,
+        cwd=workdir,  # (python -m puts the directory first: never a checkout's sources)
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
     err = b""
@@ -213,9 +233,12 @@ async def one_run(
         if not line:
             raise RuntimeError("the proxy exited before it listened: " + err.decode())
         err += line
-        m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", line)
+        m = re.search(rb"\((compiled|pure)\) listening on http://127\.0\.0\.1:(\d+)", line)
         if m:
-            port = int(m.group(1))
+            if m.group(1).decode() != mode:
+                proc.kill()
+                raise RuntimeError(f"asked for {mode}, the proxy runs {m.group(1).decode()}")
+            port = int(m.group(2))
     try:
         await drive(port, streams, events, shape)
     except Exception:
@@ -233,11 +256,13 @@ async def one_run(
     return int(found.group(1).replace(b",", b""))
 
 
-async def measure(target: str, mode: str, shape: str, streams: int, events: int) -> Count:
+async def measure(
+    target: str, mode: str, shape: str, streams: int, events: int, python: str | None = None
+) -> Count:
     with tempfile.TemporaryDirectory() as tmp:
-        small = await one_run(target, mode, streams, events, shape, Path(tmp))
+        small = await one_run(target, mode, streams, events, shape, Path(tmp), python)
     with tempfile.TemporaryDirectory() as tmp:
-        large = await one_run(target, mode, streams, events * 5, shape, Path(tmp))
+        large = await one_run(target, mode, streams, events * 5, shape, Path(tmp), python)
     per_event = (large - small) / (streams * events * 4)
     return Count(target, mode, shape, per_event, small, large)
 
@@ -245,20 +270,34 @@ async def measure(target: str, mode: str, shape: str, streams: int, events: int)
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", default="framed,passthrough")
-    parser.add_argument("--modes", default="compiled", help="compiled, pure, or both")
+    parser.add_argument(
+        "--modes",
+        default=None,
+        help="compiled, pure, or both (default: pure for the checkout, both with --python)",
+    )
     parser.add_argument("--shapes", default="paced,burst")
     parser.add_argument("--streams", type=int, default=10)
     parser.add_argument("--events", type=int, default=100, help="per stream, small workload")
     parser.add_argument("--json", default=None, metavar="PATH")
+    parser.add_argument(
+        "--python",
+        default=None,
+        metavar="PYTHON",
+        help="run the proxy with this interpreter and the chaosproxy installed for it (a "
+        "venv with the wheel: compiled where it was built so); default: this checkout",
+    )
     args = parser.parse_args()
     if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
+    modes = args.modes or ("compiled,pure" if args.python else "pure")
     counts: list[Count] = []
     for target in args.targets.split(","):
-        for mode in args.modes.split(","):
+        for mode in modes.split(","):
             for shape in args.shapes.split(","):
-                count = asyncio.run(measure(target, mode, shape, args.streams, args.events))
+                count = asyncio.run(
+                    measure(target, mode, shape, args.streams, args.events, args.python)
+                )
                 counts.append(count)
                 print(
                     f"{target:12} {mode:9} {shape:6} {count.per_event:10,.0f} instructions/event",

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+
+from chaosproxy._build import PURE_ENV
+
+# First thing: with CHAOSPROXY_PURE=1 no compiled module of this package is loaded, only
+# their Python sources (chaosproxy/_pure.py; docs/architecture.md, Compiled modules).
+if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    from chaosproxy._pure import install
+
+    install(__name__)
 
 __version__ = "0.1.0"
 

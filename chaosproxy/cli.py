@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from chaosproxy import __version__
+from chaosproxy._build import build
 from chaosproxy.config import (
     NAMES,
     Config,
@@ -118,7 +119,9 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="chaosproxy", description="A fault-injecting proxy for LLM streams.")
-    parser.add_argument("--version", action="version", version=f"chaosproxy {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"chaosproxy {__version__} ({build()})"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     serve = sub.add_parser("serve", help="run the proxy")
@@ -464,7 +467,8 @@ def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:
         admin += " (bearer token)" if config.admin_token else ""
     extras = f"; traces: {config.trace_dir}" if config.trace_dir else ""
     return (
-        f"chaosproxy {__version__} listening on {_addresses(proxy.bound or [proxy.url])} "
+        f"chaosproxy {__version__} ({build()}) listening on "
+        f"{_addresses(proxy.bound or [proxy.url])} "
         f"→ {upstream}; scenarios: {names}; default: {config.scenario or 'passthrough'}; "
         f"seed: {config.seed if config.seed is not None else 'random'}; "
         f"{_client_choices(config)}; admin: {admin}{extras}"

@@ -292,7 +292,11 @@ class _Sink:
         for listener in self._listeners:
             listener(line)
 
-    info = msg
+    def info(self, line: bytes) -> None:
+        """What structlog's bound logger calls for a line at ``info``. A method of its
+        own: an alias in the class body (``info = msg``) is no method of a compiled
+        class, and structlog would find no ``info``."""
+        self.msg(line)
 
     def msgs(self, lines: list[bytes]) -> None:
         """Several lines in one write (the listeners still get one line a call)."""

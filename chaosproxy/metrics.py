@@ -12,7 +12,6 @@ not metrics): Prometheus expects them to only grow.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -23,10 +22,9 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from chaosproxy.guard import ClientGuard
+from chaosproxy.metrics_collector import GuardCollector, SentCollector
 from chaosproxy.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
@@ -73,7 +71,7 @@ class Metrics:
         # Frames and bytes are counted in plain integers (a frame line is the hot path)
         # and exposed as counters when scraped.
         self._sent: dict[str, list[int]] = {}
-        r.register(_SentCollector(self._sent))
+        r.register(SentCollector(self._sent))
         self.client_disconnects = Counter(
             "chaosproxy_client_disconnects",
             "Responses ended because the client went away (outcome client_gone).",
@@ -176,48 +174,11 @@ class Metrics:
 
     def count_connections(self, guard: ClientGuard) -> None:
         """Expose the counts of the proxy's client guard (``chaosproxy_empty_connections``)."""
-        self.registry.register(_GuardCollector(guard))
+        self.registry.register(GuardCollector(guard))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""
         return generate_latest(self.registry)
-
-
-class _GuardCollector(Collector):
-    """``chaosproxy_empty_connections_total`` from the guard's count: connections are
-    not frame-log lines, and a probe that asked nothing gets none."""
-
-    def __init__(self, guard: ClientGuard) -> None:
-        self._guard = guard
-
-    def collect(self) -> Iterator[Metric]:
-        yield CounterMetricFamily(
-            "chaosproxy_empty_connections",
-            "Client connections that closed without sending a request (nothing, or only "
-            "empty lines): health checks and port probes; not logged.",
-            value=self._guard.empty,
-        )
-
-
-class _SentCollector(Collector):
-    """``chaosproxy_frames_total`` and ``chaosproxy_bytes_sent_total`` from plain
-    per-scenario ``[frames, bytes]`` counts."""
-
-    def __init__(self, sent: dict[str, list[int]]) -> None:
-        self._sent = sent
-
-    def collect(self) -> Iterator[Metric]:
-        frames = CounterMetricFamily(
-            "chaosproxy_frames", "Writes to clients (frame-log frame lines).", labels=["scenario"]
-        )
-        sent_bytes = CounterMetricFamily(
-            "chaosproxy_bytes_sent", "Body bytes written to clients.", labels=["scenario"]
-        )
-        for scenario, (n_frames, n_bytes) in list(self._sent.items()):
-            frames.add_metric([scenario], n_frames)
-            sent_bytes.add_metric([scenario], n_bytes)
-        yield frames
-        yield sent_bytes
 
 
 __all__ = ["CONTENT_TYPE_LATEST", "NO_SCENARIO", "Metrics"]

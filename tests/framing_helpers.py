@@ -8,22 +8,40 @@ an independent reading of the spec rather than against themselves.
 from __future__ import annotations
 
 import bisect
+import importlib.util
 import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import cast
+from pathlib import Path
+from types import ModuleType
 
 from hypothesis import strategies as st
 
 from chaosproxy.core.frames import Frame
-from chaosproxy.core.framing import Framer, FramingError
+from chaosproxy.core.framing import BodyRead, Framer, FramingError
 
 BOM = b"\xef\xbb\xbf"
 
 FramerFactory = Callable[[], Framer]
 
 
-def frame_chunks(framer: Framer, chunks: Iterable[bytes]) -> list[Frame]:
+def source_module(name: str) -> ModuleType:
+    """A fresh copy of module ``name`` of the package made from its ``.py`` source,
+    under a name of its own: what a test may patch to watch the code's inner steps.
+    The module itself may be compiled (docs/architecture.md), and a compiled class can
+    be neither patched nor watched; the copy runs the same source, and its classes
+    make the same (possibly compiled) frames."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None
+    source = Path(spec.origin).with_name(name.rsplit(".", 1)[1] + ".py")
+    copy = importlib.util.spec_from_file_location(f"_source_of_{name}", source)
+    assert copy is not None and copy.loader is not None
+    module = importlib.util.module_from_spec(copy)
+    copy.loader.exec_module(module)
+    return module
+
+
+def frame_chunks(framer: Framer, chunks: Iterable[BodyRead]) -> list[Frame]:
     """Feed every chunk to ``framer``, then eof; all frames returned, in order."""
     frames: list[Frame] = []
     for chunk in chunks:
@@ -32,14 +50,13 @@ def frame_chunks(framer: Framer, chunks: Iterable[bytes]) -> list[Frame]:
     return frames
 
 
-def general_path(chunks: Iterable[bytes]) -> list[bytes]:
+def general_path(chunks: Iterable[bytes]) -> list[bytearray]:
     """The same reads as ``bytearray`` objects, which the framers always take through
     their general (buffered) path: their fast path is for ``bytes`` reads only."""
-    # Framer.feed is typed for bytes; a bytearray is a bytes-like read it accepts.
-    return cast(list[bytes], [bytearray(chunk) for chunk in chunks])
+    return [bytearray(chunk) for chunk in chunks]
 
 
-def frame_until_error(framer: Framer, chunks: Iterable[bytes]) -> tuple[list[Frame], bool]:
+def frame_until_error(framer: Framer, chunks: Iterable[BodyRead]) -> tuple[list[Frame], bool]:
     """Like :func:`frame_chunks`, but stop at a FramingError: (frames so far, raised)."""
     frames: list[Frame] = []
     try:

@@ -98,7 +98,7 @@ def test_the_context_is_what_the_dockerfile_copies() -> None:
         pytest.skip("not a git checkout: no list of the repository's files")
     sent = {f for f in files if not docker_ignored(f, patterns)}
     tops = {f.split("/")[0] for f in sent}
-    assert tops == {"pyproject.toml", "README.md", "LICENSE", "chaosproxy"}
+    assert tops == {"pyproject.toml", "setup.py", "README.md", "LICENSE", "chaosproxy"}
     assert {f for f in files if f.startswith("chaosproxy/")} <= sent
     assert docker_ignored("chaosproxy/__pycache__/cli.cpython-311.pyc", patterns)
     for local in (

@@ -29,6 +29,7 @@ from tests.framing_helpers import (
     frame_until_error,
     general_path,
     reference_sse_frames,
+    source_module,
     sse_bodies,
     three_way_cuts,
     uniform_sse_bodies,
@@ -547,6 +548,13 @@ def test_fast_path_size_limit_at_the_boundary(nl: bytes, shape: bytes) -> None:
             assert frame_until_error(SseFramer(max_size), general_path(chunks)) == expected
 
 
+# Which path a read takes is watched on the framer's source (source_module): the
+# framer in use may be compiled, and a compiled class cannot be patched. That it
+# frames the same as its source is what every other test here checks.
+_source = source_module("chaosproxy.core.framing.sse")
+SourceSseFramer = _source.SseFramer
+
+
 def _no_buffer(self: SseFramer, data: bytes) -> list[Frame]:
     raise AssertionError(f"took the general path for {data!r}")
 
@@ -564,14 +572,16 @@ def test_uniform_reads_never_touch_the_buffer(nl: bytes, monkeypatch: pytest.Mon
         b"data: \xc3\xa9" + nl + nl,
     ]
     expected = reference_sse_frames(b"".join(events))
-    monkeypatch.setattr(SseFramer, "_feed_buffered", _no_buffer)
-    framer = SseFramer()
+    monkeypatch.setattr(SourceSseFramer, "_feed_buffered", _no_buffer)
+    framer = SourceSseFramer()
     frames = [frame for event in events for frame in framer.feed(event)]
     assert frames == expected
     assert frames[0].raw is events[0]  # a read that is one event is not even copied
-    framer = SseFramer()
+    framer = SourceSseFramer()
     assert framer.feed(b"".join(events)) == expected
     assert framer.eof() == []
+    compiled = SseFramer()  # and the framer in use, as far as it shows
+    assert compiled.feed(events[0])[0].raw is events[0]
 
 
 @pytest.mark.parametrize(
@@ -583,15 +593,16 @@ def test_mixed_endings_and_a_bom_take_the_general_path(
     body: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[bytes] = []
-    general = SseFramer._feed_buffered
+    general = SourceSseFramer._feed_buffered
 
     def spy(self: SseFramer, data: bytes) -> list[Frame]:
         calls.append(bytes(data))
-        return general(self, data)
+        return general(self, data)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(SseFramer, "_feed_buffered", spy)
-    assert frame_chunks(SseFramer(), [body]) == reference_sse_frames(body)
+    monkeypatch.setattr(SourceSseFramer, "_feed_buffered", spy)
+    assert frame_chunks(SourceSseFramer(), [body]) == reference_sse_frames(body)
     assert calls == [body]
+    assert frame_chunks(SseFramer(), [body]) == reference_sse_frames(body)
 
 
 def test_a_frame_pending_across_reads_then_the_fast_path() -> None:

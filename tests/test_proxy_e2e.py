@@ -10,7 +10,9 @@ import time
 import aiohttp
 import pytest
 
-from chaosproxy.core.actions import Send
+from chaosproxy.core.actions import HttpAction
+from chaosproxy.core.events import Event
+from chaosproxy.core.faults import Fault, FaultConfig, registry
 from chaosproxy.server import StartupError
 from tests.conftest import LogCapture, ProxyFactory, fixture_bytes
 from tests.upstream import Script, ScriptedUpstream
@@ -307,20 +309,45 @@ async def _json(body: bytes) -> dict[str, object]:
     return value
 
 
+class _BugConfig(FaultConfig):
+    #: Where the bug is: before the request is forwarded, or at this upstream event.
+    at_event: int | None = None
+
+
+class _BugFault(Fault[_BugConfig]):
+    """A fault with a bug in it (it raises), added to the registry by :func:`bug_fault`:
+    how a test puts a bug in the request's path without patching a class of the proxy
+    (compiled classes cannot be patched, docs/architecture.md)."""
+
+    name = "bug"
+    stage = "event"
+    Config = _BugConfig
+
+    def before_upstream(self) -> list[HttpAction]:
+        if self.config.at_event is None:
+            raise RuntimeError("a bug in a fault")
+        return []
+
+    def on_event(self, ev: Event) -> list[Event]:
+        if ev.ordinal == self.config.at_event:
+            raise RuntimeError("a bug in a fault")
+        return [ev]
+
+
+@pytest.fixture
+def bug_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``bug`` fault, in the registry for this test only."""
+    monkeypatch.setitem(registry(), _BugFault.name, _BugFault)
+
+
+@pytest.mark.usefixtures("bug_fault")
 async def test_a_bug_before_the_response_is_a_500_with_a_reason(
     upstream: ScriptedUpstream,
     make_proxy: ProxyFactory,
     log_capture: LogCapture,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from chaosproxy.core.session import Session
-
-    def broken(*args: object, **kw: object) -> list[object]:
-        raise RuntimeError("a bug in a fault")
-
-    monkeypatch.setattr(Session, "start", broken)
     upstream.route("/v1/s", Script.events(b"data: 1\n\n"))
-    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: []"})
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: [{bug: {}}]"})
     resp, body = await read_all(proxy.url + "/v1/s", headers={"X-Chaos-Scenario": "s"})
     assert resp.status == 500
     message = (await _json(body))["error"]["message"]  # type: ignore[index]
@@ -329,24 +356,15 @@ async def test_a_bug_before_the_response_is_a_500_with_a_reason(
     assert (end["outcome"], end["error"]) == ("proxy_error", message)
 
 
+@pytest.mark.usefixtures("bug_fault")
 async def test_a_bug_mid_stream_never_ends_cleanly(
     upstream: ScriptedUpstream,
     make_proxy: ProxyFactory,
     log_capture: LogCapture,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from chaosproxy.core.pipeline import Pipeline
-
-    feed = Pipeline.feed
-
-    def feed_then_break(self: Pipeline, chunk: bytes, now: float) -> list[object]:
-        if self.events_in >= 1:
-            raise RuntimeError("a bug in a fault")
-        return feed(self, chunk, now)  # type: ignore[return-value]
-
-    monkeypatch.setattr(Pipeline, "feed", feed_then_break)
     upstream.route("/v1/s", Script(writes=[(b"data: 1\n\n", 0), (b"data: 2\n\n", 0.05)]))
-    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: []"})
+    scenario = "faults: [{bug: {at_event: 2}}]"
+    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": scenario})
     port = int(proxy.url.rsplit(":", 1)[1])
     raw = await raw_http(port, b"GET /v1/s HTTP/1.1\r\nHost: x\r\nX-Chaos-Scenario: s\r\n\r\n")
     head, _, chunked = raw.partition(b"\r\n\r\n")
@@ -362,26 +380,21 @@ async def test_a_write_to_a_departed_client_is_client_gone_not_upstream_error(
     upstream: ScriptedUpstream,
     make_proxy: ProxyFactory,
     log_capture: LogCapture,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The race handler cancellation usually wins: the client's socket is already closing
-    # when the next event is to be written. That is the client's doing, not the
-    # upstream's, and the event that could not be written is not logged as a frame.
-    from chaosproxy.pump import BodyPump
-
-    send = BodyPump._send
-
-    def client_leaves_before_second(self: BodyPump, sends: list[Send]) -> bool:
-        if sends[0].data == b"data: 2\n\n":
-            self.transport.close()
-        return send(self, sends)
-
-    monkeypatch.setattr(BodyPump, "_send", client_leaves_before_second)
-    upstream.route("/v1/s", Script(writes=[(b"data: 1\n\n", 0), (b"data: 2\n\n", 0.02)]))
+    # The client leaves after the first event, before the upstream sends the second:
+    # that is the client's doing, not the upstream's, and the event that could not be
+    # written is not logged as a frame.
+    upstream.route("/v1/s", Script(writes=[(b"data: 1\n\n", 0), (b"data: 2\n\n", 0.3)]))
     proxy = await make_proxy(upstream=upstream.url)
     port = int(proxy.url.rsplit(":", 1)[1])
-    raw = await raw_http(port, b"GET /v1/s HTTP/1.1\r\nHost: x\r\n\r\n")
-    request_id = raw.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /v1/s HTTP/1.1\r\nHost: x\r\n\r\n")
+    received = b""
+    async with asyncio.timeout(5):
+        while b"data: 1\n\n" not in received:
+            received += await reader.read(65536)
+    writer.close()
+    request_id = received.split(b"X-Chaos-Request-Id: ")[1].split(b"\r\n")[0].decode()
     end = await log_capture.wait_end(request_id)
     assert end["outcome"] == "client_gone"
     assert "error" not in end

@@ -235,11 +235,13 @@ class RecordingTransport:
 
 
 class Host:
-    """A PumpHost that records the batches it is asked to account for."""
+    """A PumpHost that records the batches it is asked to account for, and what the
+    pump's task awaited of it (and of its writer: :class:`Writer`)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.batches: list[list[bytes]] = []
+        self.awaited: list[str] = []
 
     def log_frame(self, send: Send, now: float) -> None:
         self.log_frames([send], now)
@@ -255,16 +257,27 @@ class Host:
         pass
 
     async def hold_expired(self, fault: str) -> None:
-        pass
+        self.awaited.append("expired")
 
     async def cut(self, cut: Cut) -> None:
+        self.awaited.append("cut")
         self.session.cut(cut)
 
     async def abort(self) -> None:
-        pass
+        self.awaited.append("abort")
 
     async def write_eof(self) -> None:
-        pass
+        self.awaited.append("eof")
+
+
+class Writer:
+    """The response's writer, as far as the pump uses it: what it awaits is recorded."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    async def drain(self) -> None:
+        self.host.awaited.append("drain")
 
 
 class Body:
@@ -338,18 +351,6 @@ async def test_the_events_of_one_read_leave_together_unless_a_fault_shapes_the_w
 # --------------------------------------------------------------------------- callbacks
 
 
-class Recording(BodyPump):
-    """The pump, recording what its task had to await (nothing else changes)."""
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.awaited: list[str] = []
-
-    async def _await(self, work: tuple[str, object]) -> None:
-        self.awaited.append(work[0])
-        await super()._await(work)
-
-
 class HoldingHost(Host):
     def __init__(self, session: Session) -> None:
         super().__init__(session)
@@ -381,10 +382,10 @@ async def test_holds_are_timers_and_the_task_awaits_only_the_end() -> None:
     )
     transport = RecordingTransport()
     host = HoldingHost(session)
-    pump = Recording(host, transport, None, Body([THREE]), chunked=True)  # type: ignore[arg-type]
+    pump = BodyPump(host, transport, Writer(host), Body([THREE]), chunked=True)  # type: ignore[arg-type]
     async with asyncio.timeout(5):
         await pump.run()
-    assert pump.awaited == ["eof"]
+    assert host.awaited == ["eof"]
     assert session.outcome == "completed"
     assert b"".join(b"".join(call) for call in transport.calls) == (
         b"9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n9\r\ndata: 3\n\n\r\n"
@@ -446,7 +447,7 @@ async def test_a_full_client_buffer_pauses_the_upstream_until_it_drains() -> Non
     host = Host(session)
     big = b"data: " + b"x" * 40000 + b"\n\n"
     body = PausingBody([big, big, big])
-    pump = Recording(host, transport, None, body, chunked=True)  # type: ignore[arg-type]
+    pump = BodyPump(host, transport, Writer(host), body, chunked=True)  # type: ignore[arg-type]
     task = asyncio.create_task(pump.run())
     await until(lambda: transport.writing_paused)
     assert body.paused == [True]  # the upstream is paused: nothing more is read
@@ -457,5 +458,5 @@ async def test_a_full_client_buffer_pauses_the_upstream_until_it_drains() -> Non
     async with asyncio.timeout(5):
         await task
     assert body.paused[:2] == [True, False]
-    assert pump.awaited == ["eof"]  # no drain awaited: the protocol said when
+    assert host.awaited == ["eof"]  # no drain awaited: the protocol said when
     assert session.outcome == "completed" and session.frames == 3

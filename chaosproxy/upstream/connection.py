@@ -340,12 +340,12 @@ class Connection(asyncio.Protocol):
             while True:
                 self._awaiting_caller = True
                 try:
-                    chunk = await anext(pieces)
-                except StopAsyncIteration:
-                    break
+                    chunk = await anext(pieces, None)
                 finally:
                     self._awaiting_caller = False
                     self._sent_at = self.loop.time()
+                if chunk is None:  # (not a break in the finally's try: mypyc has none)
+                    break
                 if not chunk:
                     continue
                 transport = self.transport

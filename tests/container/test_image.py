@@ -69,7 +69,14 @@ def test_a_one_line_change_rebuilds_in_seconds(
     other work one build can be slowed by its neighbours (both are reported)."""
     context = tmp_path / "context"
     context.mkdir()
-    for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "LICENSE"):
+    for name in (
+        "Dockerfile",
+        ".dockerignore",
+        "pyproject.toml",
+        "setup.py",
+        "README.md",
+        "LICENSE",
+    ):
         shutil.copy2(REPO / name, context / name)
     shutil.copytree(
         REPO / "chaosproxy", context / "chaosproxy", ignore=shutil.ignore_patterns("__pycache__")

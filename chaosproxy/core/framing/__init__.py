@@ -18,13 +18,20 @@ from chaosproxy.core.frames import Format, Frame
 
 DEFAULT_MAX_SIZE = 1024 * 1024
 
+#: What a framer's ``feed`` takes: ``bytes`` (what the upstream client reads), or any
+#: other bytes-like read, which takes the general path and is copied. Said in full, not
+#: as ``bytes``: compiled code checks an argument against its annotation, and a
+#: ``bytearray`` given where ``bytes`` is annotated is a TypeError there
+#: (tests/test_compiled.py).
+BodyRead = bytes | bytearray | memoryview
+
 
 class FramingError(Exception):
     """The upstream body breaks its framing (e.g. an event over the size limit)."""
 
 
 class Framer(Protocol):
-    def feed(self, data: bytes) -> list[Frame]: ...
+    def feed(self, data: BodyRead) -> list[Frame]: ...
 
     def eof(self) -> list[Frame]: ...
 
@@ -55,4 +62,4 @@ def parse_block(raw: bytes, fmt: Format) -> Frame:
     return parse_line(raw)
 
 
-__all__ = ["DEFAULT_MAX_SIZE", "Framer", "FramingError", "make_framer", "parse_block"]
+__all__ = ["DEFAULT_MAX_SIZE", "BodyRead", "Framer", "FramingError", "make_framer", "parse_block"]

@@ -23,7 +23,7 @@ general path only. Both give the same frames.
 from __future__ import annotations
 
 from chaosproxy.core.frames import Frame
-from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
+from chaosproxy.core.framing import DEFAULT_MAX_SIZE, BodyRead, FramingError
 
 __all__ = ["NdjsonFramer", "parse_line"]
 
@@ -41,10 +41,11 @@ class NdjsonFramer:
         self._scan = 0  # bytes of _buf already known to hold no "\n"
         self._error: FramingError | None = None
 
-    def feed(self, data: bytes) -> list[Frame]:
+    def feed(self, data: BodyRead) -> list[Frame]:
         """Take the next bytes of the body; return the lines they complete."""
-        if self._error is not None:
-            raise self._error
+        error = self._error  # (a local: a narrowed self._error would be trusted below)
+        if error is not None:
+            raise error
         if not data:
             return []
         if type(data) is not bytes:
@@ -96,7 +97,7 @@ class NdjsonFramer:
             raise
         return frames + more if frames else more
 
-    def _feed_buffered(self, data: bytes) -> list[Frame]:
+    def _feed_buffered(self, data: BodyRead) -> list[Frame]:
         """The general path: append to the buffer and cut the complete lines."""
         buf = self._buf
         buf += data

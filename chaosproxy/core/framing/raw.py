@@ -7,6 +7,7 @@ on it, counting reads instead of events.
 from __future__ import annotations
 
 from chaosproxy.core.frames import Frame
+from chaosproxy.core.framing import BodyRead
 
 __all__ = ["RawFramer"]
 
@@ -16,7 +17,7 @@ class RawFramer:
 
     __slots__ = ()
 
-    def feed(self, data: bytes) -> list[Frame]:
+    def feed(self, data: BodyRead) -> list[Frame]:
         """Return the read as one frame (none for an empty read)."""
         if not data:
             return []

@@ -55,7 +55,7 @@ import contextlib
 import re
 
 from chaosproxy.core.frames import Frame
-from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
+from chaosproxy.core.framing import DEFAULT_MAX_SIZE, BodyRead, FramingError
 
 __all__ = ["SseFramer", "parse_block"]
 
@@ -88,10 +88,11 @@ class SseFramer:
         self._at_body_start = True  # whether a leading BOM is still to be decided
         self._error: FramingError | None = None
 
-    def feed(self, data: bytes) -> list[Frame]:
+    def feed(self, data: BodyRead) -> list[Frame]:
         """Take the next bytes of the body; return the frames they complete."""
-        if self._error is not None:
-            raise self._error
+        error = self._error  # (a local: a narrowed self._error would be trusted below)
+        if error is not None:
+            raise error
         if not data:
             return []
         if type(data) is not bytes:
@@ -171,7 +172,7 @@ class SseFramer:
             raise
         return frames + more if frames else more
 
-    def _feed_buffered(self, data: bytes) -> list[Frame]:
+    def _feed_buffered(self, data: BodyRead) -> list[Frame]:
         """The general path: append to the buffer and cut what is complete."""
         self._buf += data
         if self._at_body_start and not self._skip_bom(final=False):

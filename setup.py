@@ -1,0 +1,113 @@
+"""The one thing pyproject.toml cannot say: compile the hot modules with mypyc.
+
+Metadata, dependencies and package data are all in pyproject.toml. This adds the
+extension modules of ``chaosproxy/_build.py``'s ``COMPILED`` list (one shared library,
+``chaosproxy.__compiled__mypyc``, and a small module per compiled one), next to their
+``.py`` sources, which stay in the wheel. The wheel is pure Python instead when:
+
+- ``CHAOSPROXY_PURE_BUILD=1`` (a pure wheel, for a platform without a compiler);
+- there is no working C compiler, or the interpreter is not CPython (said on stderr);
+- the install is editable (``pip install -e .``): the sources in the tree are what
+  runs, and an edit needs no rebuild.
+
+The compilation runs when the wheel is built (``build_ext``), never when pip only asks
+for the metadata. docs/architecture.md, "Compiled modules", says why these modules.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+
+from setuptools import Distribution, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+COMPILED: tuple[str, ...] = runpy.run_path(str(HERE / "chaosproxy" / "_build.py"))["COMPILED"]
+#: What mypyc is told: the sources it compiles, and a type check that treats the
+#: dependencies as unknown (``Any``) whatever is installed, so the build needs only
+#: mypy, and gives the same code in any environment. ``mypy`` itself, strict and with
+#: the dependencies installed, is the type check (.ci/run); compiled code then checks
+#: the types of our own annotations at run time, and never a library's claims. A
+#: compiled class may not subclass a dependency's class (mypyc cannot see it: the
+#: process crashed), which strict mode's "cannot subclass Any" refuses.
+MYPYC_OPTIONS = [
+    "--no-site-packages",
+    "--ignore-missing-imports",
+    "--follow-imports=silent",
+    "--allow-untyped-decorators",
+    "--no-warn-return-any",
+    "--no-warn-unused-ignores",
+]
+
+
+def _pure_reason() -> str | None:
+    """Why the wheel is pure Python (None: compile)."""
+    if os.environ.get("CHAOSPROXY_PURE_BUILD", "") not in ("", "0"):
+        return "CHAOSPROXY_PURE_BUILD is set"
+    if platform.python_implementation() != "CPython":
+        return f"mypyc needs CPython, not {platform.python_implementation()}"
+    return _compiler_missing()
+
+
+def _compiler_missing() -> str | None:
+    """None when a C compiler builds a Python extension here, else what failed."""
+    from setuptools._distutils import ccompiler, sysconfig
+
+    try:
+        compiler = ccompiler.new_compiler()
+        sysconfig.customize_compiler(compiler)
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp, "probe.c")
+            source.write_text("#include <Python.h>\nint probe(void) { return 0; }\n")
+            compiler.compile(
+                [str(source)], output_dir=tmp, include_dirs=[sysconfig.get_python_inc()]
+            )
+    except Exception as exc:
+        return f"no working C compiler ({type(exc).__name__}: {exc})".splitlines()[0]
+    return None
+
+
+PURE_REASON = _pure_reason()
+if PURE_REASON is not None and "bdist_wheel" in sys.argv:
+    print(f"chaosproxy: building the pure package: {PURE_REASON}", file=sys.stderr)
+
+
+class BinaryDistribution(Distribution):
+    """A platform wheel unless the build is pure (decided before anything is built)."""
+
+    def has_ext_modules(self) -> bool:
+        return PURE_REASON is None
+
+
+class BuildCompiled(build_ext):
+    """Runs mypyc here, when the extensions are built, and only then."""
+
+    def finalize_options(self) -> None:
+        if getattr(self, "editable_mode", False) or self.inplace:
+            self.distribution.ext_modules = []  # editable: the sources run as they are
+        elif PURE_REASON is not None:
+            self.distribution.ext_modules = []
+        else:
+            from mypyc.build import mypycify
+
+            paths = [_source(name) for name in COMPILED]
+            self.distribution.ext_modules = mypycify(
+                [*MYPYC_OPTIONS, *paths],
+                opt_level="3",
+                group_name="chaosproxy.__compiled",
+                target_dir=str(Path(self.build_temp or "build") / "mypyc"),
+            )
+        super().finalize_options()
+
+
+def _source(module: str) -> str:
+    return str(Path(*module.split(".")).with_suffix(".py"))
+
+
+if __name__ == "__main__":  # (as the build runs it; tests/test_compiled.py imports it)
+    setup(distclass=BinaryDistribution, cmdclass={"build_ext": BuildCompiled})
