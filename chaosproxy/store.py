@@ -110,6 +110,10 @@ class RequestStore:
         self.history = history
         self.max_frames = max_frames
         self.max_content = max_content
+        #: Requests in flight counted elsewhere, when this store keeps none of them
+        #: (``serve --workers N``: the supervisor's admin asks its workers); None:
+        #: counted here.
+        self.elsewhere: int | None = None
         #: request_id -> record, oldest request first.
         self._records: OrderedDict[str, RequestRecord] = OrderedDict()
 
@@ -232,6 +236,9 @@ class RequestStore:
         return [s for s in done if id(s) in members or s.get("request_id") in wanted]
 
     def in_flight(self) -> int:
+        """Requests begun and not ended: those kept here, or :attr:`elsewhere`."""
+        if self.elsewhere is not None:
+            return self.elsewhere
         return sum(1 for r in self._records.values() if not r.done)
 
     def records(self) -> list[RequestRecord]:

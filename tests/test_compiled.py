@@ -13,11 +13,13 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import pkgutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from pydantic import BaseModel
@@ -314,6 +316,46 @@ def test_no_test_patches_or_subclasses_a_compiled_class() -> None:
         for line, name in _patched_classes(path)
     ]
     assert found == []
+
+
+def _subclasses_of_compiled(
+    modules: Iterable[ModuleType], compiled: Collection[str] = COMPILED
+) -> list[str]:
+    """Classes defined in these modules, outside the compiled ones, with a base defined
+    in a compiled module: "interpreted classes cannot inherit from compiled", raised
+    where the class statement runs (the supervisor of ``serve --workers`` once had one
+    and did not start)."""
+    found = []
+    for module in modules:
+        if module.__name__ in compiled:
+            continue
+        for cls in vars(module).values():
+            if isinstance(cls, type) and cls.__module__ == module.__name__:
+                found += [
+                    f"{module.__name__}.{cls.__qualname__}({base.__module__}.{base.__qualname__})"
+                    for base in cls.__mro__[1:]
+                    if base.__module__ in compiled
+                ]
+    return found
+
+
+def test_no_class_of_the_package_subclasses_a_compiled_class() -> None:
+    names = [m.name for m in pkgutil.walk_packages(chaosproxy.__path__, "chaosproxy.")]
+    modules = [importlib.import_module(name) for name in names if not name.endswith("__main__")]
+    assert len(modules) > len(COMPILED)
+    assert _subclasses_of_compiled(modules) == []
+
+
+def test_the_subclass_checker_finds_a_subclass_of_a_compiled_class() -> None:
+    base, other = ModuleType("base"), ModuleType("elsewhere")
+    exec("class Store: pass\n", vars(base))
+    vars(base)["Store"].__module__ = "base"
+    vars(other)["Store"] = vars(base)["Store"]
+    exec("class Totals(Store): pass\nclass Plain: pass\n", vars(other))
+    vars(other)["Totals"].__module__ = vars(other)["Plain"].__module__ = "elsewhere"
+    assert _subclasses_of_compiled([base, other], compiled={"base"}) == [
+        "elsewhere.Totals(base.Store)"
+    ]
 
 
 def test_the_patch_checker_finds_a_patched_compiled_class(tmp_path: Path) -> None:

@@ -257,10 +257,8 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health(request: web.Request) -> web.StreamResponse:
-        totals = state.requests
-        if isinstance(totals, _Totals):
-            with contextlib.suppress(web.HTTPException):
-                totals.count = await workers.in_flight()
+        with contextlib.suppress(web.HTTPException):
+            state.requests.elsewhere = await workers.in_flight()
         return await admin_api._health(request)
 
     return {
@@ -272,13 +270,11 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
     }
 
 
-class _Totals(admin_api.RequestStore):
-    """The supervisor keeps no requests; ``/health`` shows the workers' count."""
-
-    count = 0
-
-    def in_flight(self) -> int:
-        return self.count
+def _no_requests() -> admin_api.RequestStore:
+    """The supervisor's store: it keeps no requests; ``/health`` counts the workers'."""
+    store = admin_api.RequestStore()
+    store.elsewhere = 0
+    return store
 
 
 # --------------------------------------------------------------------------- serving
@@ -493,7 +489,7 @@ async def _supervise(
         admin_host, admin_port = config.admin
         state = admin_api.AdminState(
             scenario_set,
-            _Totals(),
+            _no_requests(),
             Metrics(),
             token=config.admin_token,
             warnings=warnings,
