@@ -25,15 +25,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
-from chaosproxy.admin import RequestStore
+from chaosproxy.control.admin import RequestStore
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.session import Session
-from chaosproxy.exchange import Exchange
-from chaosproxy.logs import FrameLog
-from chaosproxy.metrics import Metrics
+from chaosproxy.observe.logs import FrameLog
+from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
+from chaosproxy.server.exchange import Exchange
 
 BENCH_FRAMED = "name: bench-framed\nfaults:\n  - duplicate: {probability: 0}\n"
 PAYLOAD = b'data: {"t": 1764600000000000000, "i": 1, "pad": "' + b"x" * 200 + b'"}\n\n'

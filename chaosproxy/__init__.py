@@ -17,18 +17,18 @@ if os.environ.get(PURE_ENV, "") not in ("", "0"):
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from chaosproxy.api import ChaosProxy
-    from chaosproxy.client import ChaosClient
+    from chaosproxy.control.api import ChaosProxy
+    from chaosproxy.control.client import ChaosClient
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so ``import chaosproxy`` (the pytest plugin, the CLI) stays cheap.
     if name == "ChaosProxy":
-        from chaosproxy.api import ChaosProxy
+        from chaosproxy.control.api import ChaosProxy
 
         return ChaosProxy
     if name == "ChaosClient":
-        from chaosproxy.client import ChaosClient
+        from chaosproxy.control.client import ChaosClient
 
         return ChaosClient
     raise AttributeError(f"module 'chaosproxy' has no attribute {name!r}")

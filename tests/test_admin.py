@@ -21,11 +21,11 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaosproxy.admin import RequestStore
-from chaosproxy.cli import build_parser, config_from
-from chaosproxy.config import Config
+from chaosproxy.cli.main import build_parser, config_from
+from chaosproxy.control.admin import RequestStore
+from chaosproxy.control.start import RunningProxy, StartupError
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
-from chaosproxy.server import RunningProxy, StartupError
+from chaosproxy.server.config import Config
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaosproxy.admin_access import (
+from chaosproxy.control.admin_access import (
     body_refusal,
     host_of,
     host_refusal,

@@ -12,11 +12,11 @@ import pytest
 
 import chaosproxy
 from chaosproxy import ChaosClient, ChaosProxy
-from chaosproxy.api import EMBEDDED
-from chaosproxy.client import ChaosAuthError, ChaosClientError
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.client import ChaosAuthError, ChaosClientError
+from chaosproxy.control.start import start_proxy
 from chaosproxy.scenario import ScenarioError, load_library
-from chaosproxy.selection import UnknownScenario
-from chaosproxy.server import start_proxy
+from chaosproxy.server.selection import UnknownScenario
 from tests.conftest import REPO
 
 CHAT = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaosproxy.cli import build_parser
+from chaosproxy.cli.main import build_parser
 from chaosproxy.scenario import load_library
 from tests.conftest import LIBRARY, REPO
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 import chaosproxy
 from chaosproxy._build import COMPILED, PURE_ENV, build, is_compiled
 from chaosproxy.core.framing import FramingError, make_framer
-from chaosproxy.logs import FrameLog
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from tests.conftest import REPO
 

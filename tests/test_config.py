@@ -11,8 +11,15 @@ from typing import Any
 import pytest
 
 from chaosproxy import ChaosProxy
-from chaosproxy.cli import build_parser, config_from
-from chaosproxy.config import NAMES, Config, ConfigError, flags, from_environment, parse_duration
+from chaosproxy.cli.main import build_parser, config_from
+from chaosproxy.server.config import (
+    NAMES,
+    Config,
+    ConfigError,
+    flags,
+    from_environment,
+    parse_duration,
+)
 
 #: A valid command-line value for each flag (a new flag without one fails the test).
 SAMPLES: dict[str, str | None] = {

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.config import Config, ConfigError
 from chaosproxy.core.actions import Send
 from chaosproxy.core.integrity import MAX_VIOLATIONS, RULES, Envelope, parse_pointer, resolve
 from chaosproxy.core.session import Session
-from chaosproxy.metrics import Metrics
+from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import ScenarioError, parse_scenario
+from chaosproxy.server.config import Config, ConfigError
 from tests.conftest import fixture_bytes
 from tests.test_integrity import OPENAI_RESPONSES, TOOL_ONLY, drive
 from tests.test_metrics import value

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.selection import derive_seed
-from chaosproxy.server import RunningProxy
-from chaosproxy.simulate import simulate
+from chaosproxy.server.selection import derive_seed
+from chaosproxy.tools.simulate import simulate
 from tests.conftest import LogCapture, ProxyFactory
 from tests.test_faults_live import BODY, PATH, SSE, fetch, wait_end, writes
 from tests.upstream import Script, ScriptedUpstream

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from chaosproxy.explore import (
+from chaosproxy.core.verdict import FAILING
+from chaosproxy.tools.explore import (
     CLEAN,
     Budget,
     CommandRunner,
@@ -34,8 +35,7 @@ from chaosproxy.explore import (
     render_summary,
     write_outputs,
 )
-from chaosproxy.fault_space import Shape
-from chaosproxy.verdict import FAILING
+from chaosproxy.tools.fault_space import Shape
 from tests.conftest import REPO
 
 #: The stream the stand-in's clean run shows: the mock's OpenAI Chat answer.

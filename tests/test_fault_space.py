@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chaosproxy.core.faults import registry
-from chaosproxy.fault_space import (
+from chaosproxy.core.seeds import MAX_SEED
+from chaosproxy.tools.fault_space import (
     DRAWERS,
     Choices,
     FaultDraw,
@@ -29,7 +30,6 @@ from chaosproxy.fault_space import (
     usable_faults,
     validated,
 )
-from chaosproxy.seeds import MAX_SEED
 
 #: The mock's OpenAI Chat answer as the Python SDK example asks for it (24 tokens).
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from chaosproxy.core import segment
 from chaosproxy.core.jsonspan import SpanError, encode_string, replace_at, span
 from chaosproxy.scenario import ScenarioError, parse_scenario
-from chaosproxy.simulate import Simulation, simulate
+from chaosproxy.tools.simulate import Simulation, simulate
 from tests.content_streams import FORMATS, FRAGMENTS, PATHS, PROVIDERS, parse, render
 
 CAPTURES = Path(__file__).parent / "fixtures" / "providers"

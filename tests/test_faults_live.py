@@ -23,8 +23,8 @@ import orjson
 import pytest
 from multidict import CIMultiDictProxy
 
+from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.faults.base import fault_rng
-from chaosproxy.server import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.test_proxy_e2e import assert_frames_cover, dechunk
 from tests.upstream import Script, ScriptedUpstream

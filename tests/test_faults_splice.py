@@ -792,7 +792,7 @@ def test_simulate_reports_the_library_scenarios_skipped(stem: str) -> None:
     """Offline, one stream alone: the bytes go through untouched, and the summary says
     why the splice did nothing (never silently ignored)."""
     from chaosproxy.scenario import load_library
-    from chaosproxy.simulate import simulate
+    from chaosproxy.tools.simulate import simulate
 
     scenario = load_library()[stem]
     sim = simulate(scenario, b"".join(B), seed=1, path="/v1/chat/completions")

@@ -21,8 +21,8 @@ import aiohttp
 import orjson
 import pytest
 
+from chaosproxy.control.start import RunningProxy
 from chaosproxy.mock import MOCK_REQUESTS
-from chaosproxy.server import RunningProxy
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.test_admin import ADMIN, call
 

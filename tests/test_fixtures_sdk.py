@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from chaosproxy import ChaosClient, ChaosProxy
-from chaosproxy.journal import VerificationError
+from chaosproxy.observe.journal import VerificationError
 from tests.conftest import REPO
 
 PROMPT = "What's the weather in Paris and in Tokyo?"

@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from chaosproxy.api import EMBEDDED
-from chaosproxy.guard import GuardedRunner
-from chaosproxy.logs import FrameLog
-from chaosproxy.server import RunningProxy, start_proxy
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import RunningProxy, start_proxy
+from chaosproxy.observe.logs import FrameLog
+from chaosproxy.server.guard import GuardedRunner
 from tests.conftest import LogCapture
 from tests.upstream import ScriptedUpstream, scripted_upstream
 

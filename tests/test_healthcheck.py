@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from chaosproxy import healthcheck
-from chaosproxy.cli import _health_check_warning
-from chaosproxy.config import ConfigError, parse_admin
-from chaosproxy.healthcheck import Unhealthy
+from chaosproxy.cli import healthcheck
+from chaosproxy.cli.healthcheck import Unhealthy
+from chaosproxy.cli.main import _health_check_warning
+from chaosproxy.server.config import ConfigError, parse_admin
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.test_admin import serve_until_started, sigterm
 

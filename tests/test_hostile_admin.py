@@ -19,8 +19,8 @@ import aiohttp
 import orjson
 import pytest
 
-from chaosproxy.client import ChaosClient
-from chaosproxy.server import RunningProxy
+from chaosproxy.control.client import ChaosClient
+from chaosproxy.control.start import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
 

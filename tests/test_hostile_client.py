@@ -22,14 +22,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from chaosproxy.guard import (
+from chaosproxy.control.start import RunningProxy
+from chaosproxy.server.guard import (
     ClientGuard,
     GuardedProtocol,
     GuardedRunner,
     normalise_path,
     unread_bytes,
 )
-from chaosproxy.server import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream, serve_app, until
 

@@ -23,8 +23,8 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 
-from chaosproxy.api import ChaosProxy
-from chaosproxy.config import ConfigError
+from chaosproxy.control.api import ChaosProxy
+from chaosproxy.server.config import ConfigError
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
 

@@ -34,9 +34,9 @@ import orjson
 import pytest
 import uvloop
 
-from chaosproxy.api import ChaosProxy
-from chaosproxy.guard import ClientGuard, GuardedRunner
+from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import parse_scenario
+from chaosproxy.server.guard import ClientGuard, GuardedRunner
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.timeout(60)

@@ -144,7 +144,7 @@ async def test_rss_comes_back_after_phases_of_load(tmp_path: Path) -> None:
 
 
 def test_the_reclaimer_waits_for_no_request_in_flight_and_for_new_allocations() -> None:
-    from chaosproxy.memory import IdleReclaimer, young_collections
+    from chaosproxy.server.memory import IdleReclaimer, young_collections
 
     in_flight = [2]
     reclaimer = IdleReclaimer(lambda: in_flight[0])
@@ -229,7 +229,7 @@ def report_peak_mb(log: Path, out: Path, *extra: str) -> float:
 
 
 def test_report_memory_is_bounded_by_what_it_draws_not_by_the_log(tmp_path: Path) -> None:
-    from chaosproxy.report import load_records, render_report
+    from chaosproxy.tools.report import load_records, render_report
 
     small, large, wide = tmp_path / "small.jsonl", tmp_path / "large.jsonl", tmp_path / "wide.jsonl"
     dense_log(small, REPORT_REQUESTS, REPORT_FRAMES)

@@ -31,8 +31,8 @@ import orjson
 import pytest
 from aiohttp import web
 
+from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.history import StreamHistory
-from chaosproxy.server import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.upstream import serve_app, until
 

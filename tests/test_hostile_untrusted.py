@@ -18,9 +18,9 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import load_scenarios
-from chaosproxy.selection import ScenarioSet, derive_seed
-from chaosproxy.server import RunningProxy
+from chaosproxy.server.selection import ScenarioSet, derive_seed
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.test_admin import serve_until_started, sigterm
 from tests.upstream import Script, ScriptedUpstream

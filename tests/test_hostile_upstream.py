@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaosproxy.server import RunningProxy
+from chaosproxy.control.start import RunningProxy
 from chaosproxy.upstream import UpstreamPool
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.test_proxy_e2e import dechunk

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from chaosproxy.server import RunningProxy
+from chaosproxy.control.start import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.test_proxy_e2e import dechunk
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from chaosproxy.net import StartupError, listen, local_addresses
+from chaosproxy.server.net import StartupError, listen, local_addresses
 from tests.test_cli import one_line_error, run
 
 #: An address no host has (TEST-NET-1, RFC 5737): binding it fails EADDRNOTAVAIL.

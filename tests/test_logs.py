@@ -15,8 +15,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from chaosproxy import logs
-from chaosproxy.logs import FrameLog, redact_path, redact_text, redact_url
+from chaosproxy.observe import logs
+from chaosproxy.observe.logs import FrameLog, redact_path, redact_text, redact_url
 
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 

@@ -17,19 +17,19 @@ from typing import Any
 import orjson
 import pytest
 
-from chaosproxy import logs, looplag
-from chaosproxy.admin import RequestStore
-from chaosproxy.cli import FULL_GC_EVERY
-from chaosproxy.config import Config
+from chaosproxy.cli.main import FULL_GC_EVERY
+from chaosproxy.control.admin import RequestStore
+from chaosproxy.control.start import start_proxy
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.session import Session
-from chaosproxy.logs import FrameLog
-from chaosproxy.looplag import LoopLagProbe, bucket_us, percentile_us
-from chaosproxy.metrics import Metrics
+from chaosproxy.observe import logs, looplag
+from chaosproxy.observe.logs import FrameLog
+from chaosproxy.observe.looplag import LoopLagProbe, bucket_us, percentile_us
+from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import start_proxy
+from chaosproxy.server.config import Config
 from tests.conftest import REPO
 
 # --------------------------------------------------------------------------- the numbers

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from chaosproxy.cli import build_parser
-from chaosproxy.matrix import (
+from chaosproxy.cli.main import build_parser
+from chaosproxy.core.verdict import FAILING
+from chaosproxy.tools.matrix import (
     NO_REQUEST,
     Matrix,
     MatrixInputError,
@@ -29,7 +30,6 @@ from chaosproxy.matrix import (
     run_matrix,
     telling_line,
 )
-from chaosproxy.verdict import FAILING
 from tests.conftest import LIBRARY, REPO
 
 CLIENT = f"{sys.executable} {REPO / 'tests' / 'fixtures' / 'matrix' / 'chat_client.py'}"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from chaosproxy.matrix import run_matrix
+from chaosproxy.core.verdict import VERDICTS
 from chaosproxy.scenario import load_library
-from chaosproxy.verdict import VERDICTS
+from chaosproxy.tools.matrix import run_matrix
 from tests.conftest import REPO
 from tests.test_verdict_oracle import clean_text, scenario_clean
 from tests.verdict_oracle import expected

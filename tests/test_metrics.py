@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from chaosproxy.metrics import Metrics
-from chaosproxy.server import RunningProxy
+from chaosproxy.control.start import RunningProxy
+from chaosproxy.observe.metrics import Metrics
 from tests.conftest import LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
 

@@ -22,7 +22,7 @@ import pytest
 from chaosproxy.core.actions import Cut, CutHow, Send, Sleep
 from chaosproxy.core.frames import Format
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.simulate import Simulation, simulate
+from chaosproxy.tools.simulate import Simulation, simulate
 from tests.conftest import fixture_bytes
 
 SEED = 20240611

@@ -10,10 +10,10 @@ import time
 import aiohttp
 import pytest
 
+from chaosproxy.control.start import StartupError
 from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
-from chaosproxy.server import StartupError
 from tests.conftest import LogCapture, ProxyFactory, fixture_bytes
 from tests.upstream import Script, ScriptedUpstream
 

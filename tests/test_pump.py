@@ -17,12 +17,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.actions import Cut, Send
 from chaosproxy.core.session import Session
-from chaosproxy.proxy import STATE
-from chaosproxy.pump import BodyPump
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import RunningProxy
+from chaosproxy.server.proxy import STATE
+from chaosproxy.server.pump import BodyPump
 from chaosproxy.upstream import UpstreamPool
 from chaosproxy.upstream.response import BodySink
 from tests.conftest import LogCapture, ProxyFactory

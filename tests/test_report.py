@@ -23,9 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaosproxy.api import ChaosProxy
-from chaosproxy.cli import build_parser, main
-from chaosproxy.report import (
+from chaosproxy.cli.main import build_parser, main
+from chaosproxy.control.api import ChaosProxy
+from chaosproxy.tools.report import (
     BOTTOM,
     HEIGHT,
     LEFT,

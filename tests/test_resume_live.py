@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from chaosproxy.server import RunningProxy
+from chaosproxy.control.start import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.resume_client import Run, resume_loop
 from tests.test_admin import ADMIN, call

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.server import RunningProxy
+from chaosproxy.control.start import RunningProxy
 from tests.conftest import ProxyFactory
 from tests.test_resume_live import PLAIN, WORDS, mock_reference, text_of
 from tests.upstream import Script, ScriptedUpstream

@@ -15,7 +15,7 @@ from multidict import CIMultiDict
 
 from chaosproxy.core.history import ResumeConfig
 from chaosproxy.core.tenancy import ANONYMOUS
-from chaosproxy.resume import HistoryReply, KeptReply, ResumeManager, reader_share
+from chaosproxy.server.resume import HistoryReply, KeptReply, ResumeManager, reader_share
 from chaosproxy.upstream import UpstreamError
 from chaosproxy.upstream.response import BodySink
 from tests.upstream import until

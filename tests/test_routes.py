@@ -17,10 +17,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-import chaosproxy.proxy
+import chaosproxy.server.proxy
 from chaosproxy import ChaosProxy
-from chaosproxy.config import Config, ConfigError, from_environment
-from chaosproxy.routes import Route, RouteError, RouteTable, host_label, parse_routes
+from chaosproxy.server.config import Config, ConfigError, from_environment
+from chaosproxy.server.routes import Route, RouteError, RouteTable, host_label, parse_routes
 from chaosproxy.upstream import Upstream
 from tests.conftest import REPO, LogCapture, ProxyFactory, fixture_bytes
 from tests.upstream import Script, ScriptedUpstream, scripted_upstream
@@ -230,7 +230,7 @@ async def test_one_mock_for_every_route_to_it_and_one_pool_per_url(
 ) -> None:
     made: list[tuple[str, Upstream]] = []
     closed: list[Upstream] = []
-    real = chaosproxy.proxy.pool_for
+    real = chaosproxy.server.proxy.pool_for
 
     def counting(url: str, config: Config, *, direct: bool = False) -> Any:
         pool = real(url, config, direct=direct)
@@ -244,7 +244,7 @@ async def test_one_mock_for_every_route_to_it_and_one_pool_per_url(
         made.append((url, pool))
         return pool
 
-    monkeypatch.setattr(chaosproxy.proxy, "pool_for", counting)
+    monkeypatch.setattr(chaosproxy.server.proxy, "pool_for", counting)
     proxy = await make_proxy(upstream=("/a=mock", "/b=mock", f"/c={upstream.url}"))
     mock_url = proxy.upstreams["/a"]
     assert proxy.upstreams == {"/a": mock_url, "/b": mock_url, "/c": upstream.url}

@@ -37,16 +37,16 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from openai.types.chat import ChatCompletionChunk
 from openai.types.responses import ResponseTextDeltaEvent
 
-from chaosproxy.api import EMBEDDED
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.core.faults import FaultConfig
 from chaosproxy.core.faults.delay import DelayConfig
 from chaosproxy.core.faults.stall import StallConfig
 from chaosproxy.core.faults.status import StatusConfig
 from chaosproxy.core.faults.throttle import ThrottleConfig
-from chaosproxy.logs import FrameLog
 from chaosproxy.mock import MOCK_REQUESTS
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
-from chaosproxy.server import RunningProxy, start_proxy
 from tests.conftest import LogCapture
 from tests.resume_client import Run, resume_loop
 from tests.test_resume_live import token_of

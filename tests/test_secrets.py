@@ -23,10 +23,10 @@ import aiohttp
 import orjson
 import pytest
 
-from chaosproxy.api import EMBEDDED
-from chaosproxy.logs import FrameLog
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import RunningProxy, start_proxy
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import RunningProxy, start_proxy
 from tests.conftest import REPO
 from tests.upstream import Script, ScriptedUpstream, raw_upstream, scripted_upstream
 

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from chaosproxy.selection import derive_seed
-from chaosproxy.server import RunningProxy
+from chaosproxy.control.start import RunningProxy
+from chaosproxy.server.selection import derive_seed
 from tests.conftest import LogCapture, ProxyFactory
 from tests.test_faults_live import BODY, E1, PATH, SSE, fetch, wait_end, without
 from tests.upstream import Script, ScriptedUpstream

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from chaosproxy import cli
+from chaosproxy.cli import main as cli
 from tests.conftest import LIBRARY, REPO
 from tests.test_cli import one_line_error, run
 
@@ -154,7 +154,7 @@ def test_report_reads_chaosproxy_log_when_no_source_is_given(tmp_path: Path) -> 
 def test_matrix_takes_the_upstream_and_the_proxies_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from chaosproxy import matrix
+    from chaosproxy.tools import matrix
 
     seen: dict[str, Any] = {}
 
@@ -181,7 +181,7 @@ def test_explore_takes_the_upstream_and_the_proxies_settings_but_the_seed(
 ) -> None:
     """Its --seed draws the runs (each run has a seed of its own): CHAOSPROXY_SEED is not
     one of its settings."""
-    from chaosproxy import explore
+    from chaosproxy.tools import explore
 
     seen: dict[str, Any] = {}
 

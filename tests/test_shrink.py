@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.fault_space import FaultDraw, Shape, Space, draft_key, run_seed
-from chaosproxy.shrink import Candidate, shrink
+from chaosproxy.tools.fault_space import FaultDraw, Shape, Space, draft_key, run_seed
+from chaosproxy.tools.shrink import Candidate, shrink
 
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)
 SPACE = Space(CHAT)

@@ -39,9 +39,9 @@ from typing import Any
 import orjson
 import pytest
 
-from chaosproxy.api import ChaosProxy
+from chaosproxy.control.api import ChaosProxy
+from chaosproxy.control.start import CLOSE_MARGIN
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import CLOSE_MARGIN
 from tests.conftest import REPO
 
 SEED = 20261201
@@ -465,7 +465,7 @@ HUNG_CLOSE = textwrap.dedent(
                 pass
 
     UpstreamPool.close = close_never
-    from chaosproxy.cli import main
+    from chaosproxy.cli.main import main
     sys.exit(main(sys.argv[1:]))
     """
 )

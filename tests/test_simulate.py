@@ -15,7 +15,7 @@ import pytest
 from chaosproxy.core.actions import Cut, Respond, Send, Sleep
 from chaosproxy.core.faults.base import fault_rng
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.simulate import Simulation, simulate
+from chaosproxy.tools.simulate import Simulation, simulate
 from tests.test_faults_live import BODY, E1, E2, E3, EVENTS, PATH, upto, without
 
 

@@ -48,7 +48,7 @@ from typing import Any
 import orjson
 import pytest
 
-from chaosproxy.api import ChaosProxy
+from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import parse_scenario
 from tests.test_proxy_e2e import dechunk
 from tests.test_pump import upstream_pool

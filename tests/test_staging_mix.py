@@ -12,9 +12,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from chaosproxy.cli import build_parser, config_from
+from chaosproxy.cli.main import build_parser, config_from
 from chaosproxy.scenario import load_scenarios
-from chaosproxy.selection import ScenarioSet
+from chaosproxy.server.selection import ScenarioSet
 from tests.conftest import ProxyFactory
 
 MIX = Path(__file__).resolve().parents[1] / "examples" / "staging-mix"

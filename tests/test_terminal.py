@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaosproxy import cli
+from chaosproxy.cli import main as cli
 from tests.conftest import REPO
 from tests.test_settings_everywhere import read_until
 

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from chaosproxy.cli import main
-from chaosproxy.replay import Trace, TraceError, load_trace, parse_trace, start_replay
-from chaosproxy.trace import TraceWriter
+from chaosproxy.cli.main import main
+from chaosproxy.observe.trace import TraceWriter
+from chaosproxy.tools.replay import Trace, TraceError, load_trace, parse_trace, start_replay
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.upstream import Script, ScriptedUpstream
 

@@ -12,10 +12,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from chaosproxy.api import EMBEDDED
-from chaosproxy.logs import FrameLog
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import RunningProxy, start_proxy
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import RunningProxy, start_proxy
 from chaosproxy.upstream import (
     UpstreamClosed,
     UpstreamConnectError,

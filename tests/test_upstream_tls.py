@@ -24,8 +24,8 @@ import pytest
 import trustme
 from aiohttp import web
 
-from chaosproxy.api import EMBEDDED, ChaosProxy
-from chaosproxy.net import StartupError
+from chaosproxy.control.api import EMBEDDED, ChaosProxy
+from chaosproxy.server.net import StartupError
 from chaosproxy.upstream.tls import tls_context, upstream_warnings
 from tests.conftest import REPO, LogCapture, ProxyFactory
 

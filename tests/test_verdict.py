@@ -15,8 +15,7 @@ from chaosproxy.core.actions import Cut, Send, Sleep
 from chaosproxy.core.answer import Ledger, text_sha256
 from chaosproxy.core.history import Recorder, ResumeConfig, StreamHistory
 from chaosproxy.core.session import Session
-from chaosproxy.scenario import parse_scenario
-from chaosproxy.verdict import (
+from chaosproxy.core.verdict import (
     FAILING,
     VERDICTS,
     ClientReport,
@@ -28,6 +27,7 @@ from chaosproxy.verdict import (
     run_ids,
     text_matches,
 )
+from chaosproxy.scenario import parse_scenario
 
 TEXT = "Hello, wörld ☕"
 CLEAN = text_sha256(TEXT)

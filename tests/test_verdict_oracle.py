@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.api import ChaosProxy
-from chaosproxy.matrix import Matrix, run_command, run_matrix
+from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import load_library
+from chaosproxy.tools.matrix import Matrix, run_command, run_matrix
 from tests.browser import require_chromium
 from tests.conftest import REPO
 from tests.verdict_oracle import expected

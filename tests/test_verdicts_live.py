@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from chaosproxy import ChaosClient, ChaosProxy
-from chaosproxy.client import ChaosAuthError, ChaosClientError
+from chaosproxy.control.client import ChaosAuthError, ChaosClientError
 
 TOKEN = "s3cret-admin-token"
 BODY = {

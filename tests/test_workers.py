@@ -20,9 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from chaosproxy.metrics import Metrics
+from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.selection import ScenarioSet, derive_seed
+from chaosproxy.server.selection import ScenarioSet, derive_seed
 from chaosproxy.workers.control import (
     MAX_MESSAGE,
     Channel,
@@ -125,7 +125,7 @@ async def test_a_worker_that_dies_before_its_hello_is_a_failed_start() -> None:
 
 
 def test_request_ids_of_two_workers_never_collide_and_name_their_worker() -> None:
-    from chaosproxy import proxy
+    from chaosproxy.server import proxy
 
     made: dict[int, list[str]] = {}
     for worker in (0, 1):
@@ -150,7 +150,7 @@ def test_ids_are_tagged_in_the_worker_not_at_import(tmp_path: Path) -> None:
 
 
 def _id_in_worker(worker: int) -> str:
-    from chaosproxy import proxy
+    from chaosproxy.server import proxy
 
     proxy.set_process_tag(f"beefw{worker}")
     return proxy.next_request_id()
@@ -392,8 +392,8 @@ async def _exchange(port: int, *requests: list[bytes]) -> bytes:
 async def test_a_held_head_is_served_as_ever_whole_byte_by_byte_and_kept_alive(
     make_proxy: Any,
 ) -> None:
-    from chaosproxy.net import CLIENT_GUARD
-    from chaosproxy.proxy import STATE
+    from chaosproxy.server.net import CLIENT_GUARD
+    from chaosproxy.server.proxy import STATE
 
     proxy = await make_proxy(scenarios={"framed": "faults: []\n"})
     runner = next(r for r in proxy.runners if STATE in getattr(r, "app", {}))
@@ -423,7 +423,7 @@ async def test_a_held_head_is_served_as_ever_whole_byte_by_byte_and_kept_alive(
 
 
 def test_workers_is_a_number_or_auto() -> None:
-    from chaosproxy.config import ConfigError, parse_workers
+    from chaosproxy.server.config import ConfigError, parse_workers
 
     assert parse_workers("2") == 2
     assert parse_workers("auto") == len(os.sched_getaffinity(0))

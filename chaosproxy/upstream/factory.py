@@ -9,7 +9,7 @@ from chaosproxy.upstream.pool import UpstreamPool
 from chaosproxy.upstream.tls import tls_context
 
 if TYPE_CHECKING:
-    from chaosproxy.config import Config
+    from chaosproxy.server.config import Config
 
 
 def pool_for(url: str, config: Config, *, direct: bool = False) -> UpstreamPool:

@@ -18,10 +18,10 @@ import ssl
 import stat
 from typing import TYPE_CHECKING
 
-from chaosproxy.net import StartupError
+from chaosproxy.server.net import StartupError
 
 if TYPE_CHECKING:
-    from chaosproxy.config import Config
+    from chaosproxy.server.config import Config
 
 __all__ = ["check_tls_files", "check_upstream_tls", "tls_context", "upstream_warnings"]
 

@@ -22,7 +22,7 @@ import re
 import socket
 from collections.abc import Callable, Sequence
 
-from chaosproxy.guard import MAX_HELD_HEAD, GuardedProtocol
+from chaosproxy.server.guard import MAX_HELD_HEAD, GuardedProtocol
 
 #: A stream token made by worker N starts ``wN_``.
 _OWNER = re.compile(rb"w(\d{1,4})_")

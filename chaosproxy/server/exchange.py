@@ -28,12 +28,12 @@ from chaosproxy.core.frames import format_for_content_type
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.history import Answer, Replay, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
-from chaosproxy.journal import RequestEntry
-from chaosproxy.logs import content_fields, describe, redact_path, redact_url
-from chaosproxy.net import cut_connection
-from chaosproxy.pump import BodyPump
-from chaosproxy.resume import KeptReply, ResumePlan
+from chaosproxy.observe.journal import RequestEntry
+from chaosproxy.observe.logs import content_fields, describe, redact_path, redact_url
 from chaosproxy.scenario.fixtures import SCENARIO_HEADER as MOCK_SCENARIO_HEADER
+from chaosproxy.server.net import cut_connection
+from chaosproxy.server.pump import BodyPump
+from chaosproxy.server.resume import KeptReply, ResumePlan
 from chaosproxy.upstream import (
     Reply,
     UpstreamConnectError,
@@ -43,9 +43,9 @@ from chaosproxy.upstream import (
 )
 
 if TYPE_CHECKING:
-    from chaosproxy.proxy import ProxyState
-    from chaosproxy.routes import Target
-    from chaosproxy.selection import Choice
+    from chaosproxy.server.proxy import ProxyState
+    from chaosproxy.server.routes import Target
+    from chaosproxy.server.selection import Choice
 
 
 def _is_sse(reply: Reply, choice: Choice) -> bool:

@@ -18,18 +18,18 @@ from typing import cast
 
 from aiohttp import web
 
-from chaosproxy.config import Config
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.core.tenancy import ANONYMOUS, TenantKeys
-from chaosproxy.exchange import Exchange
-from chaosproxy.guard import BadTarget, ClientGuard, normalise_path
-from chaosproxy.journal import RequestEntry
-from chaosproxy.logs import FrameLog, redact_url
-from chaosproxy.net import CLIENT_GUARD
-from chaosproxy.resume import ResumeManager, ResumePlan, plan_for, reader_share
-from chaosproxy.routes import Route, RouteTable, Target
-from chaosproxy.selection import Choice, ScenarioSet, UnknownScenario
+from chaosproxy.observe.journal import RequestEntry
+from chaosproxy.observe.logs import FrameLog, redact_url
+from chaosproxy.server.config import Config
+from chaosproxy.server.exchange import Exchange
+from chaosproxy.server.guard import BadTarget, ClientGuard, normalise_path
+from chaosproxy.server.net import CLIENT_GUARD
+from chaosproxy.server.resume import ResumeManager, ResumePlan, plan_for, reader_share
+from chaosproxy.server.routes import Route, RouteTable, Target
+from chaosproxy.server.selection import Choice, ScenarioSet, UnknownScenario
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.factory import pool_for
 

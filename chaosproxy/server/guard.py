@@ -65,7 +65,7 @@ from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler, _ErrInfo
 from yarl import URL
 
-from chaosproxy.logs import describe
+from chaosproxy.observe.logs import describe
 
 #: Writes one ``rejected`` line: (status, reason, peer).
 Reject = Callable[[int, str, str], None]

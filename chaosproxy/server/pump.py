@@ -39,7 +39,7 @@ from aiohttp.abc import AbstractStreamWriter
 from chaosproxy.core.actions import Action, Cut, Send, Sleep
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.session import Session
-from chaosproxy.logs import describe
+from chaosproxy.observe.logs import describe
 from chaosproxy.upstream import Reply, UpstreamError, UpstreamProtocolError
 
 #: Upstream body bytes held while the client's side catches up, before the upstream

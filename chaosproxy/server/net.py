@@ -16,7 +16,7 @@ import time
 
 from aiohttp import web
 
-from chaosproxy.guard import ClientGuard, GuardedRunner
+from chaosproxy.server.guard import ClientGuard, GuardedRunner
 
 #: Connections the kernel may queue before accept(); a burst of thousands must fit.
 BACKLOG = 4096

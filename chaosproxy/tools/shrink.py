@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from chaosproxy.fault_space import Draft, FaultDraw, Space, draft_key
+from chaosproxy.tools.fault_space import Draft, FaultDraw, Space, draft_key
 
 #: How many candidates a shrink tries at most, by default.
 MAX_TESTS = 30

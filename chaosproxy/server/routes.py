@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from chaosproxy.logs import redact_url
+from chaosproxy.observe.logs import redact_url
 
 if TYPE_CHECKING:
     from chaosproxy.upstream import Upstream

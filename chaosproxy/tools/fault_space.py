@@ -35,8 +35,8 @@ import yaml
 from pydantic import BaseModel
 
 from chaosproxy.core import faults as fault_registry
+from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.scenario import Scenario, parse_scenario
-from chaosproxy.seeds import MAX_SEED
 
 T = TypeVar("T")
 

@@ -23,9 +23,9 @@ from prometheus_client import (
     generate_latest,
 )
 
-from chaosproxy.guard import ClientGuard
-from chaosproxy.metrics_collector import GuardCollector, SentCollector
-from chaosproxy.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
+from chaosproxy.observe.metrics_collector import GuardCollector, SentCollector
+from chaosproxy.server.guard import ClientGuard
+from chaosproxy.server.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
 NO_SCENARIO = "none"

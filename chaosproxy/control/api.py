@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from chaosproxy.admin import NO_MOCK, RequestStore
-from chaosproxy.config import Config
-from chaosproxy.journal import Criteria, matches, verify
-from chaosproxy.logs import FrameLog
+from chaosproxy.control.admin import NO_MOCK, RequestStore
+from chaosproxy.control.start import CLOSE_MARGIN, RunningProxy, start_proxy
+from chaosproxy.core.verdict import ClientReport, chain, judge, verdict_line
+from chaosproxy.observe.journal import Criteria, matches, verify
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import (
     NAME_PATTERN,
     Fixture,
@@ -47,9 +48,8 @@ from chaosproxy.scenario import (
     parse_fixtures,
     parse_scenario,
 )
-from chaosproxy.selection import ScenarioSet, UnknownScenario
-from chaosproxy.server import CLOSE_MARGIN, RunningProxy, start_proxy
-from chaosproxy.verdict import ClientReport, chain, judge, verdict_line
+from chaosproxy.server.config import Config
+from chaosproxy.server.selection import ScenarioSet, UnknownScenario
 
 if TYPE_CHECKING:
     from chaosproxy.mock.fixtures import MockFixtures

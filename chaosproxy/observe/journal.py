@@ -28,7 +28,7 @@ import orjson
 
 from chaosproxy.core.llm_request import NOTHING, RequestView, read_request
 from chaosproxy.core.tenancy import CREDENTIAL_HEADERS
-from chaosproxy.logs import SECRET_PARAMS, redact_path, redact_text
+from chaosproxy.observe.logs import SECRET_PARAMS, redact_path, redact_text
 
 #: Header names whose values are always masked (lower case), besides any name that
 #: holds one of :data:`_SECRET_WORDS`.

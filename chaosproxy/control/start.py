@@ -24,15 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from chaosproxy import looplag
-from chaosproxy.admin import AdminState, RequestStore, create_admin_app
-from chaosproxy.config import Config
-from chaosproxy.logs import FrameLog, Observer, describe, redact_url
-from chaosproxy.metrics import Metrics
-from chaosproxy.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
-from chaosproxy.proxy import STATE, ProxyState, create_proxy_app
-from chaosproxy.routes import MOCK as MOCK_UPSTREAM
-from chaosproxy.routes import RouteTable
+from chaosproxy.control.admin import AdminState, RequestStore, create_admin_app
+from chaosproxy.observe import looplag
+from chaosproxy.observe.logs import FrameLog, Observer, describe, redact_url
+from chaosproxy.observe.metrics import Metrics
+from chaosproxy.observe.trace import TraceWriter
 from chaosproxy.scenario import (
     Fixture,
     Scenario,
@@ -41,8 +37,12 @@ from chaosproxy.scenario import (
     load_scenarios,
     with_library,
 )
-from chaosproxy.selection import ScenarioSet
-from chaosproxy.trace import TraceWriter
+from chaosproxy.server.config import Config
+from chaosproxy.server.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
+from chaosproxy.server.proxy import STATE, ProxyState, create_proxy_app
+from chaosproxy.server.routes import MOCK as MOCK_UPSTREAM
+from chaosproxy.server.routes import RouteTable
+from chaosproxy.server.selection import ScenarioSet
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.tls import upstream_warnings
 

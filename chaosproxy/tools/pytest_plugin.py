@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from chaosproxy.verdict import FAILING
+from chaosproxy.core.verdict import FAILING
 
 if TYPE_CHECKING:
-    from chaosproxy.api import ChaosProxy
+    from chaosproxy.control.api import ChaosProxy
 
 MARKER = "chaos"
 MATRIX_MARKER = "chaos_matrix"
@@ -257,8 +257,9 @@ def _explore_test(item: pytest.Function, marker: pytest.Mark) -> None:
     import random
     import sys
 
-    from chaosproxy.api import ChaosProxy
-    from chaosproxy.explore import (
+    from chaosproxy.control.api import ChaosProxy
+    from chaosproxy.core.seeds import MAX_SEED
+    from chaosproxy.tools.explore import (
         ExploreError,
         FunctionRunner,
         Settings,
@@ -266,7 +267,6 @@ def _explore_test(item: pytest.Function, marker: pytest.Mark) -> None:
         parse_budget,
         write_outputs,
     )
-    from chaosproxy.seeds import MAX_SEED
 
     known = {"budget", "seed", "faults", "fail_on", "shrink_runs", "endless", "out"}
     unknown = sorted(set(marker.kwargs) - known)
@@ -361,7 +361,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def _start(config: pytest.Config) -> ChaosProxy:
-    from chaosproxy.api import ChaosProxy
+    from chaosproxy.control.api import ChaosProxy
 
     upstream = config.getoption("--chaos-upstream") or config.getini("chaos_upstream")
     paths = config.getoption("--chaos-scenarios") or config.getini("chaos_scenarios")
@@ -389,7 +389,7 @@ def chaos_proxy(
                 f"got {marker.args!r} {marker.kwargs!r}"
             )
         from chaosproxy.scenario import ScenarioError
-        from chaosproxy.selection import UnknownScenario
+        from chaosproxy.server.selection import UnknownScenario
 
         with contextlib.ExitStack() as chosen:
             problem = None

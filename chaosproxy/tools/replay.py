@@ -38,8 +38,8 @@ import orjson
 from aiohttp import web
 
 from chaosproxy.core.session import error_answer
-from chaosproxy.exchange import answer
-from chaosproxy.net import cut_connection, hostport, listen
+from chaosproxy.server.exchange import answer
+from chaosproxy.server.net import cut_connection, hostport, listen
 
 #: A trace larger than this is refused (it is read whole into memory).
 MAX_TRACE_BYTES = 512 * 1024 * 1024

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from chaosproxy import __version__
 from chaosproxy._build import build
-from chaosproxy.config import (
+from chaosproxy.core.providers import PROVIDER_NAMES
+from chaosproxy.server.config import (
     NAMES,
     Config,
     ConfigError,
@@ -39,12 +40,11 @@ from chaosproxy.config import (
     parse_hostport,
     parse_seed,
 )
-from chaosproxy.core.providers import PROVIDER_NAMES
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from chaosproxy.server import RunningProxy
+    from chaosproxy.control.start import RunningProxy
 
 EXIT_USAGE = 2
 #: After the signal, ``serve`` exits within ``grace + EXIT_MARGIN`` seconds whatever
@@ -64,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _safe(text: str) -> str:
     """``text`` as it may be printed: no URL password, no query credential."""
-    from chaosproxy.logs import redact_text
+    from chaosproxy.observe.logs import redact_text
 
     return redact_text(text)
 
@@ -270,8 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw only the newest N requests (default 500; 0 for all)",
     )
 
-    from chaosproxy.explore import add_parser as add_explore_parser
-    from chaosproxy.matrix import add_parser as add_matrix_parser
+    from chaosproxy.tools.explore import add_parser as add_explore_parser
+    from chaosproxy.tools.matrix import add_parser as add_matrix_parser
 
     add_matrix_parser(sub)
     add_explore_parser(sub)
@@ -299,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Whoever read our output stopped (``chaosproxy scenarios | head``): stop quietly,
         # as other command-line tools do. 141 is what a shell reports for a process
         # ended by SIGPIPE.
-        from chaosproxy.logs import point_stdout_away
+        from chaosproxy.observe.logs import point_stdout_away
 
         point_stdout_away()
         return 141
@@ -336,10 +336,10 @@ def environment_settings(*names: str) -> dict[str, Any]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from chaosproxy.logs import FrameLog
-    from chaosproxy.memory import IdleReclaimer
+    from chaosproxy.control.start import StartupError, start_proxy
+    from chaosproxy.observe.logs import FrameLog
     from chaosproxy.scenario import ScenarioError, load_fixture_files, load_scenarios
-    from chaosproxy.server import StartupError, start_proxy
+    from chaosproxy.server.memory import IdleReclaimer
     from chaosproxy.upstream.tls import check_upstream_tls
 
     try:
@@ -444,8 +444,8 @@ def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:
     """``chaosproxy V listening on URL → UPSTREAM; …; admin: URL``, with the addresses
     as actually bound (``0.0.0.0`` stays ``0.0.0.0``) and no password. With routes,
     UPSTREAM is ``/anthropic: URL, /openai: URL, other paths: URL|404``."""
-    from chaosproxy.logs import redact_url
-    from chaosproxy.routes import MOCK
+    from chaosproxy.observe.logs import redact_url
+    from chaosproxy.server.routes import MOCK
 
     def shown(configured: str, url: str) -> str:
         return f"mock (built in, {url})" if configured == MOCK else redact_url(url)
@@ -491,7 +491,7 @@ def _addresses(urls: Sequence[str]) -> str:
 
 
 def _startup_notices(config: Config, proxy: RunningProxy) -> list[str]:
-    from chaosproxy.server import is_loopback
+    from chaosproxy.control.start import is_loopback
 
     if config.admin is None or not is_loopback(config.admin[0]):
         return []
@@ -532,7 +532,7 @@ def _health_check_warning(config: Config, proxy: RunningProxy) -> str | None:
     (asked here as the check asks it), or with the admin off the proxy's port (whose
     address is only looked up: a connection to the proxy would count as a client, and
     could take a place under --max-connections). Blocking: run it in a thread."""
-    from chaosproxy import healthcheck
+    from chaosproxy.cli import healthcheck
 
     if config.admin is not None and proxy.admin_url is not None:
         what, (host, _), url = "the admin API", config.admin, proxy.admin_url
@@ -644,9 +644,9 @@ def _run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
 
 
 def cmd_mock(args: argparse.Namespace) -> int:
+    from chaosproxy.control.start import start_mock
     from chaosproxy.mock import MockFixtures
     from chaosproxy.scenario import ScenarioError, load_fixture_files
-    from chaosproxy.server import start_mock
 
     try:
         host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8000))
@@ -676,7 +676,7 @@ def cmd_mock(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from chaosproxy.replay import TraceError, describe, load_trace, start_replay
+    from chaosproxy.tools.replay import TraceError, describe, load_trace, start_replay
 
     try:
         host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8080))
@@ -698,8 +698,8 @@ def _serve_app(
 ) -> int:
     """Start an app, print its start-up line, serve until SIGINT/SIGTERM, clean up
     (within the same bound as ``serve``'s, with the default grace)."""
-    from chaosproxy.net import SHUTDOWN_GRACE
-    from chaosproxy.server import CLOSE_MARGIN, StartupError
+    from chaosproxy.control.start import CLOSE_MARGIN, StartupError
+    from chaosproxy.server.net import SHUTDOWN_GRACE
 
     async def serve() -> int:
         stop = _Stop(SHUTDOWN_GRACE + EXIT_MARGIN)
@@ -722,13 +722,13 @@ def _serve_app(
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from chaosproxy.matrix import cmd_matrix as run
+    from chaosproxy.tools.matrix import cmd_matrix as run
 
     return run(args)
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from chaosproxy.explore import cmd_explore as run
+    from chaosproxy.tools.explore import cmd_explore as run
 
     return run(args)
 
@@ -804,7 +804,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from chaosproxy.report import DEFAULT_LIMIT, ReportError, write_report
+    from chaosproxy.tools.report import DEFAULT_LIMIT, ReportError, write_report
 
     limit = DEFAULT_LIMIT if args.limit is None else args.limit
     if limit < 0:
@@ -904,7 +904,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         load_scenarios,
         with_library,
     )
-    from chaosproxy.simulate import simulate
+    from chaosproxy.tools.simulate import simulate
 
     try:
         library: Mapping[str, Scenario] = {}

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.core.integrity import Envelope
-from chaosproxy.logs import LogFormat, LogLevel
-from chaosproxy.routes import Route, RouteError, parse_route, parse_routes, split_environment
-from chaosproxy.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
+from chaosproxy.core.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
+from chaosproxy.observe.logs import LogFormat, LogLevel
+from chaosproxy.server.routes import Route, RouteError, parse_route, parse_routes, split_environment
 
 HostPort = tuple[str, int]
 ENV_PREFIX = "CHAOSPROXY_"

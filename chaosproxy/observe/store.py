@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from chaosproxy.journal import Criteria, RequestEntry, matches
-from chaosproxy.verdict import chain
+from chaosproxy.core.verdict import chain
+from chaosproxy.observe.journal import Criteria, RequestEntry, matches
 
 #: Recent requests kept by default (in flight and finished).
 DEFAULT_HISTORY = 256

@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
-from chaosproxy.api import SETTLE, fixture_text, is_scenario_name, scenario_text
-from chaosproxy.journal import Criteria, verify
+from chaosproxy.control.api import SETTLE, fixture_text, is_scenario_name, scenario_text
+from chaosproxy.observe.journal import Criteria, verify
 from chaosproxy.scenario import Fixture
 
 #: ``GET /requests`` asks for at most this many (the proxy keeps fewer: ``--history``).

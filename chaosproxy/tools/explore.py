@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 import yaml
 
-from chaosproxy.fault_space import (
+from chaosproxy.core.seeds import MAX_SEED
+from chaosproxy.core.verdict import FAILING, VERDICTS
+from chaosproxy.tools.fault_space import (
     DRAWERS,
     Draft,
     Shape,
@@ -57,13 +59,11 @@ from chaosproxy.fault_space import (
     shape_of,
     validated,
 )
-from chaosproxy.matrix import Matrix, Run, run_one
-from chaosproxy.seeds import MAX_SEED
-from chaosproxy.shrink import MAX_TESTS, Candidate, Shrunk, faults_key, shrink
-from chaosproxy.verdict import FAILING, VERDICTS
+from chaosproxy.tools.matrix import Matrix, Run, run_one
+from chaosproxy.tools.shrink import MAX_TESTS, Candidate, Shrunk, faults_key, shrink
 
 if TYPE_CHECKING:
-    from chaosproxy.api import ChaosProxy
+    from chaosproxy.control.api import ChaosProxy
     from chaosproxy.scenario import Scenario
 
 #: The verdicts whose runs are shrunk and written: the client did its user wrong.
@@ -207,7 +207,7 @@ class CommandRunner:
         return self._jobs
 
     def __enter__(self) -> CommandRunner:
-        from chaosproxy.api import ChaosProxy
+        from chaosproxy.control.api import ChaosProxy
 
         with ExitStack() as stack:
             for _ in range(self._jobs):
@@ -335,7 +335,7 @@ class FunctionRunner:
         return outcomes
 
     def _one(self, trial: Trial) -> Outcome:
-        from chaosproxy.matrix import WARM_UP
+        from chaosproxy.tools.matrix import WARM_UP
 
         proxy = self.proxy
         if any(name == "splice" for name, _ in trial.scenario.faults):
@@ -384,7 +384,7 @@ class Budget:
 
 def parse_budget(value: str) -> Budget:
     """``--budget``: a number of runs (``200``), or a duration with a unit (``5m``)."""
-    from chaosproxy.config import ConfigError, parse_duration
+    from chaosproxy.server.config import ConfigError, parse_duration
 
     text = value.strip()
     if text.isdigit():
@@ -941,7 +941,7 @@ def render_summary(exploration: Exploration, fail_on: Iterable[str]) -> str:
 
 
 def _cell(text: str) -> str:
-    from chaosproxy.matrix import printable
+    from chaosproxy.tools.matrix import printable
 
     text = " ".join(printable(text).split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -951,7 +951,7 @@ def _cell(text: str) -> str:
 def write_outputs(exploration: Exploration, out: Path, fail_on: Iterable[str]) -> list[Path]:
     """``found/*.yaml`` (``flaky/*.yaml`` for failures that did not reproduce),
     ``explore.json``, ``explore.md`` and ``report.html`` (the minimal runs) in ``out``."""
-    from chaosproxy.report import render_report
+    from chaosproxy.tools.report import render_report
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -1034,16 +1034,21 @@ def parse_confirm(value: str) -> int:
 
 def parse_gate(value: str) -> frozenset[str]:
     """``--fail-on``: verdicts, comma-separated; empty: never fail."""
-    from chaosproxy.matrix import parse_fail_on
+    from chaosproxy.tools.matrix import parse_fail_on
 
     return parse_fail_on(value)
 
 
 def add_parser(sub: Any) -> None:
     """The ``explore`` subcommand (cli.py calls this)."""
-    from chaosproxy.cli import _argtype
-    from chaosproxy.config import parse_duration, parse_number, parse_positive_int, parse_seed
-    from chaosproxy.matrix import default_jobs, parse_jobs
+    from chaosproxy.cli.main import _argtype
+    from chaosproxy.server.config import (
+        parse_duration,
+        parse_number,
+        parse_positive_int,
+        parse_seed,
+    )
+    from chaosproxy.tools.matrix import default_jobs, parse_jobs
 
     explore_parser = sub.add_parser(
         "explore",
@@ -1153,10 +1158,10 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from chaosproxy.cli import environment_settings, fail
-    from chaosproxy.config import ConfigError
-    from chaosproxy.logs import describe as describe_error
-    from chaosproxy.matrix import ENVIRONMENT_SETTINGS
+    from chaosproxy.cli.main import environment_settings, fail
+    from chaosproxy.observe.logs import describe as describe_error
+    from chaosproxy.server.config import ConfigError
+    from chaosproxy.tools.matrix import ENVIRONMENT_SETTINGS
 
     # The proxies' settings from CHAOSPROXY_*, as the matrix takes them, but the seed:
     # --seed draws the runs, and each run has a seed of its own.

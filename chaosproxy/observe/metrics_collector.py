@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from chaosproxy.guard import ClientGuard
+    from chaosproxy.server.guard import ClientGuard
 
 
 class GuardCollector(Collector):

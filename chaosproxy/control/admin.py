@@ -36,31 +36,31 @@ from aiohttp import web
 
 from chaosproxy import __version__
 from chaosproxy._build import build
-from chaosproxy.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
+from chaosproxy.control.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
-from chaosproxy.journal import Criteria
-from chaosproxy.logs import FrameLog
-from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
-from chaosproxy.scenario import ScenarioError, parse_fixtures, parse_scenario
-from chaosproxy.selection import ScenarioSet, UnknownScenario
-from chaosproxy.store import (
-    DEFAULT_HISTORY,
-    DEFAULT_MAX_CONTENT,
-    DEFAULT_MAX_FRAMES,
-    RequestRecord,
-    RequestStore,
-)
-from chaosproxy.verdict import (
+from chaosproxy.core.verdict import (
     ClientReport,
     VerdictInputError,
     judge,
     run_ids,
     verdict_line,
 )
+from chaosproxy.observe.journal import Criteria
+from chaosproxy.observe.logs import FrameLog
+from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
+from chaosproxy.observe.store import (
+    DEFAULT_HISTORY,
+    DEFAULT_MAX_CONTENT,
+    DEFAULT_MAX_FRAMES,
+    RequestRecord,
+    RequestStore,
+)
+from chaosproxy.scenario import ScenarioError, parse_fixtures, parse_scenario
+from chaosproxy.server.selection import ScenarioSet, UnknownScenario
 
 if TYPE_CHECKING:
     from chaosproxy.mock.fixtures import MockFixtures
-    from chaosproxy.resume import ResumeManager
+    from chaosproxy.server.resume import ResumeManager
 
 #: ``GET /requests`` without ``limit``.
 DEFAULT_LIMIT = 50

@@ -33,10 +33,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 import orjson
 
-from chaosproxy.verdict import FAILING, VERDICTS
+from chaosproxy.core.verdict import FAILING, VERDICTS
 
 if TYPE_CHECKING:
-    from chaosproxy.api import ChaosProxy
+    from chaosproxy.control.api import ChaosProxy
     from chaosproxy.scenario import Scenario
 
 #: A command that made no request through the proxy cannot be judged on a stream: its
@@ -138,7 +138,7 @@ class Outcome:
         exception), else the last one; None when it exited 0 or was killed."""
         if self.exit_code in (0, None):
             return None
-        from chaosproxy.logs import redact_text
+        from chaosproxy.observe.logs import redact_text
 
         line = telling_line(self.stderr) or f"exit status {self.exit_code}"
         # It goes into the matrix files, which CI publishes: credentials masked.
@@ -347,7 +347,7 @@ def run_matrix(
     directories; default the whole library) on ``jobs`` workers, each with a proxy of
     its own (so requests never mix); returns the matrix, in the scenarios' order, and
     every frame-log line of every proxy."""
-    from chaosproxy.api import ChaosProxy
+    from chaosproxy.control.api import ChaosProxy
     from chaosproxy.scenario import load_library, load_scenarios
 
     names, paths = choose_scenarios(scenarios)
@@ -517,7 +517,7 @@ def render_junit(matrix: Matrix) -> str:
 
 def write_outputs(matrix: Matrix, lines: list[dict[str, Any]], out: Path) -> list[Path]:
     """``matrix.md``, ``matrix.json``, ``junit.xml`` and ``report.html`` in ``out``."""
-    from chaosproxy.report import render_report
+    from chaosproxy.tools.report import render_report
 
     out.mkdir(parents=True, exist_ok=True)
     data = matrix.as_json()
@@ -550,8 +550,8 @@ def parse_fail_on(value: str) -> frozenset[str]:
 
 def add_parser(sub: Any) -> None:
     """The ``matrix`` subcommand (cli.py calls this)."""
-    from chaosproxy.cli import _argtype
-    from chaosproxy.config import parse_duration, parse_number, parse_seed
+    from chaosproxy.cli.main import _argtype
+    from chaosproxy.server.config import parse_duration, parse_number, parse_seed
 
     matrix = sub.add_parser(
         "matrix",
@@ -665,9 +665,9 @@ def _clock(seconds: float) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from chaosproxy.cli import environment_settings, fail
-    from chaosproxy.config import ConfigError
+    from chaosproxy.cli.main import environment_settings, fail
     from chaosproxy.scenario import ScenarioError
+    from chaosproxy.server.config import ConfigError
 
     try:  # the options given win over the proxies' settings from CHAOSPROXY_*
         settings: dict[str, Any] = environment_settings("upstream", *ENVIRONMENT_SETTINGS)
@@ -712,7 +712,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     except MatrixInputError as exc:
         return fail(str(exc))
     except Exception as exc:  # the proxy could not start: one line, never a traceback
-        from chaosproxy.logs import describe
+        from chaosproxy.observe.logs import describe
 
         return fail(f"matrix: {describe(exc)}")
     out = Path(args.out)

@@ -25,8 +25,8 @@ from types import MappingProxyType
 from typing import Protocol
 from urllib.parse import unquote
 
+from chaosproxy.core.seeds import SeedError, parse_seed_text
 from chaosproxy.scenario import PASSTHROUGH, Scenario, header_values
-from chaosproxy.seeds import SeedError, parse_seed_text
 
 SCENARIO_HEADER = "X-Chaos-Scenario"
 SEED_HEADER = "X-Chaos-Seed"
