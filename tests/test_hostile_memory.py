@@ -211,7 +211,7 @@ def report_peak_mb(log: Path, out: Path, *extra: str) -> float:
     # child would start at the peak of the pytest process that forked it.
     code = (
         "import sys\n"
-        "from chaosproxy.cli import main\n"
+        "from chaosproxy.cli.main import main\n"
         "code = main(sys.argv[1:])\n"
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
         "print(hwm.split()[1])\n"
