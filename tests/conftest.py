@@ -12,7 +12,7 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from tests.upstream import ScriptedUpstream, scripted_upstream
+from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
 
 pytest_plugins = ["pytester"]
 

@@ -310,8 +310,9 @@ def test_no_test_patches_or_subclasses_a_compiled_class() -> None:
     that raises, an injected upstream, host or writer, a real client, the module's
     source."""
     found = [
-        f"{path.name}:{line}: {name}"
-        for path in sorted((REPO / "tests").glob("*.py"))
+        f"{path.relative_to(REPO)}:{line}: {name}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if "node_modules" not in path.parts
         for line, name in _patched_classes(path)
     ]
     assert found == []
