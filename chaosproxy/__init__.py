@@ -11,7 +11,7 @@ import sys
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from chaosproxy._build import PURE_ENV
+from chaosproxy._build import PURE_ENV, __version__
 
 # First thing: with CHAOSPROXY_PURE=1 no compiled module of this package is loaded, only
 # their Python sources (chaosproxy/_pure.py; docs/architecture.md, Compiled modules).
@@ -20,12 +20,10 @@ if os.environ.get(PURE_ENV, "") not in ("", "0"):
 
     install(__name__)
 
-__version__ = "0.1.0"
-
 #: Modules that moved into a room, under the name users still run them by: the
 #: container's health check is ``python -m chaosproxy.healthcheck`` in the image's
 #: HEALTHCHECK and in users' compose files (docs/deploy.md).
-MOVED: dict[str, str] = {"chaosproxy.healthcheck": "chaosproxy.cli.healthcheck"}
+MOVED: dict[str, str] = {"chaosproxy.healthcheck": "chaosproxy.control.healthcheck"}
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from chaosproxy.cli import healthcheck
+from chaosproxy.control import healthcheck
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.config import flags, from_environment
 

@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from chaosproxy import __version__
-from chaosproxy._build import build
+from chaosproxy._build import __version__, build
 from chaosproxy.control.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.verdict import (

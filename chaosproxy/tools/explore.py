@@ -1041,7 +1041,7 @@ def parse_gate(value: str) -> frozenset[str]:
 
 def add_parser(sub: Any) -> None:
     """The ``explore`` subcommand (cli.py calls this)."""
-    from chaosproxy.cli.main import _argtype
+    from chaosproxy.control.process import _argtype
     from chaosproxy.server.config import (
         parse_duration,
         parse_number,
@@ -1158,7 +1158,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from chaosproxy.cli.main import environment_settings, fail
+    from chaosproxy.control.process import environment_settings, fail
     from chaosproxy.observe.logs import describe as describe_error
     from chaosproxy.server.config import ConfigError
     from chaosproxy.tools.matrix import ENVIRONMENT_SETTINGS

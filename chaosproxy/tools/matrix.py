@@ -550,7 +550,7 @@ def parse_fail_on(value: str) -> frozenset[str]:
 
 def add_parser(sub: Any) -> None:
     """The ``matrix`` subcommand (cli.py calls this)."""
-    from chaosproxy.cli.main import _argtype
+    from chaosproxy.control.process import _argtype
     from chaosproxy.server.config import parse_duration, parse_number, parse_seed
 
     matrix = sub.add_parser(
@@ -665,7 +665,7 @@ def _clock(seconds: float) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from chaosproxy.cli.main import environment_settings, fail
+    from chaosproxy.control.process import environment_settings, fail
     from chaosproxy.scenario import ScenarioError
     from chaosproxy.server.config import ConfigError
 

@@ -346,7 +346,7 @@ async def _supervise(
     fixtures: Sequence[Fixture],
     notices: Sequence[str] = (),
 ) -> int:
-    from chaosproxy.cli.main import (
+    from chaosproxy.control.process import (
         _health_check_warning,
         _startup_line,
         _startup_notices,

@@ -65,7 +65,7 @@ def run_worker(spec: WorkerSpec) -> None:
     with contextlib.suppress(OSError):
         os.setpgrp()  # a terminal's SIGINT is the supervisor's to pass on
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (until the proxy's own handling)
-    from chaosproxy.cli.main import _run
+    from chaosproxy.control.process import _run
 
     code = _run(lambda: _serve(spec))
     # Everything is written and closed: nothing of this process is worth waiting for
@@ -93,7 +93,7 @@ def _open_log(spec: WorkerSpec) -> Any:
 
 
 async def _serve(spec: WorkerSpec) -> int:
-    from chaosproxy.cli.main import EXIT_MARGIN, _Stop, settle_gc
+    from chaosproxy.control.process import EXIT_MARGIN, _Stop, settle_gc
     from chaosproxy.control.start import StartupError, start_proxy
     from chaosproxy.core.tenancy import TenantKeys
     from chaosproxy.scenario import ScenarioError

@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
-from chaosproxy.cli.main import FULL_GC_EVERY
 from chaosproxy.control.admin import RequestStore
+from chaosproxy.control.process import FULL_GC_EVERY
 from chaosproxy.control.start import start_proxy
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.cli import healthcheck
-from chaosproxy.cli.healthcheck import Unhealthy
-from chaosproxy.cli.main import _health_check_warning
+from chaosproxy.control import healthcheck
+from chaosproxy.control.healthcheck import Unhealthy
+from chaosproxy.control.process import _health_check_warning
 from chaosproxy.server.config import ConfigError, parse_admin
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.control.test_admin import serve_until_started, sigterm
