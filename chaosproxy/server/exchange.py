@@ -43,9 +43,9 @@ from chaosproxy.upstream import (
 )
 
 if TYPE_CHECKING:
-    from chaosproxy.server.proxy import ProxyState
+    from chaosproxy.scenario.selection import Choice
     from chaosproxy.server.routes import Target
-    from chaosproxy.server.selection import Choice
+    from chaosproxy.server.state import ProxyState
 
 
 def _is_sse(reply: Reply, choice: Choice) -> bool:
