@@ -23,121 +23,27 @@ import base64
 import contextlib
 import logging
 import os
-import re
 import sys
 import time
 import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Literal
-from urllib.parse import unquote_plus
 
 import orjson
 import structlog
 
-#: Query parameters whose values never reach a log (compared case-insensitively).
-SECRET_PARAMS = frozenset(
-    {
-        "key",
-        "api_key",
-        "apikey",
-        "api-key",
-        "token",
-        "access_token",
-        "refresh_token",
-        "id_token",
-        "auth",
-        "authorization",
-        "password",
-        "secret",
-        "client_secret",
-        "signature",
-        "sig",
-        "code",
-        "x-api-key",
-        "x-goog-api-key",
-        "api_token",
-        "auth_token",
-        "session",
-        "sessionid",
-        "jwt",
-        "pass",
-        "passwd",
-        "pwd",
-        "private_key",
-        "credential",
-        "credentials",
-        "client_assertion",
-        "x-amz-signature",
-        "x-amz-credential",
-        "x-amz-security-token",
-    }
-)
-
-
-#: A query's separators: ``&``, and ``;`` (still used, and split on by some servers).
-_QUERY_SEP = re.compile(r"([&;])")
-
-
-def redact_path(path_qs: str) -> str:
-    """``path_qs`` with the values of credential-like query parameters replaced by ***,
-    whether ``&`` or ``;`` separates the parameters. Everything else is kept as it was
-    (no re-encoding); a name is compared decoded and case-insensitively."""
-    path, sep, query = path_qs.partition("?")
-    if not sep:
-        return path
-    parts = _QUERY_SEP.split(query)
-    masked = False
-    for i in range(0, len(parts), 2):  # odd indices are the separators
-        name, eq, _ = parts[i].partition("=")
-        if eq and unquote_plus(name).strip().lower() in SECRET_PARAMS:
-            parts[i] = name + "=***"
-            masked = True
-    return path + "?" + "".join(parts) if masked else path_qs
-
-
-_SECRET_IN_TEXT = re.compile(
-    # a URL's password: scheme://user:PASSWORD@ (up to the token's last @)
-    r"(?P<userinfo>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:'\"<>]*:)[^\s'\"<>]*@"
-    # a credential-like query parameter: ?key=VALUE, &token=VALUE, ;key=VALUE
-    r"|(?P<lead>[?&;](?:" + "|".join(re.escape(p) for p in sorted(SECRET_PARAMS)) + r")=)"
-    r"[^&;#\s'\"<>]*"
-    # an Authorization header's credentials quoted in a text
-    r"|(?P<scheme>\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]+",
-    re.IGNORECASE,
-)
-
-
-def redact_text(text: str) -> str:
-    """``text`` (an error message, say) with credentials in it masked: the password of
-    any URL (``https://user:***@host``), the values of credential-like query parameters
-    (``?key=…`` or ``;key=…`` → ``key=***``) and bearer or basic tokens (``Bearer sk-…``
-    → ``Bearer ***``)."""
-    return _SECRET_IN_TEXT.sub(_mask_match, text)
-
-
-def redact_url(url: str) -> str:
-    """``url`` as it may be printed: the password of its user info masked
-    (``https://user:***@host``; a password with a raw ``/`` or ``@`` in it too) and
-    credential-like query parameters masked. When in doubt it masks more: in
-    ``https://host:8443/a@b`` the ``8443/a`` is taken for a password."""
-    return redact_path(redact_text(url))
+# Re-exported: the masking the frame log applies is part of what it promises.
+from chaosproxy.core.redact import SECRET_PARAMS as SECRET_PARAMS
+from chaosproxy.core.redact import redact_path as redact_path
+from chaosproxy.core.redact import redact_text as redact_text
+from chaosproxy.core.redact import redact_url as redact_url
 
 
 def describe(exc: BaseException) -> str:
     """One line about ``exc``, safe to show: error texts may quote a URL, ``key=`` and all."""
     text = str(exc) or type(exc).__name__
     return redact_text(text.splitlines()[0])[:300]
-
-
-def _mask_match(match: re.Match[str]) -> str:
-    userinfo = match.group("userinfo")
-    if userinfo is not None:
-        return userinfo + "***@"
-    lead = match.group("lead")
-    if lead is not None:
-        return lead + "***"
-    return match.group("scheme") + "***"
 
 
 class _Timestamp:

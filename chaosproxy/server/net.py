@@ -17,6 +17,7 @@ import time
 from aiohttp import web
 
 from chaosproxy.server.guard import ClientGuard, GuardedRunner
+from chaosproxy.upstream.errors import StartupError as StartupError
 
 #: Connections the kernel may queue before accept(); a burst of thousands must fit.
 BACKLOG = 4096
@@ -27,10 +28,6 @@ SHUTDOWN_GRACE = 2.0
 
 #: Where an app keeps the guard of its clients (see :func:`listen`).
 CLIENT_GUARD = web.AppKey("client_guard", ClientGuard)
-
-
-class StartupError(Exception):
-    """Start-up cannot go on; the message is the one-line reason."""
 
 
 async def listen(
