@@ -55,7 +55,7 @@ from chaosproxy.observe.store import (
     RequestStore,
 )
 from chaosproxy.scenario import ScenarioError, parse_fixtures, parse_scenario
-from chaosproxy.server.selection import ScenarioSet, UnknownScenario
+from chaosproxy.scenario.selection import ScenarioSet, UnknownScenario
 
 if TYPE_CHECKING:
     from chaosproxy.mock.fixtures import MockFixtures

@@ -48,8 +48,8 @@ from chaosproxy.scenario import (
     parse_fixtures,
     parse_scenario,
 )
+from chaosproxy.scenario.selection import ScenarioSet, UnknownScenario
 from chaosproxy.server.config import Config
-from chaosproxy.server.selection import ScenarioSet, UnknownScenario
 
 if TYPE_CHECKING:
     from chaosproxy.mock.fixtures import MockFixtures

@@ -37,12 +37,12 @@ from chaosproxy.scenario import (
     load_scenarios,
     with_library,
 )
+from chaosproxy.scenario.selection import ScenarioSet
 from chaosproxy.server.config import Config
 from chaosproxy.server.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.server.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.server.routes import MOCK as MOCK_UPSTREAM
 from chaosproxy.server.routes import RouteTable
-from chaosproxy.server.selection import ScenarioSet
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.tls import upstream_warnings
 

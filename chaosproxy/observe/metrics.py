@@ -23,9 +23,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from chaosproxy.observe.metrics_collector import GuardCollector, SentCollector
-from chaosproxy.server.guard import ClientGuard
-from chaosproxy.server.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
+from chaosproxy.observe.metrics_collector import Counted, GuardCollector, SentCollector
+from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
 NO_SCENARIO = "none"
@@ -172,7 +171,7 @@ class Metrics:
         if duration is not None:
             self.duration.labels(scenario).observe(duration / 1000.0)
 
-    def count_connections(self, guard: ClientGuard) -> None:
+    def count_connections(self, guard: Counted) -> None:
         """Expose the counts of the proxy's client guard (``chaosproxy_empty_connections``)."""
         self.registry.register(GuardCollector(guard))
 

@@ -10,20 +10,27 @@ and a compiled class may not subclass a dependency's class (prometheus_client's
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from chaosproxy.server.guard import ClientGuard
+
+class Counted(Protocol):
+    """What the collector reads of the proxy's client guard
+    (:class:`~chaosproxy.server.guard.ClientGuard`): the server is above this room."""
+
+    @property
+    def empty(self) -> int:
+        """Client connections that closed without sending a request."""
+        ...
 
 
 class GuardCollector(Collector):
     """``chaosproxy_empty_connections_total`` from the guard's count: connections are
     not frame-log lines, and a probe that asked nothing gets none."""
 
-    def __init__(self, guard: ClientGuard) -> None:
+    def __init__(self, guard: Counted) -> None:
         self._guard = guard
 
     def collect(self) -> Iterator[Metric]:
@@ -56,4 +63,4 @@ class SentCollector(Collector):
         yield sent_bytes
 
 
-__all__ = ["GuardCollector", "SentCollector"]
+__all__ = ["Counted", "GuardCollector", "SentCollector"]

@@ -389,7 +389,7 @@ def chaos_proxy(
                 f"got {marker.args!r} {marker.kwargs!r}"
             )
         from chaosproxy.scenario import ScenarioError
-        from chaosproxy.server.selection import UnknownScenario
+        from chaosproxy.scenario.selection import UnknownScenario
 
         with contextlib.ExitStack() as chosen:
             problem = None

@@ -356,8 +356,8 @@ async def _supervise(
     )
     from chaosproxy.control.start import SIDE_GRACE, _bound_urls, check_admin_binding, uses_mock
     from chaosproxy.scenario import cross_tenant_warnings, with_library
+    from chaosproxy.scenario.selection import ScenarioSet
     from chaosproxy.server.net import StartupError, hostport, listen
-    from chaosproxy.server.selection import ScenarioSet
 
     count = config.workers
     stop = _Stop(config.grace + EXIT_MARGIN)

@@ -207,7 +207,7 @@ class _Answers:
         self.proxy.state.scenarios.add(scenario)
 
     def op_remove_scenario(self, message: dict[str, Any]) -> None:
-        from chaosproxy.server.selection import UnknownScenario
+        from chaosproxy.scenario.selection import UnknownScenario
 
         with contextlib.suppress(UnknownScenario):
             self.proxy.state.scenarios.remove(message["scenario"])

@@ -16,7 +16,7 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.client import ChaosAuthError, ChaosClientError
 from chaosproxy.control.start import start_proxy
 from chaosproxy.scenario import ScenarioError, load_library
-from chaosproxy.server.selection import UnknownScenario
+from chaosproxy.scenario.selection import UnknownScenario
 from tests.conftest import REPO
 
 CHAT = {

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import load_scenarios
-from chaosproxy.server.selection import ScenarioSet, derive_seed
+from chaosproxy.scenario.selection import ScenarioSet, derive_seed
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.control.test_admin import serve_until_started, sigterm
 from tests.scripted_upstream import Script, ScriptedUpstream

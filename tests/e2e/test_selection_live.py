@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from chaosproxy.control.start import RunningProxy
-from chaosproxy.server.selection import derive_seed
+from chaosproxy.scenario.selection import derive_seed
 from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_faults_live import BODY, E1, PATH, SSE, fetch, wait_end, without
 from tests.scripted_upstream import Script, ScriptedUpstream

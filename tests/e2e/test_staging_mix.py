@@ -14,7 +14,7 @@ import pytest
 
 from chaosproxy.cli.main import build_parser, config_from
 from chaosproxy.scenario import load_scenarios
-from chaosproxy.server.selection import ScenarioSet
+from chaosproxy.scenario.selection import ScenarioSet
 from tests.conftest import ProxyFactory
 
 MIX = Path(__file__).resolve().parents[2] / "examples" / "staging-mix"

@@ -9,7 +9,7 @@ import pytest
 from multidict import CIMultiDict
 
 from chaosproxy.scenario import Scenario, ScenarioError, parse_scenario
-from chaosproxy.server.selection import Choice, ScenarioSet, UnknownScenario, derive_seed
+from chaosproxy.scenario.selection import Choice, ScenarioSet, UnknownScenario, derive_seed
 
 CHAT = "/v1/chat/completions"
 

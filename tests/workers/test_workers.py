@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server.selection import ScenarioSet, derive_seed
+from chaosproxy.scenario.selection import ScenarioSet, derive_seed
 from chaosproxy.workers.control import (
     MAX_MESSAGE,
     Channel,

@@ -36,7 +36,7 @@ import aiohttp
 import orjson
 import pytest
 
-from chaosproxy.server.selection import derive_seed
+from chaosproxy.scenario.selection import derive_seed
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.timeout(180)
