@@ -3,8 +3,8 @@
 Times what the proxy does for each write to a client besides the write itself:
 ``Exchange.log_frame`` (the session's accounting, ``Session.wrote``, and the ``frame``
 line through structlog, its processors and the observers ``chaosproxy serve`` attaches:
-the admin's :class:`~chaosproxy.admin.RequestStore` and the
-:class:`~chaosproxy.metrics.Metrics`) into a real file, for framed sends (one event
+the admin's :class:`~chaosproxy.control.admin.RequestStore` and the
+:class:`~chaosproxy.observe.metrics.Metrics`) into a real file, for framed sends (one event
 each, as the benchmark's ``bench-framed`` scenario makes them) and passthrough sends.
 Each repeat logs ``--lines`` lines for ``--requests`` requests in turn (as 200 streams
 interleave), opening with their ``request`` lines and closing with their

@@ -3,8 +3,8 @@
     python benchmarks/run.py --variant fastlog --targets direct,passthrough,framed
     python benchmarks/variants.py fastlog,merge serve --upstream … # what run.py starts
 
-Nothing here changes the package: each variant monkeypatches ``chaosproxy.proxy`` /
-``chaosproxy.logs`` in this process only, then hands over to ``chaosproxy.cli.main``.
+Nothing here changes the package: each variant monkeypatches ``chaosproxy.server.proxy`` /
+``chaosproxy.observe.logs`` in this process only, then hands over to ``chaosproxy.cli.main``.
 They exist to measure a proposed change before anyone makes it (docs/benchmark.md has
 the numbers). They lean on private names (``_Pump._feed``, ``FrameLog._observers``);
 when those change, a variant may need updating — ``baseline`` never does. (``pipe``,
@@ -223,7 +223,7 @@ def _noobservers() -> None:
 
 
 def _nofreeze() -> None:
-    from chaosproxy.cli import main as cli
+    from chaosproxy.cli.main import main as cli
 
     cli.settle_gc = lambda: None
 
@@ -231,7 +231,7 @@ def _nofreeze() -> None:
 def _gcslow() -> None:
     import gc
 
-    from chaosproxy.cli import main as cli
+    from chaosproxy.cli.main import main as cli
 
     original = cli.settle_gc
 
@@ -245,7 +245,7 @@ def _gcslow() -> None:
 def _gcdefault() -> None:
     import gc
 
-    from chaosproxy.cli import main as cli
+    from chaosproxy.cli.main import main as cli
 
     original = cli.settle_gc
 

@@ -60,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:
-    """One option per :class:`~chaosproxy.config.Config` field that has a flag. An
+    """One option per :class:`~chaosproxy.server.config.Config` field that has a flag. An
     option not given stays out of the namespace, so the environment can fill it."""
     for name, flag, _ in flags():
         common: dict[str, Any] = {"dest": name, "help": flag.help, "default": argparse.SUPPRESS}

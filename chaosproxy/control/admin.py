@@ -5,18 +5,18 @@
 ``GET /requests/{id}``, ``POST /requests/{id}/verdict``, ``GET|POST|DELETE
 /mock/fixtures``, ``POST /reset``, ``GET /metrics``. With a token, every endpoint
 but ``GET /health`` wants ``Authorization: Bearer TOKEN`` (compared in constant time).
-Web pages are kept out (:mod:`chaosproxy.admin_access`): without a token, only a
+Web pages are kept out (:mod:`chaosproxy.control.admin_access`): without a token, only a
 request to a loopback ``Host`` is answered and a POST, PUT or DELETE must send JSON (or
 YAML, from a program); a foreign ``Origin`` is refused, token or not; a body over
 256 KiB is refused (413) before it is read.
 ``GET /health`` needs none and then says only that the proxy is up, plus any warning;
 with the token (or when the admin has none) it adds the details (version, uptime,
 scenarios, requests in flight). Where the admin may listen, and with what token,
-:mod:`chaosproxy.server` decides.
+:mod:`chaosproxy.control.start` decides.
 
-Its state is the proxy's own: the :class:`~chaosproxy.selection.ScenarioSet` the proxy
+Its state is the proxy's own: the :class:`~chaosproxy.scenario.selection.ScenarioSet` the proxy
 chooses from (so a change applies to the next request, never to one in flight), and a
-:class:`RequestStore` and :class:`~chaosproxy.metrics.Metrics` that observe the frame
+:class:`RequestStore` and :class:`~chaosproxy.observe.metrics.Metrics` that observe the frame
 log. Memory is bounded: the store keeps the most recent ``history`` requests, at most
 ``max_frames`` frame and action lines each, and at most ``max_content`` characters of
 payload (``--log-content``) per request.

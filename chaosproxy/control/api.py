@@ -100,7 +100,7 @@ THREAD_MARGIN = 0.5
 class ChaosProxy:
     """A proxy on a free local port, started and stopped by a ``with`` block.
 
-    Every setting of :class:`~chaosproxy.config.Config` (each ``chaosproxy serve``
+    Every setting of :class:`~chaosproxy.server.config.Config` (each ``chaosproxy serve``
     flag) is a keyword argument: ``ChaosProxy(connect_timeout=0.5, seed=7)``.
     ``upstream`` is one URL (or ``mock``), or a list of them with route prefixes:
     ``ChaosProxy(upstream=["/anthropic=https://api.anthropic.com", "https://api.openai.com"])``
@@ -278,7 +278,7 @@ class ChaosProxy:
     ) -> list[dict[str, Any]]:
         """The finished requests that meet the filters (as :meth:`requests` takes them),
         asserting there are exactly ``count`` of them (None: at least one), as WireMock's
-        ``verify``. Raises :class:`~chaosproxy.journal.VerificationError` (an
+        ``verify``. Raises :class:`~chaosproxy.observe.journal.VerificationError` (an
         AssertionError) otherwise, listing the requests seen and what each lacked."""
         criteria = Criteria(model, path, contains, tool, scenario)
         return verify(self.requests(settle=settle), criteria, count)

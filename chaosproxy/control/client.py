@@ -199,7 +199,7 @@ class ChaosClient:
     ) -> list[dict[str, Any]]:
         """The finished requests that meet the filters, asserting there are exactly
         ``count`` of them (None: at least one), as :meth:`ChaosProxy.verify`; raises
-        :class:`~chaosproxy.journal.VerificationError` (an AssertionError) otherwise."""
+        :class:`~chaosproxy.observe.journal.VerificationError` (an AssertionError) otherwise."""
         criteria = Criteria(model, path, contains, tool, scenario)
         return verify(self.requests(settle=settle), criteria, count)
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 
 #: The whole check, connecting included, at most (seconds).
 TIMEOUT = 2.0
-#: ``serve``'s defaults (chaosproxy.config).
+#: ``serve``'s defaults (chaosproxy.server.config).
 DEFAULT_ADMIN = "127.0.0.1:8478"
 DEFAULT_LISTEN = "127.0.0.1:8080"
 #: Where a wildcard address is asked.

@@ -1,5 +1,5 @@
 """Starting and stopping a proxy (and its mock upstream and admin API) in a running
-event loop, from one :class:`~chaosproxy.config.Config`.
+event loop, from one :class:`~chaosproxy.server.config.Config`.
 
 Used by the CLI, :class:`~chaosproxy.ChaosProxy`, the tests and anything embedding
 chaosproxy: one place knows how the pieces are wired together.
@@ -142,7 +142,7 @@ class RunningProxy:
     state: ProxyState
     runners: list[web.BaseRunner]
     _flusher: asyncio.Task[None] | None = None
-    #: The loop-lag probe (``CHAOSPROXY_LOOP_LAG``, chaosproxy.looplag), when on.
+    #: The loop-lag probe (``CHAOSPROXY_LOOP_LAG``, chaosproxy.observe.looplag), when on.
     _lag_probe: looplag.EnvironmentProbe | None = None
     #: The admin API's base URL, or None when it is off.
     admin_url: str | None = None

@@ -11,7 +11,7 @@ alike in-process and over the admin API.
 
 Nothing kept here is shown unmasked: header values that carry credentials are ``***``,
 so are the values of credential-like keys in a body (``api_key``, ``token``...) and
-anything :func:`~chaosproxy.logs.redact_text` masks in a text (a URL's password, a
+anything :func:`~chaosproxy.observe.logs.redact_text` masks in a text (a URL's password, a
 ``?key=`` in a URL, a bearer token).
 """
 
@@ -56,7 +56,7 @@ def masked_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def masked_body(value: Any) -> Any:
     """A parsed JSON body with the values of credential-like keys masked, and every
-    text as :func:`~chaosproxy.logs.redact_text` shows it."""
+    text as :func:`~chaosproxy.observe.logs.redact_text` shows it."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, list):

@@ -1,4 +1,4 @@
-"""The collectors that show what :class:`~chaosproxy.metrics.Metrics` keeps as plain
+"""The collectors that show what :class:`~chaosproxy.observe.metrics.Metrics` keeps as plain
 counts (frames and bytes sent, the guard's empty connections) as Prometheus counters
 when scraped.
 

@@ -2,7 +2,7 @@
 
 An observer of the frame log (:meth:`RequestStore.frame_json` is called for every
 write to a client), so it is compiled with the hot path (docs/architecture.md,
-Compiled modules); :mod:`chaosproxy.admin` answers from it. Memory is bounded: the
+Compiled modules); :mod:`chaosproxy.control.admin` answers from it. Memory is bounded: the
 store keeps the most recent ``history`` requests, at most ``max_frames`` frame and
 action lines each, and at most ``max_content`` characters of payload
 (``--log-content``) per request.
@@ -207,7 +207,7 @@ class RequestStore:
         self, limit: int, scenario: str | None = None, criteria: Criteria | None = None
     ) -> list[dict[str, Any]]:
         """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when
-        given, and only those that meet ``criteria``: :func:`chaosproxy.journal.matches`),
+        given, and only those that meet ``criteria``: :func:`chaosproxy.observe.journal.matches`),
         newest first."""
         out: list[dict[str, Any]] = []
         for record in reversed(self._records.values()):
@@ -224,7 +224,7 @@ class RequestStore:
 
     def run(self, request_id: str, others: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The summaries of the finished requests that belong to the answer of
-        ``request_id`` (:func:`~chaosproxy.verdict.chain`) and of ``others``, in the
+        ``request_id`` (:func:`~chaosproxy.core.verdict.chain`) and of ``others``, in the
         order they began: what a verdict judges."""
         done = [r.summary for r in self._records.values() if r.done]
         members = {id(s) for s in chain(done, request_id)}

@@ -55,7 +55,7 @@ def parse_admin(value: str) -> HostPort | None:
 
 
 def parse_seed(value: str) -> int:
-    """A seed: digits only, from 0 to 2**63 - 1 (``chaosproxy.seeds``); thousands of
+    """A seed: digits only, from 0 to 2**63 - 1 (``chaosproxy.core.seeds``); thousands of
     digits get this message too, never Python's conversion limit."""
     try:
         return parse_seed_text(value)

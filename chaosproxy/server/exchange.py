@@ -4,7 +4,7 @@ The exchange reports what happens to its request to the session (the request can
 be served, the upstream's head, its failure, the client left, the proxy is stopping,
 a bug of ours) and carries out what the session decides: the HTTP stage's sleeps,
 canned answers and cuts, the response head, the body (through the
-:class:`~chaosproxy.pump.BodyPump`), and the log lines. It sets no outcome itself.
+:class:`~chaosproxy.server.pump.BodyPump`), and the log lines. It sets no outcome itself.
 
 Errors are told apart by type: upstream failures arrive as
 :class:`~chaosproxy.upstream.UpstreamError`, a client that left as a ``ConnectionError``

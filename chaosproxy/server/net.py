@@ -48,7 +48,7 @@ async def listen(
     too failed the start). A failure is a :class:`StartupError` whose hint names
     ``flag``, the setting that chose the address.
 
-    An app carrying a :class:`~chaosproxy.guard.ClientGuard` (under :data:`CLIENT_GUARD`;
+    An app carrying a :class:`~chaosproxy.server.guard.ClientGuard` (under :data:`CLIENT_GUARD`;
     the proxy's does) has its clients guarded: a head-read timeout, a connection limit,
     and one ``rejected`` line for every head it does not forward. ``reuse_port``: with
     ``SO_REUSEPORT``, so that several processes listen on one port (``--workers``)."""

@@ -1,5 +1,5 @@
 """The proxy's aiohttp application: one handler that gives each request a
-:class:`~chaosproxy.core.session.Session` and an :class:`~chaosproxy.exchange.Exchange`.
+:class:`~chaosproxy.core.session.Session` and an :class:`~chaosproxy.server.exchange.Exchange`.
 
 Everything that decides what happens to a request lives in the session (the sans-IO
 core); the exchange carries it out, the body pump moves the bytes, and the upstream

@@ -99,7 +99,7 @@ _Work = tuple[str, object]
 
 class WriteListener(Protocol):
     """What a client connection's protocol offers to be told of its transport's flow
-    control (the proxy's: :class:`chaosproxy.guard.GuardedProtocol`)."""
+    control (the proxy's: :class:`chaosproxy.server.guard.GuardedProtocol`)."""
 
     @property
     def writing_paused(self) -> bool: ...

@@ -9,8 +9,8 @@ client wrote them (after the proxy's ``.``/``..`` resolution and the removal of 
 ``/_chaos/NAME/`` prefix): ``/anthropic`` matches ``/anthropic`` and
 ``/anthropic/v1/messages``, not ``/anthropical``.
 
-This module is the parsing and the matching only (no I/O): :mod:`chaosproxy.config`
-checks the values with it, :mod:`chaosproxy.proxy` routes each request with it.
+This module is the parsing and the matching only (no I/O): :mod:`chaosproxy.server.config`
+checks the values with it, :mod:`chaosproxy.server.proxy` routes each request with it.
 """
 
 from __future__ import annotations

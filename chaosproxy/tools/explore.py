@@ -5,21 +5,22 @@ verdicts, and shrink every failure to the smallest scenario that still fails
 1. A clean run first (no faults): the client must get a clean stream right, and its
    stream's shape (events of each kind, bytes) is where positions are drawn.
 2. Runs 1, 2, … (up to ``--budget``: a number of runs, or a time): run ``k`` of
-   ``--seed S`` draws its scenario from its own seed (:func:`~chaosproxy.fault_space.run_seed`),
+   ``--seed S`` draws its scenario from its own seed
+   (:func:`~chaosproxy.tools.fault_space.run_seed`),
    so any run is replayed exactly, and it is judged as the matrix judges a run
-   (:func:`chaosproxy.matrix.run_one`: the same command protocol and per-job proxies).
+   (:func:`chaosproxy.tools.matrix.run_one`: the same command protocol and per-job proxies).
 3. The runs that end ``silent_corruption``, ``false_alarm`` or ``hung`` are told apart by
    their *failure* (the verdict, the answer's content and its first defect, as Hypothesis
    tells bugs apart by their exception); the simplest run of each failure is shrunk
-   (:mod:`chaosproxy.shrink`), re-running the client for every candidate, and the
+   (:mod:`chaosproxy.tools.shrink`), re-running the client for every candidate, and the
    minimal scenario is run once more to confirm it.
 4. Each confirmed one is written as a scenario file under ``DIR/found/`` (what runs is
    the very text written, read back by the scenario loader); ``explore.json``,
    ``explore.md`` and ``report.html`` (the minimal runs) go into ``DIR``. The exit status
    is 1 when a failure in ``--fail-on`` was found.
 
-The space and the shrinker are pure (:mod:`chaosproxy.fault_space`,
-:mod:`chaosproxy.shrink`); running a scenario is a :class:`Runner`'s: a
+The space and the shrinker are pure (:mod:`chaosproxy.tools.fault_space`,
+:mod:`chaosproxy.tools.shrink`); running a scenario is a :class:`Runner`'s: a
 :class:`CommandRunner` runs a command (the CLI), a :class:`FunctionRunner` calls a
 function in process (the pytest plugin).
 """
@@ -179,7 +180,7 @@ def _lines_of(proxy: ChaosProxy, start: int, requests: Sequence[str]) -> list[di
 
 class CommandRunner:
     """Runs a client command under each trial as the matrix does (its command protocol,
-    :func:`chaosproxy.matrix.run_one`), ``jobs`` at a time, each run on an in-process
+    :func:`chaosproxy.tools.matrix.run_one`), ``jobs`` at a time, each run on an in-process
     proxy of its own (so requests of two runs never mix): a pool of ``jobs`` proxies,
     shared by every :meth:`run` in progress (the shrinks of several failures at once).
     Use it in a ``with`` block."""

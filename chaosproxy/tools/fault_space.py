@@ -5,7 +5,7 @@ A scenario of the space is a *draft*: its faults, each a fault name and the sequ
 choices that drew its parameters (as Hypothesis records a test case as the choices it
 made). A choice is an integer from 0, the simplest, up; reading a draft back gives the
 same parameters, so a draft is the whole of a run's scenario, and a smaller draft (fewer
-faults, smaller choices) is a simpler scenario: this is what :mod:`chaosproxy.shrink`
+faults, smaller choices) is a simpler scenario: this is what :mod:`chaosproxy.tools.shrink`
 reduces. What each choice means is written once, in the drawers below, so that lower
 always means simpler: one fault rather than several, an earlier position, a single
 ``nth`` before a list or a range, a smaller size or duration, the first option a fault's

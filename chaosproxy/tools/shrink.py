@@ -2,10 +2,10 @@
 Hypothesis shrinks (docs/explore.md). Pure: whether a candidate still fails is asked of
 the ``test`` given (``chaosproxy explore`` runs the client; the tests give a function).
 
-A draft (:mod:`chaosproxy.fault_space`) is shrunk greedily: the candidates of the current
+A draft (:mod:`chaosproxy.tools.fault_space`) is shrunk greedily: the candidates of the current
 draft are tried in a fixed order, simplest first, and the first that still fails becomes
 the current draft; it ends when none does, or when ``max_tests`` candidates were tried.
-Every candidate is strictly smaller in :func:`~chaosproxy.fault_space.draft_key`'s order,
+Every candidate is strictly smaller in :func:`~chaosproxy.tools.fault_space.draft_key`'s order,
 so shrinking always ends, and the same draft, space and answers give the same result.
 A fault is never changed into another fault: a failure keeps the faults that make it.
 

@@ -1,5 +1,5 @@
-"""Who may ask the admin API (chaosproxy.admin_access): the Host, Origin and body rules
-as pure functions; tests/test_hostile_admin.py drives them through the live admin."""
+"""Who may ask the admin API (chaosproxy.control.admin_access): the Host, Origin and body rules
+as pure functions; tests/e2e/test_hostile_admin.py drives them through the live admin."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ ADDRESSES = ["127.0.0.1:8478", "0.0.0.0:8478", "[::]:8478", "[::1]:9", "localhos
 
 @pytest.mark.parametrize("value", [*ADDRESSES, "off"])
 def test_it_reads_addresses_as_serve_does(value: str) -> None:
-    """The check cannot import chaosproxy.config (too slow to run every 2 s): its own
+    """The check cannot import chaosproxy.server.config (too slow to run every 2 s): its own
     reading must agree."""
     assert healthcheck.parse(value) == parse_admin(value)
 

@@ -1,4 +1,4 @@
-"""Verdicts (chaosproxy/verdict.py): the rules of docs/verdicts.md, in order, as inputs
+"""Verdicts (chaosproxy/core/verdict.py): the rules of docs/verdicts.md, in order, as inputs
 → exact verdicts. First on summaries written here in the shape ``response_end`` gives
 them; then on summaries made by driving real sessions (core/session.py) through a
 scenario's faults, the client leaving where a client would: the same client gets the

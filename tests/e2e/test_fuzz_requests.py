@@ -299,7 +299,7 @@ def test_whatever_arrives_is_answered_or_closed_and_logged_once(lab: Lab, data: 
         assert line["status"] in (400, 408, 414, 417, 431, 503, 505), line
         assert line["reason"] and line["peer"].startswith("127.0.0.1:")
     # Nothing climbed above the upstream's prefix. (A request after a bodiless one is
-    # pipelining, not smuggling: tests/test_hostile_client.py has the smuggling cases.)
+    # pipelining, not smuggling: tests/e2e/test_hostile_client.py has the smuggling cases.)
     for request in lab.upstream.seen[seen:]:
         assert request.path_qs.startswith("/base/"), request.path_qs
     assert not lab.complaints.records, lab.complaints.records[0].getMessage()

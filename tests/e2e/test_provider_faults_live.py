@@ -1,7 +1,7 @@
 """Kind-aware faults on tool calls, sequence numbers, late events and resets, through the
 live proxy in front of the mock, as each official client sees them.
 
-tests/test_providers_e2e.py covers the text-stream basics (a dropped text delta, a
+tests/e2e/test_providers_e2e.py covers the text-stream basics (a dropped text delta, a
 duplicated terminal, cuts before the terminal, an injected error, a stall). This file
 covers what it leaves out: tool-call fragments dropped or repeated (openai chat,
 anthropic tool_use), a wrong Responses ``sequence_number``, a delta after the

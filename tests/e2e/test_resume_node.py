@@ -8,7 +8,7 @@ text, the events it saw twice, the ``Last-Event-ID`` it sent, and that 204 stopp
 The first connection also gets ``retry: 50`` (the ``ids`` fault), so its reconnects
 come at once rather than after EventSource's default 3 s.
 
-Skipped when ``node`` or tests/node/node_modules is absent (as tests/test_node_clients.py).
+Skipped when ``node`` or tests/node/node_modules is absent (as tests/e2e/test_node_clients.py).
 """
 
 from __future__ import annotations

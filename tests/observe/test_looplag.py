@@ -1,4 +1,4 @@
-"""The loop-lag probe (chaosproxy/looplag.py) and the frame log's hot path: the frame
+"""The loop-lag probe (chaosproxy/observe/looplag.py) and the frame log's hot path: the frame
 line's shorter way gives the same bytes, the admin store keeps nothing the garbage
 collector walks per line."""
 

@@ -1,4 +1,4 @@
-"""Listening (chaosproxy.net.listen): a name binds the addresses it resolves to that the
+"""Listening (chaosproxy.server.net.listen): a name binds the addresses it resolves to that the
 host has (``localhost`` in a container without IPv6 is 127.0.0.1 alone), and what stops
 a bind is one line that says what to change."""
 

@@ -1,4 +1,4 @@
-"""Background readers of kept streams (chaosproxy.resume), driven by a scripted reply.
+"""Background readers of kept streams (chaosproxy.server.resume), driven by a scripted reply.
 
 A *background reader* is a kept stream's upstream read on after its client left. What is
 proven, without sockets: a reader stops when the store lets its stream go (beyond

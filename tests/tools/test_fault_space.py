@@ -1,4 +1,4 @@
-"""The space ``chaosproxy explore`` draws from (chaosproxy/fault_space.py): pure, so every
+"""The space ``chaosproxy explore`` draws from (chaosproxy/tools/fault_space.py): pure, so every
 test is seeds and shapes in, exact scenarios out."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shrinking (chaosproxy/shrink.py): pure, so a "client" here is a function of the faults
+"""Shrinking (chaosproxy/tools/shrink.py): pure, so a "client" here is a function of the faults
 and every test is a draft in, an exact minimal draft out."""
 
 from __future__ import annotations

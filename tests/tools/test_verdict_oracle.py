@@ -11,7 +11,7 @@ proxy's own accounting.
 - the same verdict on every one of ten runs of the scenarios whose verdict used to
   depend on which side closed first.
 
-The Python and Node SDK clients are checked the same way in tests/test_matrix_library.py.
+The Python and Node SDK clients are checked the same way in tests/tools/test_matrix_library.py.
 """
 
 from __future__ import annotations

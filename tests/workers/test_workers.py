@@ -1,5 +1,5 @@
 """The pieces of ``serve --workers N``, one at a time (the whole is
-tests/test_workers_live.py): the control protocol, request ids across workers, the
+tests/workers/test_workers_live.py): the control protocol, request ids across workers, the
 shared counters under concurrency (threads and processes), the slots of scenarios,
 which worker keeps a stream token, the frame log's whole lines, merged metrics."""
 
@@ -125,7 +125,7 @@ async def test_a_worker_that_dies_before_its_hello_is_a_failed_start() -> None:
 
 
 def test_request_ids_of_two_workers_never_collide_and_name_their_worker() -> None:
-    from chaosproxy.server import proxy
+    from chaosproxy.control.start import proxy
 
     made: dict[int, list[str]] = {}
     for worker in (0, 1):
@@ -150,7 +150,7 @@ def test_ids_are_tagged_in_the_worker_not_at_import(tmp_path: Path) -> None:
 
 
 def _id_in_worker(worker: int) -> str:
-    from chaosproxy.server import proxy
+    from chaosproxy.control.start import proxy
 
     proxy.set_process_tag(f"beefw{worker}")
     return proxy.next_request_id()
