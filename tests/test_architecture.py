@@ -40,6 +40,21 @@ def module_name(path: Path, root: Path = REPO) -> str:
     return ".".join(parts)
 
 
+IMPORTERS = ("import_module", "__import__")
+
+
+def dynamic_import(call: ast.Call) -> list[str]:
+    """The module ``importlib.import_module("x")`` or ``__import__("x")`` names, when it
+    is written as a literal."""
+    match call:
+        case ast.Call(
+            func=ast.Attribute(attr=str(called)) | ast.Name(id=str(called)),
+            args=[ast.Constant(value=str(target)), *_],
+        ) if called in IMPORTERS:
+            return [target]
+    return []
+
+
 def imported(tree: ast.Module, name: str, is_package: bool, known: Iterable[str]) -> set[str]:
     """The chaosproxy modules the module ``name`` imports, anywhere in ``tree``: for
     ``from a.b import c`` the module ``a.b.c`` when it is one, else ``a.b``."""
@@ -60,12 +75,8 @@ def imported(tree: ast.Module, name: str, is_package: bool, known: Iterable[str]
                 f"{module}.{alias.name}" if f"{module}.{alias.name}" in modules else module
                 for alias in node.names
             ]
-        elif isinstance(node, ast.Call) and node.args:
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            arg = node.args[0]
-            if called in {"import_module", "__import__"} and isinstance(arg, ast.Constant):
-                targets = [str(arg.value)]
+        elif isinstance(node, ast.Call):
+            targets = dynamic_import(node)
         for target in targets:
             if target == "chaosproxy" or target.startswith("chaosproxy."):
                 # ``import a.b.c`` also imports a.b; the deepest known module is the edge.
