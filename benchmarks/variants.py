@@ -223,7 +223,7 @@ def _noobservers() -> None:
 
 
 def _nofreeze() -> None:
-    from chaosproxy.cli.main import main as cli
+    from chaosproxy.cli import main as cli
 
     cli.settle_gc = lambda: None
 
@@ -231,7 +231,7 @@ def _nofreeze() -> None:
 def _gcslow() -> None:
     import gc
 
-    from chaosproxy.cli.main import main as cli
+    from chaosproxy.cli import main as cli
 
     original = cli.settle_gc
 
@@ -245,7 +245,7 @@ def _gcslow() -> None:
 def _gcdefault() -> None:
     import gc
 
-    from chaosproxy.cli.main import main as cli
+    from chaosproxy.cli import main as cli
 
     original = cli.settle_gc
 

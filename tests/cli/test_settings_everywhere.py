@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.cli.main import main as cli
+from chaosproxy.cli import main as cli
 from tests.cli.test_cli import one_line_error, run
 from tests.conftest import LIBRARY, REPO
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaosproxy.cli.main import main as cli
+from chaosproxy.cli import main as cli
 from tests.cli.test_settings_everywhere import read_until
 from tests.conftest import REPO
 

@@ -125,7 +125,7 @@ async def test_a_worker_that_dies_before_its_hello_is_a_failed_start() -> None:
 
 
 def test_request_ids_of_two_workers_never_collide_and_name_their_worker() -> None:
-    from chaosproxy.control.start import proxy
+    from chaosproxy.server import proxy
 
     made: dict[int, list[str]] = {}
     for worker in (0, 1):
@@ -150,7 +150,7 @@ def test_ids_are_tagged_in_the_worker_not_at_import(tmp_path: Path) -> None:
 
 
 def _id_in_worker(worker: int) -> str:
-    from chaosproxy.control.start import proxy
+    from chaosproxy.server import proxy
 
     proxy.set_process_tag(f"beefw{worker}")
     return proxy.next_request_id()
