@@ -5,6 +5,7 @@ warning when it could not pass, and the connections it leaves behind with the ad
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import socket
 import subprocess
@@ -63,6 +64,17 @@ def run_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         env={**clean, "PYTHONPATH": str(REPO), **env},
         check=False,
     )
+
+
+def test_the_documented_name_is_the_module_it_moved_to() -> None:
+    """``chaosproxy.healthcheck`` (the image's HEALTHCHECK, users' compose files) is
+    ``chaosproxy.control.healthcheck`` itself, not a second copy; other names of the
+    package are not invented."""
+    import chaosproxy.healthcheck as documented
+
+    assert documented is healthcheck
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("chaosproxy.no_such_module")
 
 
 async def test_healthy_when_the_admin_answers_on_loopback_or_a_wildcard(
