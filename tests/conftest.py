@@ -8,11 +8,11 @@ from typing import Any
 import orjson
 import pytest
 
-from chaosproxy.api import EMBEDDED
-from chaosproxy.logs import FrameLog
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import RunningProxy, start_proxy
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import RunningProxy, start_proxy
-from tests.upstream import ScriptedUpstream, scripted_upstream
+from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
 
 pytest_plugins = ["pytester"]
 

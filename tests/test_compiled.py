@@ -27,7 +27,7 @@ from pydantic import BaseModel
 import chaosproxy
 from chaosproxy._build import COMPILED, PURE_ENV, build, is_compiled
 from chaosproxy.core.framing import FramingError, make_framer
-from chaosproxy.logs import FrameLog
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from tests.conftest import REPO
 
@@ -79,7 +79,7 @@ def test_this_run_loads_the_modules_it_was_asked_for() -> None:
 
 def test_a_new_process_runs_the_same_way_and_says_so() -> None:
     version = _run(
-        "import sys; from chaosproxy.cli import main; sys.argv = ['chaosproxy', '--version']; "
+        "import sys; from chaosproxy.cli.main import main; sys.argv = ['chaosproxy', '--version']; "
         "main()",
         **({PURE_ENV: "1"} if os.environ.get(PURE_ENV) else {}),
     )
@@ -88,7 +88,8 @@ def test_a_new_process_runs_the_same_way_and_says_so() -> None:
 
 def test_pure_loads_no_compiled_module_even_where_they_are_installed() -> None:
     code = (
-        "import sys, chaosproxy.cli, chaosproxy.server, chaosproxy.api, chaosproxy.admin\n"
+        "import sys, chaosproxy.cli.main, chaosproxy.control.start, chaosproxy.control.api\n"
+        "import chaosproxy.control.admin\n"
         "from chaosproxy._build import COMPILED, build\n"
         "for name in COMPILED: __import__(name)\n"
         "print(build(), sorted(n for n, m in sys.modules.items() if n.startswith('chaosproxy')"
@@ -276,7 +277,7 @@ def test_structlogs_bound_logger_writes_through_the_sink(tmp_path: Path) -> None
 def _patched_classes(path: Path) -> Iterator[tuple[int, str]]:
     """``monkeypatch.setattr(Name, ...)`` (or ``mock.patch.object(Name, ...)``), or a
     ``class X(Name)``, where ``Name`` is a class defined in a compiled module, however
-    the test imported it (a module may re-export it: ``chaosproxy.admin.RequestStore``):
+    the test imported it (a module may re-export it: ``chaosproxy.control.admin.RequestStore``):
     (line, name)."""
     module = ast.parse(path.read_text())
     compiled_names = set()
@@ -311,8 +312,9 @@ def test_no_test_patches_or_subclasses_a_compiled_class() -> None:
     that raises, an injected upstream, host or writer, a real client, the module's
     source."""
     found = [
-        f"{path.name}:{line}: {name}"
-        for path in sorted((REPO / "tests").glob("*.py"))
+        f"{path.relative_to(REPO)}:{line}: {name}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if "node_modules" not in path.parts
         for line, name in _patched_classes(path)
     ]
     assert found == []
@@ -361,8 +363,8 @@ def test_the_subclass_checker_finds_a_subclass_of_a_compiled_class() -> None:
 def test_the_patch_checker_finds_a_patched_compiled_class(tmp_path: Path) -> None:
     path = tmp_path / "test_x.py"
     path.write_text(
-        "from chaosproxy.pump import BodyPump\n"
-        "from chaosproxy.admin import RequestStore as Store\n"
+        "from chaosproxy.server.pump import BodyPump\n"
+        "from chaosproxy.control.admin import RequestStore as Store\n"
         "def test(monkeypatch):\n"
         "    monkeypatch.setattr(BodyPump, '_send', None)\n"
         "    monkeypatch.setattr(Store, '__call__', None)\n"

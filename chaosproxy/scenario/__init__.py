@@ -4,6 +4,7 @@ A package so that the value (``model``), the file handling (``loader``) and the 
 of problems (``errors``) can each be read alone; import from here.
 """
 
+from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.scenario.errors import Problem, ScenarioError
 from chaosproxy.scenario.fixtures import Fixture
 from chaosproxy.scenario.loader import (
@@ -27,7 +28,6 @@ from chaosproxy.scenario.model import (
     cross_tenant_warnings,
     header_values,
 )
-from chaosproxy.seeds import MAX_SEED
 
 __all__ = [
     "FORMATS",

@@ -25,10 +25,10 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
+from chaosproxy.core.seeds import SEED_RANGE
 from chaosproxy.scenario.errors import Located, Problem, ScenarioError, dotted, phrase_errors
 from chaosproxy.scenario.fixtures import Fixture, FixtureFile
 from chaosproxy.scenario.model import Scenario, name_error
-from chaosproxy.seeds import SEED_RANGE
 
 #: Files larger than this are refused before parsing.
 MAX_FILE_BYTES = 1024 * 1024

@@ -86,7 +86,7 @@ def test_a_one_line_change_rebuilds_in_seconds(
     try:
         # Lines never built before (the builder's cache would make a repeated run free).
         for edit in (f"# one line more ({SESSION})\n", f"# and another ({SESSION})\n"):
-            with (context / "chaosproxy" / "net.py").open("a") as source:
+            with (context / "chaosproxy" / "server" / "net.py").open("a") as source:
                 source.write(edit)
             rebuilt = build(engine, context, tag)
             rebuilds.append(rebuilt.seconds)
@@ -95,7 +95,7 @@ def test_a_one_line_change_rebuilds_in_seconds(
             assert len(dependencies) == 1 and "Using cache" in dependencies[0], rebuilt.output
             tail = engine.run(
                 "run", "--rm", "--entrypoint", "python", tag, "-c",
-                "import chaosproxy.net, inspect; print(inspect.getsource(chaosproxy.net)[-60:])",
+                "import chaosproxy.server.net as n, inspect; print(inspect.getsource(n)[-60:])",
             ).stdout  # fmt: skip
             assert tail.endswith(f"\n{edit}\n"), tail  # the edit is in the image
     finally:

@@ -1,0 +1,519 @@
+"""chaosproxy.upstream.testing: the scripted upstream keeps the Reply contract (pieces as
+separate reads, pause/resume, close) as the real pool does, and the real proxy runs on it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import RunningProxy, start_proxy
+from chaosproxy.observe.logs import FrameLog
+from chaosproxy.scenario import parse_scenario
+from chaosproxy.upstream import (
+    UpstreamClosed,
+    UpstreamConnectError,
+    UpstreamError,
+    UpstreamPool,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+)
+from chaosproxy.upstream.interface import Reply, Upstream
+from chaosproxy.upstream.testing import Answer, MockReply, MockUpstream, Piece, Request
+from tests.conftest import LogCapture
+from tests.scripted_upstream import until
+
+pytestmark = pytest.mark.timeout(20)
+
+
+SINKS: list[Sink] = []
+
+
+@pytest.fixture(autouse=True)
+def sinks_kept_the_contract() -> Iterator[None]:
+    """A broken contract is seen in a loop callback, where an assert would be lost."""
+    SINKS.clear()
+    yield
+    for sink in SINKS:
+        assert sink.broken == [], sink.broken
+        assert len(sink.ends) <= 1, sink.ends
+
+
+class Sink:
+    """Records the calls; ``on_data`` runs inside each body_data (to pause or close)."""
+
+    def __init__(self, on_data: Callable[[Sink], None] | None = None) -> None:
+        self.calls: list[bytes] = []
+        self.times: list[float] = []
+        self.ends: list[UpstreamError | None] = []
+        self.broken: list[str] = []
+        self.on_data = on_data
+        SINKS.append(self)
+
+    def body_data(self, data: bytes) -> None:
+        if self.ends:
+            self.broken.append(f"body_data({data!r}) after body_end")
+        if not data:
+            self.broken.append("an empty body_data")
+        self.calls.append(data)
+        self.times.append(asyncio.get_running_loop().time())
+        if self.on_data is not None:
+            self.on_data(self)
+
+    def body_end(self, error: UpstreamError | None) -> None:
+        self.ends.append(error)
+
+    async def ended(self) -> UpstreamError | None:
+        await until(lambda: bool(self.ends))
+        assert len(self.ends) == 1
+        return self.ends[0]
+
+
+def answering(answer: Answer) -> MockUpstream:
+    return MockUpstream(lambda request: answer)
+
+
+async def started(upstream: MockUpstream, sink: Sink, target: str = "/v1/s") -> MockReply:
+    reply = await upstream.request("GET", target, [])
+    reply.start(sink)
+    return reply
+
+
+# ---------------------------------------------------------------------- requests
+
+
+async def test_the_handler_sees_the_request_and_the_reply_carries_the_answer() -> None:
+    seen: list[Request] = []
+
+    def handler(request: Request) -> Answer:
+        seen.append(request)
+        return Answer(
+            status=201,
+            headers=[("Content-Type", "text/plain"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")],
+            body=[b"one", b"two"],
+        )
+
+    upstream = MockUpstream(handler)
+    reply = await upstream.request(
+        "POST", "/v1/x?q=1", [("Authorization", "Bearer k"), ("X-A", "1")], b'{"a":1}'
+    )
+    assert seen == upstream.requests
+    (request,) = seen
+    assert (request.method, request.target, request.body) == ("POST", "/v1/x?q=1", b'{"a":1}')
+    assert request.headers["authorization"] == "Bearer k"
+    assert (reply.status, reply.reason) == (201, "Created")
+    assert reply.headers["content-type"] == "text/plain"
+    assert reply.headers.getall("Set-Cookie") == ["a=1", "b=2"]
+    assert not reply.complete
+
+    sink = Sink()
+    reply.start(sink)
+    assert sink.calls == []  # never from inside start(): each piece is its own callback
+    assert await sink.ended() is None
+    assert sink.calls == [b"one", b"two"]  # one body_data per piece, not joined
+    assert reply.complete
+    assert reply.body_bytes == 6
+
+
+async def test_a_streamed_request_body_is_read_whole_and_checked_like_the_pools() -> None:
+    upstream = answering(Answer())
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"ab"
+        yield b"cd"
+
+    await upstream.request("PUT", "/u", [], chunks(), content_length=4)
+    assert upstream.requests[-1].body == b"abcd"
+    with pytest.raises(ValueError, match="content_length"):
+        await upstream.request("PUT", "/u", [], chunks(), content_length=5)
+    with pytest.raises(ValueError, match="content_length"):
+        await upstream.request("PUT", "/u", [], b"abc", content_length=4)
+    with pytest.raises(ValueError, match="without a body"):
+        await upstream.request("PUT", "/u", [], None, content_length=3)
+
+
+async def test_an_async_handler_and_failures_at_request_time() -> None:
+    async def handler(request: Request) -> Answer:
+        await asyncio.sleep(0.01)  # (a slow head)
+        if request.target == "/timeout":
+            raise UpstreamTimeout("connect to upstream mock:80 timed out after 10 s")
+        if request.target == "/refused":
+            raise UpstreamConnectError("upstream mock:80 unreachable: Connection refused")
+        return Answer(body=[b"ok"])
+
+    upstream = MockUpstream(handler)
+    with pytest.raises(UpstreamTimeout):
+        await upstream.request("GET", "/timeout", [])
+    with pytest.raises(UpstreamConnectError) as info:
+        await upstream.request("GET", "/refused", [])
+    assert not isinstance(info.value, UpstreamTimeout)
+    sink = Sink()
+    await started(upstream, sink, "/ok")
+    assert await sink.ended() is None
+    assert sink.calls == [b"ok"]
+    assert [r.target for r in upstream.requests] == ["/timeout", "/refused", "/ok"]
+
+
+def test_a_piece_is_never_empty() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        Answer(body=[b"a", b""])
+    with pytest.raises(ValueError, match="negative"):
+        Piece(b"a", delay=-1)
+
+
+# ---------------------------------------------------------------------- the body's timeline
+
+
+async def test_pieces_come_after_their_delays_and_the_end_after_end_delay() -> None:
+    loop = asyncio.get_running_loop()
+    upstream = answering(
+        Answer(body=[b"a", Piece(b"b", delay=0.05), Piece(b"c", delay=0.05)], end_delay=0.05)
+    )
+    sink = Sink()
+    t0 = loop.time()
+    await started(upstream, sink)
+    await sink.ended()
+    t_end = loop.time()
+    assert sink.calls == [b"a", b"b", b"c"]
+    gaps = [b - a for a, b in zip([t0, *sink.times], sink.times, strict=False)]
+    assert gaps[0] < 0.04
+    assert min(gaps[1:]) >= 0.045
+    assert t_end - sink.times[-1] >= 0.045
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        UpstreamProtocolError("upstream mock:80 broke HTTP/1.1: invalid chunk size"),
+        UpstreamClosed("upstream mock:80 reset the connection after 2 body bytes", body_bytes=2),
+    ],
+)
+async def test_a_body_that_ends_with_an_error(error: UpstreamError) -> None:
+    sink = Sink()
+    reply = await started(answering(Answer(body=[b"a", b"b"], end=error)), sink)
+    assert await sink.ended() is error
+    assert sink.calls == [b"a", b"b"]
+    assert not reply.complete
+
+
+async def test_hold_never_ends_until_closed() -> None:
+    sink = Sink()
+    reply = await started(answering(Answer(body=[b"a"], end="hold")), sink)
+    await until(lambda: sink.calls == [b"a"])
+    await asyncio.sleep(0.05)
+    assert sink.ends == [] and not reply.complete
+    reply.close()
+    (end,) = sink.ends
+    assert isinstance(end, UpstreamClosed) and end.body_bytes == 1
+    assert "closed by the caller after 1 body bytes" in str(end)
+
+
+# ---------------------------------------------------------------------- pause and resume
+
+
+async def test_pause_holds_the_body_and_resume_delivers_it_from_the_loop() -> None:
+    def pause_after_first(sink: Sink) -> None:
+        if len(sink.calls) == 1:
+            reply.pause_reading()
+
+    sink = Sink(pause_after_first)
+    upstream = answering(Answer(body=[b"a", b"b", Piece(b"c", delay=0.01)]))
+    reply = await upstream.request("GET", "/", [])
+    reply.start(sink)
+    await until(lambda: sink.calls == [b"a"])
+    await asyncio.sleep(0.05)
+    assert sink.calls == [b"a"] and sink.ends == []  # paused: nothing more
+    reply.resume_reading()
+    assert sink.calls == [b"a"]  # not from inside resume_reading()
+    assert await sink.ended() is None
+    assert sink.calls == [b"a", b"b", b"c"]
+
+
+async def test_a_piece_or_the_end_that_falls_due_while_paused_waits_for_resume() -> None:
+    sink = Sink()
+    upstream = answering(Answer(body=[b"a", Piece(b"b", delay=0.02)], end_delay=0.02))
+    reply = await started(upstream, sink)
+    await until(lambda: sink.calls == [b"a"])
+    reply.pause_reading()  # with b"b" on its way
+    await asyncio.sleep(0.06)
+    assert sink.calls == [b"a"] and reply.body_bytes == 2  # arrived, held
+    reply.resume_reading()
+    assert sink.calls == [b"a"]  # not from inside resume_reading()
+    await until(lambda: sink.calls == [b"a", b"b"])
+    reply.pause_reading()  # with the end on its way
+    await asyncio.sleep(0.06)
+    assert reply.complete and sink.ends == []  # ended cleanly; delivery waits
+    reply.resume_reading()
+    assert await sink.ended() is None
+
+
+# ---------------------------------------------------------------------- close
+
+
+async def test_a_closed_reply_delivers_nothing_more() -> None:
+    sink = Sink()
+    upstream = answering(Answer(body=[b"a", Piece(b"b", delay=0.02), Piece(b"c", delay=0.02)]))
+    reply = await started(upstream, sink)
+    await until(lambda: sink.calls == [b"a"])
+    reply.close()
+    (end,) = sink.ends
+    assert isinstance(end, UpstreamClosed) and end.body_bytes == 1
+    reply.close()  # idempotent
+    reply.resume_reading()
+    await asyncio.sleep(0.08)
+    assert sink.calls == [b"a"] and len(sink.ends) == 1
+    assert not reply.complete
+
+
+async def test_close_from_inside_body_data_and_a_held_piece_lost() -> None:
+    sink = Sink(lambda s: reply.close())
+    upstream = answering(Answer(body=[b"a", b"b"]))
+    reply = await upstream.request("GET", "/", [])
+    reply.start(sink)
+    assert isinstance(await sink.ended(), UpstreamClosed)
+    await asyncio.sleep(0.02)
+    assert sink.calls == [b"a"]
+
+    # A piece fell due while paused and was never delivered: closing loses it.
+    other = Sink()
+    reply = await upstream.request("GET", "/", [])
+    reply.pause_reading()
+    reply.start(other)
+    await until(lambda: reply.body_bytes == 1)
+    reply.close()
+    assert other.calls == [] and isinstance(other.ends[0], UpstreamClosed)
+    assert not reply.complete
+
+
+async def test_close_before_start_and_after_a_clean_end() -> None:
+    upstream = answering(Answer(body=[b"a"]))
+    reply = await upstream.request("GET", "/", [])
+    reply.close()
+    sink = Sink()
+    reply.start(sink)  # as the pool's reply: the end is said at once
+    assert sink.calls == [] and isinstance(sink.ends[0], UpstreamClosed)
+    with pytest.raises(RuntimeError):
+        reply.start(Sink())
+
+    done = Sink()
+    reply = await started(upstream, done)
+    assert await done.ended() is None
+    reply.close()
+    assert done.ends == [None] and reply.complete
+
+
+async def test_closing_the_upstream_ends_open_replies_and_refuses_requests() -> None:
+    upstream = answering(Answer(body=[b"a"], end="hold"))
+    sink = Sink()
+    await started(upstream, sink)
+    await until(lambda: sink.calls == [b"a"])
+    await upstream.close()
+    end = await sink.ended()
+    assert isinstance(end, UpstreamClosed) and end.body_bytes == 1
+    with pytest.raises(UpstreamConnectError):
+        await upstream.request("GET", "/", [])
+
+
+# ---------------------------------------------------------------------- under the proxy
+
+
+PATH = "/v1/chat/completions"
+
+
+def chunk(content: str) -> bytes:
+    payload = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}],
+    }
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+EVENTS = [chunk("He"), chunk("ll"), chunk("o"), b"data: [DONE]\n\n"]
+SSE = {"Content-Type": "text/event-stream"}
+
+
+@pytest.fixture
+async def serve(log_capture: LogCapture) -> AsyncIterator[Callable[..., Any]]:
+    """Serve a proxy app whose upstream is ``upstream``; returns its base URL."""
+    proxies: list[RunningProxy] = []
+
+    async def start(upstream: MockUpstream, scenarios: dict[str, str] | None = None) -> str:
+        log = FrameLog(None)
+        log.add_listener(log_capture)
+        parsed = {
+            name: parse_scenario(text, f"<{name}>", default_name=name)
+            for name, text in (scenarios or {}).items()
+        }
+        proxy = await start_proxy(
+            EMBEDDED.replace(upstream="http://mock.invalid", seed=7),
+            scenarios=parsed,
+            log=log,
+            upstream_factory=lambda: upstream,
+        )
+        proxies.append(proxy)
+        return proxy.url
+
+    yield start
+    for proxy in proxies:
+        await proxy.close()
+
+
+async def test_a_request_through_the_proxy_with_a_scenario(
+    serve: Callable[..., Any], log_capture: LogCapture
+) -> None:
+    upstream = answering(
+        Answer(headers=SSE, body=[EVENTS[0], *(Piece(e, delay=0.01) for e in EVENTS[1:])])
+    )
+    url = await serve(upstream, {"drop": "faults:\n  - drop: {kind: delta, nth: 2}"})
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            url + PATH,
+            json={"stream": True},
+            headers={"X-Chaos-Scenario": "drop", "Authorization": "Bearer sk-test"},
+        ) as resp,
+    ):
+        assert resp.status == 200
+        body = await resp.read()
+        request_id = resp.headers["X-Chaos-Request-Id"]
+    assert body == EVENTS[0] + EVENTS[2] + EVENTS[3]  # the second delta was dropped
+    (request,) = upstream.requests
+    assert (request.method, request.target) == ("POST", PATH)
+    assert orjson.loads(request.body) == {"stream": True}
+    assert request.headers["Authorization"] == "Bearer sk-test"
+    assert request.headers["Accept-Encoding"] == "identity"
+    assert "X-Chaos-Scenario" not in request.headers
+    end = await log_capture.wait_end(request_id)
+    assert end["outcome"] == "completed"
+    assert end["faults_applied"] == {"drop": 1}
+    assert (end["events_in"], end["events_out"]) == (4, 3)
+
+
+async def test_upstream_failures_through_the_proxy(
+    serve: Callable[..., Any], log_capture: LogCapture
+) -> None:
+    def handler(request: Request) -> Answer:
+        if request.target == "/timeout":
+            raise UpstreamTimeout("connect to upstream mock:80 timed out after 10 s")
+        if request.target == "/refused":
+            raise UpstreamConnectError("upstream mock:80 unreachable: Connection refused")
+        if request.target == "/dies":
+            cut = UpstreamClosed("upstream mock:80 reset the connection", body_bytes=9)
+            return Answer(headers=SSE, body=[b"data: 1\n\n"], end=cut)
+        return Answer(headers=SSE, body=[b"data: 1\n\n"], end="hold")
+
+    upstream = MockUpstream(handler)
+    url = await serve(upstream)
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url + "/timeout") as resp:
+            assert resp.status == 504
+        async with session.get(url + "/refused") as resp:
+            assert resp.status == 502
+            assert "Connection refused" in resp.headers["X-Chaos-Proxy-Error"]
+        async with session.get(url + "/dies") as resp:
+            request_id = resp.headers["X-Chaos-Request-Id"]
+            assert await resp.content.readexactly(9) == b"data: 1\n\n"
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await resp.read()  # no clean end
+        end = await log_capture.wait_end(request_id)
+        assert end["outcome"] == "upstream_error"
+        assert "reset the connection" in end["error"]
+
+        # A client that leaves mid-stream: the proxy closes the reply it held.
+        async with session.get(url + "/holds") as resp:
+            request_id = resp.headers["X-Chaos-Request-Id"]
+            assert await resp.content.readexactly(9) == b"data: 1\n\n"
+        assert (await log_capture.wait_end(request_id))["outcome"] == "client_gone"
+        assert not upstream._open  # closed, not left streaming
+
+
+# ---------------------------------------------------------------------- the same as the pool
+
+PIECES = [b"a", b"b", b"c"]
+GAP = 0.03
+
+
+async def paced(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse()
+    await resp.prepare(request)
+    for i, piece in enumerate(PIECES):
+        if i:
+            await asyncio.sleep(GAP)
+        await resp.write(piece)
+    await resp.write_eof()
+    return resp
+
+
+@pytest.fixture(params=["pool", "mock"])
+async def reply_to(
+    request: pytest.FixtureRequest, aiohttp_server: Any
+) -> AsyncIterator[Callable[[], Awaitable[Reply]]]:
+    """Replies of the same paced body, from the real pool (over a socket) or the double."""
+    upstream: Upstream
+    if request.param == "pool":
+        app = web.Application()
+        app.router.add_get("/paced", paced)
+        server = await aiohttp_server(app)
+        upstream = UpstreamPool(f"http://127.0.0.1:{server.port}")
+    else:
+        upstream = answering(Answer(body=[PIECES[0], *(Piece(p, delay=GAP) for p in PIECES[1:])]))
+
+    async def get() -> Reply:
+        return await upstream.request("GET", "/paced", [])
+
+    yield get
+    await upstream.close()
+
+
+async def test_contract_pause_and_resume(reply_to: Callable[[], Awaitable[Reply]]) -> None:
+    def pause_after_first(sink: Sink) -> None:
+        if len(sink.calls) == 1:
+            reply.pause_reading()
+
+    reply = await reply_to()
+    sink = Sink(pause_after_first)
+    reply.start(sink)
+    await until(lambda: bool(sink.calls))
+    await asyncio.sleep(3 * GAP)
+    assert len(sink.calls) == 1 and sink.ends == []
+    reply.resume_reading()
+    assert len(sink.calls) == 1  # not from inside resume_reading()
+    assert await sink.ended() is None
+    assert b"".join(sink.calls) == b"".join(PIECES) and reply.complete
+
+
+async def test_contract_close_mid_body(reply_to: Callable[[], Awaitable[Reply]]) -> None:
+    reply = await reply_to()
+    sink = Sink()
+    reply.start(sink)
+    await until(lambda: sink.calls == [b"a"])
+    reply.close()
+    (end,) = sink.ends
+    assert isinstance(end, UpstreamClosed) and end.body_bytes == 1
+    reply.close()
+    await asyncio.sleep(3 * GAP)
+    assert sink.calls == [b"a"] and len(sink.ends) == 1 and not reply.complete
+
+
+async def test_contract_close_before_start_and_after_the_end(
+    reply_to: Callable[[], Awaitable[Reply]],
+) -> None:
+    reply = await reply_to()
+    reply.close()
+    sink = Sink()
+    reply.start(sink)
+    assert sink.calls == [] and isinstance(sink.ends[0], UpstreamClosed)
+
+    reply = await reply_to()
+    done = Sink()
+    reply.start(done)
+    assert await done.ended() is None
+    reply.close()
+    assert done.ends == [None] and reply.complete
