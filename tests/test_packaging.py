@@ -69,7 +69,12 @@ def test_the_loader_reads_the_package_copy_else_the_checkout() -> None:
     # .ci/run lays the built wheel over a copy of the checkout: then the package's copy.
     assert Path(str(root)) == (packaged if packaged.is_dir() else LIBRARY)
     assert {p.name: p.read_bytes() for p in root.iterdir()} == library_files()
-    assert load_library() == load_scenarios([LIBRARY])
+    library = load_library()
+    assert {s.source for s in library.values()} == {str(root / n) for n in library_files()}
+    checkout = load_scenarios([LIBRARY])
+    assert {n: s.model_dump() for n, s in library.items()} == {  # (source: excluded)
+        n: s.model_dump() for n, s in checkout.items()
+    }
 
 
 def test_the_build_copies_the_library_into_the_package(tmp_path: Path) -> None:
