@@ -17,8 +17,9 @@ from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-#: The built-in scenario library, as shipped in the package.
-LIBRARY = REPO / "chaosproxy" / "scenarios"
+#: The built-in scenario library: its one home, at the top of the repository (setup.py
+#: builds it into the package as chaosproxy/scenarios/).
+LIBRARY = REPO / "scenarios"
 #: The recorded provider captures (see PROVENANCE.md there): part of the repo, so a
 #: missing one is an error, never a skip. Every test reads them from here.
 FIXTURES = REPO / "tests" / "fixtures" / "providers"

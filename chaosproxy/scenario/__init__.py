@@ -10,6 +10,7 @@ from chaosproxy.scenario.fixtures import Fixture
 from chaosproxy.scenario.loader import (
     MAX_FILE_BYTES,
     check_paths,
+    library_root,
     load_fixture_files,
     load_library,
     load_scenario_file,
@@ -43,6 +44,7 @@ __all__ = [
     "check_paths",
     "cross_tenant_warnings",
     "header_values",
+    "library_root",
     "load_fixture_files",
     "load_library",
     "load_scenario_file",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -24,10 +23,8 @@ from chaosproxy.core.framing import make_framer
 from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.core.providers import Profile, get_profile, provider_for_event
 from chaosproxy.scenario import Scenario, load_scenarios, parse_scenario
-from tests.conftest import fixture_bytes
+from tests.conftest import LIBRARY, fixture_bytes
 from tests.framing_helpers import cut
-
-ROOT = Path(__file__).resolve().parents[2]
 
 MIXES = {
     "bench-framed": "- duplicate: {probability: 0}",
@@ -50,7 +47,7 @@ def scenarios() -> list[Scenario]:
         parse_scenario(f"name: {n}\nfaults:\n{textwrap.indent(f, '  ')}\n", n)
         for n, f in MIXES.items()
     ]
-    return mixes + list(load_scenarios([ROOT / "chaosproxy" / "scenarios"]).values())
+    return mixes + list(load_scenarios([LIBRARY]).values())
 
 
 def bench_body(events: int = 20) -> bytes:

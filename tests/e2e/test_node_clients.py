@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from chaosproxy import ChaosProxy
+from tests.conftest import LIBRARY
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "node"
@@ -57,14 +58,6 @@ def _why_skip() -> str | None:
 
 _SKIP = _why_skip()
 pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-
-
-def _library() -> Path:
-    """The scenario library's directory (it is moving into the package)."""
-    for candidate in (REPO / "chaosproxy" / "scenarios", REPO / "scenarios"):
-        if candidate.is_dir() and any(candidate.glob("*.yaml")):
-            return candidate
-    raise FileNotFoundError("no scenario library in chaosproxy/scenarios or scenarios/")
 
 
 Run = dict[str, Any]
@@ -118,7 +111,7 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    with ChaosProxy(scenarios=[_library()], mock_tokens=12, mock_interval=0.002) as proxy:
+    with ChaosProxy(scenarios=[LIBRARY], mock_tokens=12, mock_interval=0.002) as proxy:
         yield Lab(proxy)
 
 

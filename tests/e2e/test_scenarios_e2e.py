@@ -1,8 +1,8 @@
-"""The scenario library (chaosproxy/scenarios/*.yaml), end to end: every file, through the live
+"""The scenario library (scenarios/*.yaml), end to end: every file, through the live
 proxy in front of the mock upstream, with real clients (the official ``openai`` and
 ``anthropic`` SDKs, ``httpx-sse``, aiohttp), asserting what each client observed.
 
-Each file in chaosproxy/scenarios/ must have a test registered here with ``@covers(stem)``; a file
+Each file in scenarios/ must have a test registered here with ``@covers(stem)``; a file
 without one fails ``test_scenario_end_to_end[stem]`` and
 ``test_every_scenario_file_has_a_test``. The behaviours asserted here are the ones
 recorded in docs/scenario-library.md.
@@ -47,12 +47,9 @@ from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.mock import MOCK_REQUESTS
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
-from tests.conftest import LogCapture
+from tests.conftest import LIBRARY, LogCapture
 from tests.e2e.test_resume_live import token_of
 from tests.resume_client import Run, resume_loop
-
-REPO = Path(__file__).resolve().parents[2]
-LIBRARY = REPO / "chaosproxy" / "scenarios"
 
 #: Mock knobs: short answers, fast pacing (the scenarios' own durations dominate).
 TOKENS = 12
@@ -422,7 +419,7 @@ SCENARIO_TESTS: dict[str, ScenarioTest] = {}
 
 
 def covers(stem: str) -> Callable[[ScenarioTest], ScenarioTest]:
-    """Register the end-to-end test of ``chaosproxy/scenarios/<stem>.yaml``."""
+    """Register the end-to-end test of ``scenarios/<stem>.yaml``."""
 
     def register(test: ScenarioTest) -> ScenarioTest:
         assert stem not in SCENARIO_TESTS, f"two tests for {stem}"
@@ -435,9 +432,7 @@ def covers(stem: str) -> Callable[[ScenarioTest], ScenarioTest]:
 @pytest.mark.parametrize("stem", library_stems())
 async def test_scenario_end_to_end(stem: str, lab: Lab) -> None:
     test = SCENARIO_TESTS.get(stem)
-    assert test is not None, (
-        f"chaosproxy/scenarios/{stem}.yaml has no end-to-end test: add @covers({stem!r})"
-    )
+    assert test is not None, f"scenarios/{stem}.yaml has no end-to-end test: add @covers({stem!r})"
     await test(lab)
     # Whatever the clients did, every request of the scenario applied all its faults
     # and skipped none: the file does on a real stream what its description says.

@@ -37,7 +37,6 @@ from chaosproxy.upstream import (
     UpstreamTimeout,
 )
 from chaosproxy.upstream.connection import Connection
-from chaosproxy.upstream.testing import Answer, MockUpstream, Piece, Request
 from tests.scripted_upstream import until
 
 pytestmark = pytest.mark.timeout(20)
@@ -1219,23 +1218,6 @@ async def test_a_pooled_connection_that_speaks_unasked_is_dropped() -> None:
             assert (pool.stats.opened, pool.stats.reused) == (2, 0)
         finally:
             await pool.close()
-
-
-async def test_the_mock_upstream_honours_the_timeouts() -> None:
-    async def slow(request: Request) -> Answer:
-        await asyncio.sleep(5)
-        return Answer()
-
-    with pytest.raises(UpstreamHeadTimeout):
-        await MockUpstream(slow).request("GET", "/", [], head_timeout=0.05)
-    for answer in (Answer(body=[b"a"], end="hold"), Answer(body=[b"a", Piece(b"b", delay=5)])):
-        mock = MockUpstream(lambda r, answer=answer: answer)
-        reply = await mock.request("GET", "/", [], idle_timeout=0.05)
-        sink = Sink()
-        reply.start(sink)
-        error = await sink.wait()
-        assert isinstance(error, UpstreamIdleTimeout) and error.body_bytes == 1
-        assert sink.body == b"a"
 
 
 # ---------------------------------------------------------------------- TLS
