@@ -113,7 +113,7 @@ async def test_rss_comes_back_after_phases_of_load(tmp_path: Path) -> None:
     (tmp_path / "framed.yaml").write_text(FRAMED)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
-        "--upstream", "mock", "--log", str(tmp_path / "frames.jsonl"),
+        "--upstream", "mock", "--admin", "off", "--log", str(tmp_path / "frames.jsonl"),
         "--scenarios", str(tmp_path), "--scenario", "framed", "--seed", "1",
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},

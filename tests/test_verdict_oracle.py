@@ -107,6 +107,7 @@ def disagreements(results: list[tuple[str, str, str]]) -> list[tuple[str, str, s
     return [r for r in results if r[1] != r[2]]
 
 
+@pytest.mark.node
 @pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
 def test_npm_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
     results = judged(f"{NODE_ES} {mode}", RESUME, tmp_path)
@@ -126,6 +127,7 @@ def test_npm_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) ->
     assert verdicts["history-expired"] == verdicts["unsupported-after-cut"] == after_204
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
 def test_chromium_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
     require_chromium()
@@ -169,7 +171,9 @@ RACY = ["one-event-per-read", "hostile-boundaries", "stall-mid-stream", "termina
     [
         (RAISING, RACY),
         (CAREFUL, ["delta-after-done", "terminal-event-twice", "hang-after-last-event"]),
-        (f"{NODE_ES} naive", ["wrong-content-type", "one-event-per-read"]),
+        pytest.param(
+            f"{NODE_ES} naive", ["wrong-content-type", "one-event-per-read"], marks=pytest.mark.node
+        ),
     ],
     ids=["raising", "careful", "eventsource"],
 )
