@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,15 @@ settings.load_profile("thorough" if THOROUGH else "quick")
 def examples(n: int) -> int:
     """How many examples a property test that asks for ``n`` draws in this run."""
     return n if THOROUGH else max(10, n // 4)
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port where connections are refused while the block runs: bound, never
+    listening, so no other test (another xdist worker) can listen there meanwhile."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def fixture_bytes(name: str) -> bytes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from chaosproxy.client import ChaosAuthError, ChaosClientError
 from chaosproxy.scenario import ScenarioError, load_library
 from chaosproxy.selection import UnknownScenario
 from chaosproxy.server import start_proxy
-from tests.conftest import REPO
+from tests.conftest import REPO, refused_port
 
 CHAT = {
     "model": "gpt-4o",
@@ -299,10 +298,10 @@ def test_chaos_client_says_clearly_when_it_wants_a_token() -> None:
 
 
 def test_chaos_client_cannot_reach() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(ChaosClientError, match="cannot reach the chaosproxy admin API"):
+    with (
+        refused_port() as port,
+        pytest.raises(ChaosClientError, match="cannot reach the chaosproxy admin API"),
+    ):
         ChaosClient(f"http://127.0.0.1:{port}").use(None)
 
 
