@@ -72,6 +72,7 @@ def test_an_unknown_default_scenario_fails_the_with_block() -> None:
         pass
 
 
+@pytest.mark.slow
 def test_the_pytest_fixture_is_registered(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -313,6 +314,7 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's plugin, not an installed one
 
 
+@pytest.mark.slow
 def test_the_chaos_marker_sets_the_default_scenario(
     pytester: pytest.Pytester, plugin_env: None
 ) -> None:
@@ -374,6 +376,7 @@ def test_the_marker_is_registered(pytester: pytest.Pytester, plugin_env: None) -
     result.stdout.fnmatch_lines(["@pytest.mark.chaos(scenario): the default scenario of*"])
 
 
+@pytest.mark.slow
 def test_one_proxy_for_the_session(pytester: pytest.Pytester, plugin_env: None) -> None:
     pytester.makepyfile(
         """
@@ -430,6 +433,7 @@ def fixed_upstream() -> Iterator[str]:
     server.server_close()
 
 
+@pytest.mark.slow
 def test_options_give_the_upstream_and_scenarios(
     pytester: pytest.Pytester, plugin_env: None, fixed_upstream: str
 ) -> None:
@@ -446,6 +450,7 @@ def test_options_give_the_upstream_and_scenarios(
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_ini_keys_give_the_upstream_and_scenarios(
     pytester: pytest.Pytester, plugin_env: None, fixed_upstream: str
 ) -> None:

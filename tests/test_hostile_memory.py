@@ -109,6 +109,7 @@ async def phase(port: int, streams: int, concurrency: int) -> int:
     return sum(done)
 
 
+@pytest.mark.slow
 async def test_rss_comes_back_after_phases_of_load(tmp_path: Path) -> None:
     (tmp_path / "framed.yaml").write_text(FRAMED)
     proc = await asyncio.create_subprocess_exec(
@@ -228,6 +229,7 @@ def report_peak_mb(log: Path, out: Path, *extra: str) -> float:
     return int(result.stdout.split()[-1]) / 1024
 
 
+@pytest.mark.slow
 def test_report_memory_is_bounded_by_what_it_draws_not_by_the_log(tmp_path: Path) -> None:
     from chaosproxy.report import load_records, render_report
 

@@ -32,6 +32,9 @@ from tests.browser import require_chromium
 from tests.conftest import REPO
 from tests.verdict_oracle import expected
 
+#: Every test runs a client process per scenario, some the whole library, some ten times.
+pytestmark = pytest.mark.slow
+
 RESUME = [
     "resume-after-mid-utf8-cut",
     "replay-last-after-id-cut",
