@@ -69,6 +69,7 @@ def serve_on_a_terminal(*args: str, env: dict[str, str] | None = None) -> tuple[
     return head + rest, shown.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_on_a_terminal_the_log_is_one_line_per_request() -> None:
     stderr, shown = serve_on_a_terminal()
     assert (

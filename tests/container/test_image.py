@@ -35,7 +35,8 @@ from tests.container.engine import (
     wait_until,
 )
 
-pytestmark = pytest.mark.timeout(900)
+# One worker runs them all (--dist loadgroup): one image build, no two engines' races.
+pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]
 
 #: The image's promises (Dockerfile, README, docs/deploy.md).
 REBUILD_SECONDS = 10.0

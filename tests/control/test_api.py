@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from chaosproxy.control.client import ChaosAuthError, ChaosClientError
 from chaosproxy.control.start import start_proxy
 from chaosproxy.scenario import ScenarioError, load_library
 from chaosproxy.scenario.selection import UnknownScenario
-from tests.conftest import REPO
+from tests.conftest import REPO, refused_port
 
 CHAT = {
     "model": "gpt-4o",
@@ -73,6 +72,7 @@ def test_an_unknown_default_scenario_fails_the_with_block() -> None:
         pass
 
 
+@pytest.mark.slow
 def test_the_pytest_fixture_is_registered(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,10 +299,10 @@ def test_chaos_client_says_clearly_when_it_wants_a_token() -> None:
 
 
 def test_chaos_client_cannot_reach() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(ChaosClientError, match="cannot reach the chaosproxy admin API"):
+    with (
+        refused_port() as port,
+        pytest.raises(ChaosClientError, match="cannot reach the chaosproxy admin API"),
+    ):
         ChaosClient(f"http://127.0.0.1:{port}").use(None)
 
 
@@ -314,6 +314,7 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's plugin, not an installed one
 
 
+@pytest.mark.slow
 def test_the_chaos_marker_sets_the_default_scenario(
     pytester: pytest.Pytester, plugin_env: None
 ) -> None:
@@ -375,6 +376,7 @@ def test_the_marker_is_registered(pytester: pytest.Pytester, plugin_env: None) -
     result.stdout.fnmatch_lines(["@pytest.mark.chaos(scenario): the default scenario of*"])
 
 
+@pytest.mark.slow
 def test_one_proxy_for_the_session(pytester: pytest.Pytester, plugin_env: None) -> None:
     pytester.makepyfile(
         """
@@ -431,6 +433,7 @@ def fixed_upstream() -> Iterator[str]:
     server.server_close()
 
 
+@pytest.mark.slow
 def test_options_give_the_upstream_and_scenarios(
     pytester: pytest.Pytester, plugin_env: None, fixed_upstream: str
 ) -> None:
@@ -447,6 +450,7 @@ def test_options_give_the_upstream_and_scenarios(
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_ini_keys_give_the_upstream_and_scenarios(
     pytester: pytest.Pytester, plugin_env: None, fixed_upstream: str
 ) -> None:

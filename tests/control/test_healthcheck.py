@@ -19,7 +19,7 @@ from chaosproxy.control import healthcheck
 from chaosproxy.control.healthcheck import Unhealthy
 from chaosproxy.control.process import _health_check_warning
 from chaosproxy.server.config import ConfigError, parse_admin
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory, refused_port
 from tests.control.test_admin import serve_until_started, sigterm
 
 ADDRESSES = ["127.0.0.1:8478", "0.0.0.0:8478", "[::]:8478", "[::1]:9", "localhost:0", ":8080"]
@@ -90,8 +90,8 @@ async def test_healthy_when_the_admin_answers_on_loopback_or_a_wildcard(
 
 
 async def test_unhealthy_in_one_line_when_nothing_answers() -> None:
-    port = free_port()
-    done = await asyncio.to_thread(run_check, {"CHAOSPROXY_ADMIN": f"127.0.0.1:{port}"})
+    with refused_port() as port:
+        done = await asyncio.to_thread(run_check, {"CHAOSPROXY_ADMIN": f"127.0.0.1:{port}"})
     assert done.returncode == 1
     assert done.stderr == f"unhealthy: 127.0.0.1:{port}: Connection refused\n"
 

@@ -26,6 +26,7 @@ from chaosproxy.core import segment
 from chaosproxy.core.jsonspan import SpanError, encode_string, replace_at, span
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.tools.simulate import Simulation, simulate
+from tests.conftest import examples
 from tests.content_streams import FORMATS, FRAGMENTS, PATHS, PROVIDERS, parse, render
 
 CAPTURES = Path(__file__).parents[1] / "fixtures" / "providers"
@@ -73,7 +74,7 @@ def test_each_at_mode_cuts_where_it_says() -> None:
 
 
 @given(st.text())
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_every_mode_gives_the_text_back(text: str) -> None:
     for pieces in (
         segment.inside_graphemes(text),
@@ -444,7 +445,7 @@ def _escaped(body: bytes, provider: str) -> bytes:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 @given(text=HAZARD_TEXT, mode=st.sampled_from(MODES), escaped=st.booleans())
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_text_resegmented_parses_in_the_sdk_to_exactly_that_text(
     provider: str, text: str, mode: str, escaped: bool
 ) -> None:
@@ -492,7 +493,7 @@ ARGUMENTS = st.dictionaries(
         ]
     ),
 )
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_arguments_split_or_interleaved_parse_in_the_sdk_to_exactly_those(
     provider: str, calls: list[dict[str, Any]], fault: str
 ) -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import FramingError, make_framer
 from chaosproxy.core.framing.ndjson import NdjsonFramer
-from tests.conftest import fixture_paths
+from tests.conftest import examples, fixture_paths
 from tests.framing_helpers import (
     cut,
     cut_points,
@@ -69,7 +69,7 @@ def test_fixture_byte_by_byte(path: Path) -> None:
 # --- hypothesis ----------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data())
 def test_random_bodies_any_split(data: st.DataObject) -> None:
     body = data.draw(ndjson_bodies(), label="body")
@@ -80,7 +80,7 @@ def test_random_bodies_any_split(data: st.DataObject) -> None:
     assert joined(frames) == body
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data())
 def test_size_limit_is_independent_of_chunking(data: st.DataObject) -> None:
     body = data.draw(ndjson_bodies(), label="body")
@@ -111,7 +111,7 @@ def test_fast_path_equals_general_path_at_every_split(path: Path) -> None:
             assert frame_chunks(NdjsonFramer(), general_path(chunks)) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_fast_path_equals_general_path_on_random_bodies(data: st.DataObject) -> None:
     body = data.draw(ndjson_bodies(), label="body")

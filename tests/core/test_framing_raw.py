@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import make_framer
 from chaosproxy.core.framing.raw import RawFramer
+from tests.conftest import examples
 from tests.framing_helpers import frame_chunks
 
 
@@ -29,7 +30,7 @@ def test_raw_frames_are_not_events() -> None:
     assert frame.complete
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.binary(max_size=20), max_size=10))
 def test_frames_are_the_reads(chunks: list[bytes]) -> None:
     frames = frame_chunks(RawFramer(), chunks)

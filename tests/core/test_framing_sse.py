@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError, make_framer
 from chaosproxy.core.framing.sse import SseFramer
-from tests.conftest import fixture_paths
+from tests.conftest import examples, fixture_paths
 from tests.framing_helpers import (
     BOM,
     byte_soup,
@@ -136,7 +136,7 @@ def test_fixture_three_way_splits(path: Path) -> None:
 # --- hypothesis ----------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_random_bodies_any_split(data: st.DataObject) -> None:
     body = data.draw(sse_bodies(), label="body")
@@ -147,7 +147,7 @@ def test_random_bodies_any_split(data: st.DataObject) -> None:
     assert joined(frames) == body
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data())
 def test_byte_soup_any_split(data: st.DataObject) -> None:
     """Arbitrary bytes (broken UTF-8, stray CRs, BOM fragments): still the invariant."""
@@ -158,7 +158,7 @@ def test_byte_soup_any_split(data: st.DataObject) -> None:
     assert split(body, *range(1, len(body))) == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data())
 def test_size_limit_is_independent_of_chunking(data: st.DataObject) -> None:
     """With a small max_size, every split returns the same frames before the same
@@ -487,7 +487,7 @@ def test_fast_path_equals_general_path_at_every_split(path: Path) -> None:
             assert frame_chunks(SseFramer(), general_path(chunks)) == expected, f"split at {k}"
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_fast_path_equals_general_path_on_random_bodies(data: st.DataObject) -> None:
     body = data.draw(st.one_of(uniform_sse_bodies(), sse_bodies()), label="body")
@@ -499,7 +499,7 @@ def test_fast_path_equals_general_path_on_random_bodies(data: st.DataObject) -> 
     assert frame_chunks(SseFramer(), per_event) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_fast_path_size_limit_equals_general_path(data: st.DataObject) -> None:
     body = data.draw(uniform_sse_bodies(), label="body")

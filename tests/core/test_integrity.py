@@ -22,6 +22,7 @@ from chaosproxy.core.actions import Cut, Send, Sleep
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import parse_scenario
+from tests.conftest import examples
 from tests.core.test_provider_faults import (
     ANTHROPIC,
     CAPTURES,
@@ -435,7 +436,7 @@ def test_unframed_and_passthrough_bodies_have_no_integrity() -> None:
     assert "integrity" not in unframed.summary(0.0)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     capture=st.sampled_from(CAPTURES),
     read=st.integers(min_value=1, max_value=300),

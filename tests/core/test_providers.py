@@ -24,7 +24,7 @@ from chaosproxy.core.providers import (
     provider_for_event,
     provider_for_path,
 )
-from tests.conftest import FIXTURES, fixture_bytes
+from tests.conftest import FIXTURES, examples, fixture_bytes
 
 # --------------------------------------------------------------------------- framing
 # The real framers (chaosproxy.core.framing) are preferred; a minimal local helper that
@@ -501,7 +501,7 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=examples(150), deadline=None, database=None)
 @given(payload=_json, event=st.none() | st.sampled_from(["error", "ping", "content_block_delta"]))
 def test_classify_never_fails_and_never_returns_nothing(payload: Any, event: str | None) -> None:
     frame = js(payload, event)
@@ -712,7 +712,7 @@ def _same_kinds(payload: Any) -> None:
             assert get_profile(name).classify(frame) == plain(frame), (name, text)
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=examples(200), deadline=None, database=None)
 @given(
     payload=_json
     | st.fixed_dictionaries({"done": st.booleans() | st.just("true")}, optional={"x": _json})
@@ -725,7 +725,7 @@ def test_classify_equals_the_plain_rules(payload: Any) -> None:
     "shapes", [_chat_chunks, _gemini_chunks, _ollama_chunks], ids=["chat", "gemini", "ollama"]
 )
 def test_classify_equals_the_plain_rules_on_provider_shapes(shapes: Any) -> None:
-    @settings(max_examples=400, deadline=None, database=None)
+    @settings(max_examples=examples(400), deadline=None, database=None)
     @given(payload=shapes)
     def check(payload: Any) -> None:
         _same_kinds(payload)

@@ -28,7 +28,7 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.server.guard import GuardedRunner
-from tests.conftest import LogCapture
+from tests.conftest import LogCapture, examples
 from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
 
 T = TypeVar("T")
@@ -271,7 +271,7 @@ def settled(lab: Lab, start: int) -> list[dict[str, Any]]:
 
 
 @settings(
-    max_examples=80,
+    max_examples=examples(80),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

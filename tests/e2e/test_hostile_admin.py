@@ -346,6 +346,7 @@ async def test_a_chunked_body_is_refused_once_it_passes_256_kib(make_proxy: Prox
     assert await scenario_names(proxy) == []
 
 
+@pytest.mark.slow
 async def test_a_body_just_under_the_bound_is_taken(make_proxy: ProxyFactory) -> None:
     proxy = await make_proxy(admin=ADMIN)
     scenario = yaml_of_size(250_000)

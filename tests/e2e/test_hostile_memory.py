@@ -109,11 +109,12 @@ async def phase(port: int, streams: int, concurrency: int) -> int:
     return sum(done)
 
 
+@pytest.mark.slow
 async def test_rss_comes_back_after_phases_of_load(tmp_path: Path) -> None:
     (tmp_path / "framed.yaml").write_text(FRAMED)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
-        "--upstream", "mock", "--log", str(tmp_path / "frames.jsonl"),
+        "--upstream", "mock", "--admin", "off", "--log", str(tmp_path / "frames.jsonl"),
         "--scenarios", str(tmp_path), "--scenario", "framed", "--seed", "1",
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -228,6 +229,7 @@ def report_peak_mb(log: Path, out: Path, *extra: str) -> float:
     return int(result.stdout.split()[-1]) / 1024
 
 
+@pytest.mark.slow
 def test_report_memory_is_bounded_by_what_it_draws_not_by_the_log(tmp_path: Path) -> None:
     from chaosproxy.tools.report import load_records, render_report
 

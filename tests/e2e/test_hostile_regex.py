@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.cli.test_cli import run
-from tests.conftest import LogCapture, ProxyFactory
+from tests.conftest import LogCapture, ProxyFactory, examples
 from tests.e2e.test_faults_live import Live
 from tests.scripted_upstream import ScriptedUpstream
 
@@ -126,7 +126,7 @@ def regexes() -> st.SearchStrategy[str]:
     return st.tuples(flags, body, end).map("".join)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pattern=regexes(), texts=st.lists(st.text(alphabet=ALPHABET, max_size=12), max_size=4))
 def test_what_is_accepted_finds_what_python_finds(pattern: str, texts: list[str]) -> None:
     from chaosproxy.core.regex import compile_search

@@ -341,6 +341,7 @@ async def test_splice_concurrent_never_takes_users_streaming_now(
             resp.close()
 
 
+@pytest.mark.slow
 async def test_two_hundred_clients_that_leave_leave_bounded_readers_and_history(
     users: Users, make_proxy: ProxyFactory
 ) -> None:

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.upstream import UpstreamPool
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory, examples
 from tests.e2e.test_proxy_e2e import dechunk
 from tests.scripted_upstream import Script, ScriptedUpstream, until
 
@@ -723,7 +723,7 @@ async def test_fuzzed_responses_always_end(
             await until(lambda: len(live.ends()) == before + 2)
 
         @settings(
-            max_examples=60,
+            max_examples=examples(60),
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),

@@ -57,7 +57,7 @@ def _why_skip() -> str | None:
 
 
 _SKIP = _why_skip()
-pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+pytestmark = [pytest.mark.node, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
 
 
 Run = dict[str, Any]

@@ -14,7 +14,7 @@ from chaosproxy.control.start import StartupError
 from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
-from tests.conftest import LogCapture, ProxyFactory, fixture_bytes
+from tests.conftest import LogCapture, ProxyFactory, fixture_bytes, refused_port
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 
@@ -209,12 +209,10 @@ async def test_client_disconnect_closes_upstream(
 async def test_upstream_refusing_connections_gives_502(
     make_proxy: ProxyFactory, log_capture: LogCapture
 ) -> None:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proxy = await make_proxy(upstream=f"http://127.0.0.1:{port}")
-    async with asyncio.timeout(5):
-        resp, body = await read_all(proxy.url + "/v1/chat/completions")
+    with refused_port() as port:
+        proxy = await make_proxy(upstream=f"http://127.0.0.1:{port}")
+        async with asyncio.timeout(5):
+            resp, body = await read_all(proxy.url + "/v1/chat/completions")
     assert resp.status == 502
     error = (await _json(body))["error"]
     assert error["type"] == "chaosproxy_error"

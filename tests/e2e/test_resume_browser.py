@@ -29,6 +29,8 @@ from tests.scripted_upstream import Script, ScriptedUpstream, until
 
 __all__ = ["chromium_path"]  # the fixture: skip (or fail in CI) without Chromium
 
+pytestmark = pytest.mark.browser
+
 PAGE = b"""<!doctype html>
 <meta charset="utf-8"><title>resume</title>
 <script>

@@ -39,7 +39,7 @@ def _why_skip() -> str | None:
 
 
 _SKIP = _why_skip()
-pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+pytestmark = [pytest.mark.node, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
 
 #: The request tests/node/eventsource-resume.mjs sends (lib.mjs's PROMPT).
 NODE_CHAT = {

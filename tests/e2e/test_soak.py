@@ -79,6 +79,7 @@ FD_MARGIN = 4
 CLIENT_LIMIT = 15.0
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.timeout(120),
     pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts fds in /proc"),
 ]

@@ -159,6 +159,8 @@ CLIENTS: dict[str, Callable[[ChaosProxy], Outcome]] = {
     "anthropic (Python)": anthropic_messages,
     "openai (Node, Chat)": openai_node,
 }
+#: The clients as parameters, the Node one marked ``node``.
+CLIENT_PARAMS = [pytest.param(n, marks=pytest.mark.node) if "Node" in n else n for n in CLIENTS]
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +170,7 @@ def proxy() -> Iterator[ChaosProxy]:
         yield running
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", CLIENT_PARAMS)
 def test_two_parallel_calls_reach_each_sdk_whole(proxy: ChaosProxy, client: str) -> None:
     with proxy.scenario({"faults": [{"rechunk": {"size": 16}}]}):  # (chunking only)
         outcome = CLIENTS[client](proxy)
@@ -207,7 +209,7 @@ FAULTS = {
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", CLIENT_PARAMS)
 def test_a_broken_tool_call_delta_gets_the_verdict_the_rules_say(
     proxy: ChaosProxy, client: str, fault: str
 ) -> None:

@@ -31,6 +31,7 @@ from chaosproxy.mock import (
     create_mock_app,
 )
 from chaosproxy.mock.corpus import ANSWERS, take_tokens, tokenize
+from tests.conftest import examples
 
 TOKENS = 12
 INTERVAL = 0.001
@@ -544,7 +545,7 @@ def test_corpus_tokens_are_word_pieces_with_multibyte_early() -> None:
 
 
 @given(st.text())
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_tokens_give_any_text_back(text: str) -> None:
     # A fixture's text is streamed as these tokens: nothing of it may be lost (the
     # underscore, \w but no letter, once was).

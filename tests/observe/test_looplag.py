@@ -156,7 +156,7 @@ async def test_the_proxy_runs_the_probe_when_the_environment_asks(
 ) -> None:
     path = tmp_path / "lag.json"
     monkeypatch.setenv(looplag.ENV, str(path))
-    config = Config(upstream=("http://127.0.0.1:9",), listen=("127.0.0.1", 0))
+    config = Config(upstream=("http://127.0.0.1:9",), listen=("127.0.0.1", 0), admin=None)
     proxy = await start_proxy(config, log=FrameLog(None))
     try:
         first = await _written(path, 1)  # at once: SIGUSR1 is handled from now on
@@ -176,7 +176,7 @@ async def test_without_the_variable_there_is_no_probe(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(looplag.ENV, raising=False)
-    config = Config(upstream=("http://127.0.0.1:9",), listen=("127.0.0.1", 0))
+    config = Config(upstream=("http://127.0.0.1:9",), listen=("127.0.0.1", 0), admin=None)
     proxy = await start_proxy(config, log=FrameLog(None))
     try:
         assert proxy._lag_probe is None

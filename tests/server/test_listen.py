@@ -87,6 +87,7 @@ async def test_an_address_this_host_lacks_is_one_reason(
         )
 
 
+@pytest.mark.slow
 def test_a_busy_port_names_the_flag_that_chose_it() -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

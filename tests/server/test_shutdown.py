@@ -196,6 +196,7 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
+@pytest.mark.slow
 async def test_a_soak_then_sigterm_cuts_what_runs_and_exits_0_within_grace_plus_1s(
     tmp_path: Path,
 ) -> None:
@@ -392,6 +393,7 @@ def start_flood(tmp_path: Path, count: int) -> tuple[subprocess.Popen[bytes], st
     return flood, f"http://127.0.0.1:{int(flood.stdout.readline())}"
 
 
+@pytest.mark.slow
 async def test_a_stop_under_load_beside_busy_processes_ends_every_request_in_time(
     tmp_path: Path,
 ) -> None:
@@ -576,6 +578,7 @@ def test_sync_chaosproxy_leaves_its_block_in_bounded_time(
     assert [x["outcome"] for x in ends] == ["shutdown"]
 
 
+@pytest.mark.slow
 def test_the_chaos_proxy_fixture_tears_down_in_bounded_time(
     pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -364,6 +364,7 @@ def live(mode: str, settings: Settings, *, jobs: int = 2) -> Exploration:
         return explore(runner, settings)
 
 
+@pytest.mark.slow
 def test_a_client_that_loses_a_delta_of_a_merged_read_is_found(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -387,6 +388,7 @@ def test_a_client_that_loses_a_delta_of_a_merged_read_is_found(
     assert len(found.found_by) >= 2
 
 
+@pytest.mark.slow
 def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twice(
     tmp_path: Path,
 ) -> None:
@@ -445,6 +447,7 @@ def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twi
     ]
 
 
+@pytest.mark.slow
 def test_a_careful_client_gives_nothing_found() -> None:
     """The careful client notices every fault of the whole space that changes its
     answer, and takes the others in its stride: nothing is found."""

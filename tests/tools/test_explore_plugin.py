@@ -7,6 +7,9 @@ import pytest
 
 from tests.conftest import REPO
 
+#: Each test runs pytest in a subprocess, the proxy and its clients inside it.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,7 @@ from chaosproxy.tools.fault_space import (
     usable_faults,
     validated,
 )
+from tests.conftest import examples
 
 #: The mock's OpenAI Chat answer as the Python SDK example asks for it (24 tokens).
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)
@@ -255,7 +256,7 @@ def test_the_shape_of_a_clean_run() -> None:
     assert shape_of(unframed, "r-3") is None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, MAX_SEED), st.sampled_from(SHAPES))
 def test_any_seed_reads_back_to_itself(seed: int, shape: Shape) -> None:
     space = Space(shape)

@@ -316,6 +316,7 @@ def test_a_bad_fail_on_is_a_usage_error() -> None:
     assert "unknown verdict(s) nope" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_command_writes_four_files_and_gates(scenarios: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     for name in ("stall-forever", "one-event-per-read", "cut-before-terminal-reset"):

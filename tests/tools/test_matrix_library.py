@@ -58,7 +58,10 @@ def test_the_table_names_every_scenario_once_for_each_client() -> None:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("name", list(CLIENTS))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.node) if "Node" in n else n for n in CLIENTS]
+)
+@pytest.mark.slow
 def test_each_example_client_across_the_library(name: str, tmp_path: Path) -> None:
     pytest.importorskip("openai")
     command = CLIENTS[name]

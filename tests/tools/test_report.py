@@ -39,6 +39,7 @@ from chaosproxy.tools.report import (
     render_report,
 )
 from tests.browser import Chromium, chromium_path
+from tests.conftest import examples
 from tests.scripted_upstream import until
 
 __all__ = ["chromium_path"]  # the fixture, imported for the browser test
@@ -708,6 +709,7 @@ def png_size(png: bytes) -> tuple[int, int]:
     return width, height
 
 
+@pytest.mark.browser
 async def test_a_live_run_reported_and_read_in_chromium(chromium_path: str, tmp_path: Path) -> None:
     seen = await run_library(tmp_path)
     ids = [rid for rid, _ in seen.values()]
@@ -802,6 +804,7 @@ def test_the_docs_screenshot_is_a_small_png() -> None:
     assert len(png) < 300_000
 
 
+@pytest.mark.browser
 async def test_hostile_text_stays_text_in_chromium(chromium_path: str, tmp_path: Path) -> None:
     bad = (
         "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'>"
@@ -909,7 +912,7 @@ MATRICES = st.none() | st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(records=LOG_LINES, matrix=MATRICES)
 def test_any_log_lines_render(records: list[dict[str, Any]], matrix: dict[str, Any] | None) -> None:
     # Lines of any shape (other branches add fields; logs get edited): a page, never a crash.

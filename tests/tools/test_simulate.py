@@ -96,6 +96,7 @@ def test_cli_sleeps_on_a_virtual_clock(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_cli_seed_reported_and_replayed(tmp_path: Path) -> None:
     text = "faults:\n  - drop: {probability: 0.5}\n  - rechunk: {random: [1, 50]}\n"
     code, out, lines, _ = run_cli(tmp_path, text, BODY)  # no --seed: a random one

@@ -32,6 +32,9 @@ from tests.browser import require_chromium
 from tests.conftest import REPO
 from tests.verdict_oracle import expected
 
+#: Every test runs a client process per scenario, some the whole library, some ten times.
+pytestmark = pytest.mark.slow
+
 RESUME = [
     "resume-after-mid-utf8-cut",
     "replay-last-after-id-cut",
@@ -107,6 +110,7 @@ def disagreements(results: list[tuple[str, str, str]]) -> list[tuple[str, str, s
     return [r for r in results if r[1] != r[2]]
 
 
+@pytest.mark.node
 @pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
 def test_npm_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
     results = judged(f"{NODE_ES} {mode}", RESUME, tmp_path)
@@ -126,6 +130,7 @@ def test_npm_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) ->
     assert verdicts["history-expired"] == verdicts["unsupported-after-cut"] == after_204
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
 def test_chromium_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
     require_chromium()
@@ -154,11 +159,10 @@ def test_a_client_that_raises_on_a_clean_stream_fails_the_gate(tmp_path: Path) -
     assert verdicts["cumulative-snapshots"] == "detected"
 
 
-def test_a_client_that_stops_at_the_first_terminal_passes_the_gate(tmp_path: Path) -> None:
-    results = judged(CAREFUL, list(load_library()), tmp_path)
-    assert disagreements(results) == []
-    verdicts = {scenario: verdict for scenario, verdict, _ in results}
-    assert verdicts["delta-after-done"] == verdicts["terminal-event-twice"] == "tolerated"
+# The careful client (CAREFUL: it stops at the first terminal event) over the whole
+# library: tests/test_matrix_library.py's ``httpx-sse`` case runs the same command over
+# the same library, and checks every verdict against this oracle and against
+# docs/verdicts.md's table (`delta-after-done` and `terminal-event-twice`: tolerated).
 
 
 RACY = ["one-event-per-read", "hostile-boundaries", "stall-mid-stream", "terminal-event-twice"]
@@ -169,7 +173,9 @@ RACY = ["one-event-per-read", "hostile-boundaries", "stall-mid-stream", "termina
     [
         (RAISING, RACY),
         (CAREFUL, ["delta-after-done", "terminal-event-twice", "hang-after-last-event"]),
-        (f"{NODE_ES} naive", ["wrong-content-type", "one-event-per-read"]),
+        pytest.param(
+            f"{NODE_ES} naive", ["wrong-content-type", "one-event-per-read"], marks=pytest.mark.node
+        ),
     ],
     ids=["raising", "careful", "eventsource"],
 )

@@ -37,6 +37,7 @@ from chaosproxy.upstream import (
     UpstreamTimeout,
 )
 from chaosproxy.upstream.connection import Connection
+from tests.conftest import refused_port
 from tests.scripted_upstream import until
 
 pytestmark = pytest.mark.timeout(20)
@@ -363,8 +364,8 @@ async def test_userinfo_becomes_basic_auth_and_never_shows(app_url: str) -> None
         await read_all(resp)
     finally:
         await pool.close()
-    refused = UpstreamPool(f"http://user:s3cret@127.0.0.1:{free_port()}")
-    with pytest.raises(UpstreamConnectError) as info:
+    with refused_port() as port, pytest.raises(UpstreamConnectError) as info:
+        refused = UpstreamPool(f"http://user:s3cret@127.0.0.1:{port}")
         await refused.request("GET", "/x?key=k3y", [])
     assert "s3cret" not in str(info.value) and "k3y" not in str(info.value)
     await refused.close()
@@ -904,15 +905,9 @@ async def test_close_ends_busy_and_idle_connections() -> None:
             await pool.request("GET", "/", [])
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_connect_refused() -> None:
-    pool = UpstreamPool(f"http://127.0.0.1:{free_port()}/v1")
-    with pytest.raises(UpstreamConnectError) as info:
+    with refused_port() as port, pytest.raises(UpstreamConnectError) as info:
+        pool = UpstreamPool(f"http://127.0.0.1:{port}/v1")
         await pool.request("GET", "/x", [])
     assert not isinstance(info.value, UpstreamTimeout)
     assert f"127.0.0.1:{pool._port} unreachable" in str(info.value)

@@ -169,6 +169,7 @@ def _count(array: Any, lock: Any, slots: dict[str, int], n: int, out: Any) -> No
     out.put([(counters.next_request(), counters.next_ordinal("s") or 0) for _ in range(n)])
 
 
+@pytest.mark.slow
 def test_counters_count_once_per_request_across_processes() -> None:
     context = multiprocessing.get_context("spawn")
     array = context.RawArray("q", 9)

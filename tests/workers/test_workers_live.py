@@ -39,7 +39,8 @@ import pytest
 from chaosproxy.scenario.selection import derive_seed
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.timeout(180)
+#: Each test starts serve --workers: a supervisor and its worker processes.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 CHAT = "/v1/chat/completions"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
