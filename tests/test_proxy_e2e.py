@@ -314,14 +314,10 @@ class _BugConfig(FaultConfig):
     at_event: int | None = None
 
 
-class _BugFault(Fault[_BugConfig]):
+class _BugFault(Fault[_BugConfig], name="bug", stage="event"):
     """A fault with a bug in it (it raises), added to the registry by :func:`bug_fault`:
     how a test puts a bug in the request's path without patching a class of the proxy
     (compiled classes cannot be patched, docs/architecture.md)."""
-
-    name = "bug"
-    stage = "event"
-    Config = _BugConfig
 
     def before_upstream(self) -> list[HttpAction]:
         if self.config.at_event is None:

@@ -56,7 +56,7 @@ class InjectedEvent(FaultConfig):
 
     @model_validator(mode="after")
     def _one_payload(self) -> InjectedEvent:
-        given = [k for k in ("data", "raw", "kind") if getattr(self, k) is not None]
+        given = self.given("data", "raw", "kind")
         if len(given) != 1:
             raise ValueError(
                 "give exactly one of data, raw, kind"
@@ -76,16 +76,11 @@ class InjectConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _one_place(self) -> InjectConfig:
-        if (self.after is None) == (self.before is None):
-            raise ValueError("give exactly one of after, before")
+        self.exactly_one("after", "before")
         return self
 
 
-class InjectFault(Fault[InjectConfig]):
-    name = "inject"
-    stage = "event"
-    Config = InjectConfig
-
+class InjectFault(Fault[InjectConfig], name="inject", stage="event"):
     def __init__(self, config: InjectConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         where: Position = "after" if config.after is not None else "before"

@@ -27,11 +27,9 @@ class InterleaveToolCallsConfig(FaultConfig):
     step: Annotated[int, Field(ge=1, le=10_000, strict=True)] = 1
 
 
-class InterleaveToolCallsFault(Fault[InterleaveToolCallsConfig]):
-    name = "interleave_tool_calls"
-    stage = "event"
-    Config = InterleaveToolCallsConfig
-
+class InterleaveToolCallsFault(
+    Fault[InterleaveToolCallsConfig], name="interleave_tool_calls", stage="event"
+):
     def __init__(self, config: InterleaveToolCallsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)

@@ -40,11 +40,7 @@ def oversize_payload(size: int) -> bytes:
     return b"".join([_WRAP[0], b"x" * (size - overhead), _WRAP[1]])
 
 
-class OversizeFault(Fault[OversizeConfig]):
-    name = "oversize"
-    stage = "event"
-    Config = OversizeConfig
-
+class OversizeFault(Fault[OversizeConfig], name="oversize", stage="event"):
     def __init__(self, config: OversizeConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._anchor = OrdinalAnchor(config.after or None)

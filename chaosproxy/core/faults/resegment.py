@@ -52,7 +52,7 @@ class ResegmentConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _one_way(self) -> ResegmentConfig:
-        given = [k for k in ("at", "every", "phrase", "merge") if getattr(self, k) is not None]
+        given = self.given("at", "every", "phrase", "merge")
         if len(given) > 1:
             raise ValueError(f"give one of at, every, phrase, merge (got {', '.join(given)})")
         if not given and self.empty is None:
@@ -69,11 +69,7 @@ class ResegmentConfig(FaultConfig):
         return self
 
 
-class ResegmentFault(Fault[ResegmentConfig]):
-    name = "resegment"
-    stage = "event"
-    Config = ResegmentConfig
-
+class ResegmentFault(Fault[ResegmentConfig], name="resegment", stage="event"):
     def __init__(self, config: ResegmentConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)

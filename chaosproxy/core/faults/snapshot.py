@@ -20,11 +20,7 @@ class SnapshotConfig(FaultConfig):
     """No parameters."""
 
 
-class SnapshotFault(Fault[SnapshotConfig]):
-    name = "snapshot"
-    stage = "event"
-    Config = SnapshotConfig
-
+class SnapshotFault(Fault[SnapshotConfig], name="snapshot", stage="event"):
     def __init__(self, config: SnapshotConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)

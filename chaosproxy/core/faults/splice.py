@@ -61,11 +61,7 @@ class SpliceConfig(FaultConfig):
         return known_kind(v)
 
 
-class SpliceFault(Fault[SpliceConfig]):
-    name = "splice"
-    stage = "event"
-    Config = SpliceConfig
-
+class SpliceFault(Fault[SpliceConfig], name="splice", stage="event"):
     def __init__(self, config: SpliceConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._target = config.after

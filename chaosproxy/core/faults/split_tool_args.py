@@ -108,11 +108,7 @@ class _Lexer:
             self.key_chars += 1
 
 
-class SplitToolArgsFault(Fault[SplitToolArgsConfig]):
-    name = "split_tool_args"
-    stage = "event"
-    Config = SplitToolArgsConfig
-
+class SplitToolArgsFault(Fault[SplitToolArgsConfig], name="split_tool_args", stage="event"):
     def __init__(self, config: SplitToolArgsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)
