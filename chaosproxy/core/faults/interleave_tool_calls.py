@@ -17,7 +17,7 @@ from typing import Annotated
 from pydantic import Field
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults._rewrite import Rewriter
+from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import CallRole, fragments_problem
 
@@ -90,9 +90,4 @@ class InterleaveToolCallsFault(
         return self._edit.reordered([ev for ev, _, _ in held], order)
 
     def skipped(self) -> str | None:
-        if self.applied:
-            return None
-        problem = fragments_problem(self.ctx.profile.name)
-        if problem:
-            return problem
-        return "no two parallel tool calls came"
+        return skip_reason(self, fragments_problem, lambda: "no two parallel tool calls came")

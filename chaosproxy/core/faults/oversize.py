@@ -100,6 +100,4 @@ class OversizeFault(Fault[OversizeConfig], name="oversize", stage="event"):
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        return (
-            f"after: {self.config.after} never reached: the stream had {self._anchor.seen} events"
-        )
+        return self._anchor.never_reached(f"after: {self.config.after}")

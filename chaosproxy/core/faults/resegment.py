@@ -25,7 +25,7 @@ from pydantic import Field, model_validator
 
 from chaosproxy.core import segment
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults._rewrite import Rewriter
+from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import Slot, text_problem
 
@@ -241,11 +241,9 @@ class ResegmentFault(Fault[ResegmentConfig], name="resegment", stage="event"):
     # ------------------------------------------------------------------ report
 
     def skipped(self) -> str | None:
-        if self.applied:
-            return None
-        problem = text_problem(self.ctx.profile.name)
-        if problem:
-            return problem
+        return skip_reason(self, text_problem, self._why_not)
+
+    def _why_not(self) -> str:
         if not self._deltas:
             return "no text delta came"
         cfg = self.config
