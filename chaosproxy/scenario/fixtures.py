@@ -16,9 +16,9 @@ from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from chaosproxy.core.faults.base import Duration
+from chaosproxy.core.faults.base import Duration, regex_compiles
 from chaosproxy.core.llm_request import RequestView
 from chaosproxy.core.regex import compile_search
 
@@ -49,17 +49,10 @@ class FixtureMatch(BaseModel):
     path: Annotated[str, Field(min_length=1)] | None = None
     model: Annotated[str, Field(min_length=1)] | None = None
     message: Annotated[str, Field(min_length=1)] | None = None
-    message_regex: Annotated[str, Field(min_length=1)] | None = None
+    message_regex: Annotated[str, Field(min_length=1), AfterValidator(regex_compiles)] | None = None
     tools: bool | Annotated[str, Field(min_length=1)] | list[str] | None = None
     tool_result: bool | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("message_regex")
-    @classmethod
-    def _regex_compiles(cls, v: str | None) -> str | None:
-        if v is not None:
-            compile_search(v)  # RegexRefused is a ValueError: a located message
-        return v
 
     @field_validator("headers", mode="before")
     @classmethod

@@ -218,12 +218,10 @@ class Rewriter:
 __all__ = ["Rewriter"]
 
 
-def skip_reason(
-    fault: Fault, problem: Callable[[str], str | None], why: Callable[[], str]
-) -> str | None:
+def skip_reason(fault: Fault, why: Callable[[], str]) -> str | None:
     """A content fault's :meth:`~Fault.skipped`: None once it applied; else why its
-    provider's streams cannot be rewritten (``problem``: ``text_problem`` or
-    ``fragments_problem``); else ``why()``, read from the fault's own state."""
+    provider's streams cannot be rewritten (its :meth:`~Fault.provider_problem`); else
+    ``why()``, read from the fault's own state."""
     if fault.applied:
         return None
-    return problem(fault.ctx.profile.name) or why()
+    return fault.provider_problem(fault.config, fault.ctx.profile.name) or why()

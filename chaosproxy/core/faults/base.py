@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -135,6 +136,17 @@ class FaultConfig(BaseModel):
             raise ValueError(f"give at least one of {', '.join(fields)}")
 
 
+def regex_compiles(pattern: str) -> str:
+    """``pattern``, once :func:`compile_search` took it (its refusal is a ValueError: a
+    located message)."""
+    compile_search(pattern)
+    return pattern
+
+
+#: A regular expression searched in text: refused at validation when it does not
+#: compile or is too costly to search (``core/regex.py``).
+SearchRegex = Annotated[str, AfterValidator(regex_compiles)]
+
 IntOrList = int | list[int]
 StrOrList = str | list[str]
 
@@ -147,18 +159,11 @@ class SelectorConfig(FaultConfig):
 
     kind: StrOrList | None = None
     type: StrOrList | None = None
-    match: str | None = None
+    match: SearchRegex | None = None
     nth: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] | None = None
     every: Annotated[int, Field(ge=1)] | None = None
     range: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
     probability: Annotated[float, Field(ge=0, le=1)] | None = None
-
-    @field_validator("match")
-    @classmethod
-    def _regex_compiles(cls, v: str | None) -> str | None:
-        if v is not None:
-            compile_search(v)  # RegexRefused is a ValueError: a located message
-        return v
 
     @field_validator("kind")
     @classmethod

@@ -90,4 +90,4 @@ class InterleaveToolCallsFault(
         return self._edit.reordered([ev for ev, _, _ in held], order)
 
     def skipped(self) -> str | None:
-        return skip_reason(self, fragments_problem, lambda: "no two parallel tool calls came")
+        return skip_reason(self, lambda: "no two parallel tool calls came")

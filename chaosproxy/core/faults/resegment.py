@@ -241,7 +241,7 @@ class ResegmentFault(Fault[ResegmentConfig], name="resegment", stage="event"):
     # ------------------------------------------------------------------ report
 
     def skipped(self) -> str | None:
-        return skip_reason(self, text_problem, self._why_not)
+        return skip_reason(self, self._why_not)
 
     def _why_not(self) -> str:
         if not self._deltas:

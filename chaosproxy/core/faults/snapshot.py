@@ -43,7 +43,7 @@ class SnapshotFault(Fault[SnapshotConfig], name="snapshot", stage="event"):
         return [self._edit.snapshot(ev, slot, running, self.ctx.profile.content(ev.frame))]
 
     def skipped(self) -> str | None:
-        return skip_reason(self, text_problem, self._why_not)
+        return skip_reason(self, self._why_not)
 
     def _why_not(self) -> str:
         if not self._running:

@@ -137,7 +137,7 @@ class SplitToolArgsFault(Fault[SplitToolArgsConfig], name="split_tool_args", sta
         return self._edit.pieces(ev, slot, pieces)
 
     def skipped(self) -> str | None:
-        return skip_reason(self, fragments_problem, self._why_not)
+        return skip_reason(self, self._why_not)
 
     def _why_not(self) -> str:
         if not self._fragments:
