@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,7 +25,7 @@ from chaosproxy.cli import build_parser, config_from
 from chaosproxy.config import Config
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server import RunningProxy, StartupError
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory, run_cli
 from tests.upstream import Script, ScriptedUpstream
 
 ADMIN = ("127.0.0.1", 0)
@@ -651,17 +650,6 @@ async def test_requests_filtered_by_scenario_and_limited(
     assert [r["request_id"] for r in body["requests"]] == ids["b"][-1:]
     _, body, _ = await call(proxy, "GET", "/requests?scenario=nope")
     assert body == {"requests": []}
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
 
 
 def test_serve_refuses_a_public_admin_without_a_token_in_one_line() -> None:

@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from chaosproxy.net import StartupError, listen, local_addresses
-from tests.test_cli import one_line_error, run
+from tests.conftest import run_cli
+from tests.test_cli import one_line_error
 
 #: An address no host has (TEST-NET-1, RFC 5737): binding it fails EADDRNOTAVAIL.
 ABSENT = "192.0.2.1"
@@ -92,9 +93,9 @@ def test_a_busy_port_names_the_flag_that_chose_it() -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        proxy = one_line_error(run("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
+        proxy = one_line_error(run_cli("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
         admin = one_line_error(
-            run("serve", "--listen", "127.0.0.1:0", "--admin", f"127.0.0.1:{port}")
+            run_cli("serve", "--listen", "127.0.0.1:0", "--admin", f"127.0.0.1:{port}")
         )
     assert proxy == (
         f"chaosproxy: error: cannot listen on 127.0.0.1:{port}: address already in use: "
