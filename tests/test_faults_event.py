@@ -75,8 +75,12 @@ class Run:
         return b"".join(self.data)
 
     @property
+    def events(self) -> list[Event]:
+        return [e for s in self.sends for e in s.events]
+
+    @property
     def ordinals(self) -> list[int]:
-        return [e.ordinal for s in self.sends for e in s.events]
+        return [e.ordinal for e in self.events]
 
     @property
     def faults(self) -> list[tuple[str, ...]]:

@@ -20,7 +20,7 @@ import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import aiohttp
@@ -227,6 +227,17 @@ class Client:
     has_start: bool
 
 
+OLLAMA_CHAT = Client(
+    "ollama-chat",
+    "ollama",
+    ollama_chat,
+    finish_is_terminal=True,
+    final=None,
+    abort_error=httpx.RemoteProtocolError,
+    error_raised=ollama.ResponseError,
+    has_start=False,
+)
+
 CLIENTS = [
     Client(
         "openai-chat",
@@ -269,26 +280,9 @@ CLIENTS = [
         error_raised=genai_errors.ServerError,
         has_start=False,
     ),
-    Client(
-        "ollama-chat",
-        "ollama",
-        ollama_chat,
-        finish_is_terminal=True,
-        final=None,
-        abort_error=httpx.RemoteProtocolError,
-        error_raised=ollama.ResponseError,
-        has_start=False,
-    ),
-    Client(
-        "ollama-generate",
-        "ollama",
-        ollama_generate,
-        finish_is_terminal=True,
-        final=None,
-        abort_error=httpx.RemoteProtocolError,
-        error_raised=ollama.ResponseError,
-        has_start=False,
-    ),
+    OLLAMA_CHAT,
+    # /api/generate: the same facts as /api/chat.
+    replace(OLLAMA_CHAT, name="ollama-generate", stream=ollama_generate),
 ]
 
 
