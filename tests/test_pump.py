@@ -279,6 +279,19 @@ class Body:
 THREE = b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
 
 
+def framed(faults: str) -> Session:
+    """A session under ``faults``, past a 200 SSE head: ready for its body."""
+    session = Session(
+        "r-1",
+        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
+        seed=1,
+        path="/s",
+    )
+    session.start(0.0)
+    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
+    return session
+
+
 @pytest.mark.parametrize(
     ("faults", "socket_writes", "batches"),
     [
@@ -302,14 +315,7 @@ THREE = b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
 async def test_the_events_of_one_read_leave_together_unless_a_fault_shapes_the_writes(
     faults: str, socket_writes: list[list[bytes]], batches: int
 ) -> None:
-    session = Session(
-        "r-1",
-        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
-        seed=1,
-        path="/s",
-    )
-    session.start(0.0)
-    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
+    session = framed(faults)
     transport = RecordingTransport()
     host = Host(session)
     pump = BodyPump(host, transport, None, Body([THREE]), chunked=True)  # type: ignore[arg-type]
@@ -331,18 +337,6 @@ class HoldingHost(Host):
     def hold_begin(self, seconds: float, fault: str) -> tuple[float, bool]:
         self.holds.append((seconds, fault))
         return seconds, False
-
-
-def framed(faults: str) -> Session:
-    session = Session(
-        "r-1",
-        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
-        seed=1,
-        path="/s",
-    )
-    session.start(0.0)
-    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    return session
 
 
 async def test_holds_are_timers_and_the_task_awaits_only_the_end() -> None:

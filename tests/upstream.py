@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
@@ -144,13 +145,30 @@ async def big_upstream() -> AsyncIterator[BigUpstream]:
         yield up
 
 
+class Handler(Protocol):
+    """An upstream written as one aiohttp handler, told its own base URL."""
+
+    url: str
+
+    async def handle(self, request: web.Request) -> web.StreamResponse: ...
+
+
+H = TypeVar("H", bound=Handler)
+
+
 @asynccontextmanager
-async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
-    upstream = ScriptedUpstream()
+async def serve_handler(upstream: H) -> AsyncIterator[H]:
+    """Serve ``upstream.handle`` for every method and path (see :func:`serve_app`)."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", upstream.handle)
     async with serve_app(app) as url:
         upstream.url = url
+        yield upstream
+
+
+@asynccontextmanager
+async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
+    async with serve_handler(ScriptedUpstream()) as upstream:
         yield upstream
 
 
