@@ -16,7 +16,15 @@ from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from chaosproxy.core.faults.base import Duration, regex_compiles
 from chaosproxy.core.llm_request import RequestView
@@ -31,6 +39,21 @@ SCENARIO_HEADER = "X-Chaos-Mock-Scenario"
 Finish = Literal["stop", "length", "tool_calls", "content_filter", "refusal"]
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
+
+
+def _null_is_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _lower_names(headers: dict[str, str]) -> dict[str, str]:
+    return {name.lower(): pattern for name, pattern in headers.items()}
+
+
+#: A ``match``'s ``headers:`` (a scenario's and a fixture's): header names, kept
+#: lower-cased, to ``fnmatch`` globs on their values; ``null`` is none.
+HeaderGlobs = Annotated[
+    dict[str, str], BeforeValidator(_null_is_empty), AfterValidator(_lower_names)
+]
 
 
 class FixtureMatch(BaseModel):
@@ -52,17 +75,7 @@ class FixtureMatch(BaseModel):
     message_regex: Annotated[str, Field(min_length=1), AfterValidator(regex_compiles)] | None = None
     tools: bool | Annotated[str, Field(min_length=1)] | list[str] | None = None
     tool_result: bool | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("headers", mode="before")
-    @classmethod
-    def _null_headers(cls, v: Any) -> Any:
-        return {} if v is None else v
-
-    @field_validator("headers")
-    @classmethod
-    def _lower_names(cls, v: dict[str, str]) -> dict[str, str]:
-        return {k.lower(): pattern for k, pattern in v.items()}
+    headers: HeaderGlobs = Field(default_factory=dict)
 
     def mismatch(self, path: str, request: RequestView, headers: Mapping[str, str]) -> str | None:
         """The first part that does not hold, as ``key``; None when all hold."""
