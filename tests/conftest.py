@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +53,14 @@ def run_cli(
     )
 
 
-async def start_serve(*args: str, cwd: Path = REPO) -> tuple[asyncio.subprocess.Process, str]:
+async def start_serve(
+    *args: str, cwd: Path = REPO, command: Sequence[str] = (sys.executable, "-m", "chaosproxy")
+) -> tuple[asyncio.subprocess.Process, str]:
     """``chaosproxy serve ARGS`` as a process (stdout dropped, stderr piped) and the first
-    line it wrote on stderr: its start-up line, or why it did not start."""
+    line it wrote on stderr: its start-up line, or why it did not start. ``command``
+    stands for ``chaosproxy`` (a script that starts it otherwise)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "serve", *args,
+        *command, "serve", *args,
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=asyncio.subprocess.DEVNULL,
@@ -87,6 +92,15 @@ async def stop_serve(proc: asyncio.subprocess.Process) -> str:
             proc.kill()
             await proc.wait()
     return stderr
+
+
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that a socket listens on, while the block runs."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield busy.getsockname()[1]
 
 
 def fixture_bytes(name: str) -> bytes:

@@ -58,6 +58,17 @@ async def get(url: str, **headers: str) -> tuple[aiohttp.ClientResponse, bytes]:
         return resp, await resp.read()
 
 
+async def streamed(proxy: RunningProxy, log_capture: LogCapture, n: int) -> list[str]:
+    """The ids of ``n`` requests for ``/v1/stream`` under scenario ``a``, one after the
+    other, each ended."""
+    ids = []
+    for _ in range(n):
+        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
+        ids.append(resp.headers["X-Chaos-Request-Id"])
+        await log_capture.wait_end(ids[-1])
+    return ids
+
+
 @pytest.fixture
 async def sse(upstream: ScriptedUpstream) -> str:
     upstream.route("/v1/stream", Script.events(SSE))
@@ -245,11 +256,7 @@ async def test_requests_recent_and_detail(
     make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
 ) -> None:
     proxy = await make_proxy(upstream=sse, scenarios={"a": RECHUNK % 6}, admin=ADMIN)
-    ids = []
-    for _ in range(3):
-        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
-        ids.append(resp.headers["X-Chaos-Request-Id"])
-        await log_capture.wait_end(ids[-1])
+    ids = await streamed(proxy, log_capture, 3)
 
     status, body, _ = await call(proxy, "GET", "/requests?limit=2")
     assert status == 200
@@ -285,11 +292,7 @@ async def test_request_history_and_frames_are_bounded(
     proxy = await make_proxy(
         upstream=sse, scenarios={"a": RECHUNK % 4}, admin=ADMIN, history=2, history_frames=3
     )
-    ids = []
-    for _ in range(3):
-        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
-        ids.append(resp.headers["X-Chaos-Request-Id"])
-        await log_capture.wait_end(ids[-1])
+    ids = await streamed(proxy, log_capture, 3)
     _, body, _ = await call(proxy, "GET", "/requests?limit=100")
     assert [r["request_id"] for r in body["requests"]] == ids[::-1][:2]
     status, _, _ = await call(proxy, "GET", f"/requests/{ids[0]}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from chaosproxy.cli import build_parser
 from chaosproxy.scenario import load_library
-from tests.conftest import LIBRARY, REPO, run_cli
+from tests.conftest import LIBRARY, REPO, busy_port, run_cli
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -56,10 +55,7 @@ def test_environment_variables_are_flags_too(variable: str, value: str) -> None:
 
 
 def test_a_port_in_use_is_one_line() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
+    with busy_port() as port:
         line = one_line_error(run_cli("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
     assert f"cannot listen on 127.0.0.1:{port}" in line
     assert "address already in use" in line

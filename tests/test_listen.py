@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from chaosproxy.net import StartupError, listen, local_addresses
-from tests.conftest import run_cli
+from tests.conftest import busy_port, run_cli
 from tests.test_cli import one_line_error
 
 #: An address no host has (TEST-NET-1, RFC 5737): binding it fails EADDRNOTAVAIL.
@@ -89,10 +89,7 @@ async def test_an_address_this_host_lacks_is_one_reason(
 
 
 def test_a_busy_port_names_the_flag_that_chose_it() -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
+    with busy_port() as port:
         proxy = one_line_error(run_cli("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
         admin = one_line_error(
             run_cli("serve", "--listen", "127.0.0.1:0", "--admin", f"127.0.0.1:{port}")

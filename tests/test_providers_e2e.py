@@ -227,17 +227,6 @@ class Client:
     has_start: bool
 
 
-OLLAMA_CHAT = Client(
-    "ollama-chat",
-    "ollama",
-    ollama_chat,
-    finish_is_terminal=True,
-    final=None,
-    abort_error=httpx.RemoteProtocolError,
-    error_raised=ollama.ResponseError,
-    has_start=False,
-)
-
 CLIENTS = [
     Client(
         "openai-chat",
@@ -280,10 +269,19 @@ CLIENTS = [
         error_raised=genai_errors.ServerError,
         has_start=False,
     ),
-    OLLAMA_CHAT,
-    # /api/generate: the same facts as /api/chat.
-    replace(OLLAMA_CHAT, name="ollama-generate", stream=ollama_generate),
+    Client(
+        "ollama-chat",
+        "ollama",
+        ollama_chat,
+        finish_is_terminal=True,
+        final=None,
+        abort_error=httpx.RemoteProtocolError,
+        error_raised=ollama.ResponseError,
+        has_start=False,
+    ),
 ]
+# /api/generate: the same facts as /api/chat.
+CLIENTS.append(replace(CLIENTS[-1], name="ollama-generate", stream=ollama_generate))
 
 
 def clients(*, has_start: bool | None = None) -> pytest.MarkDecorator:

@@ -14,7 +14,7 @@ from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
 from chaosproxy.server import StartupError
-from tests.conftest import LogCapture, ProxyFactory, fixture_bytes
+from tests.conftest import LogCapture, ProxyFactory, busy_port, fixture_bytes
 from tests.upstream import Script, ScriptedUpstream
 
 
@@ -293,12 +293,11 @@ async def test_content_length_is_kept_in_passthrough(
 
 
 async def test_port_in_use_is_a_startup_error(make_proxy: ProxyFactory) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        with pytest.raises(StartupError, match=f"cannot listen on 127.0.0.1:{port}"):
-            await make_proxy(listen=("127.0.0.1", port))
+    with (
+        busy_port() as port,
+        pytest.raises(StartupError, match=f"cannot listen on 127.0.0.1:{port}"),
+    ):
+        await make_proxy(listen=("127.0.0.1", port))
 
 
 async def _json(body: bytes) -> dict[str, object]:
