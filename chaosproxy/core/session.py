@@ -31,7 +31,7 @@ import enum
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import orjson
 
@@ -50,9 +50,13 @@ from chaosproxy.core.providers import (
     provider_for_event,
 )
 from chaosproxy.core.recent import RecentStreams, StreamRecord
+from chaosproxy.core.records import (
+    AnswerFields,
+    FrameFields,
+    Outcome,
+    ResponseEnd,
+)
 from chaosproxy.core.tenancy import ANONYMOUS
-
-Outcome = Literal["completed", "cut", "client_gone", "upstream_error", "shutdown", "proxy_error"]
 
 RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
 
@@ -301,7 +305,7 @@ class Session:
         self.content: StreamContent | None = None
         self._cut_how: str | None = None
         #: ``request`` when a request_cut ended it (the summary's ``stage``).
-        self._cut_stage: str | None = None
+        self._cut_stage: Literal["request"] | None = None
         self._upstream_ended = False
         #: The generation this response belongs to when it is one connection of an
         #: answer kept under ``resume:`` (else the response is its own generation).
@@ -636,7 +640,7 @@ class Session:
             ledger.add_sent(content.sent.trail)
         return ledger.state()
 
-    def _answer_fields(self, state: AnswerState) -> dict[str, Any]:
+    def _answer_fields(self, state: AnswerState) -> AnswerFields:
         """The ``answer`` object of the summary (only once ended)."""
         defect = self._defect
         if defect is None and self.content is not None:
@@ -699,7 +703,7 @@ class Session:
 
     # ------------------------------------------------------------------ accounting
 
-    def wrote(self, send: Send, now: float) -> dict[str, Any]:
+    def wrote(self, send: Send, now: float) -> FrameFields:
         """One write to the client is about to happen: account for it, and return
         the fields of its ``frame`` log line."""
         if self.phase in _NO_WRITES:
@@ -715,7 +719,7 @@ class Session:
             if gap > self._max_gap_ms:
                 self._max_gap_ms = gap
         self._last_write = now
-        line: dict[str, Any] = {
+        line: FrameFields = {
             "seq": self.frames,
             "offset": self.bytes,
             "size": size,
@@ -761,16 +765,21 @@ class Session:
     def _ms_since_start(self, now: float) -> float:
         return 0.0 if self._started is None else (now - self._started) * 1000.0
 
-    def summary(self, now: float) -> dict[str, Any]:
+    def summary(self, now: float) -> ResponseEnd:
         """The fields of the ``response_end`` line (only once ended)."""
         if not self.ended:
             raise SessionError(f"summary() before the end (phase {self.phase.name})")
-        line: dict[str, Any] = {
-            "outcome": self.outcome,
-            "status": self.status,
-            "bytes": self.bytes,
-            "frames": self.frames,
-        }
+        assert self.outcome is not None  # (set by the transition into ENDED)
+        # (a cast: duration_ms, required, comes later, in the order the line shows)
+        line = cast(
+            ResponseEnd,
+            {
+                "outcome": self.outcome,
+                "status": self.status,
+                "bytes": self.bytes,
+                "frames": self.frames,
+            },
+        )
         if self.content_type:
             line["content_type"] = self.content_type
         if self.content_encoding:
@@ -798,8 +807,9 @@ class Session:
         line["max_gap_ms"] = round(self._max_gap_ms, 3)
         line["duration_ms"] = round(self._ms_since_start(now), 3)
         content = self.content
-        if content is not None:
-            line["integrity"] = self.integrity
+        integrity = self.integrity
+        if content is not None and integrity is not None:  # (both, or neither: ended)
+            line["integrity"] = integrity
             line["content_integrity"] = content.content_integrity()
             line["text_sha256"] = {
                 "upstream": content.upstream.text_sha256,
@@ -819,6 +829,23 @@ class Session:
                 line["reason"] = self.reason
         elif self.outcome == "cut" and self.reason is not None:
             line["reason"] = self.reason  # a limit ended a fault's hold
+        return line
+
+    def watchdog_summary(self, duration_ms: float) -> ResponseEnd:
+        """The ``response_end`` fields of a request the exiting process's watchdog ends
+        (``shutdown``, ``reason: watchdog``): only what is known at once, from another
+        thread (nothing here changes; the content is not compared: no time). A framed
+        body is ``broken``: never a clean end."""
+        line: ResponseEnd = {
+            "outcome": "shutdown",
+            "status": self.status,
+            "bytes": self.bytes,
+            "frames": self.frames,
+            "duration_ms": round(duration_ms, 3),
+            "reason": "watchdog",
+        }
+        if self.framed:
+            line["integrity"] = "broken"
         return line
 
     @property
