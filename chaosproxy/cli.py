@@ -272,9 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from chaosproxy.explore import add_parser as add_explore_parser
     from chaosproxy.matrix import add_parser as add_matrix_parser
+    from chaosproxy.schema import add_parser as add_schema_parser
 
     add_matrix_parser(sub)
     add_explore_parser(sub)
+    add_schema_parser(sub)
     return parser
 
 
@@ -290,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "matrix": cmd_matrix,
         "explore": cmd_explore,
         "report": cmd_report,
+        "schema": cmd_schema,
     }[args.command]
     try:
         return command(args)
@@ -731,6 +734,12 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from chaosproxy.explore import cmd_explore as run
 
     return run(args)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from chaosproxy.schema import command
+
+    return command(args)
 
 
 # ---------------------------------------------------------------------------- validate
