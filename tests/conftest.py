@@ -14,7 +14,7 @@ from chaosproxy.scenario import parse_scenario
 from chaosproxy.server import RunningProxy, start_proxy
 from tests.upstream import ScriptedUpstream, scripted_upstream
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.logcheck"]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The built-in scenario library, as shipped in the package.
