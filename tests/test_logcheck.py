@@ -11,6 +11,8 @@ from chaosproxy.logs import COPY_ENV, FrameLog
 from tests.logcheck import LineValidator, invalid_lines
 
 REPO = Path(__file__).resolve().parents[1]
+#: The inner run loads the check alone (not the package's own pytest plugin: not needed).
+PLUGINS = ("-p", "tests.logcheck", "-p", "no:randomly", "-p", "no:chaosproxy")
 
 FRAME = {
     "request_id": "r-1",
@@ -84,7 +86,7 @@ def test_a_run_that_logs_an_invalid_line_fails(
             log.info("frame", seq=0, size=5, t_ms=1.5)
         """
     )
-    result = pytester.runpytest_subprocess("-p", "tests.logcheck", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess(*PLUGINS)
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
@@ -110,6 +112,6 @@ def test_a_run_whose_lines_all_validate_passes(
             log.frame({"seq": 0, "offset": 0, "size": 5, "t_ms": 1.5})
         """
     )
-    result = pytester.runpytest_subprocess("-p", "tests.logcheck", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess(*PLUGINS)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["logcheck: 1 frame-log lines valid"])
