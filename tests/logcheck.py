@@ -1,7 +1,7 @@
 """Every frame-log line the test suite produces validates against the shipped schema.
 
 A pytest plugin (tests/conftest.py loads it). At the start of a run it points
-``CHAOSPROXY_LOG_COPY`` (:data:`chaosproxy.logs.COPY_ENV`) at a fresh directory: every
+``CHAOSPROXY_LOG_COPY`` (:data:`chaosproxy.observe.logs.COPY_ENV`) at a fresh directory: every
 frame log made then, in this process, in pytest-xdist's workers and in the proxies the
 tests start as subprocesses (``serve --log FILE`` and all: they inherit the
 environment), copies each line it logs, whatever its level, to ``<pid>.jsonl`` there.
@@ -26,12 +26,14 @@ import jsonschema
 import orjson
 import pytest
 
-from chaosproxy.logs import COPY_ENV
-from chaosproxy.schema import shipped
+from chaosproxy.observe.logs import COPY_ENV
+from chaosproxy.tools.schema import shipped
 
 _DIRECTORY = pytest.StashKey[Path]()
 #: The variable's value before the run (a run inside a run: pytester), put back after.
 _BEFORE = pytest.StashKey[str | None]()
+#: What the check found (its message, and whether it failed), said in the summary.
+_MESSAGE = pytest.StashKey[tuple[str, bool]]()
 
 
 @dataclass(frozen=True)
@@ -123,16 +125,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     else:
         os.environ[COPY_ENV] = before
     invalid = next(invalid_lines(directory), None)
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
     if invalid is None:
         count = count_lines(directory)
         shutil.rmtree(directory, ignore_errors=True)
-        if reporter is not None:
-            reporter.write_line(f"logcheck: {count} frame-log lines valid")
+        config.stash[_MESSAGE] = (f"logcheck: {count} frame-log lines valid", False)
         return
-    message = f"logcheck: {invalid} (all copies kept in {directory})"
-    if reporter is not None:
-        reporter.write_line(message, red=True)
-    else:
-        print(message)
+    config.stash[_MESSAGE] = (f"logcheck: {invalid} (all copies kept in {directory})", True)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The verdict, said in the summary: on a line of its own (under pytest-xdist the
+    progress line is not ended before the session's end)."""
+    message = terminalreporter.config.stash.get(_MESSAGE, None)
+    if message is not None:
+        del terminalreporter.config.stash[_MESSAGE]
+        terminalreporter.write_line(message[0], red=message[1])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    message = config.stash.get(_MESSAGE, None)  # (no summary was shown)
+    if message is not None:
+        print(message[0])

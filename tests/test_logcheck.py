@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from chaosproxy.logs import COPY_ENV, FrameLog
+from chaosproxy.observe.logs import COPY_ENV, FrameLog
 from tests.logcheck import LineValidator, invalid_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,13 +69,15 @@ def test_invalid_lines_are_found_in_order_with_their_place(tmp_path: Path) -> No
     assert found[1].reason.startswith("not JSON: ")
 
 
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["serial", "xdist"])
 def test_a_run_that_logs_an_invalid_line_fails(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: str
 ) -> None:
+    """Under pytest-xdist too: the workers' lines are checked by the controller."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # (this checkout's chaosproxy and tests)
     pytester.makepyfile(
         test_lines="""
-        from chaosproxy.logs import FrameLog
+        from chaosproxy.observe.logs import FrameLog
 
         def test_a_valid_line():
             log = FrameLog(None).for_request(request_id="r-1", scenario=None)
@@ -86,12 +88,12 @@ def test_a_run_that_logs_an_invalid_line_fails(
             log.info("frame", seq=0, size=5, t_ms=1.5)
         """
     )
-    result = pytester.runpytest_subprocess(*PLUGINS)
+    result = pytester.runpytest_subprocess(*PLUGINS, "-n", workers)
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "logcheck: frame-log line *.jsonl:2 does not validate against "
+            "logcheck: frame-log line *.jsonl:* does not validate against "
             "chaosproxy/schemas/log.schema.json: frame: the line: 'offset' is a required "
             "property",
             '  {"request_id":"r-2",*',
@@ -105,7 +107,7 @@ def test_a_run_whose_lines_all_validate_passes(
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(
         test_lines="""
-        from chaosproxy.logs import FrameLog
+        from chaosproxy.observe.logs import FrameLog
 
         def test_a_valid_line():
             log = FrameLog(None).for_request(request_id="r-1", scenario=None)

@@ -5,7 +5,7 @@ metrics, traces, the report, verdicts, replay and users' own tools read it. Each
 of line the proxy writes has one ``TypedDict`` here, so that the code that builds a
 line and the code that reads it agree on its keys (mypy holds both to them), and the
 JSON Schema shipped with the package (``chaosproxy schema log``) is generated from
-these same types (:mod:`chaosproxy.schema`).
+these same types (:mod:`chaosproxy.tools.schema`).
 
 A line is what the proxy logs plus the fields the log adds: ``event`` (the kind),
 ``ts`` (ISO 8601 UTC, milliseconds) and the request's bound fields (``request_id`` and

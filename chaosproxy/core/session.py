@@ -1,6 +1,6 @@
 """One request through the proxy: the facade the I/O shell talks to.
 
-The I/O shell (:mod:`chaosproxy.exchange`, :mod:`chaosproxy.pump`) tells a
+The I/O shell (:mod:`chaosproxy.server.exchange`, :mod:`chaosproxy.server.pump`) tells a
 :class:`Session` what happened — the request cannot be served, the upstream's head
 arrived, a read of its body, its end or failure, the client left, the proxy is
 stopping, a bug of ours — and carries out what the session returns. Time is data: every

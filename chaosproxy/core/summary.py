@@ -12,14 +12,16 @@ not end in time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Sequence
+from typing import Literal, Protocol, cast
 
 from chaosproxy.core.answer import AnswerState
-from chaosproxy.core.pipeline import fault_summary
-from chaosproxy.core.records import AnswerFields, FrameFields, ResponseEnd
-
-if TYPE_CHECKING:
-    from chaosproxy.core.session import Session
+from chaosproxy.core.body import BodyPath
+from chaosproxy.core.faults import Fault
+from chaosproxy.core.frames import Format
+from chaosproxy.core.integrity import StreamContent
+from chaosproxy.core.pipeline import Pipeline, fault_summary
+from chaosproxy.core.records import AnswerFields, FrameFields, Integrity, Outcome, ResponseEnd
 
 RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
 
@@ -69,7 +71,58 @@ class Tally:
         return 0.0 if self.started is None else (now - self.started) * 1000.0
 
 
-def response_end(s: Session, now: float) -> ResponseEnd:
+class SessionParts(Protocol):
+    """What a summary reads of its session (:class:`chaosproxy.core.session.Session`,
+    which imports this module: a protocol, so that the two do not import each other)."""
+
+    @property
+    def outcome(self) -> Outcome | None: ...
+    @property
+    def tally(self) -> Tally: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def content_type(self) -> str | None: ...
+    @property
+    def content_encoding(self) -> str | None: ...
+    @property
+    def run(self) -> object | None:
+        """The scenario whose faults apply (None: none)."""
+        ...
+
+    @property
+    def faults(self) -> Sequence[Fault]: ...
+    @property
+    def head(self) -> object | None:
+        """The response head, once decided."""
+        ...
+
+    @property
+    def body(self) -> BodyPath | None: ...
+    @property
+    def pipeline(self) -> Pipeline | None: ...
+    @property
+    def content(self) -> StreamContent | None: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def format(self) -> Format: ...
+    @property
+    def framed(self) -> bool: ...
+    @property
+    def integrity(self) -> Integrity | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def cut_how(self) -> str | None: ...
+    @property
+    def cut_stage(self) -> Literal["request"] | None: ...
+    def answer(self) -> AnswerState | None: ...
+
+
+def response_end(s: SessionParts, now: float) -> ResponseEnd:
     """The fields of the ``response_end`` line of ``s``, ended."""
     outcome = s.outcome
     assert outcome is not None  # (set by the transition into ENDED)
@@ -131,7 +184,7 @@ def response_end(s: Session, now: float) -> ResponseEnd:
     return line
 
 
-def answer_fields(s: Session, state: AnswerState) -> AnswerFields:
+def answer_fields(s: SessionParts, state: AnswerState) -> AnswerFields:
     """The ``answer`` object of the summary of ``s``, ended: whether this connection
     was sound, else its first defect."""
     body = s.body
@@ -156,7 +209,7 @@ def answer_fields(s: Session, state: AnswerState) -> AnswerFields:
     return state.fields(sound=defect is None, defect=defect)
 
 
-def watchdog_end(s: Session, duration_ms: float) -> ResponseEnd:
+def watchdog_end(s: SessionParts, duration_ms: float) -> ResponseEnd:
     """The ``response_end`` fields of a request the exiting process's watchdog ends
     (``shutdown``, ``reason: watchdog``): only what is known at once, from another
     thread (nothing changes; the content is not compared: no time). A framed body is
@@ -174,4 +227,11 @@ def watchdog_end(s: Session, duration_ms: float) -> ResponseEnd:
     return line
 
 
-__all__ = ["RAW_SKIP_REASON", "Tally", "answer_fields", "response_end", "watchdog_end"]
+__all__ = [
+    "RAW_SKIP_REASON",
+    "SessionParts",
+    "Tally",
+    "answer_fields",
+    "response_end",
+    "watchdog_end",
+]
