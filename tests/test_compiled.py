@@ -268,7 +268,7 @@ def test_structlogs_bound_logger_writes_through_the_sink(tmp_path: Path) -> None
     """The lines other than ``frame`` go through structlog's bound logger, which calls
     the sink's ``info``."""
     log = FrameLog.open(str(tmp_path / "log.jsonl"), fmt="json")
-    log.for_request(request_id="r-1", scenario=None).info("request", method="GET")
+    log.for_request(request_id="r-1", scenario=None).info("request", seed=1, method="GET", path="/")
     log.close()
     (line,) = (tmp_path / "log.jsonl").read_bytes().splitlines()
     assert b'"event":"request"' in line and b'"method":"GET"' in line

@@ -249,9 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from chaosproxy.tools.explore import add_parser as add_explore_parser
     from chaosproxy.tools.matrix import add_parser as add_matrix_parser
+    from chaosproxy.tools.schema import add_parser as add_schema_parser
 
     add_matrix_parser(sub)
     add_explore_parser(sub)
+    add_schema_parser(sub)
     return parser
 
 
@@ -267,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "matrix": cmd_matrix,
         "explore": cmd_explore,
         "report": cmd_report,
+        "schema": cmd_schema,
     }[args.command]
     try:
         return command(args)
@@ -482,6 +485,12 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from chaosproxy.tools.explore import cmd_explore as run
 
     return run(args)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from chaosproxy.tools.schema import command
+
+    return command(args)
 
 
 # ---------------------------------------------------------------------------- validate

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.providers import Profile
@@ -37,7 +36,7 @@ from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, Piece
 #: what the event means (its :class:`~chaosproxy.core.providers.base.Piece`).
 Trail = list[tuple[str | None, Piece]]
 
-AnswerContent = Literal["intact", "altered", "incomplete"]
+from chaosproxy.core.records import AnswerContent, AnswerFields  # noqa: E402
 
 
 def text_sha256(text: str) -> str:
@@ -146,7 +145,7 @@ class AnswerState:
     def prefix(self) -> bool:
         return self.sent.is_prefix_of(self.clean)
 
-    def fields(self, *, sound: bool, defect: str | None) -> dict[str, Any]:
+    def fields(self, *, sound: bool, defect: str | None) -> AnswerFields:
         """The ``answer`` object of a ``response_end`` line: ``sound`` and ``defect``
         say how the connection that ends now went (see ``Session``)."""
         return {

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from chaosproxy.core.answer import Ledger, piece_of
 from chaosproxy.core.faults.base import Duration
@@ -65,6 +65,20 @@ ByteSize = Annotated[
     BeforeValidator(parse_bytes),
     PlainSerializer(int, return_type=int, when_used="json"),
     Field(ge=1, strict=True),
+    # What a scenario file may give (the scenario JSON Schema): bytes, or a unit.
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {
+                    "type": "string",
+                    "pattern": r"^\s*\d+\s*([bB]|[kKmMgG][iI][bB]|[kKmM][bB])?\s*$",
+                },
+            ],
+            "description": "bytes, or a string with a unit: 512KiB, 4MiB, 100kB",
+        },
+        mode="validation",
+    ),
 ]
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol, get_args
 
 import orjson
 
@@ -36,23 +36,11 @@ from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, Piece
-
-Integrity = Literal["intact", "altered", "incomplete", "broken"]
-SideName = Literal["upstream", "sent"]
+from chaosproxy.core.records import Integrity, Rule, ViolationFields
+from chaosproxy.core.records import Side as SideName
 
 #: Every rule of the contract monitor, in the order of the docs.
-RULES = (
-    "terminal_missing",
-    "terminal_twice",
-    "after_terminal",
-    "duplicate_id",
-    "invalid_json",
-    "tool_args_invalid",
-    "stream_changed",
-    "sequence_gap",
-    "sequence_repeat",
-    "sequence_backwards",
-)
+RULES: tuple[Rule, ...] = get_args(Rule)
 
 #: At most this many violations are recorded per side (a stream that breaks a rule on
 #: every event would otherwise log one line per event).
@@ -67,12 +55,12 @@ class Violation:
     """One breach of the stream contract: ``rule`` at event ``at_event`` of ``side``."""
 
     side: SideName
-    rule: str
+    rule: Rule
     #: 1-based ordinal of the event on its side (``terminal_missing``: the last event,
     #: 0 when there was none).
     at_event: int
 
-    def fields(self) -> dict[str, object]:
+    def fields(self) -> ViolationFields:
         """The fields of its ``violation`` log line."""
         return {"side": self.side, "rule": self.rule, "at_event": self.at_event}
 
@@ -393,7 +381,7 @@ class Side:
                     self._max_seq = seq
                 self._last_seq = seq
 
-    def _breach(self, rule: str, n: int) -> None:
+    def _breach(self, rule: Rule, n: int) -> None:
         if len(self.violations) < MAX_VIOLATIONS:
             self.violations.append(Violation(self.name, rule, n))
 

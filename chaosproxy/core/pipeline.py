@@ -20,6 +20,7 @@ from chaosproxy.core.faults.base import Fault, SelectingFault, Stream
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
 from chaosproxy.core.providers import Profile
+from chaosproxy.core.records import SkippedFault
 
 _NO_KINDS: frozenset[str] = frozenset()
 _RAW_KINDS = frozenset({"other"})
@@ -247,15 +248,15 @@ class Pipeline:
 
     # ------------------------------------------------------------------ report
 
-    def summary(self) -> tuple[dict[str, int], list[dict[str, object]]]:
+    def summary(self) -> tuple[dict[str, int], list[SkippedFault]]:
         """``faults_applied`` (name → count) and ``faults_skipped`` for the log."""
         return fault_summary(self.faults)
 
 
-def fault_summary(faults: Sequence[Fault]) -> tuple[dict[str, int], list[dict[str, object]]]:
+def fault_summary(faults: Sequence[Fault]) -> tuple[dict[str, int], list[SkippedFault]]:
     """``faults_applied`` (name → count) and ``faults_skipped`` of a request's faults."""
     applied: dict[str, int] = {}
-    skipped: list[dict[str, object]] = []
+    skipped: list[SkippedFault] = []
     for fault in faults:
         if fault.applied:
             applied[fault.name] = applied.get(fault.name, 0) + fault.applied

@@ -27,13 +27,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from chaosproxy.core.answer import text_sha256
-
-Verdict = Literal[
-    "detected", "silent_corruption", "tolerated", "false_alarm", "hung", "not_exercised"
-]
+from chaosproxy.core.records import Verdict
 
 #: Every verdict, from the worst a CI gate can find to the best.
 VERDICTS: tuple[Verdict, ...] = (

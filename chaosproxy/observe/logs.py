@@ -33,6 +33,8 @@ from typing import IO, Any, Literal
 import orjson
 import structlog
 
+from chaosproxy.core.records import FrameContent, FrameFields
+
 # Re-exported: the masking the frame log applies is part of what it promises.
 from chaosproxy.core.redact import SECRET_PARAMS as SECRET_PARAMS
 from chaosproxy.core.redact import redact_path as redact_path
@@ -145,13 +147,13 @@ Observer = Callable[[dict[str, Any]], None]
 #: observer for a frame line, with the request's bound fields, the write's fields (the
 #: line is ``{**context, **fields, "event": "frame", "ts": …}``) and the line's JSON text
 #: (``orjson.dumps(line)`` and a newline). No dict of the line is made for it.
-FrameJsonObserver = Callable[[dict[str, Any], dict[str, Any], bytes], None]
+FrameJsonObserver = Callable[[dict[str, Any], FrameFields, bytes], None]
 #: An observer's optional ``frames_json(context, fields, texts)``: called instead of the
 #: observer for the frame lines of one batch of writes (the events of one upstream
 #: read), with the request's bound fields, each write's fields (its line is
 #: ``{**context, **fields[i], "event": "frame", "ts": …}``) and each line's JSON text
 #: (``orjson.dumps(line)`` and a newline). No dict of a line is made for it.
-FramesJsonObserver = Callable[[dict[str, Any], list[dict[str, Any]], list[bytes]], None]
+FramesJsonObserver = Callable[[dict[str, Any], list[FrameFields], list[bytes]], None]
 
 
 def json_prefix(context: dict[str, Any]) -> bytes:
@@ -160,7 +162,7 @@ def json_prefix(context: dict[str, Any]) -> bytes:
     return orjson.dumps(context)[:-1]
 
 
-def frame_text(prefix: bytes, fields: dict[str, Any], ts: bytes) -> bytes:
+def frame_text(prefix: bytes, fields: FrameFields, ts: bytes) -> bytes:
     """``orjson.dumps({**context, **fields, "event": "frame", "ts": ts})`` and a newline,
     from ``json_prefix(context)`` and ``ts`` as ASCII bytes, without making that dict:
     the same bytes when no key of ``fields`` is in ``context`` (a frame line's are not)
@@ -303,6 +305,9 @@ class FrameLog:
         self._render = renderer
         self._frames_out = level == "frames"
         self._update_frame_calls()
+        copy_to = os.environ.get(COPY_ENV, "")
+        if copy_to:
+            self.add_observer(LineCopy(copy_to))
 
     @classmethod
     def open(
@@ -395,7 +400,7 @@ class FrameLog:
         ``scenario``) first."""
         return RequestLog(self, bound)
 
-    def _frame(self, context: dict[str, Any], fields: dict[str, Any], prefix: bytes) -> None:
+    def _frame(self, context: dict[str, Any], fields: FrameFields, prefix: bytes) -> None:
         # What structlog's bound logger does for ``info("frame", **fields)`` with the
         # processors above, without its generic steps (keyword packing, interpolation,
         # dispatch): the same dict, in the same key order, the same bytes.
@@ -429,7 +434,7 @@ class FrameLog:
             else:
                 self._sink.msg(render(self._sink, "info", line))
 
-    def _frames(self, context: dict[str, Any], fields: list[dict[str, Any]], prefix: bytes) -> None:
+    def _frames(self, context: dict[str, Any], fields: list[FrameFields], prefix: bytes) -> None:
         # What structlog's bound logger does for ``info("frame", **f)`` for each ``f`` of
         # ``fields`` with the processors above, without its generic steps (keyword
         # packing, interpolation, dispatch): the same dicts, in the same key order, the
@@ -529,11 +534,11 @@ class RequestLog:
     def bind(self, **more: Any) -> RequestLog:
         return RequestLog(self._log, {**self._context, **more})
 
-    def frame(self, fields: dict[str, Any]) -> None:
+    def frame(self, fields: FrameFields) -> None:
         """Log the ``frame`` line of one write with these fields (not kept)."""
         self._log._frame(self._context, fields, self._prefix)
 
-    def frames(self, fields: list[dict[str, Any]]) -> None:
+    def frames(self, fields: list[FrameFields]) -> None:
         """Log the ``frame`` lines of several writes made together (one upstream read's
         events), with these fields each (not kept), in one write to the log."""
         if fields:
@@ -554,6 +559,36 @@ def _fast_call(observer: Observer) -> Observer:
     return observer
 
 
+#: The variable that makes every frame log of a process (and of the processes it
+#: starts) copy each line it logs, whatever its level, to ``<DIR>/<pid>.jsonl``: how the
+#: test suite checks every line it makes against the shipped JSON Schema
+#: (tests/logcheck.py). Unset in production: no cost.
+COPY_ENV = "CHAOSPROXY_LOG_COPY"
+
+
+class LineCopy:
+    """The observer :data:`COPY_ENV` adds: appends each line, as JSON, to the file of
+    the process that logs it (one file a process, shared by its logs, looked up per
+    line: a forked worker writes its own)."""
+
+    __slots__ = ("_directory",)
+
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
+
+    def __call__(self, line: dict[str, Any]) -> None:
+        key = (self._directory, os.getpid())
+        out = _COPIES.get(key)
+        if out is None:
+            path = os.path.join(self._directory, f"{key[1]}.jsonl")
+            out = _COPIES[key] = open(path, "ab", buffering=0)  # noqa: SIM115 (kept open)
+        out.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+
+
+#: The open copy file of each (directory, process).
+_COPIES: dict[tuple[str, int], IO[bytes]] = {}
+
+
 def _isatty(stream: IO[bytes] | None) -> bool:
     try:
         return stream is not None and stream.isatty()
@@ -569,7 +604,7 @@ class _NullStream:
         pass
 
 
-def content_fields(data: bytes) -> dict[str, str]:
+def content_fields(data: bytes) -> FrameContent:
     """The payload fields a frame line carries with ``--log-content``."""
     return {
         "data": data.decode("utf-8", "replace"),

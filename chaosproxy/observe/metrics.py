@@ -12,7 +12,7 @@ not metrics): Prometheus expects them to only grow.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -23,6 +23,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from chaosproxy.core.records import FrameFields
 from chaosproxy.observe.metrics_collector import Counted, GuardCollector, SentCollector
 from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
 
@@ -116,7 +117,7 @@ class Metrics:
             registry=r,
         )
 
-    def frame_json(self, context: dict[str, Any], fields: dict[str, Any], text: bytes) -> None:
+    def frame_json(self, context: dict[str, Any], fields: FrameFields, text: bytes) -> None:
         """A ``frame`` line, from its parts (the frame log's hook: no dict of the line)."""
         scenario = context.get("scenario") or NO_SCENARIO
         sent = self._sent.get(scenario)
@@ -126,7 +127,7 @@ class Metrics:
         sent[1] += fields.get("size", 0)
 
     def frames_json(
-        self, context: dict[str, Any], fields: list[dict[str, Any]], texts: list[bytes]
+        self, context: dict[str, Any], fields: list[FrameFields], texts: list[bytes]
     ) -> None:
         """A batch of ``frame`` lines, from their parts (the frame log's hook: no dict
         of a line)."""
@@ -141,7 +142,8 @@ class Metrics:
     def __call__(self, line: dict[str, Any]) -> None:
         event = line.get("event")
         if event == "frame":
-            self.frame_json(line, line, b"")  # the line holds its context and fields
+            # (the line holds its context and its fields)
+            self.frame_json(line, cast(FrameFields, line), b"")
         elif event == "request":
             self.in_flight.inc()
             for what in line.get("client_choices_ignored") or ():

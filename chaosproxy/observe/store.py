@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from chaosproxy.core.records import FrameFields
 from chaosproxy.core.verdict import chain
 from chaosproxy.observe.journal import Criteria, RequestEntry, matches
 
@@ -152,7 +153,7 @@ class RequestStore:
         if record is not None:
             record.request = entry
 
-    def frame_json(self, context: dict[str, Any], fields: dict[str, Any], text: bytes) -> None:
+    def frame_json(self, context: dict[str, Any], fields: FrameFields, text: bytes) -> None:
         """The same as calling it with a ``frame`` line, given the parts the line is made
         of and its JSON text and a newline (the frame log makes it once, for itself and
         for this store; no dict of the line is made)."""
@@ -170,7 +171,7 @@ class RequestStore:
             self._keep(record, record.frames, orjson.loads(text), text)
 
     def frames_json(
-        self, context: dict[str, Any], fields: list[dict[str, Any]], texts: list[bytes]
+        self, context: dict[str, Any], fields: list[FrameFields], texts: list[bytes]
     ) -> None:
         """The same as calling it with each ``frame`` line of a batch, given the parts
         the lines are made of and their JSON texts, each with a newline (the frame log

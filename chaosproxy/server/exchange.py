@@ -398,7 +398,8 @@ class Exchange:
             if any(u is not None for u in upstream_ids):
                 line["upstream_ids"] = upstream_ids
         if self._content:
-            line.update(content_fields(send.data))
+            content = content_fields(send.data)
+            line["data"], line["raw"] = content["data"], content["raw"]
         self.log.frame(line)
 
     def log_frames(self, sends: list[Send], now: float) -> None:
@@ -415,7 +416,8 @@ class Exchange:
                         line["upstream_ids"] = upstream_ids
         if self._content:
             for send, line in zip(sends, lines, strict=True):
-                line.update(content_fields(send.data))
+                content = content_fields(send.data)
+                line["data"], line["raw"] = content["data"], content["raw"]
         self.log.frames(lines)
 
     async def sleep(self, seconds: float, fault: str = "") -> None:
@@ -506,7 +508,7 @@ class Exchange:
             session = self.session
             if not session.ended:  # every path above ends it: a guard against a bug
                 session.internal_error("internal error: the request ended without an outcome")
-            line: dict[str, Any] = session.summary(time.monotonic())
+            line = session.summary(time.monotonic())
             for violation in session.violations():
                 self.log.info("violation", **violation.fields())
             self.log.info("response_end", **line)
@@ -521,16 +523,6 @@ class Exchange:
         if self._end_logged:
             return False
         self._end_logged = True
-        session = self.session
-        line: dict[str, Any] = {
-            "outcome": "shutdown",
-            "status": session.status,
-            "bytes": session.bytes,
-            "frames": session.frames,
-            "duration_ms": round((time.monotonic() - self._began) * 1000.0, 3),
-            "reason": "watchdog",
-        }
-        if session.framed:
-            line["integrity"] = "broken"  # never a clean end
+        line = self.session.watchdog_summary((time.monotonic() - self._began) * 1000.0)
         self.log.info("response_end", **line)
         return True

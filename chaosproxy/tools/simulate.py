@@ -25,6 +25,7 @@ from chaosproxy.core.actions import (
 )
 from chaosproxy.core.frames import Format
 from chaosproxy.core.providers import PROVIDER_NAMES
+from chaosproxy.core.records import SkippedFault
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import Scenario
 
@@ -37,7 +38,7 @@ class Simulation:
     #: (virtual time in seconds, action), in order.
     actions: list[tuple[float, Action | HttpAction]] = field(default_factory=list)
     applied: dict[str, int] = field(default_factory=dict)
-    skipped: list[dict[str, object]] = field(default_factory=list)
+    skipped: list[SkippedFault] = field(default_factory=list)
     #: How many of the first ``actions`` came from the HTTP stage (before the response
     #: headers: a held header, a canned status, a cut before any byte).
     http_actions: int = 0
@@ -190,6 +191,6 @@ def simulate(
         sim.format = session.format
         sim.provider = session.provider
     summary = session.summary(now)
-    sim.summary = summary
-    sim.applied, sim.skipped = summary["faults_applied"], summary["faults_skipped"]
+    sim.summary = dict(summary)
+    sim.applied, sim.skipped = summary["faults_applied"], summary["faults_skipped"]  # (a scenario)
     return sim

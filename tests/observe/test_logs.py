@@ -18,6 +18,11 @@ from hypothesis import strategies as st
 from chaosproxy.observe import logs
 from chaosproxy.observe.logs import FrameLog, redact_path, redact_text, redact_url
 
+#: The least a line of each kind carries (the shipped schema requires it: tests/logcheck.py).
+REQUEST = {"seed": 1, "method": "GET", "path": "/"}
+FRAME = {"seq": 0, "offset": 0, "size": 1, "t_ms": 0.0}
+RESPONSE_END = {"outcome": "completed", "status": 200, "bytes": 0, "frames": 0, "duration_ms": 0.0}
+
 TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 
@@ -33,15 +38,15 @@ def test_json_lines_carry_the_bound_request_and_render_to_bytes() -> None:
     rendered = _lines(log)
     bound = log.for_request(request_id="r-1", scenario="dup")
     bound.info("frame", seq=0, offset=0, size=5, t_ms=1.5)
-    bound.info("response_end", outcome="completed", bytes=5)
+    bound.info("response_end", outcome="completed", status=200, bytes=5, frames=1, duration_ms=2.0)
     log.flush()
     parsed = [orjson.loads(line) for line in out.getvalue().splitlines()]
     assert all(TS.fullmatch(line.pop("ts")) for line in parsed)
     assert parsed == [
         {"request_id": "r-1", "scenario": "dup", "seq": 0, "offset": 0, "size": 5, "t_ms": 1.5,
          "event": "frame"},
-        {"request_id": "r-1", "scenario": "dup", "outcome": "completed", "bytes": 5,
-         "event": "response_end"},
+        {"request_id": "r-1", "scenario": "dup", "outcome": "completed", "status": 200,
+         "bytes": 5, "frames": 1, "duration_ms": 2.0, "event": "response_end"},
     ]  # fmt: skip
     assert b"".join(rendered) == out.getvalue()
     assert not log.pretty
@@ -52,7 +57,9 @@ def test_pretty_format_uses_the_console_renderer_and_keeps_observed_dicts_intact
     log = FrameLog(out, fmt="pretty")
     observed: list[dict[str, Any]] = []
     log.add_observer(observed.append)
-    log.for_request(request_id="r-9", scenario=None).info("frame", seq=3, size=12)
+    log.for_request(request_id="r-9", scenario=None).info(
+        "frame", seq=3, offset=0, size=12, t_ms=0.5
+    )
     text = out.getvalue().decode()
     assert log.pretty
     assert text.startswith("frame")
@@ -63,7 +70,15 @@ def test_pretty_format_uses_the_console_renderer_and_keeps_observed_dicts_intact
     # ConsoleRenderer pops keys from what it renders; observers keep the whole line.
     assert TS.fullmatch(observed[0].pop("ts"))
     assert observed == [
-        {"request_id": "r-9", "scenario": None, "seq": 3, "size": 12, "event": "frame"}
+        {
+            "request_id": "r-9",
+            "scenario": None,
+            "seq": 3,
+            "offset": 0,
+            "size": 12,
+            "t_ms": 0.5,
+            "event": "frame",
+        }
     ]
 
 
@@ -92,7 +107,7 @@ def test_log_dash_is_pretty_only_when_stdout_is_a_terminal(
         monkeypatch.setattr(sys, "stdout", types.SimpleNamespace(buffer=piped))
         log = FrameLog.open("-")
         assert not log.pretty
-        log.for_request(request_id="r-5", scenario=None).info("request")
+        log.for_request(request_id="r-5", scenario=None).info("request", **REQUEST)
         log.close()  # never closes stdout
         assert orjson.loads(piped.getvalue())["request_id"] == "r-5"
     finally:
@@ -103,7 +118,7 @@ def test_open_appends_json_to_a_file(tmp_path: Any) -> None:
     path = tmp_path / "frames.jsonl"
     path.write_bytes(b'{"old":1}\n')
     log = FrameLog.open(str(path))
-    log.for_request(request_id="r-2", scenario=None).info("request", method="GET", path="/")
+    log.for_request(request_id="r-2", scenario=None).info("request", **REQUEST)
     log.close()
     lines = path.read_bytes().splitlines()
     assert orjson.loads(lines[0]) == {"old": 1}
@@ -121,8 +136,8 @@ def test_a_failing_observer_never_breaks_logging(capsys: pytest.CaptureFixture[s
     log.add_observer(broken)
     log.add_observer(lambda line: calls.append(line["event"]))
     bound = log.for_request(request_id="r-3", scenario=None)
-    bound.info("request")
-    bound.info("response_end")
+    bound.info("request", **REQUEST)
+    bound.info("response_end", **RESPONSE_END)
     assert calls == ["request", "response_end"]
     assert len(out.getvalue().splitlines()) == 2
     assert log.observer_errors == 2
@@ -130,7 +145,7 @@ def test_a_failing_observer_never_breaks_logging(capsys: pytest.CaptureFixture[s
 
     log.remove_observer(broken)
     log.remove_observer(broken)  # no error the second time
-    bound.info("frame")
+    bound.info("frame", **FRAME)
     assert log.observer_errors == 2
 
 
@@ -151,11 +166,11 @@ def test_an_observer_object_sees_every_line_until_removed() -> None:
     log.add_observer(seen)
     log.add_observer(other)
     bound = log.for_request(request_id="r-4", scenario=None)
-    bound.info("request")
-    bound.frame({"seq": 0, "size": 1})
+    bound.info("request", **REQUEST)
+    bound.frame({**FRAME, "seq": 0, "size": 1})
     log.remove_observer(seen)
-    bound.frame({"seq": 1, "size": 1})
-    bound.info("response_end")
+    bound.frame({**FRAME, "seq": 1, "size": 1})
+    bound.info("response_end", **RESPONSE_END)
     assert seen.events == ["request", "frame"]
     assert other.events == ["request", "frame", "frame", "response_end"]
 
@@ -167,7 +182,7 @@ def test_error_texts_are_redacted_before_observers_and_rendering() -> None:
     log.add_observer(observed.append)
     secret_url = "http://up:1/v1beta/models/x:streamGenerateContent?alt=sse&key=AIzaSECRET"
     log.for_request(request_id="r-4", scenario=None).info(
-        "response_end", error=f"400, message='bad', url='{secret_url}'"
+        "response_end", **RESPONSE_END, error=f"400, message='bad', url='{secret_url}'"
     )
     assert b"AIzaSECRET" not in out.getvalue()
     assert observed[0]["error"] == (
@@ -213,7 +228,7 @@ def test_every_line_carries_ts_in_utc_with_milliseconds(monkeypatch: pytest.Monk
     clock = iter([1764603359.9996, 1764603360.0, 1764603360.1234, 1764603361.5])
     monkeypatch.setattr(logs.time, "time", lambda: next(clock))
     for _ in range(4):
-        bound.info("frame", size=1)
+        bound.info("frame", **{**FRAME, "size": 1})
     stamps = [orjson.loads(line)["ts"] for line in out.getvalue().splitlines()]
     assert stamps == [
         "2025-12-01T15:35:59.999Z",
@@ -226,7 +241,9 @@ def test_every_line_carries_ts_in_utc_with_milliseconds(monkeypatch: pytest.Monk
 
 def test_pretty_lines_carry_ts_too() -> None:
     out = io.BytesIO()
-    FrameLog(out, fmt="pretty").for_request(request_id="r-1", scenario=None).info("request")
+    FrameLog(out, fmt="pretty").for_request(request_id="r-1", scenario=None).info(
+        "request", **REQUEST
+    )
     assert TS.search(out.getvalue().decode())
 
 
@@ -267,9 +284,11 @@ def test_a_line_logged_after_close_is_dropped(tmp_path: Any) -> None:
     path = tmp_path / "frames.jsonl"
     log = FrameLog.open(str(path))
     bound = log.for_request(request_id="r-1", scenario=None)
-    bound.info("request")
+    bound.info("request", **REQUEST)
     log.close()
-    bound.info("response_end", outcome="shutdown")  # a request still unwinding: no error
+    bound.info(
+        "response_end", **{**RESPONSE_END, "outcome": "shutdown"}
+    )  # a request still unwinding: no error
     assert [orjson.loads(x)["event"] for x in path.read_bytes().splitlines()] == ["request"]
 
 
@@ -289,10 +308,10 @@ def test_the_log_level_chooses_what_is_written_and_observers_see_every_line(
     observed: list[str] = []
     log.add_observer(lambda line: observed.append(line["event"]))
     bound = log.for_request(request_id="r-1", scenario=None)
-    bound.info("request", seed=1)
-    bound.info("frame", seq=0, size=1)
-    bound.info("frame", seq=1, size=1)
-    bound.info("response_end", outcome="completed")
+    bound.info("request", **{**REQUEST, "seed": 1})
+    bound.info("frame", **{**FRAME, "seq": 0, "size": 1})
+    bound.info("frame", **{**FRAME, "seq": 1, "size": 1})
+    bound.info("response_end", **{**RESPONSE_END, "outcome": "completed"})
     log.flush()
     assert [orjson.loads(x)["event"] for x in out.getvalue().splitlines()] == written
     assert observed == ["request", "frame", "frame", "response_end"]
@@ -361,10 +380,10 @@ def test_a_stream_that_fails_stops_the_log_not_the_requests(
     observed: list[str] = []
     log.add_observer(lambda line: observed.append(line["event"]))
     bound = log.for_request(request_id="r-9", scenario=None)
-    bound.info("request")
+    bound.info("request", **REQUEST)
     bound.frame({"seq": 0, "offset": 0, "size": 3, "t_ms": 1.0})
     bound.frame({"seq": 1, "offset": 3, "size": 3, "t_ms": 2.0})  # this write fails
-    bound.info("response_end", outcome="completed")
+    bound.info("response_end", **{**RESPONSE_END, "outcome": "completed"})
     # No exception reached the request; the stream was tried once more, not again.
     assert out.writes == 3
     assert [orjson.loads(x)["event"] for x in out.getvalue().splitlines()] == ["request", "frame"]
@@ -384,10 +403,10 @@ def test_a_flush_that_fails_stops_the_log_once(capsys: pytest.CaptureFixture[str
     out = Unflushable()
     out.name = "frames.jsonl"  # type: ignore[misc]
     log = FrameLog(out)
-    log.for_request(request_id="r-1", scenario=None).info("request")
+    log.for_request(request_id="r-1", scenario=None).info("request", **REQUEST)
     log.flush()
     log.flush()
-    log.for_request(request_id="r-1", scenario=None).info("response_end")
+    log.for_request(request_id="r-1", scenario=None).info("response_end", **RESPONSE_END)
     assert len(out.getvalue().splitlines()) == 1  # nothing after the failure
     assert log.write_error == "the frame log stopped: cannot write to frames.jsonl: Broken pipe"
     assert capsys.readouterr().err.count("warning") == 1

@@ -324,13 +324,13 @@ async def test_serve_settles_the_gc_and_its_probe_answers_sigusr1(tmp_path: Path
 def test_a_request_log_is_still_a_structlog_logger_for_other_lines() -> None:
     out = io.BytesIO()
     log = FrameLog(out)
-    bound = log.for_request(request_id="r-1", scenario=None).bind(extra=1)
-    bound.msg("action", action="cut")  # structlog's own method
-    bound.frame({"seq": 0, "size": 1})
+    bound = log.for_request(request_id="r-1", scenario=None).bind(scenario="dup")
+    bound.msg("action", action="cut", fault="cut")  # structlog's own method
+    bound.frame({"seq": 0, "offset": 0, "size": 1, "t_ms": 0.0})
     log.flush()
     lines = [orjson.loads(line) for line in out.getvalue().splitlines()]
-    assert [(x["event"], x["request_id"], x["extra"]) for x in lines] == [
-        ("action", "r-1", 1), ("frame", "r-1", 1)
+    assert [(x["event"], x["request_id"], x["scenario"]) for x in lines] == [
+        ("action", "r-1", "dup"), ("frame", "r-1", "dup")
     ]  # fmt: skip
 
 
@@ -362,7 +362,7 @@ def test_the_admin_store_keeps_the_same_text_either_way(
         log.add_observer(store)
         log.add_observer(metrics)
         bound = log.for_request(request_id="r-1", scenario="dup")
-        bound.info("request", seed=1)
+        bound.info("request", seed=1, method="POST", path="/v1/chat/completions")
         for i in (1, 2):
             fields = _fields(i) | {"data": "x", "raw": "eA=="}
             if way == "info":

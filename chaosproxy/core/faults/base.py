@@ -46,6 +46,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    WithJsonSchema,
     field_validator,
 )
 from typing_extensions import TypeVar
@@ -100,6 +101,17 @@ Duration = Annotated[
     BeforeValidator(parse_duration),
     PlainSerializer(format_duration, return_type=str, when_used="json"),
     Field(ge=0),
+    # What a scenario file may give (the scenario JSON Schema): ms, or a unit.
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*(ms|s|m)?\s*$"},
+            ],
+            "description": "milliseconds, or a string with a unit: 250ms, 2s, 1m",
+        },
+        mode="validation",
+    ),
 ]
 
 

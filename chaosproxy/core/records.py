@@ -1,0 +1,363 @@
+"""The frame log's lines, typed: one record per line kind (docs/observability.md).
+
+The frame log is the project's main data contract: the admin API's store, the
+metrics, traces, the report, verdicts, replay and users' own tools read it. Each kind
+of line the proxy writes has one ``TypedDict`` here, so that the code that builds a
+line and the code that reads it agree on its keys (mypy holds both to them), and the
+JSON Schema shipped with the package (``chaosproxy schema log``) is generated from
+these same types (:mod:`chaosproxy.tools.schema`).
+
+A line is what the proxy logs plus the fields the log adds: ``event`` (the kind),
+``ts`` (ISO 8601 UTC, milliseconds) and the request's bound fields (``request_id`` and
+``scenario``). The ``...Fields`` types are what the core builds (the session: a write's
+frame fields, the ``response_end`` summary); the ``...Line`` types are whole lines as a
+reader gets them.
+
+TypedDicts cost nothing at run time (a line is still a plain dict, built on the hot
+path without any construction of its own); this module has no code, only types, and is
+not compiled (pydantic reads it to generate the schema). Keys marked ``NotRequired``
+appear only when they apply; the docstrings say when.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired
+
+# (typing_extensions: pydantic reads only its TypedDict before Python 3.12)
+from typing_extensions import TypedDict
+
+#: How a request ended (``response_end``'s ``outcome``).
+Outcome = Literal["completed", "cut", "client_gone", "upstream_error", "shutdown", "proxy_error"]
+#: What the client was sent, compared with what the upstream meant (docs/integrity.md).
+Integrity = Literal["intact", "altered", "incomplete", "broken"]
+#: The content of an answer, however its connection ended.
+AnswerContent = Literal["intact", "altered", "incomplete"]
+#: The framing of a body.
+BodyFormat = Literal["sse", "ndjson", "raw"]
+#: A side of a framed stream the contract monitor checks.
+Side = Literal["upstream", "sent"]
+#: The contract monitor's rules (docs/integrity.md).
+Rule = Literal[
+    "terminal_missing",
+    "terminal_twice",
+    "after_terminal",
+    "duplicate_id",
+    "invalid_json",
+    "tool_args_invalid",
+    "stream_changed",
+    "sequence_gap",
+    "sequence_repeat",
+    "sequence_backwards",
+]
+#: What a client run is judged (docs/verdicts.md).
+Verdict = Literal[
+    "detected", "silent_corruption", "tolerated", "false_alarm", "hung", "not_exercised"
+]
+#: How a cut ends the connection.
+CutHow = Literal["close", "abort", "reset"]
+#: The kinds of line the proxy writes, in the order a request's lines come.
+LINE_KINDS = ("request", "action", "frame", "violation", "response_end", "verdict", "rejected")
+
+
+class _Bound(TypedDict):
+    """The fields every line of a request carries first (bound once per request)."""
+
+    #: The proxy's id of the request (also the response's ``X-Chaos-Request-Id``).
+    request_id: str
+    #: The scenario the request chose (None: none, passthrough).
+    scenario: str | None
+
+
+# --------------------------------------------------------------------------- request
+
+
+class RequestLine(_Bound):
+    """``request``: one per request, first; what was asked and how it was chosen."""
+
+    event: Literal["request"]
+    ts: str
+    #: The request's seed (``X-Chaos-Seed``, the scenario's, or derived).
+    seed: int
+    method: str
+    #: The path and query forwarded, credential-like query values masked (``***``).
+    path: str
+    #: The request's 1-based ordinal among those that chose its scenario.
+    ordinal: NotRequired[int]
+    #: True when the scenario's ``requests:`` leave this request alone.
+    inactive: NotRequired[bool]
+    #: The upstream route's label (``--upstream PREFIX=URL``).
+    upstream: NotRequired[str]
+    #: ``X-Chaos-*`` choices ignored under ``--trust-client-scenarios no``.
+    client_choices_ignored: NotRequired[list[str]]
+    # A reconnect (``Last-Event-ID``) under ``resume:`` (docs/reconnection.md).
+    last_event_id: NotRequired[str]
+    resumes: NotRequired[str]
+    resume_answer: NotRequired[str]
+    resume_reason: NotRequired[str | None]
+    # The journal (docs/mock.md): what the body asks, when it was read whole.
+    model: NotRequired[str]
+    messages: NotRequired[int]
+    tools: NotRequired[list[str]]
+    body_bytes: NotRequired[int]
+    body_sha256: NotRequired[str]
+    #: The body's text, credentials masked (``--log-content`` only).
+    body: NotRequired[str]
+
+
+# --------------------------------------------------------------------------- frame
+
+
+class FrameContent(TypedDict):
+    """The payload of a write (``--log-content`` only)."""
+
+    #: As text (invalid UTF-8 replaced).
+    data: str
+    #: Exactly, base64.
+    raw: str
+
+
+class FrameFields(TypedDict):
+    """The fields of one write to the client, as the session accounts for it (the
+    ``frame`` line without the bound fields, ``event`` and ``ts``)."""
+
+    #: 0-based number of the write in the response.
+    seq: int
+    #: Bytes of the body written before this write.
+    offset: int
+    #: Bytes in this write: the ``size`` of a request's frames sum to its body.
+    size: int
+    #: Milliseconds since the request began.
+    t_ms: float
+    #: The upstream ordinals of the events in the write (0: made up by a fault); a
+    #: framed body only, as the next three.
+    events: NotRequired[list[int]]
+    #: The provider-neutral kinds of those events, sorted.
+    kinds: NotRequired[list[str]]
+    #: The faults that shaped the write.
+    faults: NotRequired[list[str]]
+    #: The request(s) a spliced event was taken from.
+    splice_from: NotRequired[str | list[str]]
+    #: The upstream's own ids of the events (``ids: upstream``), when any has one.
+    upstream_ids: NotRequired[list[str | None]]
+    #: The payload (``--log-content`` only), as :class:`FrameContent` says.
+    data: NotRequired[str]
+    raw: NotRequired[str]
+
+
+class FrameLine(FrameFields, _Bound):
+    """``frame``: one per write to the client (docs/observability.md)."""
+
+    event: Literal["frame"]
+    ts: str
+
+
+# --------------------------------------------------------------------------- action
+
+
+class ActionLine(_Bound):
+    """``action``: a fault ended or held the request (before its ``frame`` lines end)."""
+
+    event: Literal["action"]
+    ts: str
+    #: ``cut`` (the response), ``request_cut`` (the upload), ``request_delay``.
+    action: Literal["cut", "request_cut", "request_delay"]
+    #: The fault that did it (empty when none is known).
+    fault: str
+    how: NotRequired[CutHow]
+    #: Events the client was sent whole before the cut.
+    after_event: NotRequired[int]
+    #: Where in the next event the cut fell (``boundary``, ``mid_utf8``, ...).
+    position: NotRequired[str]
+    #: The position asked for, when it could not be honoured (and why).
+    requested: NotRequired[str]
+    fallback: NotRequired[str]
+    #: ``after_bytes``: the byte count it cut at.
+    bytes: NotRequired[int]
+    #: ``headers``: nothing of the response went out.
+    before: NotRequired[Literal["headers"]]
+    #: ``hold timeout``: a fault's hold outlasted ``--hold-timeout``.
+    reason: NotRequired[str]
+    # request_cut: the bytes it meant to let through, and those read.
+    after_bytes: NotRequired[int]
+    received: NotRequired[int]
+    #: request_delay: how long the upload was held.
+    seconds: NotRequired[float]
+
+
+# --------------------------------------------------------------------------- violation
+
+
+class ViolationFields(TypedDict):
+    """One breach of the stream contract (:class:`~chaosproxy.core.integrity.Violation`)."""
+
+    side: Side
+    rule: Rule
+    #: 1-based ordinal of the event on its side (``terminal_missing``: the last, or 0).
+    at_event: int
+
+
+class ViolationLine(ViolationFields, _Bound):
+    """``violation``: one per breach, just before the request's ``response_end``."""
+
+    event: Literal["violation"]
+    ts: str
+
+
+# --------------------------------------------------------------------------- response_end
+
+
+class SkippedFault(TypedDict):
+    """A fault that never applied, and why (``nth: 9`` on a stream of 5 events)."""
+
+    fault: str
+    #: 0-based position in the scenario's ``faults``.
+    position: int
+    reason: str
+
+
+class TextDigests(TypedDict):
+    """SHA-256 of the assembled text on each side of a framed body."""
+
+    upstream: str
+    sent: str
+
+
+class AnswerDigests(TypedDict):
+    """SHA-256 of an answer's clean text and of the text its connections sent."""
+
+    clean: str
+    sent: str
+
+
+class AnswerFields(TypedDict):
+    """The answer a response belongs to (docs/verdicts.md): its generation, over every
+    connection of it so far."""
+
+    #: The request id of the generation's first connection.
+    generation: str
+    connections: int
+    content: AnswerContent
+    #: Whether what was sent is a prefix of the clean answer.
+    prefix: bool
+    #: Whether this connection sent nothing a correct client may object to.
+    sound: bool
+    #: The first thing it sent that a correct client may object to.
+    defect: str | None
+    text_sha256: AnswerDigests
+
+
+class ResponseEnd(TypedDict):
+    """The summary of a request (the ``response_end`` line without the bound fields,
+    ``event`` and ``ts``), built once, when it ended."""
+
+    outcome: Outcome
+    #: The status the client was sent (0: none).
+    status: int
+    #: Body bytes written, and in how many writes.
+    bytes: int
+    frames: int
+    content_type: NotRequired[str]
+    content_encoding: NotRequired[str]
+    #: Under a scenario (or a framed body): the provider profile and the framing.
+    provider: NotRequired[str]
+    format: NotRequired[BodyFormat]
+    #: A framed body: upstream events in, and events the client was sent whole.
+    events_in: NotRequired[int]
+    events_out: NotRequired[int]
+    #: Under an active scenario: fault name → times it applied, and those it did not.
+    faults_applied: NotRequired[dict[str, int]]
+    faults_skipped: NotRequired[list[SkippedFault]]
+    #: Milliseconds to the first body write (None: nothing written).
+    ttfb_ms: NotRequired[float | None]
+    max_gap_ms: NotRequired[float]
+    duration_ms: float
+    #: A framed body: its integrity, the content's alone, and the text digests.
+    integrity: NotRequired[Integrity]
+    content_integrity: NotRequired[Integrity]
+    text_sha256: NotRequired[TextDigests]
+    answer: NotRequired[AnswerFields]
+    #: What went wrong, credentials masked.
+    error: NotRequired[str]
+    #: Where it ended: ``request`` (a request_cut), ``connect`` or ``body``
+    #: (``upstream_error``).
+    stage: NotRequired[Literal["request", "connect", "body"]]
+    #: Why, in a few words (``upstream_error``; ``hold timeout``; ``watchdog``).
+    reason: NotRequired[str]
+
+
+class ResponseEndLine(ResponseEnd, _Bound):
+    """``response_end``: one per request, last; how it ended (docs/observability.md)."""
+
+    event: Literal["response_end"]
+    ts: str
+
+
+# --------------------------------------------------------------------------- others
+
+
+class VerdictFields(TypedDict):
+    """A recorded verdict (``POST /requests/{id}/verdict``, ``proxy.verdict``)."""
+
+    request_id: str
+    verdict: Verdict
+    integrity: Integrity | None
+    content: AnswerContent | None
+    reason: str
+    text_matches: bool | None
+    #: Every request of the client run judged together, in the order they began.
+    requests: NotRequired[list[str]]
+
+
+class VerdictLine(VerdictFields):
+    """``verdict``: a test's client reported what it concluded (docs/verdicts.md)."""
+
+    event: Literal["verdict"]
+    ts: str
+
+
+class RejectedLine(TypedDict):
+    """``rejected``: a request that never reached the handler (a malformed head, a
+    ``CONNECT``, a head over the limits...): no request id, one line."""
+
+    event: Literal["rejected"]
+    ts: str
+    status: int
+    reason: str
+    #: The client's address (``host:port``).
+    peer: str
+
+
+#: Any line of the frame log.
+LogLine = (
+    RequestLine
+    | FrameLine
+    | ActionLine
+    | ViolationLine
+    | ResponseEndLine
+    | VerdictLine
+    | RejectedLine
+)
+
+__all__ = [
+    "LINE_KINDS",
+    "ActionLine",
+    "AnswerFields",
+    "FrameContent",
+    "FrameFields",
+    "FrameLine",
+    "Integrity",
+    "LogLine",
+    "Outcome",
+    "RejectedLine",
+    "RequestLine",
+    "ResponseEnd",
+    "ResponseEndLine",
+    "Rule",
+    "Side",
+    "SkippedFault",
+    "Verdict",
+    "VerdictFields",
+    "VerdictLine",
+    "ViolationFields",
+    "ViolationLine",
+]

@@ -1,0 +1,237 @@
+"""What a response is summed up as: the writes' accounting and the ``response_end``
+record.
+
+A :class:`Tally` counts the writes to the client as they happen (each one's ``frame``
+fields start there: its number, offset, size and time) and their timing; when the
+request has ended, :func:`response_end` describes it from the session's parts: the
+outcome, what the client was sent, the faults that applied or were skipped, the
+integrity and the answer it belongs to (:class:`~chaosproxy.core.records.ResponseEnd`).
+:func:`watchdog_end` is the short one an exiting process writes for a request it could
+not end in time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, cast
+
+from chaosproxy.core.answer import AnswerState
+from chaosproxy.core.body import BodyPath
+from chaosproxy.core.faults import Fault
+from chaosproxy.core.frames import Format
+from chaosproxy.core.integrity import StreamContent
+from chaosproxy.core.pipeline import Pipeline, fault_summary
+from chaosproxy.core.records import AnswerFields, FrameFields, Integrity, Outcome, ResponseEnd
+
+RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
+
+
+class Tally:
+    """The writes to the client: how many, how many bytes, and when."""
+
+    __slots__ = ("_last_write", "_max_gap_ms", "bytes", "frames", "started", "ttfb_ms")
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.bytes = 0
+        #: When the request began (monotonic seconds; None: it never did).
+        self.started: float | None = None
+        self._last_write: float | None = None
+        #: Milliseconds to the first write (None: nothing written).
+        self.ttfb_ms: float | None = None
+        self._max_gap_ms = 0.0
+
+    def write(self, size: int, now: float) -> FrameFields:
+        """A write of ``size`` bytes at ``now``: the start of its ``frame`` fields."""
+        started = self.started
+        t_ms = 0.0 if started is None else (now - started) * 1000.0
+        last = self._last_write
+        if last is None:
+            self.ttfb_ms = round(t_ms, 3)
+        else:
+            gap = (now - last) * 1000.0
+            if gap > self._max_gap_ms:
+                self._max_gap_ms = gap
+        self._last_write = now
+        line: FrameFields = {
+            "seq": self.frames,
+            "offset": self.bytes,
+            "size": size,
+            "t_ms": round(t_ms, 3),
+        }
+        self.frames += 1
+        self.bytes += size
+        return line
+
+    @property
+    def max_gap_ms(self) -> float:
+        return round(self._max_gap_ms, 3)
+
+    def ms_since_start(self, now: float) -> float:
+        return 0.0 if self.started is None else (now - self.started) * 1000.0
+
+
+class SessionParts(Protocol):
+    """What a summary reads of its session (:class:`chaosproxy.core.session.Session`,
+    which imports this module: a protocol, so that the two do not import each other)."""
+
+    @property
+    def outcome(self) -> Outcome | None: ...
+    @property
+    def tally(self) -> Tally: ...
+    @property
+    def status(self) -> int: ...
+    @property
+    def content_type(self) -> str | None: ...
+    @property
+    def content_encoding(self) -> str | None: ...
+    @property
+    def run(self) -> object | None:
+        """The scenario whose faults apply (None: none)."""
+        ...
+
+    @property
+    def faults(self) -> Sequence[Fault]: ...
+    @property
+    def head(self) -> object | None:
+        """The response head, once decided."""
+        ...
+
+    @property
+    def body(self) -> BodyPath | None: ...
+    @property
+    def pipeline(self) -> Pipeline | None: ...
+    @property
+    def content(self) -> StreamContent | None: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def format(self) -> Format: ...
+    @property
+    def framed(self) -> bool: ...
+    @property
+    def integrity(self) -> Integrity | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def cut_how(self) -> str | None: ...
+    @property
+    def cut_stage(self) -> Literal["request"] | None: ...
+    def answer(self) -> AnswerState | None: ...
+
+
+def response_end(s: SessionParts, now: float) -> ResponseEnd:
+    """The fields of the ``response_end`` line of ``s``, ended."""
+    outcome = s.outcome
+    assert outcome is not None  # (set by the transition into ENDED)
+    tally = s.tally
+    # (a cast: duration_ms, required, comes later, in the order the line shows)
+    line = cast(
+        ResponseEnd,
+        {"outcome": outcome, "status": s.status, "bytes": tally.bytes, "frames": tally.frames},
+    )
+    if s.content_type:
+        line["content_type"] = s.content_type
+    if s.content_encoding:
+        line["content_encoding"] = s.content_encoding
+    body = s.body
+    pipeline = s.pipeline
+    if s.run is not None or pipeline is not None:
+        line["provider"] = s.provider
+        line["format"] = s.format
+        if pipeline is not None:
+            line["events_in"] = pipeline.events_in
+            # Events the client was sent whole (a cut's unsent event is not).
+            sent = s.content.sent.events if s.content is not None else None
+            line["events_out"] = pipeline.events_out if sent is None else sent
+    if s.run is not None:
+        applied, skipped = fault_summary(pipeline.faults if pipeline is not None else s.faults)
+        if body is not None:
+            skipped += [
+                {"fault": f.name, "position": f.ctx.position, "reason": RAW_SKIP_REASON}
+                for f in body.unframed
+            ]
+        line["faults_applied"] = applied
+        line["faults_skipped"] = skipped
+    line["ttfb_ms"] = tally.ttfb_ms
+    line["max_gap_ms"] = tally.max_gap_ms
+    line["duration_ms"] = round(tally.ms_since_start(now), 3)
+    content = s.content
+    integrity = s.integrity
+    if content is not None and integrity is not None:  # (both, or neither: ended)
+        line["integrity"] = integrity
+        line["content_integrity"] = content.content_integrity()
+        line["text_sha256"] = {
+            "upstream": content.upstream.text_sha256,
+            "sent": content.sent.text_sha256,
+        }
+    state = s.answer()
+    if state is not None:
+        line["answer"] = answer_fields(s, state)
+    if s.error:
+        line["error"] = s.error
+    if s.cut_stage is not None:
+        line["stage"] = s.cut_stage
+    if outcome == "upstream_error":
+        # Before the head (unreachable, timed out, broken) or mid-body.
+        line["stage"] = "body" if s.head is not None else "connect"
+        if s.reason is not None:
+            line["reason"] = s.reason
+    elif outcome == "cut" and s.reason is not None:
+        line["reason"] = s.reason  # a limit ended a fault's hold
+    return line
+
+
+def answer_fields(s: SessionParts, state: AnswerState) -> AnswerFields:
+    """The ``answer`` object of the summary of ``s``, ended: whether this connection
+    was sound, else its first defect."""
+    body = s.body
+    content = s.content
+    defect = None if body is None else body.soundness.defect
+    if defect is None and content is not None:
+        for violation in content.sent.violations:
+            if violation.rule != "terminal_missing":  # (said by the end, below)
+                defect = f"contract: {violation.rule}"
+                break
+    outcome = s.outcome
+    if defect is None and outcome != "client_gone" and not state.sent.terminal:
+        # The proxy or the upstream ended it before the answer was whole.
+        if content is None:
+            defect = f"answered {s.status} before the answer was whole"
+        elif outcome == "completed":
+            defect = "ended without a terminal event"
+        elif outcome == "cut":
+            defect = f"cut ({s.cut_how})"
+        else:
+            defect = str(outcome)
+    return state.fields(sound=defect is None, defect=defect)
+
+
+def watchdog_end(s: SessionParts, duration_ms: float) -> ResponseEnd:
+    """The ``response_end`` fields of a request the exiting process's watchdog ends
+    (``shutdown``, ``reason: watchdog``): only what is known at once, from another
+    thread (nothing changes; the content is not compared: no time). A framed body is
+    ``broken``: never a clean end."""
+    line: ResponseEnd = {
+        "outcome": "shutdown",
+        "status": s.status,
+        "bytes": s.tally.bytes,
+        "frames": s.tally.frames,
+        "duration_ms": round(duration_ms, 3),
+        "reason": "watchdog",
+    }
+    if s.framed:
+        line["integrity"] = "broken"
+    return line
+
+
+__all__ = [
+    "RAW_SKIP_REASON",
+    "SessionParts",
+    "Tally",
+    "answer_fields",
+    "response_end",
+    "watchdog_end",
+]
