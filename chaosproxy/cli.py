@@ -676,7 +676,7 @@ def cmd_mock(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from chaosproxy.replay import TraceError, describe, load_trace, start_replay
+    from chaosproxy.replay import TraceError, describe_trace, load_trace, start_replay
 
     try:
         host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8080))
@@ -688,7 +688,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return fail(str(exc))
     return _serve_app(
         lambda: start_replay(trace, host, port),
-        lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe(trace)}",
+        lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe_trace(trace)}",
     )
 
 

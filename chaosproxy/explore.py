@@ -117,7 +117,7 @@ def make_trial(
 
 
 @dataclass(slots=True)
-class Outcome:
+class TrialResult:
     """What one run gave: its verdict, and what the proxy knew of the answer judged."""
 
     verdict: str
@@ -153,8 +153,8 @@ class Runner(Protocol):
         *,
         stop: Callable[[], bool] | None = None,
         started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, Outcome], None] | None = None,
-    ) -> list[Outcome]:
+        ended: Callable[[Trial, TrialResult], None] | None = None,
+    ) -> list[TrialResult]:
         """The outcome of each trial, in order. Trials are taken one by one as a job
         is free, until they run out or ``stop()`` says so; ``started`` (the trial, how
         many run now) and ``ended`` are told as each starts and ends."""
@@ -227,13 +227,13 @@ class CommandRunner:
         *,
         stop: Callable[[], bool] | None = None,
         started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, Outcome], None] | None = None,
-    ) -> list[Outcome]:
+        ended: Callable[[Trial, TrialResult], None] | None = None,
+    ) -> list[TrialResult]:
         if not self._started:
             raise RuntimeError("the runner is not started: use it in a with block")
         source = enumerate(trials)
         lock = threading.Lock()
-        results: dict[int, Outcome] = {}
+        results: dict[int, TrialResult] = {}
         errors: list[BaseException] = []
         running = 0
 
@@ -276,11 +276,11 @@ class CommandRunner:
             raise errors[0]
         return [results[i] for i in sorted(results)]
 
-    def _one(self, proxy: ChaosProxy, trial: Trial) -> Outcome:
+    def _one(self, proxy: ChaosProxy, trial: Trial) -> TrialResult:
         start = len(proxy.lines)
         with proxy.scenario(trial.text):
             run = run_one(proxy, trial.scenario, self.command, timeout=self.timeout)
-        return Outcome(
+        return TrialResult(
             verdict=run.verdict,
             reason=run.reason,
             content=run.content,
@@ -320,8 +320,8 @@ class FunctionRunner:
         *,
         stop: Callable[[], bool] | None = None,
         started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, Outcome], None] | None = None,
-    ) -> list[Outcome]:
+        ended: Callable[[Trial, TrialResult], None] | None = None,
+    ) -> list[TrialResult]:
         outcomes = []
         for trial in trials:
             if stop is not None and stop():
@@ -334,7 +334,7 @@ class FunctionRunner:
                 ended(trial, outcome)
         return outcomes
 
-    def _one(self, trial: Trial) -> Outcome:
+    def _one(self, trial: Trial) -> TrialResult:
         from chaosproxy.matrix import WARM_UP
 
         proxy = self.proxy
@@ -350,7 +350,7 @@ class FunctionRunner:
             verdict = self.call(start)
         request_id = verdict.get("request_id")
         requests = list(verdict.get("requests") or ([request_id] if request_id else []))
-        return Outcome(
+        return TrialResult(
             verdict=str(verdict["verdict"]),
             reason=str(verdict.get("reason") or ""),
             content=verdict.get("content"),
@@ -434,7 +434,7 @@ class ExploredRun:
     seed: int
     draft: Draft
     faults: list[dict[str, Any]]
-    outcome: Outcome
+    outcome: TrialResult
 
     def as_json(self) -> dict[str, Any]:
         o = self.outcome
@@ -477,7 +477,7 @@ class Found:
     #: Whether every confirming run ended in the same failure.
     reproduced: bool
     #: The outcome of the last run of the minimal scenario (its lines go in the report).
-    outcome: Outcome
+    outcome: TrialResult
 
     @property
     def verdict(self) -> str:
@@ -510,7 +510,7 @@ class Exploration:
     settings: Settings
     shape: Shape
     space: Space
-    clean: Outcome
+    clean: TrialResult
     runs: list[ExploredRun]
     found: list[Found]
     seconds: float = 0.0
@@ -604,9 +604,9 @@ def _explore_runs(
     lock = threading.Lock()
 
     def started(trial: Trial, running: int) -> None:
-        say(f"  ... {trial.name}: {describe(drafts[trial.name][3])} ({running} running)")
+        say(f"  ... {trial.name}: {describe_faults(drafts[trial.name][3])} ({running} running)")
 
-    def ended(trial: Trial, outcome: Outcome) -> None:
+    def ended(trial: Trial, outcome: TrialResult) -> None:
         with lock:
             durations.append(outcome.duration_ms / 1000)
             done = len(durations)
@@ -656,12 +656,12 @@ def _shrink_failures(
         min(members, key=lambda r: (draft_key(r.draft), r.run)) for members in groups.values()
     ]
 
-    def work(number: int, failure: Failure, first: ExploredRun) -> tuple[Shrunk, Outcome]:
+    def work(number: int, failure: Failure, first: ExploredRun) -> tuple[Shrunk, TrialResult]:
         members = groups[failure]
         say(
             f"shrinking {number}/{len(groups)}: {_failure_text(failure)}, found by "
             f"{len(members)} run{'s' if len(members) != 1 else ''}; from run {first.run}: "
-            f"{describe(first.faults)}"
+            f"{describe_faults(first.faults)}"
         )
         with lock:
             active[0] += 1
@@ -672,7 +672,7 @@ def _shrink_failures(
                 active[0] -= 1
         say(
             f"  [{number}] minimal after {shrunk.tests} runs ({len(shrunk.steps) - 1} steps): "
-            f"{describe(shrunk.faults)}"
+            f"{describe_faults(shrunk.faults)}"
         )
         return shrunk, last
 
@@ -732,7 +732,7 @@ def _confirm(runner: Runner, settings: Settings, found: list[Found], say: Log) -
         f.outcome = mine[-1]
         verdicts = ", ".join(o.verdict for o in mine)
         say(
-            f"confirmed {f.name}: {describe(f.faults)}"
+            f"confirmed {f.name}: {describe_faults(f.faults)}"
             if f.reproduced
             else f"NOT reproduced {f.name} ({verdicts}): flaky, written to flaky/"
         )
@@ -747,9 +747,9 @@ def _shrink_one(
     batch: Callable[[], int],
     number: int,
     say: Log,
-) -> tuple[Shrunk, Outcome]:
+) -> tuple[Shrunk, TrialResult]:
     """``first`` shrunk; and the outcome of the smallest failing run."""
-    outcomes: dict[str, Outcome] = {faults_key(first.faults): first.outcome}
+    outcomes: dict[str, TrialResult] = {faults_key(first.faults): first.outcome}
     counter = itertools.count(1)
 
     def test(candidates: Sequence[Candidate]) -> list[bool]:
@@ -770,7 +770,7 @@ def _shrink_one(
                 outcomes[faults_key(candidate.faults)] = outcome
             other = not fails and outcome.verdict in FOUND_VERDICTS
             say(
-                f"  [{number}] {describe(candidate.faults)}: {outcome.verdict}"
+                f"  [{number}] {describe_faults(candidate.faults)}: {outcome.verdict}"
                 + (f" ({_failure_text(outcome.failure)}: another failure)" if other else "")
                 + f" ({outcome.duration_ms / 1000:.1f}s)"
             )
@@ -798,7 +798,7 @@ def _found_trial(
         f"found by chaosproxy explore --seed {settings.seed}, run {first.run} "
         f"(its seed {first.seed}); {runs} run{'s' if runs != 1 else ''} of {_what(settings)} "
         "ended so",
-        f"shrunk from {describe(first.faults)}",
+        f"shrunk from {describe_faults(first.faults)}",
         f"in {shrunk.tests} runs of the client ({len(shrunk.steps) - 1} steps)",
     ]
     check = settings.check
@@ -851,7 +851,7 @@ def _unique(name: str, names: set[str]) -> str:
     return chosen
 
 
-def describe(faults: Sequence[Mapping[str, Any]]) -> str:
+def describe_faults(faults: Sequence[Mapping[str, Any]]) -> str:
     """Faults on one line, as a scenario file's flow style: ``drop {kind: delta, nth:
     1}; rechunk {size: 1}``; ``no faults`` for none."""
     parts = []
@@ -934,7 +934,7 @@ def render_summary(exploration: Exploration, fail_on: Iterable[str]) -> str:
     for i, f in enumerate(exploration.found, start=1):
         where = f"found/{f.name}.yaml" if f.reproduced else f"flaky/{f.name}.yaml (not reproduced)"
         out.append(
-            f"| {i} | {f.verdict} | {_cell(f.reason)} | {_cell(describe(f.faults))} | "
+            f"| {i} | {f.verdict} | {_cell(f.reason)} | {_cell(describe_faults(f.faults))} | "
             f"{len(f.found_by)} | run {f.shrunk_from} ({f.shrink_runs} runs) | {where} |"
         )
     return "\n".join(out) + "\n"
@@ -1224,14 +1224,14 @@ __all__ = [
     "ExploredRun",
     "Found",
     "FunctionRunner",
-    "Outcome",
     "Runner",
     "Settings",
     "Trial",
+    "TrialResult",
     "add_parser",
     "as_json",
     "cmd_explore",
-    "describe",
+    "describe_faults",
     "explore",
     "make_trial",
     "parse_budget",

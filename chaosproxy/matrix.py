@@ -111,7 +111,7 @@ class Matrix:
 
 
 @dataclass
-class Outcome:
+class CommandResult:
     """What the command did: its exit code (None: killed on time out), its stdout and
     stderr."""
 
@@ -173,7 +173,7 @@ def telling_line(stderr: str) -> str | None:
     return plain[-1] if plain else (lines[-1] if lines else None)
 
 
-def run_command(command: str, env: Mapping[str, str], timeout: float) -> Outcome:
+def run_command(command: str, env: Mapping[str, str], timeout: float) -> CommandResult:
     """Run ``command`` in a shell, in its own process group; on time out the whole
     group is killed (SIGKILL), so a client's children never outlive it."""
     started = time.monotonic()
@@ -194,7 +194,7 @@ def run_command(command: str, env: Mapping[str, str], timeout: float) -> Outcome
             os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
         code = None
-    return Outcome(
+    return CommandResult(
         exit_code=code,
         stdout=out.decode("utf-8", "replace"),
         stderr=err.decode("utf-8", "replace"),
@@ -728,9 +728,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 __all__ = [
     "NO_REQUEST",
+    "CommandResult",
     "Matrix",
     "MatrixInputError",
-    "Outcome",
     "Progress",
     "Run",
     "add_parser",

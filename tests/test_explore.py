@@ -24,11 +24,11 @@ from chaosproxy.explore import (
     CommandRunner,
     Exploration,
     ExploreError,
-    Outcome,
     Settings,
     Trial,
+    TrialResult,
     as_json,
-    describe,
+    describe_faults,
     explore,
     parse_budget,
     render_summary,
@@ -98,8 +98,8 @@ class StandIn:
         *,
         stop: Callable[[], bool] | None = None,
         started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, Outcome], None] | None = None,
-    ) -> list[Outcome]:
+        ended: Callable[[Trial, TrialResult], None] | None = None,
+    ) -> list[TrialResult]:
         out = []
         for trial in trials:
             if stop is not None and stop():
@@ -108,7 +108,7 @@ class StandIn:
                 started(trial, 1)
             self.ran.append(trial.name)
             if trial.name == CLEAN:
-                outcome = Outcome(
+                outcome = TrialResult(
                     self.clean,
                     "clean",
                     content="intact",
@@ -118,7 +118,9 @@ class StandIn:
                 )
             else:
                 verdict, content, defect = self.judge(faults_of(trial))
-                outcome = Outcome(verdict, f"{verdict}: {defect}", content=content, defect=defect)
+                outcome = TrialResult(
+                    verdict, f"{verdict}: {defect}", content=content, defect=defect
+                )
                 outcome.request_id = f"r-{len(self.ran)}"
                 outcome.requests = [outcome.request_id]
             out.append(outcome)
@@ -276,7 +278,7 @@ def test_the_files(tmp_path: Path) -> None:
         "# silent_corruption: silent_corruption: a gap in the events",
         f"# found by chaosproxy explore --seed 2, run {first.shrunk_from} (its seed "
         f"{first.seed}); 1 run of 100 runs ended so",
-        f"# shrunk from {describe(first.shrunk_from_faults)}",
+        f"# shrunk from {describe_faults(first.shrunk_from_faults)}",
         f"# in {first.shrink_runs} runs of the client ({first.shrink_steps} steps)",
         "# check: chaosproxy matrix --client c --scenarios FILE",
     ]
