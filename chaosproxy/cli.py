@@ -31,15 +31,20 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from chaosproxy import __version__
 from chaosproxy._build import build
 from chaosproxy.config import (
-    NAMES,
     Config,
     ConfigError,
-    flags,
+    add_flags,
+    argtype,
+    command_settings,
+    default,
     from_environment,
-    parse_hostport,
+    given,
+    parse_count,
     parse_seed,
+    show_hostport,
 )
 from chaosproxy.core.providers import PROVIDER_NAMES
+from chaosproxy.mock.defaults import DEFAULT_LISTEN
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -69,52 +74,14 @@ def _safe(text: str) -> str:
     return redact_text(text)
 
 
-def _argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """A Config parser as an argparse ``type``: its ConfigError is a usage error."""
-
-    def convert(value: str) -> Any:
-        try:
-            return parse(value)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = parse.__name__.removeprefix("parse_")
-    return convert
-
-
-def add_setting_flags(parser: argparse.ArgumentParser) -> None:
-    """One option per :class:`~chaosproxy.config.Config` field that has a flag. An
-    option not given stays out of the namespace, so the environment can fill it."""
-    for name, flag, _ in flags():
-        common: dict[str, Any] = {"dest": name, "help": flag.help, "default": argparse.SUPPRESS}
-        if flag.kind == "switch":
-            parser.add_argument(flag.name, action="store_true", **common)
-        elif flag.kind == "append":
-            parser.add_argument(
-                flag.name,
-                action="append",
-                type=_argtype(flag.parse),
-                metavar=flag.metavar,
-                **common,
-            )
-        else:
-            parser.add_argument(
-                flag.name,
-                type=_argtype(flag.parse),
-                metavar=flag.metavar,
-                choices=flag.choices,
-                **common,
-            )
-
-
 def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Config:
     """The configuration of ``serve``: its flags over ``CHAOSPROXY_*`` over defaults.
     Raises ConfigError for a bad environment value."""
-    given = {k: v for k, v in vars(args).items() if k in NAMES}
-    for name in ("scenarios", "mock_fixtures"):
-        if name in given:
-            given[name] = tuple(given[name])
-    return Config(**{**from_environment(environ), **given})
+    return Config(**{**from_environment(environ), **given(args)})
+
+
+#: The settings ``chaosproxy mock`` takes (as ``serve`` does, some under other names).
+MOCK_SETTINGS = ("listen", "mock_tokens", "mock_interval", "mock_fixtures")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,39 +92,33 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     serve = sub.add_parser("serve", help="run the proxy")
-    add_setting_flags(serve)
+    add_flags(serve)
 
     mock = sub.add_parser("mock", help="run the built-in mock LLM upstream alone")
-    mock.add_argument(
-        "--listen",
-        type=_argtype(parse_hostport),
-        default=None,
-        metavar="HOST:PORT",
-        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8000; port 0 "
-        "picks a free one)",
-    )
-    mock.add_argument(
-        "--tokens",
-        type=int,
-        default=None,
-        metavar="N",
-        help="text deltas per streamed answer (default CHAOSPROXY_MOCK_TOKENS, else 24)",
-    )
-    mock.add_argument(
-        "--interval-ms",
-        type=float,
-        default=None,
-        metavar="MS",
-        help="milliseconds between two events of a stream (default CHAOSPROXY_MOCK_INTERVAL_MS, "
-        "else 20)",
-    )
-    mock.add_argument(
-        "--mock-fixtures",
-        action="append",
-        default=None,
-        metavar="PATH",
-        help="a fixture file or a directory of them (docs/mock.md, Fixtures); repeatable; "
-        "default: CHAOSPROXY_MOCK_FIXTURES",
+    add_flags(
+        mock,
+        MOCK_SETTINGS,
+        {
+            "listen": {
+                "help": "address to listen on (default CHAOSPROXY_LISTEN, else "
+                f"{show_hostport(DEFAULT_LISTEN)}; port 0 picks a free one)"
+            },
+            "mock_tokens": {
+                "name": "--tokens",
+                "parse": parse_count,  # the mock alone may answer with no text
+                "help": "text deltas per streamed answer (default CHAOSPROXY_MOCK_TOKENS, else "
+                "{default})",
+            },
+            "mock_interval": {
+                "name": "--interval-ms",
+                "help": "milliseconds between two events of a stream (default "
+                "CHAOSPROXY_MOCK_INTERVAL_MS, else {default})",
+            },
+            "mock_fixtures": {
+                "help": "a fixture file or a directory of them (docs/mock.md, Fixtures); "
+                "repeatable; default: CHAOSPROXY_MOCK_FIXTURES"
+            },
+        },
     )
 
     replay = sub.add_parser(
@@ -166,13 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "trace", metavar="TRACE", help="a trace file written by serve --trace-dir --log-content"
     )
-    replay.add_argument(
-        "--listen",
-        type=_argtype(parse_hostport),
-        default=None,
-        metavar="HOST:PORT",
-        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8080; port 0 "
-        "picks a free one)",
+    add_flags(
+        replay,
+        ["listen"],
+        {
+            "listen": {
+                "help": "address to listen on (default CHAOSPROXY_LISTEN, else {default}; port "
+                "0 picks a free one)"
+            }
+        },
     )
 
     scenarios = sub.add_parser(
@@ -194,12 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="scenario files or directories of *.yaml (each must hold at least one; "
         "default: those of CHAOSPROXY_SCENARIOS)",
     )
-    validate.add_argument(
-        "--mock-fixtures",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a mock fixture file or a directory of them, to check too; repeatable",
+    add_flags(
+        validate,
+        ["mock_fixtures"],
+        {
+            "mock_fixtures": {
+                "help": "a mock fixture file or a directory of them, to check too; repeatable"
+            }
+        },
     )
 
     simulate = sub.add_parser(
@@ -213,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument(
         "--seed",
-        type=_argtype(parse_seed),
+        type=argtype(parse_seed),
         default=None,
         metavar="N",
         help="the request's seed (default: the scenario's seed:, else random)",
@@ -316,20 +281,11 @@ def say(kind: str, message: str) -> None:
         print(f"chaosproxy: {kind}: {_safe(message)}", file=sys.stderr, flush=True)
 
 
-def from_settings(given: Any, name: str, default: Any = None) -> Any:
-    """A subcommand's option that is also a setting (docs/operations.md, "Settings
-    for every command"): as given on the command line, else from its ``CHAOSPROXY_*``
-    variable, else ``default``. Raises ConfigError for a bad variable."""
-    if given is not None:
-        return given
-    return environment_settings(name).get(name, default)
-
-
-def environment_settings(*names: str) -> dict[str, Any]:
-    """The settings ``names`` (Config fields) as their ``CHAOSPROXY_*`` variables give
-    them, parsed; the variables of other settings are not read. Raises ConfigError."""
-    wanted = {flag.env for name, flag, _ in flags() if name in names}
-    return from_environment({k: v for k, v in os.environ.items() if k in wanted})
+def from_settings(name: str, fallback: Any = None) -> Any:
+    """A setting a subcommand reads from the environment (docs/operations.md, "Settings
+    for every command"): as its ``CHAOSPROXY_*`` variable gives it, else ``fallback``.
+    Raises ConfigError for a bad variable."""
+    return from_environment(names=[name]).get(name, fallback)
 
 
 # ---------------------------------------------------------------------------- serve
@@ -649,13 +605,11 @@ def cmd_mock(args: argparse.Namespace) -> int:
     from chaosproxy.server import start_mock
 
     try:
-        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8000))
-        tokens = from_settings(args.tokens, "mock_tokens", 24)
-        interval_ms = args.interval_ms
-        interval = from_settings(
-            None if interval_ms is None else interval_ms / 1000.0, "mock_interval", 0.02
-        )
-        paths = list(from_settings(args.mock_fixtures, "mock_fixtures", ()))
+        settings = command_settings(args, MOCK_SETTINGS)
+        host, port = settings.get("listen", DEFAULT_LISTEN)
+        tokens = settings.get("mock_tokens", default("mock_tokens"))
+        interval = settings.get("mock_interval", default("mock_interval"))
+        paths = list(settings.get("mock_fixtures", ()))
     except ConfigError as exc:
         return fail(str(exc))
     try:
@@ -679,7 +633,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from chaosproxy.replay import TraceError, describe_trace, load_trace, start_replay
 
     try:
-        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8080))
+        host, port = command_settings(args, ["listen"]).get("listen", default("listen"))
     except ConfigError as exc:
         return fail(str(exc))
     try:
@@ -744,11 +698,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         load_fixture_files,
     )
 
-    paths, fixture_paths = list(args.paths), list(args.mock_fixtures)
+    paths = list(args.paths)
+    fixture_paths = list(given(args, ["mock_fixtures"]).get("mock_fixtures", ()))
     if not paths and not fixture_paths:  # what the settings name, as in a container
         try:
-            paths = list(from_settings(None, "scenarios", ()))
-            fixture_paths = list(from_settings(None, "mock_fixtures", ()))
+            paths = list(from_settings("scenarios", ()))
+            fixture_paths = list(from_settings("mock_fixtures", ()))
         except ConfigError as exc:
             return fail(str(exc))
     if not paths and not fixture_paths:
@@ -784,7 +739,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import ScenarioError, load_scenarios, with_library
 
     try:
-        paths = [*from_settings(None, "scenarios", ()), *args.paths]
+        paths = [*from_settings("scenarios", ()), *args.paths]
     except ConfigError as exc:
         return fail(str(exc))
     try:
@@ -811,8 +766,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail(f"--limit must be >= 0, not {limit}")
     if args.source is None:
         try:
-            log = from_settings(None, "log")
-            args.source = log if log not in (None, "-") else from_settings(None, "trace_dir")
+            log = from_settings("log")
+            args.source = log if log not in (None, "-") else from_settings("trace_dir")
         except ConfigError as exc:
             return fail(str(exc))
         if args.source is None:
@@ -909,7 +864,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         library: Mapping[str, Scenario] = {}
         if not Path(args.scenario).is_file():
-            library = with_library(load_scenarios(list(from_settings(None, "scenarios", ()))))
+            library = with_library(load_scenarios(list(from_settings("scenarios", ()))))
     except ConfigError as exc:
         return fail(str(exc))
     except ScenarioError as exc:

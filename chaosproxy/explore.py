@@ -1041,9 +1041,8 @@ def parse_gate(value: str) -> frozenset[str]:
 
 def add_parser(sub: Any) -> None:
     """The ``explore`` subcommand (cli.py calls this)."""
-    from chaosproxy.cli import _argtype
-    from chaosproxy.config import parse_duration, parse_number, parse_positive_int, parse_seed
-    from chaosproxy.matrix import default_jobs, parse_jobs
+    from chaosproxy.config import add_flags, argtype, parse_positive_int, parse_seed, show_duration
+    from chaosproxy.matrix import PROXY_FLAGS, add_run_flags
 
     explore_parser = sub.add_parser(
         "explore",
@@ -1053,12 +1052,15 @@ def add_parser(sub: Any) -> None:
         "still fails, and write each to DIR/found/ with explore.json, explore.md and "
         "report.html (docs/explore.md).",
     )
-    explore_parser.add_argument(
-        "--client",
-        required=True,
-        metavar="CMD",
-        help="shell command of the client, as for chaosproxy matrix: it reads CHAOSPROXY_URL, "
-        "prints its final text on stdout and exits non-zero when its client raised",
+    add_run_flags(
+        explore_parser,
+        {
+            "--client": {
+                "help": "shell command of the client, as for chaosproxy matrix: it reads "
+                "CHAOSPROXY_URL, prints its final text on stdout and exits non-zero when its "
+                "client raised"
+            }
+        },
     )
     explore_parser.add_argument(
         "--budget",
@@ -1070,7 +1072,7 @@ def add_parser(sub: Any) -> None:
     )
     explore_parser.add_argument(
         "--seed",
-        type=_argtype(parse_seed),
+        type=argtype(parse_seed),
         default=None,
         metavar="N",
         help="the seed of the exploration (default random, printed): the same seed, client "
@@ -1092,45 +1094,30 @@ def add_parser(sub: Any) -> None:
         help="draw only these faults (comma-separated; default every fault of the space "
         "that fits the stream)",
     )
-    explore_parser.add_argument(
-        "--jobs",
-        type=parse_jobs,
-        default=default_jobs(),
-        metavar="N",
-        help="run this many clients at once, each with a proxy of its own "
-        f"(default: the number of cores, {default_jobs()})",
-    )
-    explore_parser.add_argument(
-        "--upstream",
-        default=None,
-        metavar="URL",
-        help="upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock upstream)",
-    )
-    explore_parser.add_argument(
-        "--out",
-        default="chaos-explore",
-        metavar="DIR",
-        help="directory for found/, explore.json, explore.md and report.html "
-        "(default: chaos-explore)",
-    )
-    explore_parser.add_argument(
-        "--timeout",
-        type=_argtype(parse_duration),
-        default=DEFAULT_TIMEOUT,
-        metavar="DURATION",
-        help="per run: a command still running then is killed and judged hung (default 10s)",
-    )
-    explore_parser.add_argument(
-        "--fail-on",
-        type=parse_gate,
-        default=FAILING,
-        metavar="VERDICTS",
-        help="comma-separated verdicts that, found, make the exit status 1 (default: "
-        "silent_corruption,false_alarm,hung; '' never)",
+    add_run_flags(explore_parser, {"--jobs": {}})
+    add_flags(explore_parser, ["upstream"], PROXY_FLAGS)
+    add_run_flags(
+        explore_parser,
+        {
+            "--out": {
+                "default": "chaos-explore",
+                "help": "directory for found/, explore.json, explore.md and report.html "
+                "(default: chaos-explore)",
+            },
+            "--timeout": {
+                "default": DEFAULT_TIMEOUT,
+                "help": "per run: a command still running then is killed and judged hung "
+                f"(default {show_duration(DEFAULT_TIMEOUT)})",
+            },
+            "--fail-on": {
+                "help": "comma-separated verdicts that, found, make the exit status 1 (default: "
+                "silent_corruption,false_alarm,hung; '' never)"
+            },
+        },
     )
     explore_parser.add_argument(
         "--shrink-runs",
-        type=_argtype(parse_positive_int),
+        type=argtype(parse_positive_int),
         default=MAX_TESTS,
         metavar="N",
         help=f"the most candidates tried while shrinking one failure (default {MAX_TESTS})",
@@ -1143,33 +1130,23 @@ def add_parser(sub: Any) -> None:
         help="run each minimal scenario this many more times; one that does not give the "
         "same failure every time is flaky, written to flaky/ (default 1)",
     )
-    explore_parser.add_argument(
-        "--mock-interval-ms",
-        type=_argtype(parse_number),
-        default=None,
-        metavar="MS",
-        help="milliseconds between the mock upstream's events (default 20)",
-    )
+    add_flags(explore_parser, ["mock_interval"], PROXY_FLAGS)
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
-    from chaosproxy.cli import environment_settings, fail
+    from chaosproxy.cli import fail
     from chaosproxy.config import ConfigError
     from chaosproxy.logs import describe as describe_error
-    from chaosproxy.matrix import ENVIRONMENT_SETTINGS
+    from chaosproxy.matrix import ENVIRONMENT_SETTINGS, proxy_settings
 
-    # The proxies' settings from CHAOSPROXY_*, as the matrix takes them, but the seed:
-    # --seed draws the runs, and each run has a seed of its own.
+    # The proxies' settings, as the matrix takes them, but the seed: --seed draws the
+    # runs, and each run has a seed of its own.
     try:
-        proxy_settings: dict[str, Any] = environment_settings(
-            "upstream", *(name for name in ENVIRONMENT_SETTINGS if name != "seed")
+        upstream, settings_of_proxies = proxy_settings(
+            "explore", args, (name for name in ENVIRONMENT_SETTINGS if name != "seed")
         )
     except ConfigError as exc:
         return fail(str(exc))
-    upstreams = proxy_settings.pop("upstream", ("mock",))
-    if args.upstream is None and len(upstreams) > 1:
-        return fail("explore takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
-    upstream = args.upstream or upstreams[0]
     if args.replay and args.seed is None:
         return fail("explore: --replay needs the --seed of the exploration it replays")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(MAX_SEED + 1)
@@ -1183,8 +1160,6 @@ def cmd_explore(args: argparse.Namespace) -> int:
         client=args.client,
         upstream=upstream,
     )
-    if args.mock_interval_ms is not None:
-        proxy_settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -1195,7 +1170,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
             upstream=upstream,
             jobs=args.jobs,
             timeout=args.timeout,
-            settings=proxy_settings,
+            settings=settings_of_proxies,
         ) as runner:
             exploration = explore(runner, settings, log=say)
     except ExploreError as exc:

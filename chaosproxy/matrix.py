@@ -548,10 +548,74 @@ def parse_fail_on(value: str) -> frozenset[str]:
     return names
 
 
+#: The proxy settings the matrix's own options set: ``serve``'s flags, generated from
+#: :class:`~chaosproxy.config.Config` (``add_flags``), with the matrix's help. The
+#: matrix takes one upstream URL.
+PROXY_FLAGS: dict[str, dict[str, Any]] = {
+    "upstream": {
+        "kind": "store",
+        "metavar": "URL",
+        "help": "upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock "
+        "upstream)",
+    },
+    "seed": {"help": "the proxy's seed for every request (default: each scenario's, else random)"},
+    "mock_interval": {
+        "help": "milliseconds between the mock upstream's events (default {default})"
+    },
+}
+
+
+def add_run_flags(
+    parser: argparse.ArgumentParser, changes: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """The options of a command that runs a client command under proxies (``matrix``,
+    ``explore``), one per key of ``changes`` in its order, each as the matrix has it
+    with ``changes`` (its help, its default) over it."""
+    from chaosproxy.config import argtype, parse_duration, show_duration
+
+    options: dict[str, dict[str, Any]] = {
+        "--client": {
+            "required": True,
+            "metavar": "CMD",
+            "help": "shell command of the client: it reads CHAOSPROXY_URL (and "
+            "CHAOSPROXY_SCENARIO), prints its final text on stdout and exits non-zero "
+            "when its client raised",
+        },
+        "--jobs": {
+            "type": parse_jobs,
+            "default": default_jobs(),
+            "metavar": "N",
+            "help": "run this many clients at once, each with a proxy of its own "
+            f"(default: the number of cores, {default_jobs()})",
+        },
+        "--out": {
+            "default": "chaos-matrix",
+            "metavar": "DIR",
+            "help": "directory for matrix.md, matrix.json, junit.xml and report.html "
+            "(default: chaos-matrix)",
+        },
+        "--timeout": {
+            "type": argtype(parse_duration),
+            "default": DEFAULT_TIMEOUT,
+            "metavar": "DURATION",
+            "help": "per scenario: a command still running then is killed and judged hung "
+            f"(default {show_duration(DEFAULT_TIMEOUT)})",
+        },
+        "--fail-on": {
+            "type": parse_fail_on,
+            "default": FAILING,
+            "metavar": "VERDICTS",
+            "help": "comma-separated verdicts that make the exit status 1 and fail their JUnit "
+            "test case (default: silent_corruption,false_alarm,hung)",
+        },
+    }
+    for name, change in changes.items():
+        parser.add_argument(name, **{**options[name], **change})
+
+
 def add_parser(sub: Any) -> None:
     """The ``matrix`` subcommand (cli.py calls this)."""
-    from chaosproxy.cli import _argtype
-    from chaosproxy.config import parse_duration, parse_number, parse_seed
+    from chaosproxy.config import add_flags
 
     matrix = sub.add_parser(
         "matrix",
@@ -559,20 +623,8 @@ def add_parser(sub: Any) -> None:
         description="Run CMD once per scenario through an in-process proxy and write "
         "matrix.md, matrix.json, junit.xml and report.html (docs/verdicts.md).",
     )
-    matrix.add_argument(
-        "--client",
-        required=True,
-        metavar="CMD",
-        help="shell command of the client: it reads CHAOSPROXY_URL (and "
-        "CHAOSPROXY_SCENARIO), prints its final text on stdout and exits non-zero "
-        "when its client raised",
-    )
-    matrix.add_argument(
-        "--upstream",
-        default=None,
-        metavar="URL",
-        help="upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock upstream)",
-    )
+    add_run_flags(matrix, {"--client": {}})
+    add_flags(matrix, ["upstream"], PROXY_FLAGS)
     matrix.add_argument(
         "--scenarios",
         action="append",
@@ -581,50 +633,8 @@ def add_parser(sub: Any) -> None:
         help="run only these: a built-in scenario's name, or the scenarios of a file or "
         "directory (repeatable; default: the whole built-in library)",
     )
-    matrix.add_argument(
-        "--jobs",
-        type=parse_jobs,
-        default=default_jobs(),
-        metavar="N",
-        help="run this many clients at once, each with a proxy of its own "
-        f"(default: the number of cores, {default_jobs()})",
-    )
-    matrix.add_argument(
-        "--out",
-        default="chaos-matrix",
-        metavar="DIR",
-        help="directory for matrix.md, matrix.json, junit.xml and report.html "
-        "(default: chaos-matrix)",
-    )
-    matrix.add_argument(
-        "--timeout",
-        type=_argtype(parse_duration),
-        default=DEFAULT_TIMEOUT,
-        metavar="DURATION",
-        help="per scenario: a command still running then is killed and judged hung (default 20s)",
-    )
-    matrix.add_argument(
-        "--fail-on",
-        type=parse_fail_on,
-        default=FAILING,
-        metavar="VERDICTS",
-        help="comma-separated verdicts that make the exit status 1 and fail their JUnit "
-        "test case (default: silent_corruption,false_alarm,hung)",
-    )
-    matrix.add_argument(
-        "--seed",
-        type=_argtype(parse_seed),
-        default=None,
-        metavar="N",
-        help="the proxy's seed for every request (default: each scenario's, else random)",
-    )
-    matrix.add_argument(
-        "--mock-interval-ms",
-        type=_argtype(parse_number),
-        default=None,
-        metavar="MS",
-        help="milliseconds between the mock upstream's events (default 20)",
-    )
+    add_run_flags(matrix, {"--jobs": {}, "--out": {}, "--timeout": {}, "--fail-on": {}})
+    add_flags(matrix, ["seed", "mock_interval"], PROXY_FLAGS)
 
 
 #: The settings of ``serve`` that the matrix's proxies also take from their
@@ -648,6 +658,22 @@ ENVIRONMENT_SETTINGS = (
 )
 
 
+def proxy_settings(
+    command: str, args: argparse.Namespace, names: Iterable[str] = ENVIRONMENT_SETTINGS
+) -> tuple[str, dict[str, Any]]:
+    """The upstream and the settings ``names`` of the proxies of ``command`` (``matrix``,
+    ``explore``): as its options give them, else their ``CHAOSPROXY_*`` variables.
+    Raises ConfigError (a bad variable, several upstreams)."""
+    from chaosproxy.config import ConfigError, command_settings
+
+    settings = command_settings(args, ("upstream", *names))
+    upstream = settings.pop("upstream", ("mock",))
+    upstreams = (upstream,) if isinstance(upstream, str) else upstream
+    if len(upstreams) > 1:
+        raise ConfigError(f"{command} takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
+    return upstreams[0], settings
+
+
 def default_jobs() -> int:
     """One client per core."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
@@ -665,22 +691,14 @@ def _clock(seconds: float) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from chaosproxy.cli import environment_settings, fail
+    from chaosproxy.cli import fail
     from chaosproxy.config import ConfigError
     from chaosproxy.scenario import ScenarioError
 
     try:  # the options given win over the proxies' settings from CHAOSPROXY_*
-        settings: dict[str, Any] = environment_settings("upstream", *ENVIRONMENT_SETTINGS)
+        upstream, settings = proxy_settings("matrix", args)
     except ConfigError as exc:
         return fail(str(exc))
-    upstreams = settings.pop("upstream", ("mock",))
-    if args.upstream is None and len(upstreams) > 1:
-        return fail("matrix takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
-    upstream = args.upstream or upstreams[0]
-    if args.seed is not None:
-        settings["seed"] = args.seed
-    if args.mock_interval_ms is not None:
-        settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
     def started(name: str, running: int) -> None:
         print(f"  ... {name} ({running} running)", file=sys.stderr, flush=True)

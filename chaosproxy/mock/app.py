@@ -28,6 +28,7 @@ from chaosproxy.mock.common import (
     MockResponse,
     compact,
 )
+from chaosproxy.mock.defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
 from chaosproxy.mock.fixtures import FIXTURE_HEADER, SCENARIO_HEADER, Chosen, MockFixtures
 from chaosproxy.scenario.fixtures import Fixture
 
@@ -50,7 +51,9 @@ Render = Callable[[bytes, JsonObject, Knobs, Fixture | None], MockResponse]
 
 
 def create_mock_app(
-    tokens: int = 24, interval: float = 0.02, fixtures: MockFixtures | None = None
+    tokens: int = DEFAULT_TOKENS,
+    interval: float = DEFAULT_INTERVAL,
+    fixtures: MockFixtures | None = None,
 ) -> web.Application:
     """The mock LLM upstream as an aiohttp application.
 
