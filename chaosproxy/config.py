@@ -21,7 +21,7 @@ from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.core.integrity import Envelope
 from chaosproxy.logs import LogFormat, LogLevel
 from chaosproxy.mock.defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
-from chaosproxy.routes import Route, RouteError, parse_route, parse_routes, split_environment
+from chaosproxy.routes import MOCK, Route, RouteError, parse_route, parse_routes, split_environment
 from chaosproxy.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
 from chaosproxy.store import DEFAULT_HISTORY, DEFAULT_MAX_FRAMES
 
@@ -238,7 +238,7 @@ class Config:
     #: path prefix (docs/gateways.md). A plain string is taken as a one-value tuple
     #: (``ChaosProxy(upstream="https://...")``).
     upstream: tuple[str, ...] = field(
-        default=("mock",),
+        default=(MOCK,),
         metadata=option(
             "--upstream",
             "the upstream's base URL, or mock for the built-in mock LLM (default {default}); "

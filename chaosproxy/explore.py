@@ -58,6 +58,7 @@ from chaosproxy.fault_space import (
     validated,
 )
 from chaosproxy.matrix import Matrix, Run, run_one
+from chaosproxy.routes import MOCK
 from chaosproxy.seeds import MAX_SEED
 from chaosproxy.shrink import MAX_TESTS, Candidate, Shrunk, faults_key, shrink
 from chaosproxy.verdict import FAILING, VERDICTS
@@ -188,7 +189,7 @@ class CommandRunner:
         self,
         command: str,
         *,
-        upstream: str = "mock",
+        upstream: str = MOCK,
         jobs: int = 1,
         timeout: float = DEFAULT_TIMEOUT,
         settings: Mapping[str, Any] | None = None,
@@ -420,7 +421,7 @@ class Settings:
     replay: tuple[int, ...] = ()
     #: Shown in the files: what ran, and against what.
     client: str = ""
-    upstream: str = "mock"
+    upstream: str = MOCK
     #: How to check a found scenario again, for its file's comment (``FILE`` is the
     #: file, ``{name}`` the scenario's name); default: the matrix with ``client``.
     check: str | None = None

@@ -33,6 +33,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import orjson
 
+from chaosproxy.routes import MOCK
 from chaosproxy.verdict import FAILING, VERDICTS
 
 if TYPE_CHECKING:
@@ -335,7 +336,7 @@ class Progress:
 def run_matrix(
     command: str,
     *,
-    upstream: str = "mock",
+    upstream: str = MOCK,
     scenarios: Sequence[str] = (),
     timeout: float = DEFAULT_TIMEOUT,
     fail_on: Iterable[str] = FAILING,
@@ -664,10 +665,10 @@ def proxy_settings(
     """The upstream and the settings ``names`` of the proxies of ``command`` (``matrix``,
     ``explore``): as its options give them, else their ``CHAOSPROXY_*`` variables.
     Raises ConfigError (a bad variable, several upstreams)."""
-    from chaosproxy.config import ConfigError, command_settings
+    from chaosproxy.config import ConfigError, command_settings, default
 
     settings = command_settings(args, ("upstream", *names))
-    upstream = settings.pop("upstream", ("mock",))
+    upstream = settings.pop("upstream", default("upstream"))
     upstreams = (upstream,) if isinstance(upstream, str) else upstream
     if len(upstreams) > 1:
         raise ConfigError(f"{command} takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
