@@ -5,6 +5,12 @@ API (:class:`chaosproxy.ChaosProxy`) and the pytest plugin all fill one :class:`
 Each setting is one field; a field with a ``flag`` is also a ``serve`` option and an
 environment variable (``--connect-timeout`` ↔ ``CHAOSPROXY_CONNECT_TIMEOUT``), parsed by
 the same function either way. Adding a setting is adding a field here.
+
+The options of the other commands that take a setting (``mock --tokens``, ``matrix
+--upstream``, ...) are generated from the same fields (:func:`add_flags`), under their
+own names or help where they differ; every flag is also a ``ChaosProxy(...)`` argument
+(:data:`ARGUMENTS` for the one not named after its field). A default is written once:
+the field's, which a help shows as ``{default}``.
 """
 
 from __future__ import annotations
