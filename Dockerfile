@@ -1,5 +1,6 @@
 # chaosproxy as a sidecar: docker run -p 8080:8080 -v "$PWD/my-scenarios:/scenarios" chaosproxy
-# (the built-in library is in the package; /scenarios adds to it and may stay empty)
+# (the built-in library, the repository's scenarios/, is built into the package; the
+# image's /scenarios adds to it and may stay empty)
 #
 # The image starts with no configuration: the proxy on 0.0.0.0:8080, the admin API on
 # loopback inside the container only (the HEALTHCHECK uses it there). To publish the
@@ -39,6 +40,8 @@ WORKDIR /build
 # Compiled modules); this slim stage has none, so the image's package is pure Python.
 COPY README.md LICENSE setup.py ./
 COPY chaosproxy ./chaosproxy
+# The scenario library: setup.py builds it into the package (the build fails without it).
+COPY scenarios ./scenarios
 RUN /opt/build/bin/python -c "import setuptools.build_meta as backend; backend.build_wheel('/dist')" \
     > /tmp/build.log 2>&1 || { cat /tmp/build.log; exit 1; }
 

@@ -1,9 +1,19 @@
-"""The one thing pyproject.toml cannot say: compile the hot modules with mypyc.
+"""The two things pyproject.toml cannot say: compile the hot modules with mypyc, and carry
+the scenario library, which lives at the top of the repository, into the package.
 
-Metadata, dependencies and package data are all in pyproject.toml. This adds the
-extension modules of ``chaosproxy/_build.py``'s ``COMPILED`` list (one shared library,
-``chaosproxy.__compiled__mypyc``, and a small module per compiled one), next to their
-``.py`` sources, which stay in the wheel. The wheel is pure Python instead when:
+Metadata, dependencies and the package's own data are all in pyproject.toml.
+
+**The library.** ``scenarios/`` at the top of the repository is the built-in scenario
+library's one home; ``build_py`` copies its files into the built package as
+``chaosproxy/scenarios/`` (package data, where ``chaosproxy.scenario.library_root`` finds
+it in an installed wheel). An editable install copies nothing: the loader reads the
+checkout's ``scenarios/`` (next to the package's directory). The sdist carries
+``scenarios/`` (MANIFEST.in), and a build without it fails rather than ship no library.
+
+**Compiled modules.** This adds the extension modules of ``chaosproxy/_build.py``'s
+``COMPILED`` list (one shared library, ``chaosproxy.__compiled__mypyc``, and a small
+module per compiled one), next to their ``.py`` sources, which stay in the wheel. The
+wheel is pure Python instead when:
 
 - ``CHAOSPROXY_PURE_BUILD=1`` (a pure wheel, for a platform without a compiler);
 - there is no working C compiler, or the interpreter is not CPython (said on stderr);
@@ -25,6 +35,7 @@ from pathlib import Path
 
 from setuptools import Distribution, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 COMPILED: tuple[str, ...] = runpy.run_path(str(HERE / "chaosproxy" / "_build.py"))["COMPILED"]
@@ -105,9 +116,33 @@ class BuildCompiled(build_ext):
         super().finalize_options()
 
 
+#: The scenario library: its directory in the repository, and in the built package.
+LIBRARY_SOURCE = HERE / "scenarios"
+LIBRARY_TARGET = ("chaosproxy", "scenarios")
+
+
+class BuildWithLibrary(build_py):
+    """The package as setuptools builds it, and the scenario library copied into it."""
+
+    def run(self) -> None:
+        super().run()
+        if self.editable_mode:
+            return  # the loader reads the checkout's scenarios/ itself
+        files = sorted([*LIBRARY_SOURCE.glob("*.yaml"), *LIBRARY_SOURCE.glob("*.yml")])
+        if not files:
+            raise RuntimeError(f"no scenario library in {LIBRARY_SOURCE}: it must be built in")
+        target = Path(self.build_lib, *LIBRARY_TARGET)
+        self.mkpath(str(target))
+        for path in files:
+            self.copy_file(str(path), str(target / path.name))
+
+
 def _source(module: str) -> str:
     return str(Path(*module.split(".")).with_suffix(".py"))
 
 
 if __name__ == "__main__":  # (as the build runs it; tests/test_compiled.py imports it)
-    setup(distclass=BinaryDistribution, cmdclass={"build_ext": BuildCompiled})
+    setup(
+        distclass=BinaryDistribution,
+        cmdclass={"build_ext": BuildCompiled, "build_py": BuildWithLibrary},
+    )

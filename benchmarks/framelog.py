@@ -3,8 +3,8 @@
 Times what the proxy does for each write to a client besides the write itself:
 ``Exchange.log_frame`` (the session's accounting, ``Session.wrote``, and the ``frame``
 line through structlog, its processors and the observers ``chaosproxy serve`` attaches:
-the admin's :class:`~chaosproxy.admin.RequestStore` and the
-:class:`~chaosproxy.metrics.Metrics`) into a real file, for framed sends (one event
+the admin's :class:`~chaosproxy.control.admin.RequestStore` and the
+:class:`~chaosproxy.observe.metrics.Metrics`) into a real file, for framed sends (one event
 each, as the benchmark's ``bench-framed`` scenario makes them) and passthrough sends.
 Each repeat logs ``--lines`` lines for ``--requests`` requests in turn (as 200 streams
 interleave), opening with their ``request`` lines and closing with their
@@ -25,15 +25,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
-from chaosproxy.admin import RequestStore
+from chaosproxy.control.admin import RequestStore
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.session import Session
-from chaosproxy.exchange import Exchange
-from chaosproxy.logs import FrameLog
-from chaosproxy.metrics import Metrics
+from chaosproxy.observe.logs import FrameLog
+from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
+from chaosproxy.server.exchange import Exchange
 
 BENCH_FRAMED = "name: bench-framed\nfaults:\n  - duplicate: {probability: 0}\n"
 PAYLOAD = b'data: {"t": 1764600000000000000, "i": 1, "pad": "' + b"x" * 200 + b'"}\n\n'

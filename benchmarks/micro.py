@@ -45,7 +45,7 @@ from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import Scenario, parse_scenario
-from chaosproxy.simulate import CONTENT_TYPES
+from chaosproxy.tools.simulate import CONTENT_TYPES
 
 HERE = Path(__file__).resolve().parent
 READ_SIZE = 64 * 1024

@@ -442,7 +442,7 @@ async def phase_fanout(target: Target, scale: Scale) -> dict[str, Any]:
     return out
 
 
-#: Phases during which the proxy's loop-lag probe is read (chaosproxy/looplag.py).
+#: Phases during which the proxy's loop-lag probe is read (chaosproxy/observe/looplag.py).
 LAG_PHASES = ("latency", "fanout")
 
 

@@ -167,7 +167,7 @@ class Target:
     #: Extra files (the frame log) whose size is worth reporting.
     log_path: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
-    #: Where the proxy's loop-lag probe writes (chaosproxy.looplag), when it has one.
+    #: Where the proxy's loop-lag probe writes (chaosproxy.observe.looplag), when it has one.
     lag_path: Path | None = None
 
     def measured_pids(self) -> list[int]:

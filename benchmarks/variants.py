@@ -3,8 +3,8 @@
     python benchmarks/run.py --variant fastlog --targets direct,passthrough,framed
     python benchmarks/variants.py fastlog,merge serve --upstream … # what run.py starts
 
-Nothing here changes the package: each variant monkeypatches ``chaosproxy.proxy`` /
-``chaosproxy.logs`` in this process only, then hands over to ``chaosproxy.cli.main``.
+Nothing here changes the package: each variant monkeypatches ``chaosproxy.server.proxy`` /
+``chaosproxy.observe.logs`` in this process only, then hands over to ``chaosproxy.cli.main``.
 They exist to measure a proposed change before anyone makes it (docs/benchmark.md has
 the numbers). They lean on private names (``_Pump._feed``, ``FrameLog._observers``);
 when those change, a variant may need updating — ``baseline`` never does. (``pipe``,
@@ -50,7 +50,7 @@ import orjson
 
 
 def _fastlog() -> None:
-    from chaosproxy import logs
+    from chaosproxy.observe import logs
 
     class FastBound:
         """What ``FrameLog.for_request`` returns: ``info(event, **fields)`` only."""
@@ -127,7 +127,7 @@ def _merge() -> None:
 
 def _nolog() -> None:
     from chaosproxy.core.actions import Send
-    from chaosproxy.exchange import Exchange
+    from chaosproxy.server.exchange import Exchange
 
     def log_frame(self: Exchange, send: Send, now: float) -> None:
         return None
@@ -137,7 +137,7 @@ def _nolog() -> None:
 
 def _wroteonly() -> None:
     from chaosproxy.core.actions import Send
-    from chaosproxy.exchange import Exchange
+    from chaosproxy.server.exchange import Exchange
 
     def log_frame(self: Exchange, send: Send, now: float) -> None:
         self.session.wrote(send, now)
@@ -175,7 +175,7 @@ def _nogc() -> None:
 def _deferlog() -> None:
     import asyncio
 
-    from chaosproxy import logs
+    from chaosproxy.observe import logs
 
     pending: list[tuple[Any, str, dict[str, Any]]] = []
 
@@ -214,7 +214,7 @@ def _deferlog() -> None:
 
 
 def _noobservers() -> None:
-    from chaosproxy import logs
+    from chaosproxy.observe import logs
 
     def add_observer(self: logs.FrameLog, observer: Any) -> None:
         return None
@@ -223,7 +223,7 @@ def _noobservers() -> None:
 
 
 def _nofreeze() -> None:
-    from chaosproxy import cli
+    from chaosproxy.cli import main as cli
 
     cli.settle_gc = lambda: None
 
@@ -231,7 +231,7 @@ def _nofreeze() -> None:
 def _gcslow() -> None:
     import gc
 
-    from chaosproxy import cli
+    from chaosproxy.cli import main as cli
 
     original = cli.settle_gc
 
@@ -245,7 +245,7 @@ def _gcslow() -> None:
 def _gcdefault() -> None:
     import gc
 
-    from chaosproxy import cli
+    from chaosproxy.cli import main as cli
 
     original = cli.settle_gc
 
@@ -283,7 +283,7 @@ def main(argv: list[str]) -> int:
         return 2
     for name in names:
         VARIANTS[name]()
-    from chaosproxy.cli import main as cli_main
+    from chaosproxy.cli.main import main as cli_main
 
     return cli_main(argv[1:])
 

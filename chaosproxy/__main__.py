@@ -1,3 +1,3 @@
-from chaosproxy.cli import main
+from chaosproxy.cli.main import main
 
 raise SystemExit(main())

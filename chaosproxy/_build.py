@@ -29,14 +29,18 @@ COMPILED: tuple[str, ...] = (
     "chaosproxy.core.answer",
     "chaosproxy.core.recent",
     "chaosproxy.core.session",
-    "chaosproxy.pump",
-    "chaosproxy.exchange",
-    "chaosproxy.logs",
-    "chaosproxy.metrics",
-    "chaosproxy.store",
+    "chaosproxy.server.pump",
+    "chaosproxy.server.exchange",
+    "chaosproxy.observe.logs",
+    "chaosproxy.observe.metrics",
+    "chaosproxy.observe.store",
     "chaosproxy.upstream.connection",
     "chaosproxy.upstream.response",
 )
+
+#: The package's version (``chaosproxy.__version__``), here so that a module of the
+#: package can say it without importing the package's ``__init__`` (an import cycle).
+__version__ = "0.1.0"
 
 #: The variable that makes ``import chaosproxy`` load every module from its source.
 PURE_ENV = "CHAOSPROXY_PURE"

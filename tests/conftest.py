@@ -1,27 +1,55 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import settings
 
-from chaosproxy.api import EMBEDDED
-from chaosproxy.logs import FrameLog
+from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import RunningProxy, start_proxy
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server import RunningProxy, start_proxy
-from tests.upstream import ScriptedUpstream, scripted_upstream
+from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-#: The built-in scenario library, as shipped in the package.
-LIBRARY = REPO / "chaosproxy" / "scenarios"
+#: The built-in scenario library: its one home, at the top of the repository (setup.py
+#: builds it into the package as chaosproxy/scenarios/).
+LIBRARY = REPO / "scenarios"
 #: The recorded provider captures (see PROVENANCE.md there): part of the repo, so a
 #: missing one is an error, never a skip. Every test reads them from here.
 FIXTURES = REPO / "tests" / "fixtures" / "providers"
+
+
+#: The property tests' examples: ``max_examples=examples(N)`` draws N of them with
+#: ``CHAOSPROXY_HYPOTHESIS=thorough`` (the compiled run of .ci/run sets it) and a quarter
+#: (at least 10) by default, each run new ones (docs/testing.md).
+THOROUGH = os.environ.get("CHAOSPROXY_HYPOTHESIS", "") == "thorough"
+settings.register_profile("quick", max_examples=25)
+settings.register_profile("thorough", max_examples=100)
+settings.load_profile("thorough" if THOROUGH else "quick")
+
+
+def examples(n: int) -> int:
+    """How many examples a property test that asks for ``n`` draws in this run."""
+    return n if THOROUGH else max(10, n // 4)
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port where connections are refused while the block runs: bound, never
+    listening, so no other test (another xdist worker) can listen there meanwhile."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def fixture_bytes(name: str) -> bytes:
@@ -73,6 +101,14 @@ class LogCapture:
 
 
 ProxyFactory = Callable[..., Awaitable[RunningProxy]]
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's ``pytester``, its runs in their written order: the plugin's tests depend on
+    it (one session proxy for two tests), so pytest-randomly stays out of them."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:randomly")
+    return pytester
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ async def site() -> AsyncIterator[str]:
         yield url
 
 
+@pytest.mark.browser
 async def test_open_evaluate_wait_screenshot(chromium_path: str, site: str) -> None:
     async with Chromium(executable=chromium_path, window_size=(800, 600)) as browser:
         page = await browser.open(site + "/")
@@ -76,6 +77,7 @@ async def test_open_evaluate_wait_screenshot(chromium_path: str, site: str) -> N
         assert png_size(whole)[1] == 2000
 
 
+@pytest.mark.browser
 async def test_errors_and_timeouts_are_raised(chromium_path: str, site: str) -> None:
     async with Chromium(executable=chromium_path) as browser:
         page = await browser.open(site + "/")
@@ -87,6 +89,7 @@ async def test_errors_and_timeouts_are_raised(chromium_path: str, site: str) -> 
             await page.wait_for("window.neverSet", limit=0.2)
 
 
+@pytest.mark.browser
 async def test_cross_origin_needs_disable_web_security(chromium_path: str, site: str) -> None:
     # The page is on localhost, the JSON on 127.0.0.1 without CORS headers.
     other = site.replace("127.0.0.1", "localhost")
@@ -100,6 +103,7 @@ async def test_cross_origin_needs_disable_web_security(chromium_path: str, site:
         assert await page.evaluate(fetch, await_promise=True) == 42
 
 
+@pytest.mark.browser
 async def test_close_kills_the_process_group_and_removes_the_profile(chromium_path: str) -> None:
     browser = Chromium(executable=chromium_path)
     async with browser:
@@ -114,6 +118,7 @@ async def test_close_kills_the_process_group_and_removes_the_profile(chromium_pa
         os.killpg(pid, 0)  # no process of the group is left
 
 
+@pytest.mark.browser
 async def test_close_after_a_failure_inside_the_block(chromium_path: str) -> None:
     browser = Chromium(executable=chromium_path)
     with pytest.raises(RuntimeError, match="inside"):

@@ -63,6 +63,15 @@ def test_the_dependencies_come_before_the_source_and_the_wheel_last() -> None:
     assert image[-1] == "USER 10001:10001"
 
 
+def test_the_wheel_is_built_with_the_scenario_library() -> None:
+    """setup.py builds scenarios/ into the package: the wheel stage copies it before the
+    build (else the build fails: there is no library to carry)."""
+    _, wheel, _ = stages()
+    copies = [line for line in wheel if line.startswith("COPY ")]
+    assert "COPY scenarios ./scenarios" in copies
+    assert wheel.index("COPY scenarios ./scenarios") < len(wheel) - 1  # before the build
+
+
 def test_the_health_check_is_the_module_on_a_short_interval() -> None:
     (health,) = [line for line in INSTRUCTIONS if line.startswith("HEALTHCHECK ")]
     options = dict(re.findall(r"--([\w-]+)=(\S+)", health))
@@ -98,8 +107,8 @@ def test_the_context_is_what_the_dockerfile_copies() -> None:
         pytest.skip("not a git checkout: no list of the repository's files")
     sent = {f for f in files if not docker_ignored(f, patterns)}
     tops = {f.split("/")[0] for f in sent}
-    assert tops == {"pyproject.toml", "setup.py", "README.md", "LICENSE", "chaosproxy"}
-    assert {f for f in files if f.startswith("chaosproxy/")} <= sent
+    assert tops == {"pyproject.toml", "setup.py", "README.md", "LICENSE", "chaosproxy", "scenarios"}
+    assert {f for f in files if f.startswith(("chaosproxy/", "scenarios/"))} <= sent
     assert docker_ignored("chaosproxy/__pycache__/cli.cpython-311.pyc", patterns)
     for local in (
         ".git/HEAD",

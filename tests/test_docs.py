@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from chaosproxy.config import ConfigError, Flag, flags
 from chaosproxy.core.faults.base import SelectorConfig
 from chaosproxy.core.providers import KINDS, PROVIDER_NAMES
 from chaosproxy.scenario import parse_scenario
+from chaosproxy.server.config import ConfigError, Flag, flags
 from tests.conftest import REPO
 
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -241,9 +241,9 @@ def test_the_docs_tell_each_settings_default() -> None:
 
 
 def test_the_docs_tell_the_mocks_and_the_matrixs_defaults() -> None:
-    from chaosproxy import explore, matrix
-    from chaosproxy.config import show_duration
-    from chaosproxy.mock.defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
+    from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
+    from chaosproxy.server.config import show_duration
+    from chaosproxy.tools import explore, matrix
 
     mock = (REPO / "docs" / "mock.md").read_text(encoding="utf-8")
     assert f"| tokens | `create_mock_app(tokens={DEFAULT_TOKENS})` |" in mock

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 import yaml
 
-from chaosproxy import healthcheck
-from chaosproxy.config import flags, from_environment
+from chaosproxy.control import healthcheck
 from chaosproxy.scenario import parse_scenario
+from chaosproxy.server.config import flags, from_environment
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

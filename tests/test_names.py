@@ -27,9 +27,9 @@ ROLES: dict[str, tuple[str, str]] = {
     },
     "add_parser": (r"\.(matrix|explore)$", "a subcommand module adds its own subcommand"),
     "write_outputs": (r"\.(matrix|explore)$", "a subcommand module writes its own files"),
-    "cmd_matrix": (r"\.(cli|matrix)$", "cli's is the lazy entry to matrix's"),
-    "cmd_explore": (r"\.(cli|explore)$", "cli's is the lazy entry to explore's"),
-    "main": (r"\.(cli|healthcheck)$", "each is a program's entry point"),
+    "cmd_matrix": (r"\.(cli\.main|matrix)$", "cli's is the lazy entry to matrix's"),
+    "cmd_explore": (r"\.(cli\.main|explore)$", "cli's is the lazy entry to explore's"),
+    "main": (r"\.(cli\.main|healthcheck)$", "each is a program's entry point"),
 }
 
 

@@ -3,7 +3,7 @@
 A scenario with a ``resume:`` key keeps every SSE stream framed under it, so that a
 client that reconnects with ``Last-Event-ID`` can be answered by the scenario's policy
 (docs/reconnection.md). This module holds the bookkeeping; the shell
-(:mod:`chaosproxy.resume`) moves the bytes and keeps reading an upstream whose client
+(:mod:`chaosproxy.server.resume`) moves the bytes and keeps reading an upstream whose client
 was cut. Time is data: every call that needs it takes ``now`` (seconds, monotonic).
 
 * :class:`ResumeConfig` is the ``resume:`` key of a scenario.

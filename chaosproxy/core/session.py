@@ -1,6 +1,6 @@
 """One request's lifecycle, decided in one place.
 
-The I/O shell (:mod:`chaosproxy.exchange`) tells a :class:`Session` what happened — the
+The I/O shell (:mod:`chaosproxy.server.exchange`) tells a :class:`Session` what happened — the
 request cannot be served, the upstream's head arrived, a read of its body, its end or
 failure, the client left, the proxy is stopping, a bug of ours — and carries out what
 the session returns. Everything that decides what happens to one request lives here:

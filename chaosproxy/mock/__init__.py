@@ -3,8 +3,10 @@
 ``create_mock_app()`` builds the aiohttp application; ``run_mock()`` serves it until
 cancelled. See docs/mock.md for the endpoints and knobs.
 
-The names below are loaded when first used, so that ``chaosproxy.mock.defaults`` (read
-by the configuration) does not load aiohttp and the whole mock with it.
+The names below are loaded when first used, so that importing one module of the mock
+does not load aiohttp and the whole mock with it. Its defaults (answer length and pace,
+the address ``chaosproxy mock`` listens on) are ``chaosproxy/core/mock_defaults.py``'s,
+which the configuration reads too (the server imports nothing of the mock).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from chaosproxy.core.llm_request import read_request
+from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
 from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
 from chaosproxy.mock.common import (
     CREATED_BASE,
@@ -28,7 +29,6 @@ from chaosproxy.mock.common import (
     MockResponse,
     compact,
 )
-from chaosproxy.mock.defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
 from chaosproxy.mock.fixtures import FIXTURE_HEADER, SCENARIO_HEADER, Chosen, MockFixtures
 from chaosproxy.scenario.fixtures import Fixture
 

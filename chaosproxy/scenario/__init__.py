@@ -4,11 +4,13 @@ A package so that the value (``model``), the file handling (``loader``) and the 
 of problems (``errors``) can each be read alone; import from here.
 """
 
+from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.scenario.errors import Problem, ScenarioError
 from chaosproxy.scenario.fixtures import Fixture
 from chaosproxy.scenario.loader import (
     MAX_FILE_BYTES,
     check_paths,
+    library_root,
     load_fixture_files,
     load_library,
     load_scenario_file,
@@ -27,7 +29,6 @@ from chaosproxy.scenario.model import (
     cross_tenant_warnings,
     header_values,
 )
-from chaosproxy.seeds import MAX_SEED
 
 __all__ = [
     "FORMATS",
@@ -43,6 +44,7 @@ __all__ = [
     "check_paths",
     "cross_tenant_warnings",
     "header_values",
+    "library_root",
     "load_fixture_files",
     "load_library",
     "load_scenario_file",

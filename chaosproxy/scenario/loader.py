@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,10 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
+from chaosproxy.core.seeds import SEED_RANGE
 from chaosproxy.scenario.errors import Located, Problem, ScenarioError, dotted, phrase_errors
 from chaosproxy.scenario.fixtures import Fixture, FixtureFile
 from chaosproxy.scenario.model import Scenario, name_error
-from chaosproxy.seeds import SEED_RANGE
 
 #: Files larger than this are refused before parsing.
 MAX_FILE_BYTES = 1024 * 1024
@@ -236,15 +237,31 @@ def _read_file(path: Path) -> tuple[bytes, Problem | None]:
 
 # --------------------------------------------------------------------------- the library
 
-#: Where the built-in scenario library is, inside the ``chaosproxy`` package.
+#: The built-in scenario library's directory: ``scenarios/`` at the top of the repository,
+#: and in an installed package ``chaosproxy/scenarios/`` (setup.py copies it there).
 LIBRARY_DIR = "scenarios"
+
+
+def library_root() -> Traversable:
+    """Where the built-in library is read from: the package's data in an installed wheel,
+    else (the package runs from a checkout: an editable install, the tests) the
+    repository's own ``scenarios/``, next to the package's directory."""
+    package = resources.files("chaosproxy")
+    packaged = package / LIBRARY_DIR
+    if packaged.is_dir():
+        return packaged
+    # (resolved: a strict editable install links each source file from elsewhere)
+    checkout = Path(str(package / "__init__.py")).resolve().parent.parent / LIBRARY_DIR
+    return checkout if checkout.is_dir() else packaged
 
 
 @functools.cache
 def _library() -> tuple[Scenario, ...]:
     found: list[Scenario] = []
     problems: list[Problem] = []
-    root = resources.files("chaosproxy") / LIBRARY_DIR
+    root = library_root()
+    if not root.is_dir():  # a broken install
+        raise ScenarioError([Problem(str(root), 0, "the built-in scenario library is missing")])
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
         stem, dot, suffix = entry.name.rpartition(".")
         if not dot or suffix not in ("yaml", "yml") or not entry.is_file():

@@ -18,8 +18,8 @@ from chaosproxy.core.faults import FaultConfig
 from chaosproxy.core.frames import Format
 from chaosproxy.core.history import ResumeConfig
 from chaosproxy.core.integrity import parse_pointer
+from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.scenario.fixtures import Fixture
-from chaosproxy.seeds import MAX_SEED
 
 #: Scenario names: usable as-is in a URL path segment and an HTTP header value.
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"

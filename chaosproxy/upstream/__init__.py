@@ -3,7 +3,7 @@ protocols that parse responses with httptools and push each read's body to a sin
 
 Its own client rather than aiohttp's because it is the hot path: no future or task per
 body read (see :mod:`.connection`). What the proxy needs of it is :mod:`.interface`;
-:mod:`.testing` has a scripted stand-in for tests.
+:mod:`.testing` is this client over in-memory sockets, scripted, for tests.
 """
 
 from chaosproxy.upstream.errors import (

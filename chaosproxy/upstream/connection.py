@@ -39,8 +39,9 @@ import contextlib
 import math
 import os
 import socket
+import ssl
 from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Final, cast
+from typing import Final, Protocol, cast
 
 import httptools
 from multidict import CIMultiDict
@@ -55,10 +56,26 @@ from chaosproxy.upstream.errors import (
 )
 from chaosproxy.upstream.response import UpstreamResponse
 
-if TYPE_CHECKING:
-    from chaosproxy.upstream.pool import UpstreamPool
+__all__ = ["Connection", "Owner", "Stale"]
 
-__all__ = ["Connection", "Stale"]
+
+class Owner(Protocol):
+    """What a connection uses of the pool it belongs to
+    (:class:`~chaosproxy.upstream.pool.UpstreamPool`, which imports this module): its
+    bookkeeping, shared with its connections."""
+
+    _where: str
+    _tls: ssl.SSLContext | None
+    _max_head_size: int
+    _idle: dict[Connection, None]
+    _conns: set[Connection]
+    _opened: int
+    _closed: bool
+
+    def _release(self, conn: Connection) -> None: ...
+
+    def _forget(self, conn: Connection) -> None: ...
+
 
 _INLINE_BODY: Final = 16384  # a bytes body up to this size goes out in the head's write
 _VERSIONS: Final = {"1.1": (1, 1), "1.0": (1, 0)}
@@ -85,7 +102,7 @@ class Stale(Exception):
 class Connection(asyncio.Protocol):
     """One upstream connection; also the httptools callback object for its exchange."""
 
-    def __init__(self, pool: UpstreamPool, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, pool: Owner, loop: asyncio.AbstractEventLoop) -> None:
         self.pool = pool
         self.loop = loop
         self.transport: asyncio.Transport | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "StartupError",
     "UpstreamClosed",
     "UpstreamConnectError",
     "UpstreamError",
@@ -19,6 +20,13 @@ __all__ = [
     "UpstreamProtocolError",
     "UpstreamTimeout",
 ]
+
+
+class StartupError(Exception):
+    """Start-up cannot go on; the message is the one-line reason. The upstream client's
+    settings raise it (a TLS file that does not load), and so does the rest of start-up
+    (chaosproxy.server.net re-exports it): defined here, the upstream client imports
+    nothing of the server."""
 
 
 class UpstreamError(Exception):

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from chaosproxy.upstream.pool import UpstreamPool
-from chaosproxy.upstream.tls import tls_context
-
-if TYPE_CHECKING:
-    from chaosproxy.config import Config
+from chaosproxy.upstream.tls import TlsSettings, tls_context
 
 
-def pool_for(url: str, config: Config, *, direct: bool = False) -> UpstreamPool:
+class PoolSettings(TlsSettings, Protocol):
+    """The plain values a pool is made of, named as the settings name them (the server's
+    ``Config`` has them)."""
+
+    @property
+    def connect_timeout(self) -> float: ...
+    @property
+    def upstream_max_connections(self) -> int: ...
+
+
+def pool_for(url: str, config: PoolSettings, *, direct: bool = False) -> UpstreamPool:
     """A keep-alive pool to ``url`` with the upstream settings of ``config``; ``direct``
     (the built-in mock, on loopback) never goes through a forward proxy.
 
-    Raises :class:`~chaosproxy.net.StartupError` (one line) for TLS settings that cannot
+    Raises :class:`~chaosproxy.upstream.errors.StartupError` (one line) for TLS settings that cannot
     work, whatever the URL's scheme (a mistake is said at start, not at the first https
     request)."""
     context = tls_context(config)  # checked for an http URL too

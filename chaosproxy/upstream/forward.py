@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
-from chaosproxy.logs import redact_url
+from chaosproxy.core.redact import redact_url
 from chaosproxy.upstream.errors import UpstreamConnectError
 
 __all__ = ["ForwardProxy", "bypassed", "open_tunnel", "proxy_for"]

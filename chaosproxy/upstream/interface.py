@@ -1,7 +1,8 @@
-"""What the proxy's shell needs of an upstream client, and nothing more, so that a test
-can stand in a scripted one (:mod:`.testing`) and the shell does not depend on the
-pool's internals. :class:`~chaosproxy.upstream.UpstreamPool` and
-:class:`~chaosproxy.upstream.UpstreamResponse` satisfy it (mypy checks that below).
+"""What the proxy's shell needs of an upstream client, and nothing more, so that another
+client can stand in for the pool and the shell does not depend on the pool's internals
+(a test scripts the pool itself instead: :mod:`.testing`).
+:class:`~chaosproxy.upstream.UpstreamPool` and :class:`~chaosproxy.upstream.UpstreamResponse`
+satisfy it (mypy checks that below).
 """
 
 from __future__ import annotations

@@ -12,16 +12,25 @@ The underscore methods are the connection's side (:mod:`.connection`), not the c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol
+import asyncio
+from typing import Final, Protocol
 
 from multidict import CIMultiDict
 
 from chaosproxy.upstream.errors import UpstreamClosed, UpstreamError
 
-if TYPE_CHECKING:
-    from chaosproxy.upstream.connection import Connection
+__all__ = ["BodySink", "Source", "UpstreamResponse"]
 
-__all__ = ["BodySink", "UpstreamResponse"]
+
+class Source(Protocol):
+    """What a response asks of the connection it came on
+    (:class:`~chaosproxy.upstream.connection.Connection`), which imports this module."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def abandon(self) -> None: ...
+
+    def set_reading(self, on: bool) -> None: ...
 
 
 class BodySink(Protocol):
@@ -41,7 +50,7 @@ class UpstreamResponse:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: Source,
         status: int,
         reason: str,
         version: tuple[int, int],
@@ -53,7 +62,7 @@ class UpstreamResponse:
         self.reason = reason
         self.version = version
         self.headers = headers
-        self._conn: Connection | None = conn
+        self._conn: Source | None = conn
         self._loop = conn.loop
         self._length = length
         self._where = where

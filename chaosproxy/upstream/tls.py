@@ -16,14 +16,32 @@ from __future__ import annotations
 import os
 import ssl
 import stat
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from chaosproxy.net import StartupError
+from chaosproxy.upstream.errors import StartupError
 
-if TYPE_CHECKING:
-    from chaosproxy.config import Config
+__all__ = [
+    "TlsSettings",
+    "check_tls_files",
+    "check_upstream_tls",
+    "tls_context",
+    "upstream_warnings",
+]
 
-__all__ = ["check_tls_files", "check_upstream_tls", "tls_context", "upstream_warnings"]
+
+class TlsSettings(Protocol):
+    """The plain values the TLS context is made of, named as the settings name them (the
+    server's ``Config`` has them; so may anything else)."""
+
+    @property
+    def upstream_ca(self) -> str | None: ...
+    @property
+    def upstream_cert(self) -> str | None: ...
+    @property
+    def upstream_key(self) -> str | None: ...
+    @property
+    def upstream_insecure(self) -> bool: ...
+
 
 #: The settings that name a file, as their flags say them.
 _FILE_FLAGS = (
@@ -43,7 +61,7 @@ def _no_pass_phrase() -> str:
     raise _PassPhrase
 
 
-def check_tls_files(config: Config) -> None:
+def check_tls_files(config: TlsSettings) -> None:
     """Refuse (:class:`StartupError`, one line) a TLS file that is not a regular file (a
     FIFO, a directory, a device), by its metadata alone: nothing is opened, so nothing
     can block (a FIFO's open waits for a writer, a device may never end)."""
@@ -116,14 +134,14 @@ def _why(exc: ssl.SSLError | ValueError | OSError) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def check_upstream_tls(config: Config) -> None:
+def check_upstream_tls(config: TlsSettings) -> None:
     """Refuse (:class:`StartupError`, one line) TLS settings that cannot work: a missing
     or unreadable file, a key without a certificate, a bundle or a certificate that
     does not load. Nothing is connected: the check is the same for every upstream."""
     tls_context(config)
 
 
-def tls_context(config: Config) -> ssl.SSLContext:
+def tls_context(config: TlsSettings) -> ssl.SSLContext:
     """The client TLS context for an https upstream, per the settings (raises
     :class:`StartupError` with a one-line reason)."""
     ca, cert, key = config.upstream_ca, config.upstream_cert, config.upstream_key
@@ -178,7 +196,7 @@ def _load_ca(ctx: ssl.SSLContext, ca: str) -> None:
         raise StartupError(f"--upstream-ca {ca} holds no CA certificate")
 
 
-def upstream_warnings(config: Config) -> list[str]:
+def upstream_warnings(config: TlsSettings) -> list[str]:
     """What start-up says about the upstream TLS settings (stderr and ``/health``)."""
     if not config.upstream_insecure:
         return []

@@ -6,7 +6,7 @@ request carries a ``Last-Event-ID`` of another worker's stream is handed to that
 before anything of the request is parsed: its socket is passed over a Unix datagram
 socket (``SCM_RIGHTS``) together with the bytes already read from it (the head), and the
 other worker serves it as if it had accepted it, those bytes first
-(:class:`~chaosproxy.guard.GuardedProtocol`). Tenancy is unchanged: the worker that
+(:class:`~chaosproxy.server.guard.GuardedProtocol`). Tenancy is unchanged: the worker that
 keeps the stream looks the id up under the request's own credentials, so a forged or
 foreign id is ``missing`` there as it would be anywhere.
 
@@ -22,7 +22,7 @@ import re
 import socket
 from collections.abc import Callable, Sequence
 
-from chaosproxy.guard import MAX_HELD_HEAD, GuardedProtocol
+from chaosproxy.server.guard import MAX_HELD_HEAD, GuardedProtocol
 
 #: A stream token made by worker N starts ``wN_``.
 _OWNER = re.compile(rb"w(\d{1,4})_")
@@ -37,7 +37,7 @@ def token_prefix(worker: int) -> str:
 
 
 class WorkerHandover:
-    """This worker's :class:`~chaosproxy.guard.Handover`: which worker keeps an id's
+    """This worker's :class:`~chaosproxy.server.guard.Handover`: which worker keeps an id's
     stream, and passing a connection to it."""
 
     def __init__(self, worker: int, outboxes: Sequence[socket.socket | None]) -> None:

@@ -138,7 +138,7 @@ def stdout_writer() -> Callable[[bytes], None]:
         except OSError:
             broken = True
             with contextlib.suppress(Exception):
-                from chaosproxy.logs import point_stdout_away
+                from chaosproxy.observe.logs import point_stdout_away
 
                 point_stdout_away()
 

@@ -46,10 +46,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from chaosproxy import admin as admin_api
-from chaosproxy.config import Config
-from chaosproxy.metrics import CONTENT_TYPE_LATEST, Metrics
+from chaosproxy.control import admin as admin_api
+from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.scenario import Fixture, Scenario
+from chaosproxy.server.config import Config
 from chaosproxy.workers.control import Channel, ControlError
 from chaosproxy.workers.counters import SLOTS, SharedCounters, Slots
 from chaosproxy.workers.handover import inbox_pair
@@ -226,7 +226,7 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
         return admin_api.json_response(detail)
 
     async def post_verdict(request: web.Request) -> web.Response:
-        from chaosproxy.verdict import chain, judge
+        from chaosproxy.core.verdict import chain, judge
 
         request_id = request.match_info["id"]
         records = await workers.records()
@@ -257,10 +257,8 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health(request: web.Request) -> web.StreamResponse:
-        totals = state.requests
-        if isinstance(totals, _Totals):
-            with contextlib.suppress(web.HTTPException):
-                totals.count = await workers.in_flight()
+        with contextlib.suppress(web.HTTPException):
+            state.requests.elsewhere = await workers.in_flight()
         return await admin_api._health(request)
 
     return {
@@ -272,13 +270,11 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
     }
 
 
-class _Totals(admin_api.RequestStore):
-    """The supervisor keeps no requests; ``/health`` shows the workers' count."""
-
-    count = 0
-
-    def in_flight(self) -> int:
-        return self.count
+def _no_requests() -> admin_api.RequestStore:
+    """The supervisor's store: it keeps no requests; ``/health`` counts the workers'."""
+    store = admin_api.RequestStore()
+    store.elsewhere = 0
+    return store
 
 
 # --------------------------------------------------------------------------- serving
@@ -287,7 +283,7 @@ class _Totals(admin_api.RequestStore):
 def _placeholder(host: str, port: int) -> socket.socket:
     """Check that ``host:port`` is free (as one process's bind would) and hold it, with
     ``SO_REUSEPORT``, so the workers can all bind it (port 0: the port picked)."""
-    from chaosproxy.net import StartupError
+    from chaosproxy.server.net import StartupError
 
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -346,7 +342,7 @@ async def _supervise(
     fixtures: Sequence[Fixture],
     notices: Sequence[str] = (),
 ) -> int:
-    from chaosproxy.cli import (
+    from chaosproxy.control.process import (
         _health_check_warning,
         _startup_line,
         _startup_notices,
@@ -354,10 +350,10 @@ async def _supervise(
         fail,
         say,
     )
-    from chaosproxy.net import StartupError, hostport, listen
+    from chaosproxy.control.start import SIDE_GRACE, _bound_urls, check_admin_binding, uses_mock
     from chaosproxy.scenario import cross_tenant_warnings, with_library
-    from chaosproxy.selection import ScenarioSet
-    from chaosproxy.server import SIDE_GRACE, _bound_urls, check_admin_binding, uses_mock
+    from chaosproxy.scenario.selection import ScenarioSet
+    from chaosproxy.server.net import StartupError, hostport, listen
 
     count = config.workers
     stop = _Stop(config.grace + EXIT_MARGIN)
@@ -493,7 +489,7 @@ async def _supervise(
         admin_host, admin_port = config.admin
         state = admin_api.AdminState(
             scenario_set,
-            _Totals(),
+            _no_requests(),
             Metrics(),
             token=config.admin_token,
             warnings=warnings,

@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from chaosproxy.config import Config
+from chaosproxy.server.config import Config
 
 
 @dataclass
@@ -65,7 +65,7 @@ def run_worker(spec: WorkerSpec) -> None:
     with contextlib.suppress(OSError):
         os.setpgrp()  # a terminal's SIGINT is the supervisor's to pass on
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (until the proxy's own handling)
-    from chaosproxy.cli import _run
+    from chaosproxy.control.process import _run
 
     code = _run(lambda: _serve(spec))
     # Everything is written and closed: nothing of this process is worth waiting for
@@ -77,7 +77,7 @@ def run_worker(spec: WorkerSpec) -> None:
 
 
 def _open_log(spec: WorkerSpec) -> Any:
-    from chaosproxy.logs import FrameLog
+    from chaosproxy.observe.logs import FrameLog
     from chaosproxy.workers.logfile import LineWriter, open_append
 
     config = spec.config
@@ -93,13 +93,13 @@ def _open_log(spec: WorkerSpec) -> Any:
 
 
 async def _serve(spec: WorkerSpec) -> int:
-    from chaosproxy.cli import EXIT_MARGIN, _Stop, settle_gc
+    from chaosproxy.control.process import EXIT_MARGIN, _Stop, settle_gc
+    from chaosproxy.control.start import StartupError, start_proxy
     from chaosproxy.core.tenancy import TenantKeys
-    from chaosproxy.memory import IdleReclaimer
-    from chaosproxy.net import CLIENT_GUARD
-    from chaosproxy.proxy import STATE, set_process_tag
     from chaosproxy.scenario import ScenarioError
-    from chaosproxy.server import StartupError, start_proxy
+    from chaosproxy.server.memory import IdleReclaimer
+    from chaosproxy.server.net import CLIENT_GUARD
+    from chaosproxy.server.proxy import STATE, set_process_tag
     from chaosproxy.workers.control import WorkerEnd
     from chaosproxy.workers.counters import SharedCounters
     from chaosproxy.workers.handover import Inbox, WorkerHandover, token_prefix
@@ -196,7 +196,7 @@ class _Answers:
             self.counters.remap(slots)
 
     async def op_add_scenario(self, message: dict[str, Any]) -> None:
-        from chaosproxy.admin import BODY_SOURCE
+        from chaosproxy.control.admin import BODY_SOURCE
         from chaosproxy.scenario import parse_scenario
 
         body = base64.b64decode(message["body"])
@@ -207,7 +207,7 @@ class _Answers:
         self.proxy.state.scenarios.add(scenario)
 
     def op_remove_scenario(self, message: dict[str, Any]) -> None:
-        from chaosproxy.selection import UnknownScenario
+        from chaosproxy.scenario.selection import UnknownScenario
 
         with contextlib.suppress(UnknownScenario):
             self.proxy.state.scenarios.remove(message["scenario"])
@@ -227,7 +227,7 @@ class _Answers:
         self._remap(message)
 
     async def op_add_fixtures(self, message: dict[str, Any]) -> None:
-        from chaosproxy.admin import BODY_SOURCE
+        from chaosproxy.control.admin import BODY_SOURCE
         from chaosproxy.scenario import parse_fixtures
 
         if self.proxy.fixtures is None:
@@ -243,7 +243,7 @@ class _Answers:
     # ---------------------------------------------------------------- reads
 
     def op_recent(self, message: dict[str, Any]) -> list[list[Any]]:
-        from chaosproxy.journal import Criteria
+        from chaosproxy.observe.journal import Criteria
 
         store = self.proxy.requests
         given = message.get("criteria")
@@ -264,7 +264,7 @@ class _Answers:
         return [[r.started, r.summary, r.done] for r in self.proxy.requests.records()]
 
     def op_verdict(self, message: dict[str, Any]) -> None:
-        from chaosproxy.admin import record_verdict
+        from chaosproxy.control.admin import record_verdict
 
         proxy = self.proxy
         record_verdict(proxy.log, proxy.requests, message["request_id"], message["verdict"])

@@ -1,6 +1,6 @@
 """Run a `chaosproxy matrix` client command and keep what it printed: its stdout and
 exit status go, as JSON, to ``DIR/<CHAOSPROXY_SCENARIO>.json`` (a list, one item per
-run), and are passed on unchanged. The oracle of tests/test_verdict_oracle.py reads
+run), and are passed on unchanged. The oracle of tests/tools/test_verdict_oracle.py reads
 them: the matrix's own files say what the proxy judged, not what the client printed.
 
     python -m tests.clients.record DIR CMD...

@@ -11,7 +11,8 @@ import pytest
 from tests.conftest import REPO
 from tests.container.engine import SESSION, TAG, Engine
 
-pytestmark = pytest.mark.timeout(900)
+# One worker runs them all (--dist loadgroup): one image build, no two engines' races.
+pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]
 
 COMPOSE = REPO / "examples" / "docker-compose.yml"
 

@@ -35,7 +35,8 @@ from tests.container.engine import (
     wait_until,
 )
 
-pytestmark = pytest.mark.timeout(900)
+# One worker runs them all (--dist loadgroup): one image build, no two engines' races.
+pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]
 
 #: The image's promises (Dockerfile, README, docs/deploy.md).
 REBUILD_SECONDS = 10.0
@@ -86,7 +87,7 @@ def test_a_one_line_change_rebuilds_in_seconds(
     try:
         # Lines never built before (the builder's cache would make a repeated run free).
         for edit in (f"# one line more ({SESSION})\n", f"# and another ({SESSION})\n"):
-            with (context / "chaosproxy" / "net.py").open("a") as source:
+            with (context / "chaosproxy" / "server" / "net.py").open("a") as source:
                 source.write(edit)
             rebuilt = build(engine, context, tag)
             rebuilds.append(rebuilt.seconds)
@@ -95,7 +96,7 @@ def test_a_one_line_change_rebuilds_in_seconds(
             assert len(dependencies) == 1 and "Using cache" in dependencies[0], rebuilt.output
             tail = engine.run(
                 "run", "--rm", "--entrypoint", "python", tag, "-c",
-                "import chaosproxy.net, inspect; print(inspect.getsource(chaosproxy.net)[-60:])",
+                "import chaosproxy.server.net as n, inspect; print(inspect.getsource(n)[-60:])",
             ).stdout  # fmt: skip
             assert tail.endswith(f"\n{edit}\n"), tail  # the edit is in the image
     finally:

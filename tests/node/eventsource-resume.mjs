@@ -1,6 +1,6 @@
 // npm `eventsource` left to reconnect on its own (it is never closed on `[DONE]`): every
 // connection it opens, the id and data of each message, and how it stopped. Used by
-// tests/test_resume_node.py against each `resume:` policy.
+// tests/e2e/test_resume_node.py against each `resume:` policy.
 //
 //   CHAOS_PATH    the path to open (default /v1/chat/completions)
 //   CHAOS_METHOD  GET (a plain SSE upstream) or POST (the mock: a chat request)

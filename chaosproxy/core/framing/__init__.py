@@ -12,28 +12,8 @@ whatever the chunking. A line or event longer than ``max_size`` raises
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from chaosproxy.core.frames import Format, Frame
-
-DEFAULT_MAX_SIZE = 1024 * 1024
-
-#: What a framer's ``feed`` takes: ``bytes`` (what the upstream client reads), or any
-#: other bytes-like read, which takes the general path and is copied. Said in full, not
-#: as ``bytes``: compiled code checks an argument against its annotation, and a
-#: ``bytearray`` given where ``bytes`` is annotated is a TypeError there
-#: (tests/test_compiled.py).
-BodyRead = bytes | bytearray | memoryview
-
-
-class FramingError(Exception):
-    """The upstream body breaks its framing (e.g. an event over the size limit)."""
-
-
-class Framer(Protocol):
-    def feed(self, data: BodyRead) -> list[Frame]: ...
-
-    def eof(self) -> list[Frame]: ...
+from chaosproxy.core.framing.base import DEFAULT_MAX_SIZE, BodyRead, Framer, FramingError
 
 
 def make_framer(fmt: Format, max_size: int = DEFAULT_MAX_SIZE) -> Framer:

@@ -23,7 +23,7 @@ general path only. Both give the same frames.
 from __future__ import annotations
 
 from chaosproxy.core.frames import Frame
-from chaosproxy.core.framing import DEFAULT_MAX_SIZE, BodyRead, FramingError
+from chaosproxy.core.framing.base import DEFAULT_MAX_SIZE, BodyRead, FramingError
 
 __all__ = ["NdjsonFramer", "parse_line"]
 

@@ -7,7 +7,7 @@ on it, counting reads instead of events.
 from __future__ import annotations
 
 from chaosproxy.core.frames import Frame
-from chaosproxy.core.framing import BodyRead
+from chaosproxy.core.framing.base import BodyRead
 
 __all__ = ["RawFramer"]
 

@@ -55,7 +55,7 @@ import contextlib
 import re
 
 from chaosproxy.core.frames import Frame
-from chaosproxy.core.framing import DEFAULT_MAX_SIZE, BodyRead, FramingError
+from chaosproxy.core.framing.base import DEFAULT_MAX_SIZE, BodyRead, FramingError
 
 __all__ = ["SseFramer", "parse_sse_block"]
 

@@ -1,0 +1,577 @@
+"""The frame log: one JSON line per request, per write to the client, per response end.
+
+structlog does the binding (``request_id`` and ``scenario`` on every line) and orjson
+the rendering, straight to bytes. Lines are buffered and flushed at the end of each
+response and by a periodic flush, so logging a frame costs one dict and one
+``orjson.dumps`` — not a syscall. On a terminal (``--log -`` on a tty) lines are
+rendered for people instead, by structlog's ``ConsoleRenderer``.
+
+Every line carries ``ts``, the time it was logged (ISO 8601 UTC, milliseconds:
+``2026-12-01T15:36:00.123Z``); the formatted second is cached, so a line pays for one
+``time.time()`` and one short concatenation (:class:`_Timestamp`).
+
+Nothing here ever sees request headers. Paths are logged with credential-like query
+parameters masked whether ``&`` or ``;`` separates them (:func:`redact_path`), and an
+``error`` text has any URL password, URL query credential or bearer token in it masked
+(:func:`redact_text`) before anything — observer, trace, admin API, log file — sees the
+line. :func:`redact_url` is how a URL is printed (``https://user:***@host``).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import orjson
+import structlog
+
+# Re-exported: the masking the frame log applies is part of what it promises.
+from chaosproxy.core.redact import SECRET_PARAMS as SECRET_PARAMS
+from chaosproxy.core.redact import redact_path as redact_path
+from chaosproxy.core.redact import redact_text as redact_text
+from chaosproxy.core.redact import redact_url as redact_url
+
+
+def describe(exc: BaseException) -> str:
+    """One line about ``exc``, safe to show: error texts may quote a URL, ``key=`` and all."""
+    text = str(exc) or type(exc).__name__
+    return redact_text(text.splitlines()[0])[:300]
+
+
+class _Timestamp:
+    """The structlog processor that adds ``ts``: ISO 8601 UTC with milliseconds.
+
+    The frame log is the hot path (docs/benchmark.md), so the date and time down to the
+    second are formatted once per second, and the whole stamp (as text and as bytes)
+    once per millisecond: a line logged in the same millisecond as the one before costs
+    one ``time.time()``, a multiplication and a comparison."""
+
+    __slots__ = ("_ms", "_pair", "_prefix", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+        self._ms = -1
+        self._pair = ("", b"")
+
+    def __call__(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        event_dict["ts"] = self.now_pair()[0]
+        return event_dict
+
+    def now(self) -> str:
+        """The ``ts`` of a line logged now."""
+        return self.now_pair()[0]
+
+    def now_pair(self) -> tuple[str, bytes]:
+        """The ``ts`` of a line logged now, as text and as ASCII bytes."""
+        ms = int(time.time() * 1000)
+        if ms != self._ms:
+            second, millis = divmod(ms, 1000)
+            if second != self._second:
+                self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+                self._second = second
+            ts = self._prefix + _MILLIS[millis]
+            self._pair = (ts, ts.encode("ascii"))
+            self._ms = ms
+        return self._pair
+
+
+#: ``.000Z`` … ``.999Z``: a lookup is cheaper than formatting the milliseconds.
+_MILLIS = tuple(f".{i:03d}Z" for i in range(1000))
+
+
+def _redact_error(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    # Error texts come from aiohttp and may quote the upstream URL, query and all.
+    error = event_dict.get("error")
+    if error is not None:
+        event_dict["error"] = redact_text(str(error))
+    return event_dict
+
+
+def _render(_: Any, __: str, event_dict: dict[str, Any]) -> bytes:
+    return orjson.dumps(event_dict, option=orjson.OPT_APPEND_NEWLINE)
+
+
+class _PrettyRenderer:
+    """structlog's ConsoleRenderer, for a person at a terminal; bytes, one line each."""
+
+    def __init__(self, colors: bool) -> None:
+        self._console = structlog.dev.ConsoleRenderer(
+            colors=colors, pad_event_to=14, sort_keys=False
+        )
+
+    def __call__(self, logger: Any, name: str, event_dict: dict[str, Any]) -> bytes:
+        # ConsoleRenderer pops keys: give it a copy, observers may still hold the dict.
+        text = self._console(logger, name, dict(event_dict))
+        return (text + "\n").encode("utf-8", "replace")
+
+
+#: How lines are rendered: ``json`` (one JSON object per line), ``pretty`` (for a
+#: terminal), ``auto`` (pretty when the stream is a terminal, else JSON).
+LogFormat = Literal["auto", "json", "pretty"]
+
+
+#: What the log writes: ``frames`` every line (the default: from the log alone a test
+#: can rebuild what each client received), ``requests`` every line but ``frame`` lines
+#: (a busy staging run), ``off`` nothing. Observers (the admin API, metrics, traces,
+#: ``ChaosProxy.lines``) see every line whatever the level.
+LogLevel = Literal["frames", "requests", "off"]
+
+
+def _without_frames(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    if event_dict.get("event") == "frame":
+        raise structlog.DropEvent
+    return event_dict
+
+
+def _nothing(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    raise structlog.DropEvent
+
+
+_LEVEL_FILTERS: dict[str, Any] = {"requests": _without_frames, "off": _nothing}
+
+
+#: Something that wants every log line as a dict (metrics, traces, the admin API).
+Observer = Callable[[dict[str, Any]], None]
+#: An observer's optional ``frame_json(context, fields, text)``: called instead of the
+#: observer for a frame line, with the request's bound fields, the write's fields (the
+#: line is ``{**context, **fields, "event": "frame", "ts": …}``) and the line's JSON text
+#: (``orjson.dumps(line)`` and a newline). No dict of the line is made for it.
+FrameJsonObserver = Callable[[dict[str, Any], dict[str, Any], bytes], None]
+#: An observer's optional ``frames_json(context, fields, texts)``: called instead of the
+#: observer for the frame lines of one batch of writes (the events of one upstream
+#: read), with the request's bound fields, each write's fields (its line is
+#: ``{**context, **fields[i], "event": "frame", "ts": …}``) and each line's JSON text
+#: (``orjson.dumps(line)`` and a newline). No dict of a line is made for it.
+FramesJsonObserver = Callable[[dict[str, Any], list[dict[str, Any]], list[bytes]], None]
+
+
+def json_prefix(context: dict[str, Any]) -> bytes:
+    """The start of the JSON text of a line carrying ``context`` first: the text of
+    ``context`` without its closing brace (``b'{"request_id":"r-1","scenario":null'``)."""
+    return orjson.dumps(context)[:-1]
+
+
+def frame_text(prefix: bytes, fields: dict[str, Any], ts: bytes) -> bytes:
+    """``orjson.dumps({**context, **fields, "event": "frame", "ts": ts})`` and a newline,
+    from ``json_prefix(context)`` and ``ts`` as ASCII bytes, without making that dict:
+    the same bytes when no key of ``fields`` is in ``context`` (a frame line's are not)
+    and both are non-empty."""
+    return b"".join(
+        (prefix, b",", orjson.dumps(fields)[1:-1], b',"event":"frame","ts":"', ts, b'"}\n')
+    )
+
+
+class _Sink:
+    """A structlog logger that appends rendered lines to a buffered binary stream.
+
+    A stream that fails (its reader went away: ``serve --log - | head``; a full disk)
+    is written no more: ``failed`` is told once, and the lines still reach the
+    listeners. The log is the proxy's record, never a reason for a request to fail."""
+
+    __slots__ = ("_failed", "_listeners", "_write")
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        listeners: list[Callable[[bytes], None]],
+        failed: Callable[[BaseException], None],
+    ) -> None:
+        self._write: Callable[[bytes], object] = stream.write
+        self._listeners = listeners
+        self._failed = failed
+
+    def msg(self, line: bytes) -> None:
+        try:
+            self._write(line)
+        except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+            self._write = _discard
+            self._failed(exc)
+        for listener in self._listeners:
+            listener(line)
+
+    def info(self, line: bytes) -> None:
+        """What structlog's bound logger calls for a line at ``info``. A method of its
+        own: an alias in the class body (``info = msg``) is no method of a compiled
+        class, and structlog would find no ``info``."""
+        self.msg(line)
+
+    def msgs(self, lines: list[bytes]) -> None:
+        """Several lines in one write (the listeners still get one line a call)."""
+        try:
+            self._write(lines[0] if len(lines) == 1 else b"".join(lines))
+        except (OSError, ValueError) as exc:
+            self._write = _discard
+            self._failed(exc)
+        for listener in self._listeners:
+            for line in lines:
+                listener(line)
+
+    def drop(self) -> None:
+        """Write nothing from now on (the stream is closed)."""
+        self._write = _discard
+
+
+#: What ``FrameLog._frames`` hands on when nothing needs the frame lines' dicts, or
+#: their texts (never read).
+_NO_LINE: dict[str, Any] = {}
+_NO_LINES: list[dict[str, Any]] = []
+_NO_TEXTS: list[bytes] = []
+
+
+def _stdout() -> IO[bytes] | None:
+    return getattr(sys.stdout, "buffer", None)
+
+
+def point_stdout_away() -> None:
+    """Point file descriptor 1 at ``/dev/null``: stdout's reader is gone, and what is
+    still buffered for it can never be written, so that no later flush (at exit)
+    fails and prints a traceback."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _discard(data: bytes) -> int:
+    return len(data)
+
+
+class FrameLog:
+    """Where frame-log lines go. One per proxy; :meth:`for_request` binds a request.
+
+    ``fmt`` chooses the rendering (:data:`LogFormat`); ``auto`` is pretty only when
+    ``stream`` is a terminal. Observers and listeners see every line either way.
+    """
+
+    def __init__(
+        self,
+        stream: IO[bytes] | None,
+        *,
+        content: bool = False,
+        fmt: LogFormat = "json",
+        level: LogLevel = "frames",
+    ) -> None:
+        self.content = content
+        self.level = level
+        self._stream = stream
+        self._listeners: list[Callable[[bytes], None]] = []
+        self._observers: list[Observer] = []
+        #: How each observer is called, in the same order (:func:`_fast_call`).
+        self._calls: list[Observer] = []
+        #: The same for a frame line: (the call, or the observer's ``frame_json``)...
+        self._frame_calls: list[tuple[Observer, FrameJsonObserver | None]] = []
+        #: ... and for the frame lines of a batch (the observer's ``frames_json``).
+        self._frames_calls: list[tuple[Observer, FramesJsonObserver | None]] = []
+        #: Whether a frame line's JSON text is made before its observers are called.
+        self._frame_json = False
+        #: Whether a frame line's dict is made (for an observer or a renderer that
+        #: needs it).
+        self._frame_dict = False
+        self.observer_errors = 0
+        #: Why the log stopped writing to its stream (None while it writes).
+        self.write_error: str | None = None
+        self.pretty = fmt == "pretty" or (fmt == "auto" and _isatty(stream))
+        renderer: Any = _PrettyRenderer(colors=_isatty(stream)) if self.pretty else _render
+        out: IO[bytes] = stream if stream is not None else _NullStream()  # type: ignore[assignment]
+        sink = _Sink(out, self._listeners, self._write_failed)
+        self._sink = sink
+        # ts first: observers (traces, the admin API, ChaosProxy.lines) see it too.
+        processors: list[Any] = [_Timestamp(), _redact_error, self._observe, renderer]
+        if level in _LEVEL_FILTERS:  # after the observers: they see every line
+            processors.insert(3, _LEVEL_FILTERS[level])
+        self._logger: Any = structlog.wrap_logger(
+            sink,
+            processors=processors,
+            # structlog's fast path (its docs/performance.md): a filtering bound logger
+            # generated for the level, cached on first use; ~25 % less per line than
+            # the generic BoundLogger.
+            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+            cache_logger_on_first_use=True,
+        )
+        # Frame lines (one per write to a client: the hot path) take a shorter way to
+        # the same processors: RequestLog.frame.
+        self._now = processors[0].now_pair
+        self._render = renderer
+        self._frames_out = level == "frames"
+        self._update_frame_calls()
+
+    @classmethod
+    def open(
+        cls,
+        target: str | None,
+        *,
+        content: bool = False,
+        fmt: LogFormat = "auto",
+        level: LogLevel = "frames",
+    ) -> FrameLog:
+        """``-`` for stdout, a path to append to, or None for no log. With ``auto``,
+        stdout on a terminal is rendered pretty; files and pipes get JSON lines."""
+        if target is None:
+            return cls(None, content=content, fmt="json" if fmt == "auto" else fmt, level=level)
+        if target == "-":
+            return cls(sys.stdout.buffer, content=content, fmt=fmt, level=level)
+        path = Path(target)
+        stream = path.open("ab", buffering=1 << 16)
+        return cls(stream, content=content, fmt=fmt, level=level)
+
+    def _observe(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        for observer in self._calls:
+            try:
+                observer(event_dict)
+            except Exception as exc:
+                self._observer_failed(exc)
+        return event_dict
+
+    def _write_failed(self, exc: BaseException) -> None:
+        to_stdout = self._stream is not None and self._stream is _stdout()
+        where = "stdout" if to_stdout else getattr(self._stream, "name", "?")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self.write_error = f"the frame log stopped: cannot write to {where}: {reason}"
+        print(f"chaosproxy: warning: {self.write_error}; serving goes on", file=sys.stderr)
+        if to_stdout:
+            point_stdout_away()
+
+    def _observer_failed(self, exc: Exception) -> None:
+        # A broken observer (a full disk under the traces) must never break the
+        # request being logged; say so once, count the rest.
+        self.observer_errors += 1
+        if self.observer_errors == 1:
+            print(f"chaosproxy: warning: frame-log observer failed: {exc!r}", file=sys.stderr)
+
+    def add_observer(self, observer: Observer) -> None:
+        """Call ``observer`` with every line as a dict, before it is rendered.
+
+        Observers must not modify the dict (they may keep it: nothing changes it
+        afterwards). Every line has ``event`` (request, frame, action, response_end)
+        and ``request_id``. An exception in an observer is counted in
+        ``observer_errors`` and otherwise ignored. An observer with the two methods
+        ``frame_json(context, fields, text)`` and ``frames_json(context, fields, texts)``
+        has them called instead for each ``frame`` line, and for the ``frame`` lines of
+        each batch of writes, with the parts each line is made of (it is ``{**context,
+        **fields, "event": "frame", "ts": …}``) and its JSON text (``orjson.dumps(line)``
+        and a newline); no dict of a frame line is then made for it."""
+        self._observers.append(observer)
+        self._calls.append(_fast_call(observer))
+        self._update_frame_calls()
+
+    def remove_observer(self, observer: Observer) -> None:
+        """Stop calling ``observer`` (no error if it was not added)."""
+        with contextlib.suppress(ValueError):
+            i = self._observers.index(observer)
+            del self._observers[i], self._calls[i]
+            self._update_frame_calls()
+
+    def _update_frame_calls(self) -> None:
+        # An observer with a ``frames_json(context, fields, texts)`` method (the admin
+        # store, which keeps each frame line as its JSON text; the metrics) is given the
+        # texts the log writes, made once, instead of being called with each line's
+        # dict. A dict is made only when something needs it: an observer without the
+        # method (traces, ChaosProxy.lines) or a renderer other than JSON.
+        hooks = [getattr(o, "frame_json", None) for o in self._observers]
+        batch_hooks = [getattr(o, "frames_json", None) for o in self._observers]
+        if any((h is None) != (b is None) for h, b in zip(hooks, batch_hooks, strict=True)):
+            raise TypeError("an observer with frame_json needs frames_json too, and back")
+        self._frame_calls = list(zip(self._calls, hooks, strict=True))
+        self._frames_calls = list(zip(self._calls, batch_hooks, strict=True))
+        json_out = self._frames_out and self._render is _render
+        self._frame_json = json_out or any(h is not None for h in hooks)
+        self._frame_dict = (self._frames_out and not json_out) or any(h is None for h in hooks)
+
+    def add_listener(self, listener: Callable[[bytes], None]) -> None:
+        """Call ``listener`` with every rendered line (JSON unless the log is pretty)."""
+        self._listeners.append(listener)
+
+    def for_request(self, **bound: Any) -> RequestLog:
+        """The log of one request: every line carries ``bound`` (``request_id``,
+        ``scenario``) first."""
+        return RequestLog(self, bound)
+
+    def _frame(self, context: dict[str, Any], fields: dict[str, Any], prefix: bytes) -> None:
+        # What structlog's bound logger does for ``info("frame", **fields)`` with the
+        # processors above, without its generic steps (keyword packing, interpolation,
+        # dispatch): the same dict, in the same key order, the same bytes.
+        # The processors are inlined (one Python call each saved: this runs for every
+        # write); _redact_error is left out: a frame line has no ``error``.
+        # The JSON text is made before the observers are called (they must not modify
+        # the line: the same bytes as after) when the log writes JSON or one of them
+        # takes it (``frame_json``); from the request's prefix and the write's fields,
+        # without the line's dict, which is made only when something needs it.
+        ts, ts_bytes = self._now()
+        line = {**context, **fields, "event": "frame", "ts": ts} if self._frame_dict else _NO_LINE
+        text = b""
+        if self._frame_json:
+            if context and fields:
+                text = frame_text(prefix, fields, ts_bytes)
+            else:  # (no bound request: a line no request makes in the proxy)
+                whole = line or {**context, **fields, "event": "frame", "ts": ts}
+                text = orjson.dumps(whole, option=orjson.OPT_APPEND_NEWLINE)
+        for observer, frame_json in self._frame_calls:
+            try:
+                if frame_json is None:
+                    observer(line)
+                else:
+                    frame_json(context, fields, text)
+            except Exception as exc:
+                self._observer_failed(exc)
+        if self._frames_out:
+            render = self._render
+            if render is _render:
+                self._sink.msg(text)
+            else:
+                self._sink.msg(render(self._sink, "info", line))
+
+    def _frames(self, context: dict[str, Any], fields: list[dict[str, Any]], prefix: bytes) -> None:
+        # What structlog's bound logger does for ``info("frame", **f)`` for each ``f`` of
+        # ``fields`` with the processors above, without its generic steps (keyword
+        # packing, interpolation, dispatch): the same dicts, in the same key order, the
+        # same bytes, the lines of one batch written at once. The processors are
+        # inlined; _redact_error is left out: a frame line has no ``error``. The JSON
+        # texts are made before the observers are called (they must not modify a line:
+        # the same bytes as after) when the log writes JSON or one of them takes them
+        # (``frames_json``); from the request's prefix and each write's fields, without
+        # the line's dict, which is made only when something needs it.
+        ts, ts_bytes = self._now()
+        lines = (
+            [{**context, **f, "event": "frame", "ts": ts} for f in fields]
+            if self._frame_dict
+            else _NO_LINES
+        )
+        texts: list[bytes] = _NO_TEXTS
+        if self._frame_json:
+            if context:
+                texts = [
+                    b"".join(
+                        (
+                            prefix,
+                            b",",
+                            orjson.dumps(f)[1:-1],
+                            b',"event":"frame","ts":"',
+                            ts_bytes,
+                            b'"}\n',
+                        )
+                    )
+                    if f
+                    else orjson.dumps(
+                        {**context, "event": "frame", "ts": ts}, option=orjson.OPT_APPEND_NEWLINE
+                    )
+                    for f in fields
+                ]
+            else:  # (no bound request: a line no request makes in the proxy)
+                texts = [
+                    orjson.dumps(
+                        {**f, "event": "frame", "ts": ts}, option=orjson.OPT_APPEND_NEWLINE
+                    )
+                    for f in fields
+                ]
+        for observer, frames_json in self._frames_calls:
+            try:
+                if frames_json is None:
+                    for line in lines:
+                        observer(line)
+                else:
+                    frames_json(context, fields, texts)
+            except Exception as exc:
+                self._observer_failed(exc)
+        if self._frames_out:
+            render = self._render
+            if render is _render:
+                self._sink.msgs(texts)
+            else:
+                for line in lines:
+                    self._sink.msg(render(self._sink, "info", line))
+
+    def flush(self) -> None:
+        if self._stream is not None and self.write_error is None:
+            # A stdout whose reader left, a full disk: the log stops, the proxy goes on.
+            try:
+                self._stream.flush()
+            except (OSError, ValueError) as exc:
+                self._sink.drop()
+                self._write_failed(exc)
+
+    def close(self) -> None:
+        """Flush and close the stream. A line logged afterwards (a request cut at
+        shutdown still unwinding) is dropped, never an error in its request."""
+        self.flush()
+        self._sink.drop()
+        if self._stream is not None and self._stream is not sys.stdout.buffer:
+            with contextlib.suppress(OSError, ValueError):
+                self._stream.close()
+
+
+class RequestLog:
+    """One request's frame log: ``info(event, **fields)`` logs a line through
+    structlog with the request's bound fields; :meth:`frame` logs a ``frame`` line,
+    the same line as ``info("frame", **fields)`` would, by a shorter way (it is logged
+    once per write to the client)."""
+
+    __slots__ = ("_bound", "_context", "_log", "_prefix")
+
+    def __init__(self, log: FrameLog, context: dict[str, Any]) -> None:
+        self._log = log
+        self._context = context
+        self._bound: Any = log._logger.bind(**context)
+        #: The JSON text every frame line of this request starts with.
+        self._prefix = json_prefix(context)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._bound.info(event, **fields)
+
+    def bind(self, **more: Any) -> RequestLog:
+        return RequestLog(self._log, {**self._context, **more})
+
+    def frame(self, fields: dict[str, Any]) -> None:
+        """Log the ``frame`` line of one write with these fields (not kept)."""
+        self._log._frame(self._context, fields, self._prefix)
+
+    def frames(self, fields: list[dict[str, Any]]) -> None:
+        """Log the ``frame`` lines of several writes made together (one upstream read's
+        events), with these fields each (not kept), in one write to the log."""
+        if fields:
+            self._log._frames(self._context, fields, self._prefix)
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else structlog's bound logger offers (warning, new, …) is its own.
+        return getattr(self._bound, name)
+
+
+def _fast_call(observer: Observer) -> Observer:
+    """The same call, by a faster way: an object whose class defines ``__call__`` in
+    Python (the admin store, the metrics) is called through its bound ``__call__``,
+    which skips the interpreter's generic path for calling an instance (a few hundred
+    instructions a line, per observer)."""
+    if isinstance(type(observer).__call__, types.FunctionType):
+        return observer.__call__  # type: ignore[operator,no-any-return]
+    return observer
+
+
+def _isatty(stream: IO[bytes] | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _NullStream:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def content_fields(data: bytes) -> dict[str, str]:
+    """The payload fields a frame line carries with ``--log-content``."""
+    return {
+        "data": data.decode("utf-8", "replace"),
+        "raw": base64.b64encode(data).decode("ascii"),
+    }

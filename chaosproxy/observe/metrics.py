@@ -1,0 +1,183 @@
+"""Prometheus metrics, fed by the frame log (an observer), one registry per proxy.
+
+Every number here is derived from frame-log lines, so the metrics can never disagree
+with the log: ``request`` opens a request, each ``frame`` counts one write, and
+``response_end`` gives the outcome, the faults and the timings. Each proxy has its own
+:class:`~prometheus_client.CollectorRegistry` (never the global one), so several
+proxies in one process (tests, the Python API) keep separate counts.
+
+Counters are never reset (``POST /reset`` on the admin API forgets request history,
+not metrics): Prometheus expects them to only grow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from chaosproxy.observe.metrics_collector import Counted, GuardCollector, SentCollector
+from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
+
+#: The ``scenario`` label of a request that selected no scenario.
+NO_SCENARIO = "none"
+#: The ``what`` labels of ``chaosproxy_client_choices_ignored_total``.
+IGNORABLE = (IGNORED_HEADER, IGNORED_SEED, IGNORED_PATH)
+
+#: Time to first byte: fast local upstreams to slow first tokens.
+TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: Whole responses: streams last seconds to minutes.
+DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+#: Upstream failures answered by the proxy itself before any body byte (502, 504).
+
+
+class Metrics:
+    """The proxy's metrics; call it with every frame-log line (``log.add_observer``)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "chaosproxy_requests",
+            "Requests answered, by scenario and outcome "
+            "(completed, cut, client_gone, upstream_error, proxy_error).",
+            ["scenario", "outcome"],
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "chaosproxy_requests_in_flight", "Requests being answered now.", registry=r
+        )
+        self.faults_applied = Counter(
+            "chaosproxy_faults_applied",
+            "Times a fault acted, by scenario and fault.",
+            ["scenario", "fault"],
+            registry=r,
+        )
+        self.faults_skipped = Counter(
+            "chaosproxy_faults_skipped",
+            "Faults that could not apply to a response, by scenario and fault.",
+            ["scenario", "fault"],
+            registry=r,
+        )
+        # Frames and bytes are counted in plain integers (a frame line is the hot path)
+        # and exposed as counters when scraped.
+        self._sent: dict[str, list[int]] = {}
+        r.register(SentCollector(self._sent))
+        self.client_disconnects = Counter(
+            "chaosproxy_client_disconnects",
+            "Responses ended because the client went away (outcome client_gone).",
+            ["scenario"],
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "chaosproxy_upstream_errors",
+            "Upstream failures: stage=connect (unreachable, timed out or broken before "
+            "the response) or stage=body (broke mid-body).",
+            ["scenario", "stage"],
+            registry=r,
+        )
+        self.contract_violations = Counter(
+            "chaosproxy_contract_violations",
+            "Breaches of the stream contract, by side (upstream: what the upstream sent; "
+            "sent: what the client was sent) and rule (docs/integrity.md).",
+            ["side", "rule"],
+            registry=r,
+        )
+        self.client_choices_ignored = Counter(
+            "chaosproxy_client_choices_ignored",
+            "What clients asked for and were not given, clients not being trusted "
+            "(--trust-client-scenarios no): what=header (X-Chaos-Scenario), seed "
+            "(X-Chaos-Seed) or path (a /_chaos/NAME/ prefix, forwarded as sent).",
+            ["what"],
+            registry=r,
+        )
+        for what in IGNORABLE:  # at 0 from the start, so an alert can rely on them
+            self.client_choices_ignored.labels(what)
+        self.ttfb = Histogram(
+            "chaosproxy_ttfb_seconds",
+            "Time from the request to the first body byte written to the client.",
+            ["scenario"],
+            buckets=TTFB_BUCKETS,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "chaosproxy_request_duration_seconds",
+            "Time from the request to the end of its response.",
+            ["scenario"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+
+    def frame_json(self, context: dict[str, Any], fields: dict[str, Any], text: bytes) -> None:
+        """A ``frame`` line, from its parts (the frame log's hook: no dict of the line)."""
+        scenario = context.get("scenario") or NO_SCENARIO
+        sent = self._sent.get(scenario)
+        if sent is None:
+            sent = self._sent[scenario] = [0, 0]
+        sent[0] += 1
+        sent[1] += fields.get("size", 0)
+
+    def frames_json(
+        self, context: dict[str, Any], fields: list[dict[str, Any]], texts: list[bytes]
+    ) -> None:
+        """A batch of ``frame`` lines, from their parts (the frame log's hook: no dict
+        of a line)."""
+        scenario = context.get("scenario") or NO_SCENARIO
+        sent = self._sent.get(scenario)
+        if sent is None:
+            sent = self._sent[scenario] = [0, 0]
+        sent[0] += len(fields)
+        for f in fields:
+            sent[1] += f.get("size", 0)
+
+    def __call__(self, line: dict[str, Any]) -> None:
+        event = line.get("event")
+        if event == "frame":
+            self.frame_json(line, line, b"")  # the line holds its context and fields
+        elif event == "request":
+            self.in_flight.inc()
+            for what in line.get("client_choices_ignored") or ():
+                self.client_choices_ignored.labels(str(what)).inc()
+        elif event == "response_end":
+            self.in_flight.dec()
+            self._end(line)
+        elif event == "violation":
+            self.contract_violations.labels(str(line.get("side")), str(line.get("rule"))).inc()
+
+    def _end(self, line: dict[str, Any]) -> None:
+        scenario = line.get("scenario") or NO_SCENARIO
+        outcome = str(line.get("outcome", "completed"))
+        self.requests.labels(scenario, outcome).inc()
+        for fault, count in (line.get("faults_applied") or {}).items():
+            self.faults_applied.labels(scenario, fault).inc(count)
+        for skipped in line.get("faults_skipped") or ():
+            self.faults_skipped.labels(scenario, str(skipped.get("fault", "?"))).inc()
+        if outcome == "client_gone":
+            self.client_disconnects.labels(scenario).inc()
+        elif outcome == "upstream_error":
+            self.upstream_errors.labels(scenario, str(line.get("stage", "body"))).inc()
+        ttfb = line.get("ttfb_ms")
+        if ttfb is not None:
+            self.ttfb.labels(scenario).observe(ttfb / 1000.0)
+        duration = line.get("duration_ms")
+        if duration is not None:
+            self.duration.labels(scenario).observe(duration / 1000.0)
+
+    def count_connections(self, guard: Counted) -> None:
+        """Expose the counts of the proxy's client guard (``chaosproxy_empty_connections``)."""
+        self.registry.register(GuardCollector(guard))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of this registry."""
+        return generate_latest(self.registry)
+
+
+__all__ = ["CONTENT_TYPE_LATEST", "NO_SCENARIO", "Metrics"]

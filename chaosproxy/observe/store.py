@@ -1,0 +1,263 @@
+"""The admin API's request store: recent requests, rebuilt from frame-log lines.
+
+An observer of the frame log (:meth:`RequestStore.frame_json` is called for every
+write to a client), so it is compiled with the hot path (docs/architecture.md,
+Compiled modules); :mod:`chaosproxy.control.admin` answers from it. Memory is bounded: the
+store keeps the most recent ``history`` requests, at most ``max_frames`` frame and
+action lines each, and at most ``max_content`` characters of payload
+(``--log-content``) per request.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from chaosproxy.core.verdict import chain
+from chaosproxy.observe.journal import Criteria, RequestEntry, matches
+
+#: Recent requests kept by default (in flight and finished).
+DEFAULT_HISTORY = 256
+#: Frame (and action) lines kept per request by default; the rest are counted.
+DEFAULT_MAX_FRAMES = 1000
+#: Payload characters (``data`` + ``raw``) kept per request by default.
+DEFAULT_MAX_CONTENT = 256 * 1024
+_FRAME_SKIP = frozenset({"event", "request_id", "scenario"})
+_CONTENT = frozenset({"data", "raw"})
+
+
+@dataclass
+class RequestRecord:
+    """What the admin API knows of one request: its frame-log lines, as logged.
+
+    Frame and action lines are kept compact, each as its JSON text (a ``str``): a
+    busy proxy keeps a few hundred thousand of them, and as dicts (with their
+    ``events``, ``kinds`` and ``faults`` lists) every one would be four more objects
+    for each pass of Python's garbage collector to walk, with the loop held meanwhile
+    (docs/benchmark.md). They are decoded when the API shows them. (A ``str``, not
+    orjson's ``bytes``: each of those keeps orjson's whole initial buffer, about
+    4 KB, however short the line.)"""
+
+    #: The ``request`` line merged with the ``response_end`` line (when it came).
+    summary: dict[str, Any]
+    #: Frame lines, each its JSON text (:meth:`detail` decodes them).
+    frames: list[str] = field(default_factory=list)
+    #: Action lines, likewise.
+    actions: list[str] = field(default_factory=list)
+    #: Its ``violation`` lines (contract breaches; at most 100 per side).
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    #: Frame/action lines not kept (beyond ``max_frames``).
+    omitted: int = 0
+    #: Payload characters kept so far.
+    content: int = 0
+    #: Frames and bytes sent so far (the summary of a request in flight shows them).
+    sent_frames: int = 0
+    sent_bytes: int = 0
+    done: bool = False
+    #: The last verdict recorded (``POST /requests/{id}/verdict``), as logged.
+    verdict: dict[str, Any] | None = None
+    #: What the client sent (the journal), when its body was read.
+    request: RequestEntry | None = None
+    #: ``time.monotonic()`` when its request line came: the order requests began in,
+    #: across the processes of one machine too (``serve --workers N``).
+    started: float = field(default_factory=time.monotonic)
+
+    def view(self) -> dict[str, Any]:
+        """The summary, as ``GET /requests`` shows it (with the parsed ``request``)."""
+        view = {k: v for k, v in self.summary.items() if k != "event"}
+        if self.request is not None:
+            view["request"] = self.request.as_dict()
+        if self.done:
+            view["state"] = "done"
+        else:
+            view.update(state="in_flight", bytes=self.sent_bytes, frames=self.sent_frames)
+        if self.verdict is not None:
+            view["verdict"] = self.verdict
+        return view
+
+    def detail(self) -> dict[str, Any]:
+        """Summary, frames, actions and violations, as ``GET /requests/{id}`` shows them."""
+        return {
+            "summary": self.view(),
+            "frames": [_strip(orjson.loads(f)) for f in self.frames],
+            "actions": [_strip(orjson.loads(a)) for a in self.actions],
+            "violations": [_strip(v) for v in self.violations],
+            "omitted_lines": self.omitted,
+        }
+
+
+def _strip(line: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in line.items() if k not in _FRAME_SKIP}
+
+
+class RequestStore:
+    """Recent requests, rebuilt from frame-log lines; call it with every line."""
+
+    def __init__(
+        self,
+        *,
+        history: int = DEFAULT_HISTORY,
+        max_frames: int = DEFAULT_MAX_FRAMES,
+        max_content: int = DEFAULT_MAX_CONTENT,
+    ) -> None:
+        if history < 1 or max_frames < 0 or max_content < 0:
+            raise ValueError("history must be >= 1, max_frames and max_content >= 0")
+        self.history = history
+        self.max_frames = max_frames
+        self.max_content = max_content
+        #: Requests in flight counted elsewhere, when this store keeps none of them
+        #: (``serve --workers N``: the supervisor's admin asks its workers); None:
+        #: counted here.
+        self.elsewhere: int | None = None
+        #: request_id -> record, oldest request first.
+        self._records: OrderedDict[str, RequestRecord] = OrderedDict()
+
+    def __call__(self, line: dict[str, Any]) -> None:
+        # The log never changes a line after its observers saw it: the request line is
+        # kept as it is, frame and action lines as their JSON text (RequestRecord).
+        event = line.get("event")
+        request_id = line.get("request_id")
+        if not isinstance(request_id, str):
+            return
+        if event == "request":
+            self._records[request_id] = RequestRecord(line)
+            while len(self._records) > self.history:
+                self._records.popitem(last=False)
+            return
+        record = self._records.get(request_id)
+        if record is None:  # forgotten (reset, or pushed out of the history)
+            return
+        if event == "frame":
+            record.sent_frames += 1
+            record.sent_bytes += line.get("size", 0)
+            self._keep(record, record.frames, line)
+        elif event == "response_end":
+            record.summary = {**record.summary, **line}
+            record.done = True
+        elif event == "verdict":
+            record.verdict = _strip(line)
+        elif event == "violation":
+            record.violations.append(line)
+        else:
+            self._keep(record, record.actions, line)
+
+    def keep_request(self, request_id: str, entry: RequestEntry) -> None:
+        """Keep what a request sent (its journal entry), after its ``request`` line."""
+        record = self._records.get(request_id)
+        if record is not None:
+            record.request = entry
+
+    def frame_json(self, context: dict[str, Any], fields: dict[str, Any], text: bytes) -> None:
+        """The same as calling it with a ``frame`` line, given the parts the line is made
+        of and its JSON text and a newline (the frame log makes it once, for itself and
+        for this store; no dict of the line is made)."""
+        request_id = context.get("request_id")
+        record = self._records.get(request_id) if isinstance(request_id, str) else None
+        if record is None:  # no request line (or forgotten)
+            return
+        record.sent_frames += 1
+        record.sent_bytes += fields.get("size", 0)
+        if len(record.frames) + len(record.actions) >= self.max_frames:
+            record.omitted += 1
+        elif "raw" not in fields:
+            record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+        else:  # with content, which the store may have to leave out
+            self._keep(record, record.frames, orjson.loads(text), text)
+
+    def frames_json(
+        self, context: dict[str, Any], fields: list[dict[str, Any]], texts: list[bytes]
+    ) -> None:
+        """The same as calling it with each ``frame`` line of a batch, given the parts
+        the lines are made of and their JSON texts, each with a newline (the frame log
+        makes them once, for itself and for this store; no dict of a line is made)."""
+        request_id = context.get("request_id")
+        record = self._records.get(request_id) if isinstance(request_id, str) else None
+        if record is None:  # no request line (or forgotten)
+            return
+        record.sent_frames += len(fields)
+        for f, text in zip(fields, texts, strict=True):
+            record.sent_bytes += f.get("size", 0)
+            if len(record.frames) + len(record.actions) >= self.max_frames:
+                record.omitted += 1
+            elif "raw" not in f:
+                record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+            else:  # with content, which the store may have to leave out
+                self._keep(record, record.frames, orjson.loads(text), text)
+
+    def _keep(
+        self, record: RequestRecord, into: list[str], line: dict[str, Any], text: bytes = b""
+    ) -> None:
+        if len(record.frames) + len(record.actions) >= self.max_frames:
+            record.omitted += 1
+            return
+        raw = line.get("raw")
+        if raw is not None:
+            size = len(raw) + len(line.get("data", ""))
+            if record.content + size > self.max_content:
+                line = {k: v for k, v in line.items() if k not in _CONTENT}
+                line["content_omitted"] = True
+                text = b""
+            else:
+                record.content += size
+        # The line's JSON without the newline, as orjson.dumps(line) would make it.
+        into.append(text[:-1].decode() if text else orjson.dumps(line).decode())
+
+    def recent(
+        self, limit: int, scenario: str | None = None, criteria: Criteria | None = None
+    ) -> list[dict[str, Any]]:
+        """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when
+        given, and only those that meet ``criteria``: :func:`chaosproxy.observe.journal.matches`),
+        newest first."""
+        out: list[dict[str, Any]] = []
+        for record in reversed(self._records.values()):
+            if len(out) >= limit:
+                break
+            if scenario is None or record.summary.get("scenario") == scenario:
+                view = record.view()
+                if criteria is None or matches(view, criteria):
+                    out.append(view)
+        return out
+
+    def get(self, request_id: str) -> RequestRecord | None:
+        return self._records.get(request_id)
+
+    def run(self, request_id: str, others: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """The summaries of the finished requests that belong to the answer of
+        ``request_id`` (:func:`~chaosproxy.core.verdict.chain`) and of ``others``, in the
+        order they began: what a verdict judges."""
+        done = [r.summary for r in self._records.values() if r.done]
+        members = {id(s) for s in chain(done, request_id)}
+        wanted = set(others)
+        return [s for s in done if id(s) in members or s.get("request_id") in wanted]
+
+    def in_flight(self) -> int:
+        """Requests begun and not ended: those kept here, or :attr:`elsewhere`."""
+        if self.elsewhere is not None:
+            return self.elsewhere
+        return sum(1 for r in self._records.values() if not r.done)
+
+    def records(self) -> list[RequestRecord]:
+        """Every request kept, oldest first."""
+        return list(self._records.values())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def reset(self) -> None:
+        """Forget every request, including those in flight (their later lines are
+        ignored)."""
+        self._records.clear()
+
+
+__all__ = [
+    "DEFAULT_HISTORY",
+    "DEFAULT_MAX_CONTENT",
+    "DEFAULT_MAX_FRAMES",
+    "RequestRecord",
+    "RequestStore",
+]

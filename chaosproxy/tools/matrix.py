@@ -1,0 +1,766 @@
+"""``chaosproxy matrix``: run a client command across the scenario library and judge
+each run (docs/verdicts.md).
+
+For each scenario the proxy (in process, in front of the mock or ``--upstream``) gets
+it as its default, and ``CMD`` runs in a shell with ``CHAOSPROXY_URL`` (the proxy's
+root URL) and ``CHAOSPROXY_SCENARIO`` set. The command protocol: print the final text
+on stdout, exit non-zero when the client raised (its stderr says why). A command that
+outlives ``--timeout`` is killed, with its whole process group, and is ``hung``. The
+verdict is about the last request the command made; the others (retries) are listed.
+
+Writes ``matrix.md``, ``matrix.json``, ``junit.xml`` and ``report.html`` into ``--out``;
+the exit status is 1 when any verdict is in ``--fail-on``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from xml.sax.saxutils import escape, quoteattr
+
+import orjson
+
+from chaosproxy.core.verdict import FAILING, VERDICTS
+from chaosproxy.server.routes import MOCK
+
+if TYPE_CHECKING:
+    from chaosproxy.control.api import ChaosProxy
+    from chaosproxy.scenario import Scenario
+
+#: A command that made no request through the proxy cannot be judged on a stream: its
+#: verdict is this, and it always fails the gate (the matrix itself is mis-set).
+NO_REQUEST = "no_request"
+
+#: How long, after the command ended, the proxy may take to log the end of its requests.
+SETTLE = 5.0
+#: The most of a command's stderr kept as its error.
+ERROR_CHARS = 500
+
+DEFAULT_TIMEOUT = 20.0
+
+
+@dataclass
+class Run:
+    """One scenario's run of the command, and its verdict (a ``results`` item of
+    ``matrix.json``)."""
+
+    scenario: str
+    verdict: str
+    integrity: str | None
+    reason: str
+    #: The request the verdict is about: the command's last one (None: it made none).
+    request_id: str | None
+    #: Every request the command made, in order (the last is ``request_id``).
+    requests: list[str] = field(default_factory=list)
+    #: None when the command was killed (timed out).
+    exit_code: int | None = None
+    duration_ms: float = 0.0
+    text_matches: bool | None = None
+    #: What the client raised (the telling line of its stderr), if it did.
+    error: str | None = None
+    #: The answer's content as the client was sent it, over every connection
+    #: (``intact``, ``altered``, ``incomplete``; None for an unframed answer).
+    content: str | None = None
+
+
+@dataclass
+class Matrix:
+    client: str
+    upstream: str
+    results: list[Run]
+    fail_on: frozenset[str]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {v: 0 for v in VERDICTS}
+        for run in self.results:
+            counts[run.verdict] = counts.get(run.verdict, 0) + 1
+        return {k: v for k, v in counts.items() if v}
+
+    def failing(self, run: Run) -> bool:
+        return run.verdict in self.fail_on or run.verdict == NO_REQUEST
+
+    @property
+    def failed(self) -> bool:
+        return any(self.failing(run) for run in self.results)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "client": self.client,
+            "upstream": self.upstream,
+            "results": [asdict(run) for run in self.results],
+            "counts": self.counts,
+            "failed": self.failed,
+            "fail_on": sorted(self.fail_on),
+        }
+
+
+# ---------------------------------------------------------------------------- running
+
+
+@dataclass
+class CommandResult:
+    """What the command did: its exit code (None: killed on time out), its stdout and
+    stderr."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_ms: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_code is None
+
+    @property
+    def text(self) -> str | None:
+        """The final text: stdout, or None when the command was killed, or raised
+        without printing anything."""
+        if self.timed_out or (self.exit_code != 0 and not self.stdout):
+            return None
+        return self.stdout
+
+    @property
+    def error(self) -> str | None:
+        """What the client raised, from its stderr: the most telling line (the
+        exception), else the last one; None when it exited 0 or was killed."""
+        if self.exit_code in (0, None):
+            return None
+        from chaosproxy.observe.logs import redact_text
+
+        line = telling_line(self.stderr) or f"exit status {self.exit_code}"
+        # It goes into the matrix files, which CI publishes: credentials masked.
+        return redact_text(line)[:ERROR_CHARS]
+
+
+#: A line that names an exception: ``openai.APIConnectionError: ...``, ``Error: ...``,
+#: ``TypeError: terminated``, ``json.decoder.JSONDecodeError: ...``.
+_EXCEPTION = re.compile(
+    r"^(?:Uncaught )?(?:[A-Za-z_][\w.]*\.)?"
+    r"[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Timeout|Failure)(?:\s*\[[^]]*\])?"
+    r"(?::|$)"
+    r"|^Error\b"
+)
+#: Lines that are never the telling one: stack frames, source excerpts, carets.
+_NOISE = re.compile(
+    r"^(?:at |File \"|Traceback |During handling|The above exception|\^+$|~+$|Node\.js v)"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def telling_line(stderr: str) -> str | None:
+    """The line of a client's stderr that says what it raised: the last line naming an
+    exception (a Python traceback ends with it; Node prints it first, then its stack),
+    else the last line that is not a stack frame; None for an empty stderr."""
+    lines = [_ANSI.sub("", line).strip() for line in stderr.splitlines()]
+    lines = [line for line in lines if line]
+    named = [line for line in lines if _EXCEPTION.match(line)]
+    if named:
+        return named[-1]
+    plain = [line for line in lines if not _NOISE.match(line)]
+    return plain[-1] if plain else (lines[-1] if lines else None)
+
+
+def run_command(command: str, env: Mapping[str, str], timeout: float) -> CommandResult:
+    """Run ``command`` in a shell, in its own process group; on time out the whole
+    group is killed (SIGKILL), so a client's children never outlive it."""
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command,
+        shell=True,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+        code: int | None = process.returncode
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        code = None
+    return CommandResult(
+        exit_code=code,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        duration_ms=round((time.monotonic() - started) * 1000, 1),
+    )
+
+
+def _request_ids(lines: Sequence[Mapping[str, Any]], start: int) -> list[str]:
+    """The ids of the requests begun in ``lines[start:]``, in the order they began."""
+    return [
+        line["request_id"]
+        for line in lines[start:]
+        if line.get("event") == "request" and isinstance(line.get("request_id"), str)
+    ]
+
+
+def run_scenario(
+    proxy: ChaosProxy,
+    scenario: str,
+    command: str,
+    *,
+    timeout: float,
+    environ: Mapping[str, str] | None = None,
+) -> Run:
+    """One run of ``command`` under ``scenario`` (made the proxy's default), judged:
+    every request the command made is one run, and its last is the answer judged."""
+    env = dict(os.environ if environ is None else environ)
+    env.update(CHAOSPROXY_URL=proxy.url, CHAOSPROXY_SCENARIO=scenario)
+    start = len(proxy.lines)
+    with proxy.scenario(scenario):
+        outcome = run_command(command, env, timeout)
+    proxy.requests(settle=SETTLE)  # the requests it made have ended (or SETTLE passed)
+    ids = _request_ids(proxy.lines, start)
+    base: dict[str, Any] = {
+        "scenario": scenario,
+        "exit_code": outcome.exit_code,
+        "duration_ms": outcome.duration_ms,
+        "error": outcome.error,
+        "requests": ids,
+    }
+    if not ids:
+        what = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
+        detail = f": {outcome.error}" if outcome.error else ""
+        return Run(
+            verdict=NO_REQUEST,
+            integrity=None,
+            reason=f"the client made no request through the proxy; it {what}{detail}",
+            request_id=None,
+            **base,
+        )
+    last = ids[-1]
+    try:
+        verdict = proxy.verdict(
+            last,
+            text=outcome.text,
+            error=outcome.error,
+            timed_out=outcome.timed_out,
+            requests=ids,
+            timeout=SETTLE,
+        )
+    except KeyError:  # still in flight after SETTLE: judged on what is known
+        verdict = {
+            "verdict": "hung" if outcome.timed_out else NO_REQUEST,
+            "integrity": None,
+            "content": None,
+            "reason": f"request {last} had not ended {SETTLE:g}s after the client did",
+            "text_matches": None,
+        }
+    return Run(
+        verdict=verdict["verdict"],
+        integrity=verdict["integrity"],
+        content=verdict.get("content"),
+        reason=verdict["reason"],
+        request_id=last,
+        text_matches=verdict["text_matches"],
+        **base,
+    )
+
+
+class MatrixInputError(ValueError):
+    """``--scenarios`` named something that is neither a file nor a loaded scenario."""
+
+
+def choose_scenarios(values: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``--scenarios`` values as (the names to run, in order, the files and directories
+    to load): each value is a path when one exists, else a built-in scenario's name.
+    Without values, the whole library. Raises ScenarioError for invalid files and
+    MatrixInputError for a value that is neither."""
+    from chaosproxy.scenario import load_library, load_scenarios
+
+    library = load_library()
+    if not values:
+        return list(library), []
+    names: list[str] = []
+    paths: list[str] = []
+    for value in values:
+        if Path(value).exists():
+            paths.append(value)
+            names += [n for n in load_scenarios([value]) if n not in names]
+        elif value in library:
+            if value not in names:
+                names.append(value)
+        else:
+            close = difflib.get_close_matches(value, list(library), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise MatrixInputError(
+                f"--scenarios {value}: no such file or directory, and no built-in "
+                f"scenario of that name{hint}"
+            )
+    return names, paths
+
+
+def _needs_previous(scenario: Scenario) -> bool:
+    """Whether the scenario splices from the previous stream (which a run needs)."""
+    return any(
+        kind == "splice" and getattr(config, "from_", None) == "previous"
+        for kind, config in scenario.faults
+    )
+
+
+#: The scenario a job runs the client under once, unjudged, right before a scenario that
+#: splices from the previous stream: so that stream is the client's own clean answer,
+#: whichever scenario the job ran before (or none).
+WARM_UP: dict[str, Any] = {"name": "matrix-warm-up", "faults": []}
+
+
+@dataclass
+class Progress:
+    """What ``run_matrix`` reports as it goes (each callback is optional)."""
+
+    #: A scenario starts: (its name, how many are running now).
+    started: Callable[[str, int], None] | None = None
+    #: A scenario ended: (its run, how many have ended, how many there are, the
+    #: estimated seconds left).
+    ended: Callable[[Run, int, int, float], None] | None = None
+
+
+def run_matrix(
+    command: str,
+    *,
+    upstream: str = MOCK,
+    scenarios: Sequence[str] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+    fail_on: Iterable[str] = FAILING,
+    settings: Mapping[str, Any] | None = None,
+    jobs: int = 1,
+    progress: Progress | None = None,
+) -> tuple[Matrix, list[dict[str, Any]]]:
+    """Run ``command`` once per scenario (``scenarios``: built-in names, files or
+    directories; default the whole library) on ``jobs`` workers, each with a proxy of
+    its own (so requests never mix); returns the matrix, in the scenarios' order, and
+    every frame-log line of every proxy."""
+    from chaosproxy.control.api import ChaosProxy
+    from chaosproxy.scenario import load_library, load_scenarios
+
+    names, paths = choose_scenarios(scenarios)
+    loaded = {**load_library(), **(load_scenarios(paths) if paths else {})}
+    queue = deque(names)
+    total = len(queue)
+    jobs = max(1, min(jobs, total or 1))
+    lock = threading.Lock()
+    results: dict[str, Run] = {}
+    lines: list[dict[str, Any]] = []
+    running = 0
+    durations: list[float] = []
+    failures: list[BaseException] = []
+    report = progress or Progress()
+
+    def worker() -> None:
+        nonlocal running
+        try:
+            with ChaosProxy(upstream=upstream, scenarios=list(paths), **(settings or {})) as proxy:
+                while True:
+                    with lock:
+                        if not queue or failures:
+                            break
+                        name = queue.popleft()
+                        running += 1
+                        now_running = running
+                    if report.started is not None:
+                        report.started(name, now_running)
+                    run = run_one(proxy, loaded[name], command, timeout=timeout)
+                    with lock:
+                        running -= 1
+                        results[name] = run
+                        durations.append(run.duration_ms / 1000)
+                        done = len(results)
+                        left = (total - done) * (sum(durations) / len(durations)) / jobs
+                    if report.ended is not None:
+                        report.ended(run, done, total, left)
+                with lock:
+                    lines.extend(proxy.lines)
+        except BaseException as exc:  # the proxy could not start: reported by the caller
+            with lock:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=worker, name=f"matrix-{i}") for i in range(jobs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    ordered = [results[name] for name in names if name in results]
+    return Matrix(command, upstream, ordered, frozenset(fail_on)), lines
+
+
+def run_one(proxy: ChaosProxy, scenario: Scenario, command: str, *, timeout: float) -> Run:
+    """One judged run of ``command`` under ``scenario`` as the matrix makes each (and
+    ``chaosproxy explore`` too): an unjudged warm-up run first when the scenario splices
+    from the previous stream, then the run, its requests counted from 1 (the same seeds
+    and ordinals, whichever job). ``scenario`` must be loaded in the proxy (given to it
+    at start, or added with ``proxy.scenario(...)`` around the call)."""
+    if _needs_previous(scenario):
+        _warm_up(proxy, command, timeout)
+    proxy.reset_ordinals()
+    return run_scenario(proxy, scenario.name, command, timeout=timeout)
+
+
+def _warm_up(proxy: ChaosProxy, command: str, timeout: float) -> None:
+    """Run the client once, unjudged, under a scenario without faults: the stream a
+    ``splice: {from: previous}`` takes from (the same client, so the same tenant)."""
+    env = {**os.environ, "CHAOSPROXY_URL": proxy.url, "CHAOSPROXY_SCENARIO": WARM_UP["name"]}
+    proxy.reset_ordinals()
+    with proxy.scenario(WARM_UP):
+        run_command(command, env, timeout)
+    proxy.requests(settle=SETTLE)
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def render_markdown(matrix: Matrix) -> str:
+    """``matrix.md``: what a client wrote (its command, its errors) is shown as text:
+    control characters visible, HTML escaped, never markup."""
+    counts = ", ".join(f"{n} {v}" for v, n in matrix.counts.items())
+    out = [
+        "# chaosproxy matrix",
+        "",
+        f"- client: {_code(matrix.client)}",
+        f"- upstream: {_cell(matrix.upstream)}",
+        f"- verdicts: {counts or 'none'}",
+        f"- gate (`--fail-on {','.join(sorted(matrix.fail_on))}`): "
+        + ("**failed**" if matrix.failed else "passed"),
+        "",
+        "| scenario | verdict | answer | text | requests | exit | ms | reason |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in matrix.results:
+        verdict = f"**{run.verdict}**" if matrix.failing(run) else run.verdict
+        text = {True: "same", False: "differs", None: "-"}[run.text_matches]
+        exit_code = "killed" if run.exit_code is None else str(run.exit_code)
+        reason = run.reason + (f" ({run.error})" if run.error else "")
+        out.append(
+            f"| {_code(run.scenario)} | {verdict} | {run.content or '-'} | {text} | "
+            f"{', '.join(run.requests) or '-'} | {exit_code} | {run.duration_ms:.0f} | "
+            f"{_cell(reason)} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal colour codes, any other control character (and what
+    XML 1.0 cannot hold) written as ``\\xNN`` / ``\\uNNNN``: safe in XML and Markdown."""
+    text = _ANSI.sub("", text)
+    return _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", text
+    )
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: one line, pipes escaped, HTML shown as text."""
+    text = " ".join(printable(text).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """Inline code in a table cell, whatever backticks the text holds."""
+    text = " ".join(printable(text).split()).replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def render_junit(matrix: Matrix) -> str:
+    failures = sum(1 for run in matrix.results if matrix.failing(run))
+    total = sum(run.duration_ms for run in matrix.results) / 1000
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        "<testsuites><testsuite "
+        f"name={quoteattr(printable('chaosproxy matrix: ' + matrix.client))} "
+        f'tests="{len(matrix.results)}" failures="{failures}" errors="0" '
+        f'time="{total:.3f}">',
+    ]
+    for run in matrix.results:
+        out.append(
+            f'  <testcase classname="chaosproxy.tools.matrix" name={quoteattr(run.scenario)} '
+            f'time="{run.duration_ms / 1000:.3f}">'
+        )
+        details = printable(
+            f"verdict: {run.verdict}\nanswer: {run.content}\nintegrity: {run.integrity}\n"
+            f"reason: {run.reason}\nrequests: {', '.join(run.requests) or 'none'}\n"
+            f"exit code: {run.exit_code}\n" + (f"error: {run.error}\n" if run.error else "")
+        )
+        if matrix.failing(run):
+            message = printable(run.verdict + ": " + run.reason)
+            out.append(
+                f"    <failure type={quoteattr(run.verdict)} message={quoteattr(message)}>"
+                f"{escape(details)}</failure>"
+            )
+        out.append(f"    <system-out>{escape(details)}</system-out>")
+        out.append("  </testcase>")
+    out.append("</testsuite></testsuites>")
+    return "\n".join(out) + "\n"
+
+
+def write_outputs(matrix: Matrix, lines: list[dict[str, Any]], out: Path) -> list[Path]:
+    """``matrix.md``, ``matrix.json``, ``junit.xml`` and ``report.html`` in ``out``."""
+    from chaosproxy.tools.report import render_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    data = matrix.as_json()
+    files = {
+        "matrix.md": render_markdown(matrix),
+        "matrix.json": orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n",
+        "junit.xml": render_junit(matrix),
+        "report.html": render_report(lines, data, limit=None),  # every request of the run
+    }
+    written = []
+    for name, text in files.items():
+        path = out / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def parse_fail_on(value: str) -> frozenset[str]:
+    names = frozenset(v.strip() for v in value.split(",") if v.strip())
+    unknown = sorted(names - set(VERDICTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown verdict(s) {', '.join(unknown)}; choose from {', '.join(VERDICTS)}"
+        )
+    return names
+
+
+#: The proxy settings the matrix's own options set: ``serve``'s flags, generated from
+#: :class:`~chaosproxy.server.config.Config` (``add_flags``), with the matrix's help. The
+#: matrix takes one upstream URL.
+PROXY_FLAGS: dict[str, dict[str, Any]] = {
+    "upstream": {
+        "kind": "store",
+        "metavar": "URL",
+        "help": "upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock "
+        "upstream)",
+    },
+    "seed": {"help": "the proxy's seed for every request (default: each scenario's, else random)"},
+    "mock_interval": {
+        "help": "milliseconds between the mock upstream's events (default {default})"
+    },
+}
+
+
+def add_run_flags(
+    parser: argparse.ArgumentParser, changes: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """The options of a command that runs a client command under proxies (``matrix``,
+    ``explore``), one per key of ``changes`` in its order, each as the matrix has it
+    with ``changes`` (its help, its default) over it."""
+    from chaosproxy.server.config import argtype, parse_duration, show_duration
+
+    options: dict[str, dict[str, Any]] = {
+        "--client": {
+            "required": True,
+            "metavar": "CMD",
+            "help": "shell command of the client: it reads CHAOSPROXY_URL (and "
+            "CHAOSPROXY_SCENARIO), prints its final text on stdout and exits non-zero "
+            "when its client raised",
+        },
+        "--jobs": {
+            "type": parse_jobs,
+            "default": default_jobs(),
+            "metavar": "N",
+            "help": "run this many clients at once, each with a proxy of its own "
+            f"(default: the number of cores, {default_jobs()})",
+        },
+        "--out": {
+            "default": "chaos-matrix",
+            "metavar": "DIR",
+            "help": "directory for matrix.md, matrix.json, junit.xml and report.html "
+            "(default: chaos-matrix)",
+        },
+        "--timeout": {
+            "type": argtype(parse_duration),
+            "default": DEFAULT_TIMEOUT,
+            "metavar": "DURATION",
+            "help": "per scenario: a command still running then is killed and judged hung "
+            f"(default {show_duration(DEFAULT_TIMEOUT)})",
+        },
+        "--fail-on": {
+            "type": parse_fail_on,
+            "default": FAILING,
+            "metavar": "VERDICTS",
+            "help": "comma-separated verdicts that make the exit status 1 and fail their JUnit "
+            "test case (default: silent_corruption,false_alarm,hung)",
+        },
+    }
+    for name, change in changes.items():
+        parser.add_argument(name, **{**options[name], **change})
+
+
+def add_parser(sub: Any) -> None:
+    """The ``matrix`` subcommand (cli.py calls this)."""
+    from chaosproxy.server.config import add_flags
+
+    matrix = sub.add_parser(
+        "matrix",
+        help="run a client command against every scenario and judge what it concluded",
+        description="Run CMD once per scenario through an in-process proxy and write "
+        "matrix.md, matrix.json, junit.xml and report.html (docs/verdicts.md).",
+    )
+    add_run_flags(matrix, {"--client": {}})
+    add_flags(matrix, ["upstream"], PROXY_FLAGS)
+    matrix.add_argument(
+        "--scenarios",
+        action="append",
+        default=[],
+        metavar="NAME|PATH",
+        help="run only these: a built-in scenario's name, or the scenarios of a file or "
+        "directory (repeatable; default: the whole built-in library)",
+    )
+    add_run_flags(matrix, {"--jobs": {}, "--out": {}, "--timeout": {}, "--fail-on": {}})
+    add_flags(matrix, ["seed", "mock_interval"], PROXY_FLAGS)
+
+
+#: The settings of ``serve`` that the matrix's proxies also take from their
+#: ``CHAOSPROXY_*`` variables (with ``upstream``): the upstream's and the mock's, the
+#: seed, the envelope and the tenant header. Their address, admin API, log and scenarios
+#: are the matrix's own.
+ENVIRONMENT_SETTINGS = (
+    "seed",
+    "mock_tokens",
+    "mock_interval",
+    "connect_timeout",
+    "head_timeout",
+    "idle_timeout",
+    "upstream_ca",
+    "upstream_insecure",
+    "upstream_cert",
+    "upstream_key",
+    "upstream_max_connections",
+    "envelope",
+    "tenant_header",
+)
+
+
+def proxy_settings(
+    command: str, args: argparse.Namespace, names: Iterable[str] = ENVIRONMENT_SETTINGS
+) -> tuple[str, dict[str, Any]]:
+    """The upstream and the settings ``names`` of the proxies of ``command`` (``matrix``,
+    ``explore``): as its options give them, else their ``CHAOSPROXY_*`` variables.
+    Raises ConfigError (a bad variable, several upstreams)."""
+    from chaosproxy.server.config import ConfigError, command_settings, default
+
+    settings = command_settings(args, ("upstream", *names))
+    upstream = settings.pop("upstream", default("upstream"))
+    upstreams = (upstream,) if isinstance(upstream, str) else upstream
+    if len(upstreams) > 1:
+        raise ConfigError(f"{command} takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
+    return upstreams[0], settings
+
+
+def default_jobs() -> int:
+    """One client per core."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+def parse_jobs(value: str) -> int:
+    if not value.isdigit() or int(value) < 1 or int(value) > 256:
+        raise argparse.ArgumentTypeError(f"must be a number of jobs from 1 to 256, got {value!r}")
+    return int(value)
+
+
+def _clock(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from chaosproxy.control.process import fail
+    from chaosproxy.scenario import ScenarioError
+    from chaosproxy.server.config import ConfigError
+
+    try:  # the options given win over the proxies' settings from CHAOSPROXY_*
+        upstream, settings = proxy_settings("matrix", args)
+    except ConfigError as exc:
+        return fail(str(exc))
+
+    def started(name: str, running: int) -> None:
+        print(f"  ... {name} ({running} running)", file=sys.stderr, flush=True)
+
+    def ended(run: Run, done: int, total: int, left: float) -> None:
+        remaining = f"; about {_clock(left)} left" if done < total else ""
+        print(
+            f"[{done}/{total}] {run.scenario} {run.verdict} "
+            f"({run.duration_ms / 1000:.1f}s){remaining}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    try:
+        matrix, lines = run_matrix(
+            args.client,
+            upstream=upstream,
+            scenarios=args.scenarios,
+            timeout=args.timeout,
+            fail_on=args.fail_on,
+            settings=settings,
+            jobs=args.jobs,
+            progress=Progress(started, ended),
+        )
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            fail(str(problem))
+        return 2
+    except MatrixInputError as exc:
+        return fail(str(exc))
+    except Exception as exc:  # the proxy could not start: one line, never a traceback
+        from chaosproxy.observe.logs import describe
+
+        return fail(f"matrix: {describe(exc)}")
+    out = Path(args.out)
+    written = write_outputs(matrix, lines, out)
+    counts = ", ".join(f"{n} {v}" for v, n in matrix.counts.items())
+    print(
+        f"chaosproxy matrix: {counts}; wrote {', '.join(str(p) for p in written)}"
+        + ("; FAILED" if matrix.failed else ""),
+        file=sys.stderr,
+    )
+    return 1 if matrix.failed else 0
+
+
+__all__ = [
+    "NO_REQUEST",
+    "CommandResult",
+    "Matrix",
+    "MatrixInputError",
+    "Progress",
+    "Run",
+    "add_parser",
+    "choose_scenarios",
+    "cmd_matrix",
+    "render_junit",
+    "render_markdown",
+    "run_command",
+    "run_matrix",
+    "run_one",
+    "run_scenario",
+    "telling_line",
+    "write_outputs",
+]

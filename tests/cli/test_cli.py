@@ -1,0 +1,252 @@
+"""The command line as a user meets it: exit codes and one-line reasons."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaosproxy.cli.main import build_parser
+from chaosproxy.scenario import load_library
+from tests.conftest import LIBRARY, REPO
+
+
+def run(
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes = b"",
+    cwd: Path = REPO,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m chaosproxy ARGS`` in ``cwd`` (this checkout's package, wherever)."""
+    return subprocess.run(
+        [sys.executable, "-m", "chaosproxy", *args],
+        input=stdin.decode(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["serve", "--listen", "nonsense"], "expected HOST:PORT"),
+        (["serve", "--upstream", "ftp://x"], "expected an http(s) URL or 'mock'"),
+        (["serve", "--seed", "-3"], "expected a decimal integer from 0 to 9223372036854775807"),
+        (["serve", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["serve", "--scenarios", "/nonexistent/scenarios"], "/nonexistent/scenarios"),
+        (
+            ["serve", "--scenario", "nope", "--listen", "127.0.0.1:0"],
+            "--scenario 'nope' is not a loaded scenario",
+        ),
+        (
+            ["serve", "--log", "/nonexistent/dir/frames.jsonl", "--listen", "127.0.0.1:0"],
+            "cannot open log /nonexistent/dir/frames.jsonl",
+        ),
+    ],
+)
+def test_bad_input_stops_startup_with_one_line(args: list[str], reason: str) -> None:
+    assert reason in one_line_error(run(*args))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("CHAOSPROXY_LISTEN", "still-nonsense"), ("CHAOSPROXY_MOCK_TOKENS", "many")],
+)
+def test_environment_variables_are_flags_too(variable: str, value: str) -> None:
+    line = one_line_error(run("serve", env={variable: value}))
+    assert value in line
+
+
+def test_a_port_in_use_is_one_line() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        line = one_line_error(run("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
+    assert f"cannot listen on 127.0.0.1:{port}" in line
+    assert "address already in use" in line
+
+
+def test_an_invalid_scenario_names_file_line_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("faults:\n  - rechunk: {size: 0}\n")
+    line = one_line_error(run("serve", "--scenarios", str(bad), "--listen", "127.0.0.1:0"))
+    assert line == f"chaosproxy: error: {bad}:2: faults[0].rechunk.size: must be >= 1"
+    validate = run("validate", str(bad))
+    assert validate.returncode == 2
+    assert validate.stdout == f"{bad}:2: faults[0].rechunk.size: must be >= 1\n"
+
+
+def test_validate_accepts_the_library() -> None:
+    result = run("validate", str(LIBRARY))
+    count = len(list(LIBRARY.glob("*.yaml")))
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"{count} scenarios OK\n", "")
+
+
+def test_validate_counts_one_scenario(tmp_path: Path) -> None:
+    (tmp_path / "one.yaml").write_text("faults: [drop]\n")
+    result = run("validate", str(tmp_path / "one.yaml"))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "1 scenario OK\n", "")
+
+
+CROSS = "name: leaky\nfaults:\n  - splice: {from: concurrent, after: 1, across_tenants: true}\n"
+
+
+def test_validate_warns_about_a_splice_across_tenants(tmp_path: Path) -> None:
+    """Valid (exit 0, counted), but one warning line says it hands one tenant's text to
+    another."""
+    (tmp_path / "leaky.yaml").write_text(CROSS)
+    (tmp_path / "fine.yaml").write_text("faults:\n  - splice: {from: previous, after: 1}\n")
+    result = run("validate", str(tmp_path))
+    assert (result.returncode, result.stdout) == (0, "2 scenarios OK\n")
+    assert result.stderr == (
+        f"chaosproxy: warning: {tmp_path / 'leaky.yaml'}: faults[0].splice.across_tenants: "
+        "true: scenario leaky puts events of every tenant's streams (other users' text) "
+        "into its answers\n"
+    )
+
+
+async def test_serve_warns_at_start_about_a_splice_across_tenants(tmp_path: Path) -> None:
+    from tests.control.test_admin import serve_until_started, sigterm
+
+    (tmp_path / "leaky.yaml").write_text(CROSS)
+    proc, lines = await serve_until_started(
+        "--listen", "127.0.0.1:0", "--admin", "off", "--scenarios", str(tmp_path)
+    )
+    try:
+        assert "listening on" in lines[0]
+        warnings = [ln for ln in lines[1:] if ln.startswith("chaosproxy: warning: ")]
+        assert len(warnings) == 1 and "faults[0].splice.across_tenants: true" in warnings[0]
+        assert "scenario leaky" in warnings[0]
+    finally:
+        await sigterm(proc)
+
+
+def test_validate_refuses_a_path_without_scenarios(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("not a scenario\n")
+    (tmp_path / "one.yaml").write_text("faults: [drop]\n")
+    result = run("validate", str(tmp_path / "one.yaml"), str(tmp_path / "empty"))
+    assert (result.returncode, result.stdout) == (2, f"{tmp_path / 'empty'}:0: no scenarios here\n")
+
+
+def test_validate_still_refuses_a_duplicate_among_the_users_files(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("name: same\nfaults: [drop]\n")
+    (tmp_path / "b.yaml").write_text("name: same\nfaults: [drop]\n")
+    result = run("validate", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stdout == (
+        f"{tmp_path / 'b.yaml'}:1: name: duplicate scenario name 'same' "
+        f"(also in {tmp_path / 'a.yaml'}:1)\n"
+    )
+
+
+def test_scenarios_lists_the_library_from_any_directory(tmp_path: Path) -> None:
+    result = run("scenarios", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    library = load_library()
+    names = [line.split("  ", 1)[0].rstrip() for line in result.stdout.splitlines()]
+    assert names == list(library)
+    first = result.stdout.splitlines()[0]
+    name = names[0]
+    assert first.split(None, 1)[1] == " ".join(library[name].description.split())
+
+
+def test_scenarios_adds_paths_and_a_same_name_file_overrides_the_library(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "drop-third-delta.yaml").write_text("description: mine\nfaults: [drop]\n")
+    (tmp_path / "extra.yaml").write_text("description: an extra one\nfaults: [drop]\n")
+    result = run("scenarios", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert len(lines) == len(load_library()) + 1
+    assert (lines["drop-third-delta"], lines["extra"]) == ("mine", "an extra one")
+    assert list(lines)[-1] == "extra"
+
+
+def test_scenarios_reports_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("faults:\n  - rechunk: {size: 0}\n")
+    result = run("scenarios", str(bad))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"{bad}:2: faults[0].rechunk.size: must be >= 1\n"
+
+
+SSE = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
+
+
+def test_simulate_takes_a_builtin_name_from_any_directory(tmp_path: Path) -> None:
+    result = run("simulate", "duplicate-third-delta", "--seed", "1", stdin=SSE, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == SSE.decode()  # one delta: no third one to duplicate
+    by_file = run("simulate", str(LIBRARY / "duplicate-third-delta.yaml"), "--seed", "1", stdin=SSE)
+    assert (by_file.stdout, by_file.stderr) == (result.stdout, result.stderr)
+
+
+def test_simulate_an_unknown_name_is_one_line() -> None:
+    line = one_line_error(run("simulate", "no-such-scenario"))
+    assert line == (
+        "chaosproxy: error: no scenario file and no built-in scenario named 'no-such-scenario'"
+    )
+
+
+COMMANDS = sorted(
+    next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+)
+
+
+def test_every_command_is_checked() -> None:
+    assert {"matrix", "report", "serve", "simulate", "validate"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_has_help_text(command: str) -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[
+        command
+    ]
+    missing = [
+        a.option_strings or [a.dest]
+        for a in sub._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
+    assert missing == []
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
+    """``chaosproxy scenarios | head -1``: the reader goes away; the command stops
+    without a traceback and with the shell's SIGPIPE status. The pipe holds one page
+    and the listing is longer, so the write breaks whether it comes before or after the
+    reader's end."""
+    import fcntl
+
+    read, write = os.pipe()
+    fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chaosproxy", "scenarios"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    os.close(write)
+    os.close(read)  # the reader is gone: the listing's write breaks the pipe
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 141, err.decode()
+    assert err == b""

@@ -1,0 +1,423 @@
+"""``chaosproxy matrix``: the command run per scenario, its verdicts, and the files it
+writes; rendering checked on a matrix built here, running through the live proxy with a
+small httpx client (tests/fixtures/matrix/chat_client.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from chaosproxy.cli.main import build_parser
+from chaosproxy.core.verdict import FAILING
+from chaosproxy.tools.matrix import (
+    NO_REQUEST,
+    Matrix,
+    MatrixInputError,
+    Progress,
+    Run,
+    choose_scenarios,
+    printable,
+    render_junit,
+    render_markdown,
+    run_command,
+    run_matrix,
+    telling_line,
+)
+from tests.conftest import LIBRARY, REPO
+
+CLIENT = f"{sys.executable} {REPO / 'tests' / 'fixtures' / 'matrix' / 'chat_client.py'}"
+FAST = {"mock_interval": 0.001, "mock_tokens": 8}
+
+
+def run(scenario: str, verdict: str, **kw: object) -> Run:
+    fields: dict[str, object] = {
+        "integrity": "altered",
+        "content": "altered",
+        "reason": f"why {scenario}",
+        "request_id": "r-2",
+        "requests": ["r-1", "r-2"],
+        "exit_code": 0,
+        "duration_ms": 1500.0,
+        "text_matches": False,
+    }
+    fields.update(kw)
+    return Run(scenario, verdict, **fields)  # type: ignore[arg-type]
+
+
+MATRIX = Matrix(
+    client="python client.py",
+    upstream="mock",
+    results=[
+        run("drop-third-delta", "silent_corruption"),
+        run("cut-before-terminal-reset", "detected", exit_code=1, error="ReadError: reset"),
+        run(
+            "one-event-per-read",
+            "tolerated",
+            integrity="intact",
+            content="intact",
+            text_matches=True,
+        ),
+        run("hang-after-last-event", "hung", exit_code=None, reason="a|b"),
+    ],
+    fail_on=FAILING,
+)
+
+
+def test_the_json_shape() -> None:
+    data = MATRIX.as_json()
+    assert list(data) == ["client", "upstream", "results", "counts", "failed", "fail_on"]
+    assert data["counts"] == {"silent_corruption": 1, "hung": 1, "detected": 1, "tolerated": 1}
+    assert data["failed"] is True
+    first = data["results"][0]
+    assert first == {
+        "scenario": "drop-third-delta",
+        "verdict": "silent_corruption",
+        "integrity": "altered",
+        "reason": "why drop-third-delta",
+        "request_id": "r-2",
+        "requests": ["r-1", "r-2"],
+        "exit_code": 0,
+        "duration_ms": 1500.0,
+        "text_matches": False,
+        "error": None,
+        "content": "altered",
+    }
+    passing = Matrix("c", "mock", MATRIX.results[1:3], FAILING)
+    assert passing.as_json()["failed"] is False
+    assert Matrix("c", "mock", MATRIX.results, frozenset()).failed is False
+    no_request = run("x", NO_REQUEST)
+    assert Matrix("c", "mock", [no_request], frozenset()).failed is True  # always fails
+
+
+def test_the_markdown_table() -> None:
+    text = render_markdown(MATRIX)
+    assert "- gate (`--fail-on false_alarm,hung,silent_corruption`): **failed**" in text
+    assert "| scenario | verdict | answer | text | requests | exit | ms | reason |" in text
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert rows == [
+        "| `drop-third-delta` | **silent_corruption** | altered | differs | r-1, r-2 | 0 | 1500 "
+        "| why drop-third-delta |",
+        "| `cut-before-terminal-reset` | detected | altered | differs | r-1, r-2 | 1 | 1500 "
+        "| why cut-before-terminal-reset (ReadError: reset) |",
+        "| `one-event-per-read` | tolerated | intact | same | r-1, r-2 | 0 | 1500 "
+        "| why one-event-per-read |",
+        "| `hang-after-last-event` | **hung** | altered | differs | r-1, r-2 | killed | 1500 "
+        "| a\\|b |",
+    ]
+
+
+def test_junit_one_case_per_scenario_failing_on_the_gate() -> None:
+    root = ET.fromstring(render_junit(MATRIX))
+    (suite,) = root.findall("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [r.scenario for r in MATRIX.results]
+    failed = {c.get("name"): c.find("failure") for c in cases}
+    assert failed["drop-third-delta"] is not None
+    assert failed["drop-third-delta"].get("message") == "silent_corruption: why drop-third-delta"
+    assert failed["hang-after-last-event"] is not None
+    assert failed["cut-before-terminal-reset"] is None and failed["one-event-per-read"] is None
+    out = cases[1].find("system-out")
+    assert out is not None and "error: ReadError: reset" in (out.text or "")
+
+
+def test_a_command_that_outlives_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    started = time.monotonic()
+    outcome = run_command(
+        f"sleep 30 & echo $! > {pid_file}; echo partial; wait", dict(os.environ), 0.5
+    )
+    assert time.monotonic() - started < 10
+    assert outcome.exit_code is None and outcome.timed_out and outcome.error is None
+    assert outcome.stdout == "partial\n"
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        if "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+            break  # a zombie: dead, its parent (init) has yet to reap it
+        time.sleep(0.01)
+    alive = (
+        Path(f"/proc/{child}").exists()
+        and "Z" not in (Path(f"/proc/{child}/stat").read_text().split()[2])
+    )
+    assert not alive
+
+
+def test_the_error_is_the_telling_line_of_stderr() -> None:
+    outcome = run_command("echo noise >&2; echo 'Boom: it broke' >&2; exit 3", {}, 5)
+    assert (outcome.exit_code, outcome.error) == (3, "Boom: it broke")
+    assert run_command("exit 4", {}, 5).error == "exit status 4"
+    assert run_command("echo -n text", {}, 5).error is None
+    leaky = run_command("echo 'Error: GET https://u:pw@host/?key=sk-1 failed' >&2; exit 1", {}, 5)
+    assert leaky.error == "Error: GET https://u:***@host/?key=*** failed"
+
+
+PYTHON_TRACEBACK = """\
+Traceback (most recent call last):
+  File "client.py", line 9, in <module>
+    main()
+openai.APIConnectionError: Connection error.
+"""
+NODE_STACK = """\
+file:///client.mjs:12
+        throw err;
+        ^
+
+TypeError: terminated
+    at Fetch.onAborted (node:internal/deps/undici/undici:11190:53)
+    at process.processTicksAndRejections (node:internal/process/task_queues:95:5) {
+  [cause]: SocketError: other side closed
+}
+
+Node.js v20.20.2
+"""
+
+
+@pytest.mark.parametrize(
+    ("stderr", "line"),
+    [
+        (PYTHON_TRACEBACK, "openai.APIConnectionError: Connection error."),
+        (NODE_STACK, "TypeError: terminated"),
+        (
+            "warning: slow\n\x1b[31mStreamError: no [DONE]\x1b[0m\ncleaning up\n",
+            "StreamError: no [DONE]",
+        ),
+        ("just words\nmore words\n", "more words"),
+        ("", None),
+    ],
+    ids=["python", "node", "coloured", "plain", "empty"],
+)
+def test_the_telling_line_is_the_exception(stderr: str, line: str | None) -> None:
+    assert telling_line(stderr) == line
+
+
+@pytest.fixture
+def scenarios(tmp_path: Path) -> Path:
+    """A few library scenarios, a stall no client outlives, and a 429 then OK."""
+    directory = tmp_path / "scenarios"
+    directory.mkdir()
+    for name in ("one-event-per-read", "drop-third-delta", "cut-before-terminal-reset"):
+        (directory / f"{name}.yaml").write_text((LIBRARY / f"{name}.yaml").read_text())
+    (directory / "stall-forever.yaml").write_text(
+        "description: the stream stops after two events, connection open\n"
+        "faults:\n  - stall: {after: 2, forever: true}\n"
+    )
+    (directory / "limited-once.yaml").write_text(
+        "requests: [1]\nfaults:\n  - status: {code: 429}\n"
+    )
+    return directory
+
+
+def test_the_matrix_runs_the_client_under_each_scenario(scenarios: Path) -> None:
+    matrix, lines = run_matrix(
+        CLIENT,
+        scenarios=[str(scenarios)],
+        timeout=3.0,
+        settings=FAST,
+    )
+    results = {r.scenario: r for r in matrix.results}
+    assert list(results) == [
+        "cut-before-terminal-reset",
+        "drop-third-delta",
+        "limited-once",
+        "one-event-per-read",
+        "stall-forever",
+    ]
+    verdicts = {name: r.verdict for name, r in results.items()}
+    assert verdicts == {
+        "cut-before-terminal-reset": "detected",
+        "drop-third-delta": "silent_corruption",
+        "limited-once": "detected",  # this client does not retry: it raises on the 429
+        "one-event-per-read": "tolerated",
+        "stall-forever": "hung",
+    }
+    hung = results["stall-forever"]
+    assert hung.exit_code is None and hung.duration_ms >= 3000
+    assert results["one-event-per-read"].text_matches is True
+    assert results["drop-third-delta"].text_matches is False
+    assert (results["cut-before-terminal-reset"].error or "").startswith(
+        ("ReadError", "RemoteProtocolError")
+    )
+    for r in matrix.results:  # one request each, the verdict logged on it
+        assert r.requests == [r.request_id]
+        (line,) = [x for x in lines if x["event"] == "verdict" and x["request_id"] == r.request_id]
+        assert line["verdict"] == r.verdict
+    assert matrix.counts == {
+        "silent_corruption": 1,
+        "hung": 1,
+        "detected": 2,
+        "tolerated": 1,
+    }
+    assert matrix.failed
+
+
+def test_a_retry_is_listed_and_the_verdict_is_about_the_last_request(
+    scenarios: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MATRIX_RETRY", "1")
+    (scenarios / "stall-forever.yaml").unlink()
+    matrix, _ = run_matrix(
+        CLIENT, scenarios=[str(scenarios / "limited-once.yaml")], timeout=10, settings=FAST
+    )
+    (limited,) = matrix.results
+    assert len(limited.requests) == 2 and limited.request_id == limited.requests[-1]
+    # The retry is not the scenario's (requests: [1]): no fault, but its answer is known.
+    assert (limited.verdict, limited.content, limited.exit_code) == ("tolerated", "intact", 0)
+    assert not matrix.failed
+
+
+def test_a_command_that_makes_no_request(tmp_path: Path) -> None:
+    one = tmp_path / "one.yaml"
+    one.write_text("faults: []\n")
+    matrix, _ = run_matrix("echo 'ImportError: no openai' >&2; exit 1", scenarios=[str(one)])
+    (result,) = matrix.results
+    assert (result.verdict, result.request_id, result.requests) == (NO_REQUEST, None, [])
+    assert result.reason == (
+        "the client made no request through the proxy; it exited with 1: ImportError: no openai"
+    )
+    assert matrix.failed
+
+
+def test_every_matrix_flag_has_help() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    matrix = sub.choices["matrix"]  # type: ignore[attr-defined]
+    flags = {a.option_strings[0]: a.help for a in matrix._actions if a.option_strings}
+    assert set(flags) >= {
+        "--client",
+        "--upstream",
+        "--scenarios",
+        "--out",
+        "--timeout",
+        "--fail-on",
+    }
+    assert all(text and len(text) > 10 for text in flags.values()), flags
+    assert matrix.parse_args(["--client", "x"]).timeout == 20.0
+    assert matrix.parse_args(["--client", "x", "--timeout", "1500ms"]).timeout == 1.5
+    assert matrix.parse_args(["--client", "x", "--fail-on", "hung"]).fail_on == {"hung"}
+
+
+def test_a_bad_fail_on_is_a_usage_error() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "chaosproxy", "matrix", "--client", "x", "--fail-on", "hung,nope"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "unknown verdict(s) nope" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_command_writes_four_files_and_gates(scenarios: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    for name in ("stall-forever", "one-event-per-read", "cut-before-terminal-reset"):
+        (scenarios / f"{name}.yaml").unlink()
+    args = [
+        sys.executable,
+        "-m",
+        "chaosproxy",
+        "matrix",
+        "--client",
+        CLIENT,
+        "--scenarios",
+        str(scenarios),
+        "--out",
+        str(out),
+        "--timeout",
+        "10s",
+        "--mock-interval-ms",
+        "1",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 1, result.stderr  # drop-third-delta: silent_corruption
+    assert "] drop-third-delta silent_corruption (" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "junit.xml",
+        "matrix.json",
+        "matrix.md",
+        "report.html",
+    ]
+    data = json.loads((out / "matrix.json").read_text())
+    assert data["client"] == CLIENT and data["upstream"] == "mock" and data["failed"] is True
+    assert {r["scenario"]: r["verdict"] for r in data["results"]} == {
+        "drop-third-delta": "silent_corruption",
+        "limited-once": "detected",
+    }
+    html = (out / "report.html").read_text()
+    for r in data["results"]:
+        assert r["request_id"] in html
+        assert f'<td class="verdict verdict-{r["verdict"]}">{r["verdict"]}</td>' in html
+    # Gate on something else: the same run passes.
+    out2 = tmp_path / "out2"
+    args[args.index(str(out))] = str(out2)
+    passing = subprocess.run(
+        [*args, "--fail-on", "hung"], capture_output=True, text=True, env=env, check=False
+    )
+    assert passing.returncode == 0, passing.stderr
+
+
+def test_scenarios_are_built_in_names_or_files(scenarios: Path) -> None:
+    names, paths = choose_scenarios(["drop-third-delta", str(scenarios / "limited-once.yaml")])
+    assert (names, paths) == (
+        ["drop-third-delta", "limited-once"],
+        [str(scenarios / "limited-once.yaml")],
+    )
+    assert choose_scenarios([])[0] == sorted(choose_scenarios([])[0])  # the whole library
+    with pytest.raises(MatrixInputError, match="did you mean 'drop-third-delta'"):
+        choose_scenarios(["drop-third-deltas"])
+
+
+def test_jobs_run_clients_at_once_each_with_a_proxy_of_its_own(scenarios: Path) -> None:
+    """Four scenarios, two jobs: the same verdicts as one job, no request of one run in
+    another's, and a proxy per job (the process tag is one, the ports two)."""
+    (scenarios / "stall-forever.yaml").unlink()
+    started: list[tuple[str, int]] = []
+    ended: list[tuple[str, int, int]] = []
+    progress = Progress(
+        started=lambda name, running: started.append((name, running)),
+        ended=lambda run, done, total, left: ended.append((run.scenario, done, total)),
+    )
+    one, _ = run_matrix(CLIENT, scenarios=[str(scenarios)], settings=FAST, jobs=1)
+    two, lines = run_matrix(
+        CLIENT, scenarios=[str(scenarios)], settings=FAST, jobs=2, progress=progress
+    )
+    assert [(r.scenario, r.verdict) for r in two.results] == [
+        (r.scenario, r.verdict) for r in one.results
+    ]
+    assert sorted(name for name, _ in started) == sorted(r.scenario for r in two.results)
+    assert max(running for _, running in started) == 2
+    assert [(done, total) for _, done, total in ended] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    owner = {line["request_id"]: line["scenario"] for line in lines if line["event"] == "request"}
+    for run in two.results:
+        assert {owner[r] for r in run.requests} == {run.scenario}
+
+
+def test_what_a_client_writes_is_text_in_the_matrix_files() -> None:
+    nasty = Run(
+        "x",
+        "detected",
+        integrity=None,
+        reason="the client raised",
+        request_id="r-1",
+        requests=["r-1"],
+        exit_code=1,
+        error="\x1b[31mError\x1b[0m: <script>alert(1)</script> \x00\x07 & `tick`",
+    )
+    matrix = Matrix("python `client`.py <x>", "mock", [nasty], FAILING)
+    junit = render_junit(matrix)
+    ET.fromstring(junit)  # valid XML: no control character left
+    assert "\x1b" not in junit and "\\x00\\x07" in junit
+    markdown = render_markdown(matrix)
+    assert "<script>" not in markdown and "&lt;script&gt;" in markdown
+    assert "- client: ``python `client`.py <x>``" in markdown
+    assert printable("a\x1b[1mb\x00") == "ab\\x00"

@@ -1,0 +1,189 @@
+"""Verdicts that tell the truth, checked against an oracle (tests/verdict_oracle.py):
+for every client of the project's tests, every verdict ``chaosproxy matrix`` gives
+equals what the rules give from what that client printed, its exit status and its
+clean answer, and from the bytes the proxy logged as sent, re-parsed apart from the
+proxy's own accounting.
+
+- the reconnecting clients (npm ``eventsource`` and Chromium's ``EventSource``, each
+  naive, de-duplicating by id, and lenient) over the six resume scenarios;
+- a client with a bug (it raises on the fifth event of any stream) and a careful
+  client that stops at the first ``[DONE]`` over the whole library;
+- the same verdict on every one of ten runs of the scenarios whose verdict used to
+  depend on which side closed first.
+
+The Python and Node SDK clients are checked the same way in tests/tools/test_matrix_library.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaosproxy.control.api import ChaosProxy
+from chaosproxy.scenario import load_library
+from chaosproxy.tools.matrix import Matrix, run_command, run_matrix
+from tests.browser import require_chromium
+from tests.conftest import REPO
+from tests.verdict_oracle import expected
+
+#: Every test runs a client process per scenario, some the whole library, some ten times.
+pytestmark = pytest.mark.slow
+
+RESUME = [
+    "resume-after-mid-utf8-cut",
+    "replay-last-after-id-cut",
+    "restart-after-cut-before-terminal",
+    "new-stream-after-reset",
+    "history-expired",
+    "unsupported-after-cut",
+]
+#: Python clients run from the repository (``tests.clients``).
+PY = f"env PYTHONPATH={REPO} {sys.executable}"
+NODE_ES = f"node {REPO / 'tests' / 'node' / 'eventsource-matrix.mjs'}"
+CHROMIUM_ES = f"{PY} -m tests.clients.chromium_eventsource"
+RAISING = f"{PY} -m tests.clients.raising_client"
+CAREFUL = f"{PY} {REPO / 'examples' / 'clients' / 'httpx_sse_client.py'}"
+FAST = {"mock_interval": 0.002, "mock_tokens": 12}
+
+
+def clean_text(command: str) -> str:
+    """What the client prints with no scenario: its clean answer."""
+    with ChaosProxy(**FAST) as proxy:
+        env = {**os.environ, "CHAOSPROXY_URL": proxy.url}
+        outcome = run_command(command, env, 60)
+    assert outcome.exit_code == 0, outcome.stderr
+    return outcome.stdout
+
+
+def scenario_clean(name: str, clean: str) -> str:
+    """The clean answer of a run under library scenario ``name``: the text of the
+    scenario's own mock answer (its ``mock:``) when it has one, else ``clean`` (the
+    client's answer with no scenario)."""
+    own = load_library()[name].mock if name in load_library() else ()
+    return own[0].text if own and own[0].text is not None else clean
+
+
+def judged(
+    command: str,
+    scenarios: Sequence[str],
+    tmp_path: Path,
+    *,
+    runs: int = 1,
+    clean_from: str | None = None,
+) -> list[tuple[str, str, str]]:
+    """Run the matrix ``runs`` times; (scenario, the matrix's verdict, the oracle's) of
+    every run. The clean answer is what ``clean_from`` (default: the client itself)
+    prints with no scenario."""
+    clean = clean_text(clean_from or command)
+    out: list[tuple[str, str, str]] = []
+    for n in range(runs):
+        record = tmp_path / f"record-{n}"
+        record.mkdir()
+        matrix: Matrix
+        matrix, lines = run_matrix(
+            f"{PY} -m tests.clients.record {record} {command}",
+            scenarios=scenarios,
+            timeout=30,
+            jobs=2,
+            settings={**FAST, "log_content": True},
+        )
+        for run in matrix.results:
+            printed: dict[str, Any] = json.loads((record / f"{run.scenario}.json").read_text())[-1]
+            oracle = expected(
+                run.requests,
+                lines,
+                exit_code=run.exit_code,
+                printed=printed["stdout"] if run.exit_code is not None else None,
+                clean=scenario_clean(run.scenario, clean),
+            )
+            out.append((run.scenario, run.verdict, oracle))
+    return out
+
+
+def disagreements(results: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    return [r for r in results if r[1] != r[2]]
+
+
+@pytest.mark.node
+@pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
+def test_npm_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
+    results = judged(f"{NODE_ES} {mode}", RESUME, tmp_path)
+    assert disagreements(results) == []
+    verdicts = {scenario: verdict for scenario, verdict, _ in results}
+    # What the rules mean for each way of reading a reconnect (a fixed expectation
+    # beside the oracle: the three readings must differ where the servers do).
+    assert verdicts["resume-after-mid-utf8-cut"] == "tolerated"
+    assert verdicts["new-stream-after-reset"] == "silent_corruption"  # joins generations
+    if mode == "dedup":
+        assert verdicts["replay-last-after-id-cut"] == "tolerated"
+        assert verdicts["restart-after-cut-before-terminal"] == "tolerated"
+    else:
+        assert verdicts["replay-last-after-id-cut"] == "silent_corruption"
+        assert verdicts["restart-after-cut-before-terminal"] == "silent_corruption"
+    after_204 = "silent_corruption" if mode == "lenient" else "detected"
+    assert verdicts["history-expired"] == verdicts["unsupported-after-cut"] == after_204
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
+def test_chromium_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
+    require_chromium()
+    results = judged(f"{CHROMIUM_ES} {mode}", RESUME, tmp_path)
+    assert disagreements(results) == []
+    verdicts = {scenario: verdict for scenario, verdict, _ in results}
+    assert verdicts["resume-after-mid-utf8-cut"] == "tolerated"
+    dedup = "tolerated" if mode == "dedup" else "silent_corruption"
+    assert verdicts["restart-after-cut-before-terminal"] == dedup
+    after_204 = "silent_corruption" if mode == "lenient" else "detected"
+    assert verdicts["unsupported-after-cut"] == after_204
+
+
+def test_a_client_that_raises_on_a_clean_stream_fails_the_gate(tmp_path: Path) -> None:
+    # (Its clean answer: the careful client's, which sends the same request.)
+    results = judged(RAISING, list(load_library()), tmp_path, clean_from=CAREFUL)
+    assert disagreements(results) == []
+    verdicts = {scenario: verdict for scenario, verdict, _ in results}
+    # Clean up to its fifth event, whatever the chunking or timing: a false alarm.
+    for scenario in ("one-event-per-read", "hostile-boundaries", "stall-mid-stream"):
+        assert verdicts[scenario] == "false_alarm", scenario
+    # The same answer in other valid events (content faults keep a stream sound), but
+    # not running snapshots, which the provider's delta events do not mean.
+    for scenario in ("emoji-split-in-grapheme", "empty-deltas", "two-tool-calls-interleaved"):
+        assert verdicts[scenario] == "false_alarm", scenario
+    assert verdicts["cumulative-snapshots"] == "detected"
+
+
+# The careful client (CAREFUL: it stops at the first terminal event) over the whole
+# library: tests/test_matrix_library.py's ``httpx-sse`` case runs the same command over
+# the same library, and checks every verdict against this oracle and against
+# docs/verdicts.md's table (`delta-after-done` and `terminal-event-twice`: tolerated).
+
+
+RACY = ["one-event-per-read", "hostile-boundaries", "stall-mid-stream", "terminal-event-twice"]
+
+
+@pytest.mark.parametrize(
+    ("command", "scenarios"),
+    [
+        (RAISING, RACY),
+        (CAREFUL, ["delta-after-done", "terminal-event-twice", "hang-after-last-event"]),
+        pytest.param(
+            f"{NODE_ES} naive", ["wrong-content-type", "one-event-per-read"], marks=pytest.mark.node
+        ),
+    ],
+    ids=["raising", "careful", "eventsource"],
+)
+def test_the_same_client_gets_the_same_verdict_every_time(
+    command: str, scenarios: list[str], tmp_path: Path
+) -> None:
+    clean_from = CAREFUL if command == RAISING else None
+    results = judged(command, scenarios, tmp_path, runs=10, clean_from=clean_from)
+    assert disagreements(results) == []
+    for scenario in scenarios:
+        assert len({v for s, v, _ in results if s == scenario}) == 1, scenario
