@@ -224,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw only the newest N requests (default 500; 0 for all)",
     )
 
-    from chaosproxy.tools.explore import add_parser as add_explore_parser
+    from chaosproxy.tools.explore_options import add_parser as add_explore_parser
     from chaosproxy.tools.matrix import add_parser as add_matrix_parser
 
     add_matrix_parser(sub)

@@ -615,7 +615,7 @@ def add_run_flags(
 
 
 def add_parser(sub: Any) -> None:
-    """The ``matrix`` subcommand (cli.py calls this)."""
+    """The ``matrix`` subcommand (``chaosproxy/cli/main.py`` calls this)."""
     from chaosproxy.server.config import add_flags
 
     matrix = sub.add_parser(
