@@ -229,21 +229,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows = [
         Row(
-            "bench stream (sse, /stream)",
-            "sse",
+            name,
+            fmt,
             "/stream",
-            b"".join(sse_events),
-            sse_events,
+            b"".join(events),
+            events,
             {"bench-framed": bench, "no faults": none},
-        ),
-        Row(
-            "bench payloads as ndjson",
-            "ndjson",
-            "/stream",
-            b"".join(nd_events),
-            nd_events,
-            {"bench-framed": bench, "no faults": none},
-        ),
+        )
+        for name, fmt, events in (
+            ("bench stream (sse, /stream)", "sse", sse_events),
+            ("bench payloads as ndjson", "ndjson", nd_events),
+        )
     ]
     fixtures = fixtures_dir()
     if fixtures is None:

@@ -228,38 +228,30 @@ def _nofreeze() -> None:
     cli.settle_gc = lambda: None
 
 
-def _gcslow() -> None:
-    import gc
+def _gc_threshold(oldest: int) -> Callable[[], None]:
+    """A variant: serve settles its GC as it does, then collects its oldest generation
+    after ``oldest`` collections of the middle one (Python's default is 10)."""
 
-    from chaosproxy.cli import main as cli
+    def variant() -> None:
+        import gc
 
-    original = cli.settle_gc
+        from chaosproxy.cli import main as cli
 
-    def settle() -> None:
-        original()
-        gc.set_threshold(700, 10, 1000)
+        original = cli.settle_gc
 
-    cli.settle_gc = settle
+        def settle() -> None:
+            original()
+            gc.set_threshold(700, 10, oldest)
 
+        cli.settle_gc = settle
 
-def _gcdefault() -> None:
-    import gc
-
-    from chaosproxy.cli import main as cli
-
-    original = cli.settle_gc
-
-    def settle() -> None:
-        original()
-        gc.set_threshold(700, 10, 10)
-
-    cli.settle_gc = settle
+    return variant
 
 
 VARIANTS: dict[str, Callable[[], None]] = {
     "nofreeze": _nofreeze,
-    "gcdefault": _gcdefault,
-    "gcslow": _gcslow,
+    "gcdefault": _gc_threshold(10),
+    "gcslow": _gc_threshold(1000),
     "baseline": lambda: None,
     "fastlog": _fastlog,
     "merge": _merge,

@@ -399,6 +399,16 @@ class Chromium:
             await page.goto(url, limit=limit)
         return page
 
+    async def write(self, html: str) -> Page:
+        """A new blank tab with ``html`` written into it (its scripts run with the
+        privileges of ``about:blank``: with ``disable_web_security``, they may fetch any
+        origin)."""
+        tab = await self.open("about:blank")
+        await tab.evaluate(
+            f"document.open(); document.write({json.dumps(html)}); document.close();"
+        )
+        return tab
+
     async def close(self) -> None:
         """Disconnect, kill Chromium's whole process group, remove its profile."""
         if self._conn is not None:

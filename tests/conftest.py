@@ -3,8 +3,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
+import signal
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,8 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
+from tests.scripted_upstream import BigUpstream, ScriptedUpstream, scripted_upstream
+from tests.scripted_upstream import big_upstream as serve_big_upstream
 
 pytest_plugins = ["pytester"]
 
@@ -27,6 +32,77 @@ LIBRARY = REPO / "scenarios"
 #: The recorded provider captures (see PROVENANCE.md there): part of the repo, so a
 #: missing one is an error, never a skip. Every test reads them from here.
 FIXTURES = REPO / "tests" / "fixtures" / "providers"
+
+
+def run_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: bytes = b"",
+    cwd: Path = REPO,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m chaosproxy ARGS`` in ``cwd``, run with this checkout's package
+    (wherever the test runs), its output as text; ``env`` adds to the environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "chaosproxy", *args],
+        input=stdin.decode(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        check=False,
+    )
+
+
+async def start_serve(
+    *args: str, cwd: Path = REPO, command: Sequence[str] = (sys.executable, "-m", "chaosproxy")
+) -> tuple[asyncio.subprocess.Process, str]:
+    """``chaosproxy serve ARGS`` as a process (stdout dropped, stderr piped) and the first
+    line it wrote on stderr: its start-up line, or why it did not start. ``command``
+    stands for ``chaosproxy`` (a script that starts it otherwise)."""
+    proc = await asyncio.create_subprocess_exec(
+        *command, "serve", *args,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    async with asyncio.timeout(20):
+        return proc, (await proc.stderr.readline()).decode()
+
+
+def port_in(line: str) -> int:
+    """The port of serve's start-up line (``listening on http://HOST:PORT``)."""
+    found = re.search(r"listening on http://[0-9.]+:(\d+)", line)
+    assert found, line
+    return int(found.group(1))
+
+
+async def stop_serve(proc: asyncio.subprocess.Process) -> str:
+    """SIGTERM ``proc`` (from :func:`start_serve`) and the rest of its stderr once it
+    ended; killed if it has not within 10 s."""
+    assert proc.stderr is not None
+    proc.send_signal(signal.SIGTERM)
+    try:
+        async with asyncio.timeout(10):
+            stderr = (await proc.stderr.read()).decode()
+            await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return stderr
+
+
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that a socket listens on, while the block runs."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield busy.getsockname()[1]
 
 
 #: The property tests' examples: ``max_examples=examples(N)`` draws N of them with
@@ -101,6 +177,13 @@ class LogCapture:
 
 
 ProxyFactory = Callable[..., Awaitable[RunningProxy]]
+
+
+@pytest.fixture
+async def big_upstream() -> AsyncIterator[BigUpstream]:
+    """An upstream that streams 48 MiB as fast as it can (tests/scripted_upstream.py)."""
+    async with serve_big_upstream() as up:
+        yield up
 
 
 @pytest.fixture

@@ -8,9 +8,11 @@ proxy closed the connection, so tests can assert what crossed the proxy both way
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from aiohttp import web
 
@@ -103,13 +105,70 @@ async def serve_app(app: web.Application) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
+#: What :class:`BigUpstream` sends: far more than every buffer between upstream and
+#: client (kernel socket buffers on both hops, the proxy's inbox and transport buffer)
+#: can hold together.
+BIG_MIB = 48
+#: Its events: 1 KiB each.
+BIG_EVENT = b"data: " + b"x" * 1016 + b"\n\n"
+
+
+class BigUpstream:
+    """Streams :data:`BIG_MIB` MiB of 1 KiB SSE events at ``/big`` as fast as the socket
+    takes them: counts what it wrote and says when its last write went out (a client
+    that left ends it quietly)."""
+
+    def __init__(self) -> None:
+        self.finished = asyncio.Event()
+        self.written = 0
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        block = BIG_EVENT * 64
+        with contextlib.suppress(ConnectionError):
+            for _ in range(BIG_MIB * 16):
+                await resp.write(block)
+                self.written += len(block)
+            await resp.write_eof()
+            self.finished.set()
+        return resp
+
+
 @asynccontextmanager
-async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
-    upstream = ScriptedUpstream()
+async def big_upstream() -> AsyncIterator[BigUpstream]:
+    up = BigUpstream()
+    app = web.Application()
+    app.router.add_get("/big", up.handle)
+    async with serve_app(app) as up.url:
+        yield up
+
+
+class Handler(Protocol):
+    """An upstream written as one aiohttp handler, told its own base URL."""
+
+    url: str
+
+    async def handle(self, request: web.Request) -> web.StreamResponse: ...
+
+
+H = TypeVar("H", bound=Handler)
+
+
+@asynccontextmanager
+async def serve_handler(upstream: H) -> AsyncIterator[H]:
+    """Serve ``upstream.handle`` for every method and path (see :func:`serve_app`)."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", upstream.handle)
     async with serve_app(app) as url:
         upstream.url = url
+        yield upstream
+
+
+@asynccontextmanager
+async def scripted_upstream() -> AsyncIterator[ScriptedUpstream]:
+    async with serve_handler(ScriptedUpstream()) as upstream:
         yield upstream
 
 

@@ -158,14 +158,15 @@ def _text(value: Any) -> str:
     return ""
 
 
-def tool_names(raw: Any) -> list[str]:
-    """The names of the function tools in any provider's ``tools`` list: OpenAI Chat and
-    Ollama (``{"type": "function", "function": {"name"}}``), OpenAI Responses and
-    Anthropic (``{"name"}``), Gemini (``{"functionDeclarations": [{"name"}]}``). Other
-    tools (a web search without a name) are left out."""
-    names: list[str] = []
+def tool_declarations(raw: Any) -> list[Mapping[str, Any]]:
+    """The function tools in any provider's ``tools`` list, each the mapping that holds
+    its ``name`` (a string) and its parameters: OpenAI Chat and Ollama (``{"type":
+    "function", "function": {"name"}}``), OpenAI Responses and Anthropic (``{"name"}``),
+    Gemini (``{"functionDeclarations": [{"name"}]}``). Other tools (a web search without
+    a name) are left out."""
+    found: list[Mapping[str, Any]] = []
     if not isinstance(raw, list):
-        return names
+        return found
     for tool in raw:
         if not isinstance(tool, Mapping):
             continue
@@ -174,8 +175,14 @@ def tool_names(raw: Any) -> list[str]:
         decls = tool.get("functionDeclarations", tool.get("function_declarations"))
         for decl in decls if isinstance(decls, list) else [tool]:
             if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):
-                names.append(decl["name"])
-    return names
+                found.append(decl)
+    return found
 
 
-__all__ = ["NOTHING", "Message", "RequestView", "read_request", "tool_names"]
+def tool_names(raw: Any) -> list[str]:
+    """The names of the function tools in any provider's ``tools`` list
+    (:func:`tool_declarations`)."""
+    return [decl["name"] for decl in tool_declarations(raw)]
+
+
+__all__ = ["NOTHING", "Message", "RequestView", "read_request", "tool_declarations", "tool_names"]

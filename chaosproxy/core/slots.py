@@ -32,6 +32,7 @@ from chaosproxy.core.jsonspan import (
     replace_many,
     span,
 )
+from chaosproxy.core.providers.openai_responses import TEXT_DELTAS, TOOL_DELTAS, TOOL_DONES
 
 #: What an event does in a tool call.
 CallRole = Literal["open", "fragment", "close"]
@@ -168,21 +169,6 @@ class OpenAIResponsesSlots(ProviderSlots):
     name = "openai-responses"
     sequence = ("sequence_number",)
 
-    _TEXT = frozenset({"response.output_text.delta", "response.refusal.delta"})
-    _FRAGMENT = frozenset(
-        {
-            "response.function_call_arguments.delta",
-            "response.custom_tool_call_input.delta",
-            "response.mcp_call_arguments.delta",
-        }
-    )
-    _DONE = frozenset(
-        {
-            "response.function_call_arguments.done",
-            "response.custom_tool_call_input.done",
-            "response.mcp_call_arguments.done",
-        }
-    )
     _CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
 
     @staticmethod
@@ -191,7 +177,7 @@ class OpenAIResponsesSlots(ProviderSlots):
 
     def text(self, frame: Frame) -> Slot | None:
         payload = frame.json()
-        if frame.type not in self._TEXT or not isinstance(payload, dict):
+        if frame.type not in TEXT_DELTAS or not isinstance(payload, dict):
             return None
         delta = payload.get("delta")
         if not isinstance(delta, str) or not delta:
@@ -200,7 +186,7 @@ class OpenAIResponsesSlots(ProviderSlots):
 
     def tool(self, frame: Frame) -> Slot | None:
         payload = frame.json()
-        if frame.type not in self._FRAGMENT or not isinstance(payload, dict):
+        if frame.type not in TOOL_DELTAS or not isinstance(payload, dict):
             return None
         delta = payload.get("delta")
         if not isinstance(delta, str):
@@ -212,9 +198,9 @@ class OpenAIResponsesSlots(ProviderSlots):
         if not isinstance(payload, dict):
             return None
         kind = frame.type
-        if kind in self._FRAGMENT:
+        if kind in TOOL_DELTAS:
             return "fragment", self._key(payload)
-        if kind in self._DONE:
+        if kind in TOOL_DONES:
             return "close", self._key(payload)
         if kind in ("response.output_item.added", "response.output_item.done"):
             item = payload.get("item")

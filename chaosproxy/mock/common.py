@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from chaosproxy.core.llm_request import tool_declarations
 from chaosproxy.mock.corpus import count_tokens, take_tokens, tokenize
 from chaosproxy.scenario.fixtures import Fixture
 
@@ -336,22 +337,9 @@ def tools_from(raw: Any) -> list[ToolSpec]:
     Gemini (``{"functionDeclarations":[...]}``). Other tools (web search...) are ignored.
     """
     specs: list[ToolSpec] = []
-    if not isinstance(raw, list):
-        return specs
-    for tool in raw:
-        if not isinstance(tool, Mapping):
-            continue
-        if isinstance(tool.get("function"), Mapping):
-            tool = tool["function"]
-        decls = tool.get("functionDeclarations", tool.get("function_declarations"))
-        candidates = decls if isinstance(decls, list) else [tool]
-        for decl in candidates:
-            if not isinstance(decl, Mapping) or not isinstance(decl.get("name"), str):
-                continue
-            params = decl.get(
-                "parameters", decl.get("input_schema", decl.get("parametersJsonSchema"))
-            )
-            specs.append(ToolSpec(decl["name"], params if isinstance(params, Mapping) else {}))
+    for decl in tool_declarations(raw):
+        params = decl.get("parameters", decl.get("input_schema", decl.get("parametersJsonSchema")))
+        specs.append(ToolSpec(decl["name"], params if isinstance(params, Mapping) else {}))
     return specs
 
 

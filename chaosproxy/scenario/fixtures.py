@@ -16,9 +16,17 @@ from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
-from chaosproxy.core.faults.base import Duration
+from chaosproxy.core.faults.base import Duration, regex_compiles
 from chaosproxy.core.llm_request import RequestView
 from chaosproxy.core.regex import compile_search
 
@@ -31,6 +39,21 @@ SCENARIO_HEADER = "X-Chaos-Mock-Scenario"
 Finish = Literal["stop", "length", "tool_calls", "content_filter", "refusal"]
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
+
+
+def _null_is_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _lower_names(headers: dict[str, str]) -> dict[str, str]:
+    return {name.lower(): pattern for name, pattern in headers.items()}
+
+
+#: A ``match``'s ``headers:`` (a scenario's and a fixture's): header names, kept
+#: lower-cased, to ``fnmatch`` globs on their values; ``null`` is none.
+HeaderGlobs = Annotated[
+    dict[str, str], BeforeValidator(_null_is_empty), AfterValidator(_lower_names)
+]
 
 
 class FixtureMatch(BaseModel):
@@ -49,27 +72,10 @@ class FixtureMatch(BaseModel):
     path: Annotated[str, Field(min_length=1)] | None = None
     model: Annotated[str, Field(min_length=1)] | None = None
     message: Annotated[str, Field(min_length=1)] | None = None
-    message_regex: Annotated[str, Field(min_length=1)] | None = None
+    message_regex: Annotated[str, Field(min_length=1), AfterValidator(regex_compiles)] | None = None
     tools: bool | Annotated[str, Field(min_length=1)] | list[str] | None = None
     tool_result: bool | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("message_regex")
-    @classmethod
-    def _regex_compiles(cls, v: str | None) -> str | None:
-        if v is not None:
-            compile_search(v)  # RegexRefused is a ValueError: a located message
-        return v
-
-    @field_validator("headers", mode="before")
-    @classmethod
-    def _null_headers(cls, v: Any) -> Any:
-        return {} if v is None else v
-
-    @field_validator("headers")
-    @classmethod
-    def _lower_names(cls, v: dict[str, str]) -> dict[str, str]:
-        return {k.lower(): pattern for k, pattern in v.items()}
+    headers: HeaderGlobs = Field(default_factory=dict)
 
     def mismatch(self, path: str, request: RequestView, headers: Mapping[str, str]) -> str | None:
         """The first part that does not hold, as ``key``; None when all hold."""

@@ -19,7 +19,7 @@ from chaosproxy.core.frames import Format
 from chaosproxy.core.history import ResumeConfig
 from chaosproxy.core.integrity import parse_pointer
 from chaosproxy.core.seeds import MAX_SEED
-from chaosproxy.scenario.fixtures import Fixture
+from chaosproxy.scenario.fixtures import Fixture, HeaderGlobs
 
 #: Scenario names: usable as-is in a URL path segment and an HTTP header value.
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
@@ -68,22 +68,12 @@ class MatchRule(BaseModel):
 
     method: Annotated[str, Field(min_length=1)] | None = None
     path: Annotated[str, Field(min_length=1)] | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: HeaderGlobs = Field(default_factory=dict)
 
     @field_validator("method")
     @classmethod
     def _upper_method(cls, v: str | None) -> str | None:
         return None if v is None else v.upper()
-
-    @field_validator("headers", mode="before")
-    @classmethod
-    def _null_headers(cls, v: Any) -> Any:
-        return {} if v is None else v
-
-    @field_validator("headers")
-    @classmethod
-    def _lower_names(cls, v: dict[str, str]) -> dict[str, str]:
-        return {k.lower(): pattern for k, pattern in v.items()}
 
     def matches(self, method: str, path: str, headers: Mapping[str, str]) -> bool:
         if self.method is not None and method.upper() != self.method:

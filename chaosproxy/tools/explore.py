@@ -303,15 +303,8 @@ class CommandRunner:
 ClientCall = Callable[[int], Mapping[str, Any]]
 
 
-class FunctionRunner:
-    """Runs the client in process, one trial at a time, through one proxy: ``call`` runs
-    it and returns its verdict (the pytest plugin's ``@pytest.mark.chaos_explore``). A
-    scenario that splices from the previous stream is preceded by one unjudged call
-    under no faults, as in the matrix."""
-
-    def __init__(self, proxy: ChaosProxy, call: ClientCall) -> None:
-        self.proxy = proxy
-        self.call = call
+class SerialRunner:
+    """A :class:`Runner` with one job: runs each trial by :meth:`one`, in turn."""
 
     @property
     def jobs(self) -> int:
@@ -331,13 +324,28 @@ class FunctionRunner:
                 break
             if started is not None:
                 started(trial, 1)
-            outcome = self._one(trial)
+            outcome = self.one(trial)
             outcomes.append(outcome)
             if ended is not None:
                 ended(trial, outcome)
         return outcomes
 
-    def _one(self, trial: Trial) -> TrialResult:
+    def one(self, trial: Trial) -> TrialResult:
+        """Runs the client under ``trial`` and judges the run."""
+        raise NotImplementedError
+
+
+class FunctionRunner(SerialRunner):
+    """Runs the client in process, one trial at a time, through one proxy: ``call`` runs
+    it and returns its verdict (the pytest plugin's ``@pytest.mark.chaos_explore``). A
+    scenario that splices from the previous stream is preceded by one unjudged call
+    under no faults, as in the matrix."""
+
+    def __init__(self, proxy: ChaosProxy, call: ClientCall) -> None:
+        self.proxy = proxy
+        self.call = call
+
+    def one(self, trial: Trial) -> TrialResult:
         from chaosproxy.tools.matrix import WARM_UP
 
         proxy = self.proxy
@@ -1042,6 +1050,7 @@ __all__ = [
     "Found",
     "FunctionRunner",
     "Runner",
+    "SerialRunner",
     "Settings",
     "Trial",
     "TrialResult",

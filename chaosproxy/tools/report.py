@@ -113,29 +113,41 @@ def _request_ids(files: Sequence[Path]) -> list[str]:
     return list(seen)
 
 
+def _json_objects(
+    stream: BinaryIO, keep: set[str] | None
+) -> Iterator[tuple[int, dict[str, Any] | None]]:
+    """Each non-empty line of ``stream`` (only the lines of the requests in ``keep``, and
+    those of no request, when given): its offset and its JSON object (None: not one)."""
+    offset = 0
+    for raw in stream:
+        place = offset
+        offset += len(raw)
+        line = raw.strip()
+        if not line:
+            continue
+        if keep is not None:
+            rid = _line_id(line)
+            if rid is not None and rid not in keep:
+                continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            yield place, None
+            continue
+        yield place, value if isinstance(value, dict) else None
+
+
 def _read_lines(path: Path, into: list[dict[str, Any]], keep: set[str] | None) -> int:
     """Append the JSON objects of one file (only the lines of the requests in ``keep``,
     and those of no request, when given); returns how many non-empty lines were not
     JSON objects."""
     skipped = 0
     with path.open("rb") as stream:
-        for raw in stream:
-            line = raw.strip()
-            if not line:
-                continue
-            if keep is not None:
-                rid = _line_id(line)
-                if rid is not None and rid not in keep:
-                    continue
-            try:
-                value = orjson.loads(line)
-            except orjson.JSONDecodeError:
+        for _, value in _json_objects(stream, keep):
+            if value is None:
                 skipped += 1
-                continue
-            if isinstance(value, dict):
-                into.append(value)
             else:
-                skipped += 1
+                into.append(value)
     return skipped
 
 
@@ -153,21 +165,31 @@ def load_newest(path: str | Path, limit: int | None) -> tuple[list[dict[str, Any
     far less of each line."""
     source = Path(path)
     files = _files(source)
-    keep: set[str] | None = None
-    omitted = 0
-    if limit is not None:
-        ids = _request_ids(files)
-        if len(ids) > limit:
-            omitted = len(ids) - limit
-            keep = set(ids[omitted:])
+    keep, omitted = _newest(files, limit)
     records: list[dict[str, Any]] = []
     skipped = sum(_read_lines(file, records, keep) for file in files)
     if not records and skipped:
-        raise ReportError(
-            f"{source}: no JSON lines (--log-format json writes them; so does auto, the default, "
-            "except on a terminal)"
-        )
+        raise _not_json(source)
     return records, omitted
+
+
+def _newest(files: Sequence[Path], limit: int | None) -> tuple[set[str] | None, int]:
+    """The ids of the newest ``limit`` requests (None: every request) and how many
+    requests that leaves out."""
+    if limit is None:
+        return None, 0
+    ids = _request_ids(files)
+    if len(ids) <= limit:
+        return None, 0
+    omitted = len(ids) - limit
+    return set(ids[omitted:]), omitted
+
+
+def _not_json(path: str | Path) -> ReportError:
+    return ReportError(
+        f"{path}: no JSON lines (--log-format json writes them; so does auto, the default, "
+        "except on a terminal)"
+    )
 
 
 def _files(path: str | Path) -> list[Path]:
@@ -205,26 +227,13 @@ class _LogReader:
         for path in self.files:
             self.bases.append(base)
             with path.open("rb") as stream:
-                for raw in stream:
-                    place = base
-                    base += len(raw)
-                    line = raw.strip()
-                    if not line:
-                        continue
-                    if keep is not None:
-                        rid = _line_id(line)
-                        if rid is not None and rid not in keep:
-                            continue
-                    try:
-                        value = orjson.loads(line)
-                    except orjson.JSONDecodeError:
+                for offset, value in _json_objects(stream, keep):
+                    if value is None:
                         skipped += 1
-                        continue
-                    if isinstance(value, dict):
-                        into.add(value, place)
-                        lines += 1
                     else:
-                        skipped += 1
+                        into.add(value, base + offset)
+                        lines += 1
+                base += stream.tell()
         return lines, skipped
 
     def line(self, place: int) -> Mapping[str, Any]:
@@ -858,22 +867,12 @@ def write_report(
     :class:`ReportError` when nothing can be drawn, OSError when the path cannot be
     read."""
     files = _files(path)
-    keep: set[str] | None = None
-    omitted = 0
-    if limit is not None:
-        ids = _request_ids(files)
-        if len(ids) > limit:
-            omitted = len(ids) - limit
-            keep = set(ids[omitted:])
-            del ids
+    keep, omitted = _newest(files, limit)
     with _LogReader(files) as reader:
         folded = _Requests(reader.line, keep)
         lines, skipped = reader.fold(folded, keep)
         if not lines and skipped:
-            raise ReportError(
-                f"{path}: no JSON lines (--log-format json writes them; so does auto, the default, "
-                "except on a terminal)"
-            )
+            raise _not_json(path)
         for part in _page(
             list(folded.requests.values()),
             omitted,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 
 import httpx
 from httpx_sse import connect_sse
@@ -50,9 +51,11 @@ def stream_text(url: str) -> str:
     raise StreamError("the stream ended without [DONE]")
 
 
-def main() -> int:
+def main(answer: Callable[[str], str] = stream_text) -> int:
+    """Prints ``answer`` from the proxy at ``$CHAOSPROXY_URL`` (the matrix sets it), or
+    the exception it raised; returns the exit status."""
     try:
-        text = stream_text(os.environ["CHAOSPROXY_URL"].rstrip("/"))
+        text = answer(os.environ["CHAOSPROXY_URL"].rstrip("/"))
     except Exception as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,25 +12,7 @@ import pytest
 
 from chaosproxy.cli.main import build_parser
 from chaosproxy.scenario import load_library
-from tests.conftest import LIBRARY, REPO
-
-
-def run(
-    *args: str,
-    env: dict[str, str] | None = None,
-    stdin: bytes = b"",
-    cwd: Path = REPO,
-) -> subprocess.CompletedProcess[str]:
-    """``python -m chaosproxy ARGS`` in ``cwd`` (this checkout's package, wherever)."""
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *args],
-        input=stdin.decode(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
+from tests.conftest import LIBRARY, REPO, busy_port, run_cli
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -61,7 +42,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     ],
 )
 def test_bad_input_stops_startup_with_one_line(args: list[str], reason: str) -> None:
-    assert reason in one_line_error(run(*args))
+    assert reason in one_line_error(run_cli(*args))
 
 
 @pytest.mark.parametrize(
@@ -69,16 +50,13 @@ def test_bad_input_stops_startup_with_one_line(args: list[str], reason: str) -> 
     [("CHAOSPROXY_LISTEN", "still-nonsense"), ("CHAOSPROXY_MOCK_TOKENS", "many")],
 )
 def test_environment_variables_are_flags_too(variable: str, value: str) -> None:
-    line = one_line_error(run("serve", env={variable: value}))
+    line = one_line_error(run_cli("serve", env={variable: value}))
     assert value in line
 
 
 def test_a_port_in_use_is_one_line() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        line = one_line_error(run("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
+    with busy_port() as port:
+        line = one_line_error(run_cli("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
     assert f"cannot listen on 127.0.0.1:{port}" in line
     assert "address already in use" in line
 
@@ -86,22 +64,22 @@ def test_a_port_in_use_is_one_line() -> None:
 def test_an_invalid_scenario_names_file_line_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("faults:\n  - rechunk: {size: 0}\n")
-    line = one_line_error(run("serve", "--scenarios", str(bad), "--listen", "127.0.0.1:0"))
+    line = one_line_error(run_cli("serve", "--scenarios", str(bad), "--listen", "127.0.0.1:0"))
     assert line == f"chaosproxy: error: {bad}:2: faults[0].rechunk.size: must be >= 1"
-    validate = run("validate", str(bad))
+    validate = run_cli("validate", str(bad))
     assert validate.returncode == 2
     assert validate.stdout == f"{bad}:2: faults[0].rechunk.size: must be >= 1\n"
 
 
 def test_validate_accepts_the_library() -> None:
-    result = run("validate", str(LIBRARY))
+    result = run_cli("validate", str(LIBRARY))
     count = len(list(LIBRARY.glob("*.yaml")))
     assert (result.returncode, result.stdout, result.stderr) == (0, f"{count} scenarios OK\n", "")
 
 
 def test_validate_counts_one_scenario(tmp_path: Path) -> None:
     (tmp_path / "one.yaml").write_text("faults: [drop]\n")
-    result = run("validate", str(tmp_path / "one.yaml"))
+    result = run_cli("validate", str(tmp_path / "one.yaml"))
     assert (result.returncode, result.stdout, result.stderr) == (0, "1 scenario OK\n", "")
 
 
@@ -113,7 +91,7 @@ def test_validate_warns_about_a_splice_across_tenants(tmp_path: Path) -> None:
     another."""
     (tmp_path / "leaky.yaml").write_text(CROSS)
     (tmp_path / "fine.yaml").write_text("faults:\n  - splice: {from: previous, after: 1}\n")
-    result = run("validate", str(tmp_path))
+    result = run_cli("validate", str(tmp_path))
     assert (result.returncode, result.stdout) == (0, "2 scenarios OK\n")
     assert result.stderr == (
         f"chaosproxy: warning: {tmp_path / 'leaky.yaml'}: faults[0].splice.across_tenants: "
@@ -142,14 +120,14 @@ def test_validate_refuses_a_path_without_scenarios(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("not a scenario\n")
     (tmp_path / "one.yaml").write_text("faults: [drop]\n")
-    result = run("validate", str(tmp_path / "one.yaml"), str(tmp_path / "empty"))
+    result = run_cli("validate", str(tmp_path / "one.yaml"), str(tmp_path / "empty"))
     assert (result.returncode, result.stdout) == (2, f"{tmp_path / 'empty'}:0: no scenarios here\n")
 
 
 def test_validate_still_refuses_a_duplicate_among_the_users_files(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text("name: same\nfaults: [drop]\n")
     (tmp_path / "b.yaml").write_text("name: same\nfaults: [drop]\n")
-    result = run("validate", str(tmp_path))
+    result = run_cli("validate", str(tmp_path))
     assert result.returncode == 2
     assert result.stdout == (
         f"{tmp_path / 'b.yaml'}:1: name: duplicate scenario name 'same' "
@@ -158,7 +136,7 @@ def test_validate_still_refuses_a_duplicate_among_the_users_files(tmp_path: Path
 
 
 def test_scenarios_lists_the_library_from_any_directory(tmp_path: Path) -> None:
-    result = run("scenarios", cwd=tmp_path)
+    result = run_cli("scenarios", cwd=tmp_path)
     assert (result.returncode, result.stderr) == (0, "")
     library = load_library()
     names = [line.split("  ", 1)[0].rstrip() for line in result.stdout.splitlines()]
@@ -173,7 +151,7 @@ def test_scenarios_adds_paths_and_a_same_name_file_overrides_the_library(
 ) -> None:
     (tmp_path / "drop-third-delta.yaml").write_text("description: mine\nfaults: [drop]\n")
     (tmp_path / "extra.yaml").write_text("description: an extra one\nfaults: [drop]\n")
-    result = run("scenarios", str(tmp_path), cwd=tmp_path)
+    result = run_cli("scenarios", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(None, 1) for line in result.stdout.splitlines())
     assert len(lines) == len(load_library()) + 1
@@ -184,7 +162,7 @@ def test_scenarios_adds_paths_and_a_same_name_file_overrides_the_library(
 def test_scenarios_reports_a_bad_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("faults:\n  - rechunk: {size: 0}\n")
-    result = run("scenarios", str(bad))
+    result = run_cli("scenarios", str(bad))
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == f"{bad}:2: faults[0].rechunk.size: must be >= 1\n"
 
@@ -193,15 +171,17 @@ SSE = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
 
 
 def test_simulate_takes_a_builtin_name_from_any_directory(tmp_path: Path) -> None:
-    result = run("simulate", "duplicate-third-delta", "--seed", "1", stdin=SSE, cwd=tmp_path)
+    result = run_cli("simulate", "duplicate-third-delta", "--seed", "1", stdin=SSE, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == SSE.decode()  # one delta: no third one to duplicate
-    by_file = run("simulate", str(LIBRARY / "duplicate-third-delta.yaml"), "--seed", "1", stdin=SSE)
+    by_file = run_cli(
+        "simulate", str(LIBRARY / "duplicate-third-delta.yaml"), "--seed", "1", stdin=SSE
+    )
     assert (by_file.stdout, by_file.stderr) == (result.stdout, result.stderr)
 
 
 def test_simulate_an_unknown_name_is_one_line() -> None:
-    line = one_line_error(run("simulate", "no-such-scenario"))
+    line = one_line_error(run_cli("simulate", "no-such-scenario"))
     assert line == (
         "chaosproxy: error: no scenario file and no built-in scenario named 'no-such-scenario'"
     )

@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import one_line_error, run
+from tests.cli.test_cli import one_line_error
+from tests.conftest import run_cli
 
 
 def test_a_scenario_typo_gets_a_did_you_mean() -> None:
-    line = one_line_error(run("serve", "--listen", "127.0.0.1:0", "--scenario", "drop-third-delt"))
+    line = one_line_error(
+        run_cli("serve", "--listen", "127.0.0.1:0", "--scenario", "drop-third-delt")
+    )
     assert line == (
         "chaosproxy: error: --scenario 'drop-third-delt' is not a loaded scenario (did you "
         "mean 'drop-third-delta'?); chaosproxy scenarios lists them"
@@ -33,5 +36,5 @@ def test_a_scenario_typo_gets_a_did_you_mean() -> None:
 def test_a_tab_in_yaml_is_said_so(tmp_path: Path, text: str, problem: str) -> None:
     path = tmp_path / "tabbed.yaml"
     path.write_text(text)
-    done = run("validate", str(path))
+    done = run_cli("validate", str(path))
     assert (done.returncode, done.stdout) == (2, f"{path}:{problem}\n")

@@ -20,8 +20,8 @@ import pytest
 
 from chaosproxy.cli import main as cli
 from chaosproxy.server.config import flags, from_environment
-from tests.cli.test_cli import one_line_error, run
-from tests.conftest import LIBRARY, REPO
+from tests.cli.test_cli import one_line_error
+from tests.conftest import LIBRARY, REPO, run_cli
 
 MINE = "description: Mine, from CHAOSPROXY_SCENARIOS.\nfaults:\n  - drop: {kind: delta, nth: 1}\n"
 LIBRARY_SIZE = len(list(LIBRARY.glob("*.yaml")))
@@ -36,37 +36,39 @@ def mine(tmp_path: Path) -> Path:
 
 
 def test_scenarios_lists_those_of_chaosproxy_scenarios(mine: Path) -> None:
-    listed = run("scenarios", env={"CHAOSPROXY_SCENARIOS": str(mine)})
+    listed = run_cli("scenarios", env={"CHAOSPROXY_SCENARIOS": str(mine)})
     assert listed.returncode == 0, listed.stderr
     names = [line.split()[0] for line in listed.stdout.splitlines()]
     assert len(names) == LIBRARY_SIZE + 1 and "my-scenario" in names
     # A PATH given adds to them (and a file of the same name wins: given last).
     other = mine.parent / "other.yaml"
     other.write_text(MINE.replace("Mine", "Other"))
-    both = run("scenarios", str(other), env={"CHAOSPROXY_SCENARIOS": str(mine)})
+    both = run_cli("scenarios", str(other), env={"CHAOSPROXY_SCENARIOS": str(mine)})
     assert {"my-scenario", "other"} <= {line.split()[0] for line in both.stdout.splitlines()}
 
 
 def test_scenarios_reads_no_other_setting() -> None:
-    listed = run("scenarios", env={"CHAOSPROXY_SEED": "not-a-seed", "CHAOSPROXY_LISTEN": "x"})
+    listed = run_cli("scenarios", env={"CHAOSPROXY_SEED": "not-a-seed", "CHAOSPROXY_LISTEN": "x"})
     assert (listed.returncode, len(listed.stdout.splitlines())) == (0, LIBRARY_SIZE)
 
 
 def test_scenarios_says_which_variable_is_bad() -> None:
-    line = one_line_error(run("scenarios", env={"CHAOSPROXY_SCENARIOS": "/nonexistent/dir"}))
+    line = one_line_error(run_cli("scenarios", env={"CHAOSPROXY_SCENARIOS": "/nonexistent/dir"}))
     assert "/nonexistent/dir" in line
 
 
 def test_validate_without_a_path_checks_chaosproxy_scenarios(mine: Path) -> None:
-    done = run("validate", env={"CHAOSPROXY_SCENARIOS": str(mine)})
+    done = run_cli("validate", env={"CHAOSPROXY_SCENARIOS": str(mine)})
     assert (done.returncode, done.stdout) == (0, "1 scenario OK\n")
     (mine / "bad.yaml").write_text("faults:\n  - rechunk: {size: 0}\n")
-    done = run("validate", env={"CHAOSPROXY_SCENARIOS": str(mine)})
+    done = run_cli("validate", env={"CHAOSPROXY_SCENARIOS": str(mine)})
     assert done.returncode == 2
     assert done.stdout == f"{mine / 'bad.yaml'}:2: faults[0].rechunk.size: must be >= 1\n"
     # A path given is what is checked.
-    assert run("validate", str(LIBRARY), env={"CHAOSPROXY_SCENARIOS": str(mine)}).returncode == 0
-    assert one_line_error(run("validate")) == (
+    assert (
+        run_cli("validate", str(LIBRARY), env={"CHAOSPROXY_SCENARIOS": str(mine)}).returncode == 0
+    )
+    assert one_line_error(run_cli("validate")) == (
         "chaosproxy: error: validate: give scenario files (PATH...) or --mock-fixtures PATH "
         "(or set CHAOSPROXY_SCENARIOS or CHAOSPROXY_MOCK_FIXTURES)"
     )
@@ -77,14 +79,14 @@ def test_simulate_finds_a_name_of_chaosproxy_scenarios(mine: Path) -> None:
         b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n'
         b'data: {"choices":[{"delta":{"content":"b"}}]}\n\n'
     )
-    done = run(
+    done = run_cli(
         "simulate", "my-scenario", "--provider", "openai-chat", stdin=stream,
         env={"CHAOSPROXY_SCENARIOS": str(mine)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == 'data: {"choices":[{"delta":{"content":"b"}}]}\n\n'  # the first dropped
     assert "no built-in scenario named 'my-scenario'" in one_line_error(
-        run("simulate", "my-scenario")
+        run_cli("simulate", "my-scenario")
     )
 
 
@@ -134,7 +136,7 @@ def test_mock_takes_its_address_and_tokens_from_the_settings() -> None:
         proc.terminate()
         proc.wait(10)
     # An option given wins over the variable.
-    assert one_line_error(run("mock", "--listen", "nonsense", env={"CHAOSPROXY_LISTEN": "x:1"}))
+    assert one_line_error(run_cli("mock", "--listen", "nonsense", env={"CHAOSPROXY_LISTEN": "x:1"}))
 
 
 def test_report_reads_chaosproxy_log_when_no_source_is_given(tmp_path: Path) -> None:
@@ -145,10 +147,10 @@ def test_report_reads_chaosproxy_log_when_no_source_is_given(tmp_path: Path) -> 
         '"bytes":0,"frames":0,"duration_ms":1.0,"ts":"2026-01-01T00:00:00.001Z"}\n'
     )
     page = tmp_path / "page.html"
-    done = run("report", "-o", str(page), env={"CHAOSPROXY_LOG": str(log)})
+    done = run_cli("report", "-o", str(page), env={"CHAOSPROXY_LOG": str(log)})
     assert done.returncode == 0, done.stderr
     assert page.read_text().lower().startswith("<!doctype html")
-    assert one_line_error(run("report", env={"CHAOSPROXY_LOG": "-"})) == (
+    assert one_line_error(run_cli("report", env={"CHAOSPROXY_LOG": "-"})) == (
         "chaosproxy: error: report: give a frame log or a trace directory (or set "
         "CHAOSPROXY_LOG to a file, or CHAOSPROXY_TRACE_DIR)"
     )
@@ -229,7 +231,7 @@ def test_matrix_and_explore_take_the_mock_interval_in_milliseconds(
 def test_matrix_refuses_several_upstreams_however_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHAOSPROXY_UPSTREAM", "/a=http://a.test:1 http://b.test:2")
     for command in ("matrix", "explore"):
-        assert one_line_error(run(command, "--client", "true", env=dict(os.environ))) == (
+        assert one_line_error(run_cli(command, "--client", "true", env=dict(os.environ))) == (
             f"chaosproxy: error: {command} takes one upstream: CHAOSPROXY_UPSTREAM has several "
             "(routes)"
         )

@@ -93,11 +93,7 @@ async def run(mode: str, base: str) -> dict[str, object]:
         "url": orjson.dumps(f"{base}/v1/chat/completions?{query}").decode(),
     }
     async with Chromium(executable=executable, disable_web_security=True) as browser:
-        tab = await browser.open("about:blank")
-        await tab.evaluate(
-            "document.open(); document.write(" + orjson.dumps(page).decode() + ");"
-            " document.close();"
-        )
+        tab = await browser.write(page)
         await tab.wait_for("window.result !== null", limit=3600)
         result: dict[str, object] = await tab.evaluate("window.result")
         return result

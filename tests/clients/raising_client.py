@@ -10,11 +10,12 @@ for a reason of timing: on a stream that was clean up to its fifth event it is a
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import httpx
 from httpx_sse import connect_sse
+
+from examples.clients.httpx_sse_client import main
 
 #: The event it raises on (1-based).
 RAISE_AT = 5
@@ -51,16 +52,5 @@ def stream_text(url: str) -> str:
     raise RuntimeError("the stream ended without [DONE]")
 
 
-def main() -> int:
-    try:
-        text = stream_text(os.environ["CHAOSPROXY_URL"].rstrip("/"))
-    except Exception as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    sys.stdout.buffer.write(text.encode("utf-8"))
-    sys.stdout.flush()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(stream_text))

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 
 import httpx
 
+from examples.clients.httpx_sse_client import main as print_answer
+
 MODES = ("careful", "merged-reads", "second-terminal")
 #: How long a read may wait before the stream counts as stopped.
 READ_TIMEOUT = 2.0
@@ -147,14 +149,7 @@ def main() -> int:
     if mode not in MODES:
         print(f"unknown mode {mode}: {', '.join(MODES)}", file=sys.stderr)
         return 2
-    try:
-        text = answer(os.environ["CHAOSPROXY_URL"].rstrip("/"), mode)
-    except Exception as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    sys.stdout.buffer.write(text.encode("utf-8"))
-    sys.stdout.flush()
-    return 0
+    return print_answer(lambda url: answer(url, mode))
 
 
 if __name__ == "__main__":

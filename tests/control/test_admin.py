@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,7 +25,7 @@ from chaosproxy.control.admin import RequestStore
 from chaosproxy.control.start import RunningProxy, StartupError
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server.config import Config
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory, run_cli
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 ADMIN = ("127.0.0.1", 0)
@@ -57,6 +56,17 @@ async def call(
 async def get(url: str, **headers: str) -> tuple[aiohttp.ClientResponse, bytes]:
     async with aiohttp.ClientSession() as s, s.post(url, headers=headers, data=b"{}") as resp:
         return resp, await resp.read()
+
+
+async def streamed(proxy: RunningProxy, log_capture: LogCapture, n: int) -> list[str]:
+    """The ids of ``n`` requests for ``/v1/stream`` under scenario ``a``, one after the
+    other, each ended."""
+    ids = []
+    for _ in range(n):
+        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
+        ids.append(resp.headers["X-Chaos-Request-Id"])
+        await log_capture.wait_end(ids[-1])
+    return ids
 
 
 @pytest.fixture
@@ -246,11 +256,7 @@ async def test_requests_recent_and_detail(
     make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
 ) -> None:
     proxy = await make_proxy(upstream=sse, scenarios={"a": RECHUNK % 6}, admin=ADMIN)
-    ids = []
-    for _ in range(3):
-        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
-        ids.append(resp.headers["X-Chaos-Request-Id"])
-        await log_capture.wait_end(ids[-1])
+    ids = await streamed(proxy, log_capture, 3)
 
     status, body, _ = await call(proxy, "GET", "/requests?limit=2")
     assert status == 200
@@ -286,11 +292,7 @@ async def test_request_history_and_frames_are_bounded(
     proxy = await make_proxy(
         upstream=sse, scenarios={"a": RECHUNK % 4}, admin=ADMIN, history=2, history_frames=3
     )
-    ids = []
-    for _ in range(3):
-        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
-        ids.append(resp.headers["X-Chaos-Request-Id"])
-        await log_capture.wait_end(ids[-1])
+    ids = await streamed(proxy, log_capture, 3)
     _, body, _ = await call(proxy, "GET", "/requests?limit=100")
     assert [r["request_id"] for r in body["requests"]] == ids[::-1][:2]
     status, _, _ = await call(proxy, "GET", f"/requests/{ids[0]}")
@@ -651,17 +653,6 @@ async def test_requests_filtered_by_scenario_and_limited(
     assert [r["request_id"] for r in body["requests"]] == ids["b"][-1:]
     _, body, _ = await call(proxy, "GET", "/requests?scenario=nope")
     assert body == {"requests": []}
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
 
 
 def test_serve_refuses_a_public_admin_without_a_token_in_one_line() -> None:

@@ -228,10 +228,17 @@ def test_an_injected_event_of_another_stream_is_a_sent_side_stream_change() -> N
     assert found(session) == [("sent", "stream_changed", 2)]
 
 
-def test_the_sessions_envelope_applies_when_the_scenario_has_none() -> None:
-    scenario = parse_scenario("faults: [{drop: {nth: 5}}]", "<s>", default_name="s")
+def responses_under_a_sequence_envelope(scenario: str) -> Session:
+    """The Responses capture through a session with ``--envelope sequence=…`` under
+    ``scenario`` (its fifth event dropped), to the end."""
     envelope = Envelope(sequence="/sequence_number")
-    session = Session("r", scenario=scenario, seed=1, path="/v1/responses", envelope=envelope)
+    session = Session(
+        "r",
+        scenario=parse_scenario(scenario, "<s>", default_name="s"),
+        seed=1,
+        path="/v1/responses",
+        envelope=envelope,
+    )
     session.start(0.0)
     session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
     for send in session.feed(OPENAI_RESPONSES[0].body, 0.0):
@@ -239,6 +246,11 @@ def test_the_sessions_envelope_applies_when_the_scenario_has_none() -> None:
         session.wrote(send, 0.0)
     assert session.body_end(0.0) == []
     session.finish()
+    return session
+
+
+def test_the_sessions_envelope_applies_when_the_scenario_has_none() -> None:
+    session = responses_under_a_sequence_envelope("faults: [{drop: {nth: 5}}]")
     assert found(session) == [("sent", "sequence_gap", 5)]
 
 
@@ -273,17 +285,9 @@ def test_the_envelope_flag_form() -> None:
 
 
 def test_a_scenario_envelope_wins_over_the_sessions() -> None:
-    scenario = parse_scenario(
-        "faults: [{drop: {nth: 5}}]\nenvelope: {stream: /response/id}\n", "<s>", default_name="s"
+    session = responses_under_a_sequence_envelope(
+        "faults: [{drop: {nth: 5}}]\nenvelope: {stream: /response/id}\n"
     )
-    envelope = Envelope(sequence="/sequence_number")
-    session = Session("r", scenario=scenario, seed=1, path="/v1/responses", envelope=envelope)
-    session.start(0.0)
-    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    for send in session.feed(OPENAI_RESPONSES[0].body, 0.0):
-        assert isinstance(send, Send)
-        session.wrote(send, 0.0)
-    session.finish()
     assert found(session) == []  # (no sequence rule: the scenario names only a stream)
 
 

@@ -179,6 +179,27 @@ def test_with_provider_auto_it_is_skipped_at_run_time_with_the_reason() -> None:
     assert sim.skipped[0]["reason"] == "phrase 'nowhere' never came in the text"
 
 
+WEATHER = ("get_weather", {"city": "Paris"})
+
+
+@pytest.mark.parametrize(
+    ("fault", "text", "calls", "reason"),
+    [
+        ("snapshot: {}", None, [WEATHER], "no text delta came"),
+        ("snapshot: {}", "Hi", [], "a single text delta came: it is its own snapshot"),
+        ("split_tool_args: {at: keys}", "Hello there", [], "no tool-call argument fragment came"),
+        ("interleave_tool_calls: {}", None, [WEATHER], "no two parallel tool calls came"),
+    ],
+)
+def test_a_content_fault_with_nothing_to_rewrite_says_what_the_stream_lacked(
+    fault: str, text: str | None, calls: list[tuple[str, dict[str, Any]]], reason: str
+) -> None:
+    body = render("openai-chat", text, calls)
+    sim = run(fault, "openai-chat", body)
+    assert sim.body == body
+    assert sim.skipped == [{"fault": fault.split(":")[0], "position": 0, "reason": reason}]
+
+
 # --------------------------------------------------------------------------- exact bytes
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 import pytest
@@ -75,8 +75,12 @@ class Run:
         return b"".join(self.data)
 
     @property
+    def events(self) -> list[Event]:
+        return [e for s in self.sends for e in s.events]
+
+    @property
     def ordinals(self) -> list[int]:
-        return [e.ordinal for s in self.sends for e in s.events]
+        return [e.ordinal for e in self.events]
 
     @property
     def faults(self) -> list[tuple[str, ...]]:
@@ -170,6 +174,16 @@ def test_registry_has_every_event_fault() -> None:
         assert cls.name == name and cls.stage == "event"
         assert cls.Config.model_config.get("frozen") is True
         assert cls.Config.model_config.get("extra") == "forbid"
+
+
+def test_a_faults_config_is_the_argument_of_its_base() -> None:
+    """``class XFault(Fault[XConfig], name="x", stage=...)``: ``XConfig`` is its
+    ``Config`` (said once), ``name`` and ``stage`` its keywords."""
+    for name, cls in registry().items():
+        (base,) = cls.__orig_bases__  # type: ignore[attr-defined]
+        assert get_args(base) == (cls.Config,), name
+        assert cls.Config.__name__ == cls.__name__.removesuffix("Fault") + "Config"
+        assert cls.name == name and cls.stage in ("http", "event", "transport")
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ from chaosproxy.core.session import Session
 from chaosproxy.core.tenancy import ANONYMOUS
 from chaosproxy.scenario import parse_scenario
 from tests.conftest import LogCapture, ProxyFactory
+from tests.core import test_faults_event
 from tests.scripted_upstream import Script, ScriptedUpstream, until
 
 Spec = tuple[str, FaultConfig]
@@ -90,30 +91,10 @@ def record(
     return rec
 
 
-class Run:
-    def __init__(self, sends: list[Send], pipeline: Pipeline) -> None:
-        self.sends = sends
-        self.pipeline = pipeline
-
-    @property
-    def data(self) -> list[bytes]:
-        return [s.data for s in self.sends]
-
-    @property
-    def events(self) -> list[Event]:
-        return [e for s in self.sends for e in s.events]
-
+class Run(test_faults_event.Run):
     @property
     def spliced(self) -> list[tuple[bytes, str | None]]:
         return [(e.raw, e.splice_from) for e in self.events if e.faults == ("splice",)]
-
-    @property
-    def applied(self) -> dict[str, int]:
-        return self.pipeline.summary()[0]
-
-    @property
-    def skipped(self) -> list[dict[str, object]]:
-        return self.pipeline.summary()[1]
 
 
 def run(

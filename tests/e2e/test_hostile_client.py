@@ -31,7 +31,7 @@ from chaosproxy.server.guard import (
     unread_bytes,
 )
 from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import Script, ScriptedUpstream, serve_app, until
+from tests.scripted_upstream import BIG_MIB, BigUpstream, Script, ScriptedUpstream, serve_app, until
 
 TIMEOUT = 0.5
 
@@ -114,6 +114,16 @@ async def still_serving(proxy: RunningProxy, upstream: ScriptedUpstream) -> None
     assert upstream.seen[before].path_qs.endswith("/v1/ok")
 
 
+async def unharmed(
+    proxy: RunningProxy, upstream: ScriptedUpstream, fds: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The proxy still serves, has settled back to ``fds`` descriptors, and aiohttp
+    complained of nothing: what every attack below must leave behind."""
+    await still_serving(proxy, upstream)
+    await settled(proxy, fds)
+    assert not aiohttp_complaints(caplog)
+
+
 async def settled(proxy: RunningProxy, baseline_fds: int) -> None:
     """Every client connection is gone from the proxy and no descriptor is left over."""
     guard = guard_of(proxy)
@@ -169,9 +179,7 @@ async def test_slowloris_a_head_sent_a_byte_at_a_time_is_answered_408_and_closed
     assert line["peer"].startswith("127.0.0.1:")
     assert not requests(log_capture)[1:]  # only the warm-up request reached the handler
     assert not [s for s in upstream.seen if "slow" in s.path_qs]
-    await still_serving(proxy, upstream)
-    await settled(proxy, fds)
-    assert not aiohttp_complaints(caplog)
+    await unharmed(proxy, upstream, fds, caplog)
 
 
 async def test_a_head_waiting_unread_when_the_timer_falls_due_is_not_called_idle(
@@ -206,9 +214,7 @@ async def test_a_head_waiting_unread_when_the_timer_falls_due_is_not_called_idle
     assert status_of(answer) == 408
     [line] = rejected(log_capture)
     assert line["reason"] == f"request head incomplete after 0.5s ({len(part)} bytes)"
-    await still_serving(proxy, upstream)
-    await settled(proxy, fds)
-    assert not aiohttp_complaints(caplog)
+    await unharmed(proxy, upstream, fds, caplog)
 
 
 async def test_a_flood_of_half_sent_heads_and_idle_connections_is_closed_in_time(
@@ -456,9 +462,7 @@ async def test_smuggling_and_malformed_heads_are_answered_or_refused_never_passe
     else:
         end = await log_capture.wait_end(asked[0]["request_id"])
         assert end["outcome"] in ("completed", "client_gone")
-    await still_serving(proxy, upstream)
-    await settled(proxy, fds)
-    assert not aiohttp_complaints(caplog)
+    await unharmed(proxy, upstream, fds, caplog)
 
 
 async def open_request(
@@ -494,9 +498,7 @@ async def test_a_body_that_breaks_after_its_head_was_handled_ends_the_request(
     assert (await log_capture.wait_end(request_id))["outcome"] == "client_gone"
     assert not rejected(log_capture)
     assert not [s for s in upstream.seen if "smuggled" in s.path_qs]
-    await still_serving(proxy, upstream)
-    await settled(proxy, fds)
-    assert not aiohttp_complaints(caplog)
+    await unharmed(proxy, upstream, fds, caplog)
 
 
 async def test_a_request_body_that_stalls_ends_the_request_after_the_client_timeout(
@@ -573,9 +575,7 @@ async def test_heads_over_the_limits_are_refused(
     assert line["reason"].startswith(reason)
     assert len(line["reason"]) < 200
     assert len(upstream.seen) == 1  # the warm-up only
-    await still_serving(proxy, upstream)
-    await settled(proxy, fds)
-    assert not aiohttp_complaints(caplog)
+    await unharmed(proxy, upstream, fds, caplog)
 
 
 # --------------------------------------------------------------------------- not a proxy
@@ -617,9 +617,7 @@ async def test_the_proxy_is_never_an_open_proxy(
     assert reason in line["reason"]
     assert len(upstream.seen) == 1  # the warm-up only
     assert not requests(log_capture)[1:]
-    await still_serving(proxy, upstream)
-    await settled(proxy, fds)
-    assert not aiohttp_complaints(caplog)
+    await unharmed(proxy, upstream, fds, caplog)
 
 
 async def test_an_absolute_form_target_naming_the_proxy_itself_is_served(
@@ -772,34 +770,6 @@ async def test_a_large_upload_is_streamed_not_held(
 
 # --------------------------------------------------------------------------- slow readers
 
-RESPONSE_MIB = 48
-
-
-class BigUpstream:
-    def __init__(self) -> None:
-        self.written = 0
-        self.url = ""
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        block = (b"data: " + b"x" * 1016 + b"\n\n") * 64
-        with contextlib.suppress(ConnectionError):
-            for _ in range(RESPONSE_MIB * 16):
-                await resp.write(block)
-                self.written += len(block)
-            await resp.write_eof()
-        return resp
-
-
-@pytest.fixture
-async def big_upstream() -> AsyncIterator[BigUpstream]:
-    up = BigUpstream()
-    app = web.Application()
-    app.router.add_get("/big", up.handle)
-    async with serve_app(app) as up.url:
-        yield up
-
 
 async def test_clients_that_never_read_a_long_response_hold_a_bounded_amount(
     big_upstream: BigUpstream, make_proxy: ProxyFactory, log_capture: LogCapture
@@ -829,7 +799,7 @@ async def test_clients_that_never_read_a_long_response_hold_a_bounded_amount(
                 last = big_upstream.written
                 await asyncio.sleep(0.1)
         # (Most of what was written sits in the kernel's socket buffers, both hops.)
-        assert last < 3 * RESPONSE_MIB * 2**20 // 2
+        assert last < 3 * BIG_MIB * 2**20 // 2
         peak = tracemalloc.get_traced_memory()[1]
         for sock in socks:
             sock.close()

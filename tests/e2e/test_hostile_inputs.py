@@ -25,26 +25,13 @@ from cryptography.hazmat.primitives import serialization
 
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.server.config import ConfigError
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory, run_cli
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 HUGE = "9" * 5000
 RANGE = "from 0 to 9223372036854775807"
 #: What Python says of a string of more than 4300 digits (never to be seen).
 PYTHONS = ("Exceeds the limit", "4300", "int_max_str_digits", "Traceback")
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        check=False,
-    )
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -72,7 +59,7 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
 def test_a_seed_of_thousands_of_digits_is_one_line_with_the_range(
     args: list[str], env: dict[str, str], prefix: str
 ) -> None:
-    line = one_line(cli(*args, env=env))
+    line = one_line(run_cli(*args, env=env))
     assert line.startswith(prefix), line
     assert f"expected a decimal integer {RANGE}, got '9999" in line
     assert "(5000 characters)" in line
@@ -113,16 +100,16 @@ def huge_seed_file(tmp_path: Path) -> Path:
 def test_a_scenario_seed_of_thousands_of_digits_is_located(tmp_path: Path) -> None:
     path = huge_seed_file(tmp_path)
     want = f"{path}:2: seed: must be an integer {RANGE} (this one has 5000 digits)"
-    result = cli("validate", str(path))
+    result = run_cli("validate", str(path))
     assert (result.returncode, result.stdout.strip(), result.stderr) == (2, want, "")
-    assert one_line(cli("serve", "--admin", "off", "--scenarios", str(path))) == (
+    assert one_line(run_cli("serve", "--admin", "off", "--scenarios", str(path))) == (
         f"chaosproxy: error: {want}"
     )
-    assert one_line(cli("simulate", str(path))) == want
+    assert one_line(run_cli("simulate", str(path))) == want
     # A number elsewhere in the file is refused the same way, at its line.
     other = tmp_path / "other.yaml"
     other.write_text(f"name: other\nfaults:\n  - rechunk: {{size: {HUGE}}}\n")
-    result = cli("validate", str(other))
+    result = run_cli("validate", str(other))
     assert result.returncode == 2 and result.stdout.strip() == (
         f"{other}:3: faults[0].rechunk.size: must be an integer of at most 100 digits "
         "(this one has 5000 digits)"

@@ -21,10 +21,6 @@ factory, as ``serve`` does with uvloop); the others run on the test's loop.
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
-import sys
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -37,7 +33,7 @@ import uvloop
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.guard import ClientGuard, GuardedRunner
-from tests.conftest import REPO
+from tests.conftest import port_in, start_serve, stop_serve
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -280,23 +276,14 @@ async def test_twenty_hangs_at_max_connections_20_leave_room_within_the_hold_tim
     hang, and served within the hold timeout and a second, once their holds end."""
     hold = 2.0
     log = tmp_path / "frames.jsonl"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
-        "--admin", "off", "--log", str(log), "--max-connections", "20",
-        "--hold-timeout", f"{hold:g}s", "--idle-timeout", "10s", "--client-timeout", "10s",
-        "--mock-interval-ms", "1", "--grace", "0s",
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+    proc, line = await start_serve(
+        "--listen", "127.0.0.1:0", "--admin", "off", "--log", str(log),
+        "--max-connections", "20", "--hold-timeout", f"{hold:g}s", "--idle-timeout", "10s",
+        "--client-timeout", "10s", "--mock-interval-ms", "1", "--grace", "0s",
     )  # fmt: skip
-    assert proc.stderr is not None
     hangs: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
     try:
-        async with asyncio.timeout(20):
-            line = (await proc.stderr.readline()).decode()
-        found = re.search(r"listening on http://[0-9.]+:(\d+)", line)
-        assert found, line
-        port = int(found.group(1))
+        port = port_in(line)
         for _ in range(20):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(chat("hang-after-last-event"))
@@ -329,15 +316,7 @@ async def test_twenty_hangs_at_max_connections_20_leave_room_within_the_hold_tim
     finally:
         for _, writer in hangs:
             writer.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(10):
-                stderr = (await proc.stderr.read()).decode()
-                await proc.wait()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+        stderr = await stop_serve(proc)
     assert "Traceback" not in stderr, stderr
     lines = [orjson.loads(x) for x in log.read_bytes().splitlines()]
     ends = [x for x in lines if x["event"] == "response_end" and x["scenario"]]

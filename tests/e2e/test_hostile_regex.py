@@ -20,8 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.cli.test_cli import run
-from tests.conftest import LogCapture, ProxyFactory, examples
+from tests.conftest import LogCapture, ProxyFactory, examples, run_cli
 from tests.e2e.test_faults_live import Live
 from tests.scripted_upstream import ScriptedUpstream
 
@@ -65,7 +64,7 @@ def test_validate_refuses_what_cannot_be_searched_in_linear_time(
 ) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text(f"name: s\nfaults:\n  - drop:\n      match: '{pattern}'\n")
-    result = run("validate", str(scenario))
+    result = run_cli("validate", str(scenario))
     assert result.returncode == 2, result
     line = result.stdout.strip() or result.stderr.strip()
     assert line.startswith(f"{scenario}:4: faults[0].drop.match: "), line
@@ -78,7 +77,7 @@ def test_validate_accepts_python_syntax_that_runs_in_linear_time(tmp_path: Path)
         [r'"finish_reason":"stop"', "(?i)error", r"\d+\.\d+", r"(?a)\bdone\b", "(?x) a b  # c"]
     ):
         (tmp_path / f"s{i}.yaml").write_text(f"faults:\n  - drop: {{match: '{pattern}'}}\n")
-    result = run("validate", str(tmp_path))
+    result = run_cli("validate", str(tmp_path))
     assert result.returncode == 0, result
     assert result.stdout.strip() == "5 scenarios OK"
 

@@ -34,7 +34,7 @@ from aiohttp import web
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.history import StreamHistory
 from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import serve_app, until
+from tests.scripted_upstream import serve_handler, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -111,11 +111,7 @@ class Users:
 async def users() -> AsyncIterator[Users]:
     """The upstream; a test asks for it before ``make_proxy``, so that the proxy (and its
     background readers) stops first."""
-    upstream = Users()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", upstream.handle)
-    async with serve_app(app) as url:
-        upstream.url = url
+    async with serve_handler(Users()) as upstream:
         yield upstream
 
 

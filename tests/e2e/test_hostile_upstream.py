@@ -13,11 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-import signal
 import socket
 import struct
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +27,14 @@ from hypothesis import strategies as st
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.upstream import UpstreamPool
-from tests.conftest import REPO, LogCapture, ProxyFactory, examples
+from tests.conftest import (
+    LogCapture,
+    ProxyFactory,
+    examples,
+    port_in,
+    start_serve,
+    stop_serve,
+)
 from tests.e2e.test_proxy_e2e import dechunk
 from tests.scripted_upstream import Script, ScriptedUpstream, until
 
@@ -578,20 +582,12 @@ async def test_an_upstream_that_answers_on_accept_is_served_every_time(
     server = await asyncio.start_server(on_accept, "127.0.0.1", 0)
     upstream = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     log = tmp_path / "frames.jsonl"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
-        "--admin", "off", "--log", str(log), "--upstream", upstream, "--grace", "0s",
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+    proc, line = await start_serve(
+        "--listen", "127.0.0.1:0", "--admin", "off", "--log", str(log),
+        "--upstream", upstream, "--grace", "0s",
     )  # fmt: skip
-    assert proc.stderr is not None
     try:
-        async with asyncio.timeout(20):
-            line = (await proc.stderr.readline()).decode()
-        found = re.search(r"listening on http://[0-9.]+:(\d+)", line)
-        assert found, line
-        port = int(found.group(1))
+        port = port_in(line)
         answers: list[bytes] = []
         for _ in range(40):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -600,15 +596,7 @@ async def test_an_upstream_that_answers_on_accept_is_served_every_time(
                 answers.append(await reader.read())
             writer.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(10):
-                stderr = (await proc.stderr.read()).decode()
-                await proc.wait()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+        stderr = await stop_serve(proc)
         server.close()
         await server.wait_closed()
     statuses = [a.split(b"\r\n", 1)[0] for a in answers]

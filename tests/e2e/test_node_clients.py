@@ -244,6 +244,24 @@ def test_cut_before_terminal_close(lab: Lab) -> None:
     assert error_chain(es) == [("EventSourceError", "")]
 
 
+#: What each SDK raises when the socket is reset or closed mid-stream: undici's
+#: "terminated", bare from openai chat, wrapped by openai responses, anthropic and ai.
+TERMINATED_AS = {
+    "openai-chat": "TypeError",
+    "openai-responses": "OpenAIError",
+    "anthropic": "AnthropicError",
+    "ai-sdk": "APICallError",
+}
+
+
+def assert_terminated(runs: dict[str, Run]) -> None:
+    """Each SDK of :data:`TERMINATED_AS` raised its error on undici's "terminated"."""
+    for client, name in TERMINATED_AS.items():
+        run = runs[client]
+        assert not run["ended"] and not run["hung"], client
+        assert run["error"]["name"] == name and _is_terminated(error_chain(run)), client
+
+
 def _is_terminated(chain: list[tuple[str, str]]) -> bool:
     """undici's "terminated" TypeError, caused by the reset socket."""
     names = [name for name, _ in chain]
@@ -337,19 +355,10 @@ def test_truncated_json_delta(lab: Lab) -> None:
 
 def test_cut_before_terminal_abort(lab: Lab) -> None:
     runs = lab.runs("cut-before-terminal-abort")
-    # Like the reset: undici's "terminated" (here "other side closed"), bare from
-    # openai chat, wrapped by openai responses, anthropic and ai.
-    expected = {
-        "openai-chat": "TypeError",
-        "openai-responses": "OpenAIError",
-        "anthropic": "AnthropicError",
-        "ai-sdk": "APICallError",
-    }
-    for client, name in expected.items():
-        run = runs[client]
-        assert not run["ended"] and not run["hung"], client
-        assert run["error"]["name"] == name and _is_terminated(error_chain(run)), client
-        assert texts(run) == texts(lab.ref(client)), client  # every text delta arrived
+    # Like the reset: undici's "terminated" (here "other side closed").
+    assert_terminated(runs)
+    for client in TERMINATED_AS:  # every text delta arrived
+        assert texts(runs[client]) == texts(lab.ref(client)), client
     assert runs["openai-chat"]["events"] == lab.ref("openai-chat")["events"]
     ref = lab.ref("openai-responses")["events"]
     assert runs["openai-responses"]["events"] == without(ref, "response.completed")
@@ -456,16 +465,7 @@ def test_reverse_two_deltas_passes_silently(lab: Lab) -> None:
 
 def test_reset_mid_stream(lab: Lab) -> None:
     runs = lab.runs("reset-mid-stream")
-    names = {
-        "openai-chat": "TypeError",
-        "openai-responses": "OpenAIError",
-        "anthropic": "AnthropicError",
-        "ai-sdk": "APICallError",
-    }
-    for client, name in names.items():
-        run = runs[client]
-        assert not run["ended"] and not run["hung"], client
-        assert run["error"]["name"] == name and _is_terminated(error_chain(run)), client
+    assert_terminated(runs)
     # Exactly the first five upstream events reached the client.
     assert runs["openai-chat"]["events"] == lab.ref("openai-chat")["events"][:5]
     # anthropic: message_start, content_block_start, two deltas (the ping is not yielded).

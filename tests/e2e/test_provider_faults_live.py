@@ -94,6 +94,21 @@ class Lab:
     def headers(self, scenario: str) -> dict[str, str]:
         return {**MOCK_HEADERS, "X-Chaos-Scenario": scenario}
 
+    def openai_client(self, scenario: str) -> openai.AsyncOpenAI:
+        """The OpenAI SDK through the proxy under ``scenario``, never retrying."""
+        return openai.AsyncOpenAI(
+            base_url=self.url + "/v1",
+            api_key="test",
+            max_retries=0,
+            default_headers=self.headers(scenario),
+        )
+
+    def anthropic_client(self, scenario: str) -> anthropic.AsyncAnthropic:
+        """The Anthropic SDK through the proxy under ``scenario``, never retrying."""
+        return anthropic.AsyncAnthropic(
+            base_url=self.url, api_key="test", max_retries=0, default_headers=self.headers(scenario)
+        )
+
     async def ran(self, before: int, scenario: str) -> dict[str, Any]:
         """The response_end line of the one request made since log line ``before``
         (exactly one: no client retried)."""
@@ -142,12 +157,7 @@ async def _openai_tool_call(lab: Lab, scenario: str, run: ToolRun, *, strict: bo
         else {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}}
     )
     async with (
-        openai.AsyncOpenAI(
-            base_url=lab.url + "/v1",
-            api_key="test",
-            max_retries=0,
-            default_headers=lab.headers(scenario),
-        ) as client,
+        lab.openai_client(scenario) as client,
         client.chat.completions.stream(
             model="gpt-4o-mini", messages=[{"role": "user", "content": PROMPT}], tools=[tool]
         ) as stream,
@@ -166,9 +176,7 @@ async def _openai_tool_call(lab: Lab, scenario: str, run: ToolRun, *, strict: bo
 
 async def anthropic_tool_use(lab: Lab, scenario: str, run: ToolRun) -> None:
     async with (
-        anthropic.AsyncAnthropic(
-            base_url=lab.url, api_key="test", max_retries=0, default_headers=lab.headers(scenario)
-        ) as client,
+        lab.anthropic_client(scenario) as client,
         client.messages.stream(
             model="claude-haiku-4-5",
             max_tokens=256,
@@ -247,6 +255,21 @@ async def test_openai_chat_tool_fragment_plain_tool(lab: Lab, op: str) -> None:
         json.loads(run.arguments)
 
 
+def broke_at_the_damage(run: ToolRun, ref: ToolRun, op: str) -> tuple[str, ValueError]:
+    """``op`` applied once, and the client's parser raised a bare ValueError at the
+    fragment right after the damage, before yielding it: the buffer it parsed then and
+    what the partial-JSON parser says of that buffer."""
+    assert run.end["faults_applied"] == {op: 1}
+    expected = faulted(ref.fragments, op, AT)
+    after = AT + (2 if op == "duplicate" else 0)  # the first fragment after the damage
+    assert run.fragments == expected[:after]
+    assert type(run.error) is ValueError
+    buffer = "".join(expected[: after + 1])
+    with pytest.raises(ValueError) as parsed:
+        jiter.from_json(buffer.encode(), partial_mode=True)
+    return buffer, parsed.value
+
+
 @ops
 async def test_openai_chat_tool_fragment_strict_tool(lab: Lab, op: str) -> None:
     """A strict pydantic tool: the helper parses the arguments as they stream, and the
@@ -256,17 +279,9 @@ async def test_openai_chat_tool_fragment_strict_tool(lab: Lab, op: str) -> None:
     assert ref.parsed == GetWeather.model_validate_json("".join(ref.fragments))
 
     run = await tool_run(lab, openai_strict, op)
-    assert run.end["faults_applied"] == {op: 1}
-    expected = faulted(ref.fragments, op, AT)
-    after = AT + (2 if op == "duplicate" else 0)  # the first fragment after the damage
-    assert run.fragments == expected[:after]
-    assert type(run.error) is ValueError
+    _, parsed = broke_at_the_damage(run, ref, op)
     assert not isinstance(run.error, openai.OpenAIError)
-    # It is the partial-JSON parser's own message, for the buffer so far.
-    buffer = "".join(expected[: after + 1])
-    with pytest.raises(ValueError) as parsed:
-        jiter.from_json(buffer.encode(), partial_mode=True)
-    assert str(run.error) == str(parsed.value)
+    assert str(run.error) == str(parsed)  # the partial-JSON parser's own message
     assert run.arguments is None
 
 
@@ -279,18 +294,11 @@ async def test_anthropic_tool_use_fragment(lab: Lab, op: str) -> None:
     assert ref.parsed == json.loads("".join(ref.fragments))
 
     run = await tool_run(lab, anthropic_tool_use, op)
-    assert run.end["faults_applied"] == {op: 1}
-    expected = faulted(ref.fragments, op, AT)
-    after = AT + (2 if op == "duplicate" else 0)
-    assert run.fragments == expected[:after]
-    assert type(run.error) is ValueError
+    buffer, parsed = broke_at_the_damage(run, ref, op)
     assert not isinstance(run.error, anthropic.AnthropicError)
-    buffer = "".join(expected[: after + 1])
-    with pytest.raises(ValueError) as parsed:
-        jiter.from_json(buffer.encode(), partial_mode=True)
     assert str(run.error) == (
         "Unable to parse tool parameter JSON from model. Please retry your request or "
-        f"adjust your prompt. Error: {parsed.value}. JSON: {buffer}"
+        f"adjust your prompt. Error: {parsed}. JSON: {buffer}"
     )
     assert type(run.error.__cause__) is ValueError
     assert run.parsed is None
@@ -311,12 +319,7 @@ async def responses_run(lab: Lab, scenario: str) -> ResponsesRun:
     run = ResponsesRun()
     before = len(lab.log.lines)
     async with (
-        openai.AsyncOpenAI(
-            base_url=lab.url + "/v1",
-            api_key="test",
-            max_retries=0,
-            default_headers=lab.headers(scenario),
-        ) as client,
+        lab.openai_client(scenario) as client,
         client.responses.stream(model="gpt-4o-mini", input=PROMPT) as stream,
     ):
         async for event in stream:
@@ -370,9 +373,7 @@ async def raw_sse(lab: Lab, scenario: str) -> tuple[list[tuple[str, str]], dict[
 async def sdk_text(lab: Lab, scenario: str) -> tuple[list[str], str]:
     """The event types the anthropic helper yields, and its final message's text."""
     async with (
-        anthropic.AsyncAnthropic(
-            base_url=lab.url, api_key="test", max_retries=0, default_headers=lab.headers(scenario)
-        ) as client,
+        lab.anthropic_client(scenario) as client,
         client.messages.stream(
             **{k: v for k, v in anthropic_body().items() if k != "stream"}
         ) as stream,
@@ -416,9 +417,7 @@ class Seen:
 
 async def anthropic_items(lab: Lab, scenario: str, seen: Seen) -> None:
     async with (
-        anthropic.AsyncAnthropic(
-            base_url=lab.url, api_key="test", max_retries=0, default_headers=lab.headers(scenario)
-        ) as client,
+        lab.anthropic_client(scenario) as client,
         client.messages.stream(
             **{k: v for k, v in anthropic_body().items() if k != "stream"}
         ) as stream,

@@ -20,7 +20,7 @@ import itertools
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import aiohttp
@@ -279,17 +279,9 @@ CLIENTS = [
         error_raised=ollama.ResponseError,
         has_start=False,
     ),
-    Client(
-        "ollama-generate",
-        "ollama",
-        ollama_generate,
-        finish_is_terminal=True,
-        final=None,
-        abort_error=httpx.RemoteProtocolError,
-        error_raised=ollama.ResponseError,
-        has_start=False,
-    ),
 ]
+# /api/generate: the same facts as /api/chat.
+CLIENTS.append(replace(CLIENTS[-1], name="ollama-generate", stream=ollama_generate))
 
 
 def clients(*, has_start: bool | None = None) -> pytest.MarkDecorator:

@@ -14,7 +14,7 @@ from chaosproxy.control.start import StartupError
 from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
-from tests.conftest import LogCapture, ProxyFactory, fixture_bytes, refused_port
+from tests.conftest import LogCapture, ProxyFactory, busy_port, fixture_bytes, refused_port
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 
@@ -291,12 +291,11 @@ async def test_content_length_is_kept_in_passthrough(
 
 
 async def test_port_in_use_is_a_startup_error(make_proxy: ProxyFactory) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        with pytest.raises(StartupError, match=f"cannot listen on 127.0.0.1:{port}"):
-            await make_proxy(listen=("127.0.0.1", port))
+    with (
+        busy_port() as port,
+        pytest.raises(StartupError, match=f"cannot listen on 127.0.0.1:{port}"),
+    ):
+        await make_proxy(listen=("127.0.0.1", port))
 
 
 async def _json(body: bytes) -> dict[str, object]:
@@ -312,14 +311,10 @@ class _BugConfig(FaultConfig):
     at_event: int | None = None
 
 
-class _BugFault(Fault[_BugConfig]):
+class _BugFault(Fault[_BugConfig], name="bug", stage="event"):
     """A fault with a bug in it (it raises), added to the registry by :func:`bug_fault`:
     how a test puts a bug in the request's path without patching a class of the proxy
     (compiled classes cannot be patched, docs/architecture.md)."""
-
-    name = "bug"
-    stage = "event"
-    Config = _BugConfig
 
     def before_upstream(self) -> list[HttpAction]:
         if self.config.at_event is None:

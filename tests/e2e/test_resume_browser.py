@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
 from tests.browser import Chromium, chromium_path
@@ -126,11 +125,7 @@ async def test_chromium_eventsource_in_front_of_the_mock_gets_the_whole_answer_o
     expected = [ln[6:] for ln in reference.split("\n") if ln.startswith("data: ")]
     page = PAGE.decode().replace('"/_chaos/s/stream"', f'"{proxy.url}/_chaos/s{path}"')
     async with Chromium(executable=chromium_path, disable_web_security=True) as browser:
-        tab = await browser.open("about:blank")
-        await tab.evaluate(
-            "document.open(); document.write(" + orjson.dumps(page).decode() + ");"
-            " document.close();"
-        )
+        tab = await browser.write(page)
         await tab.wait_for("window.rec && window.rec.done", limit=20)
         run: dict[str, Any] = await tab.evaluate("window.rec")
         assert tab.errors == []

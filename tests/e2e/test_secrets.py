@@ -13,7 +13,6 @@ import asyncio
 import os
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import REPO
+from tests.conftest import start_serve
 from tests.scripted_upstream import Script, ScriptedUpstream, raw_upstream, scripted_upstream
 
 AUTH = "sk-SECRET-AUTHORIZATION-1a2b"
@@ -291,17 +290,10 @@ async def test_a_semicolon_separated_key_is_masked_in_the_log(tmp_path: Path) ->
 async def serve_process(*args: str) -> tuple[int | None, str]:
     """``chaosproxy serve`` until its start-up line (or its exit), then SIGTERM; its
     exit code and everything it wrote on stderr."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
-        "--admin", "off", "--log", os.devnull, *args,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    proc, first = await start_serve(
+        "--listen", "127.0.0.1:0", "--admin", "off", "--log", os.devnull, *args
+    )
     assert proc.stderr is not None
-    async with asyncio.timeout(20):
-        first = (await proc.stderr.readline()).decode()
     if "listening on" in first:
         proc.send_signal(signal.SIGTERM)
     async with asyncio.timeout(10):

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.mock import MOCK_REQUESTS
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory, run_cli
 from tests.control.test_admin import ADMIN, call
 
 CHAT = "/v1/chat/completions"
@@ -349,19 +348,6 @@ async def test_request_cut_ends_the_upload_and_the_upstream_never_sees_it(
 
 
 # --------------------------------------------------------------------------- the CLI
-
-
-def run_cli(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        **kw,
-    )
 
 
 def test_serve_and_validate_refuse_a_bad_fixture_file_with_its_lines(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from chaosproxy.server.config import (
     from_environment,
     parse_duration,
 )
+from tests.conftest import run_cli
 
 #: A valid command-line value for each flag (a new flag without one fails the test).
 SAMPLES: dict[str, str | None] = {
@@ -136,17 +137,6 @@ def test_durations_carry_a_unit(text: str, seconds: float) -> None:
 def test_a_duration_without_a_unit_is_refused(text: str) -> None:
     with pytest.raises(ConfigError, match="expected a duration with a unit"):
         parse_duration(text)
-
-
-def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *argv],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=env,
-        check=False,
-    )
 
 
 def test_a_bad_flag_is_one_line_and_exit_2() -> None:

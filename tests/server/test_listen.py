@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from chaosproxy.server.net import StartupError, listen, local_addresses
-from tests.cli.test_cli import one_line_error, run
+from tests.cli.test_cli import one_line_error
+from tests.conftest import busy_port, run_cli
 
 #: An address no host has (TEST-NET-1, RFC 5737): binding it fails EADDRNOTAVAIL.
 ABSENT = "192.0.2.1"
@@ -89,13 +90,10 @@ async def test_an_address_this_host_lacks_is_one_reason(
 
 @pytest.mark.slow
 def test_a_busy_port_names_the_flag_that_chose_it() -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        proxy = one_line_error(run("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
+    with busy_port() as port:
+        proxy = one_line_error(run_cli("serve", "--listen", f"127.0.0.1:{port}", "--admin", "off"))
         admin = one_line_error(
-            run("serve", "--listen", "127.0.0.1:0", "--admin", f"127.0.0.1:{port}")
+            run_cli("serve", "--listen", "127.0.0.1:0", "--admin", f"127.0.0.1:{port}")
         )
     assert proxy == (
         f"chaosproxy: error: cannot listen on 127.0.0.1:{port}: address already in use: "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -27,42 +26,15 @@ from chaosproxy.upstream import UpstreamPool
 from chaosproxy.upstream.response import BodySink
 from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_proxy_e2e import dechunk, raw_http
-from tests.scripted_upstream import Script, ScriptedUpstream, raw_upstream, serve_app, until
-
-#: Far more than every buffer between upstream and client (kernel socket buffers on
-#: both hops, the proxy's inbox and transport buffer) can hold together.
-BODY_MIB = 48
-EVENT = b"data: " + b"x" * 1016 + b"\n\n"  # 1 KiB events
-
-
-class BigUpstream:
-    """Streams BODY_MIB of 1 KiB SSE events as fast as the socket takes them, and says
-    when its last write went out."""
-
-    def __init__(self) -> None:
-        self.finished = asyncio.Event()
-        self.written = 0
-        self.url = ""
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        block = EVENT * 64
-        for _ in range(BODY_MIB * 16):
-            await resp.write(block)
-            self.written += len(block)
-        await resp.write_eof()
-        self.finished.set()
-        return resp
-
-
-@pytest.fixture
-async def big_upstream() -> AsyncIterator[BigUpstream]:
-    up = BigUpstream()
-    app = web.Application()
-    app.router.add_get("/big", up.handle)
-    async with serve_app(app) as up.url:
-        yield up
+from tests.scripted_upstream import (
+    BIG_EVENT,
+    BIG_MIB,
+    BigUpstream,
+    Script,
+    ScriptedUpstream,
+    raw_upstream,
+    until,
+)
 
 
 async def read_head(reader: asyncio.StreamReader) -> bytes:
@@ -91,7 +63,7 @@ async def test_a_client_that_does_not_read_stops_the_upstream_then_gets_everythi
 
     # Not reading: the upstream must come to a standstill well before the end of its
     # body. (A proxy that buffered without limit would let it write all of it.)
-    total = BODY_MIB * 2**20
+    total = BIG_MIB * 2**20
     stalled = await standstill(big_upstream)
     assert stalled < total // 2, stalled
 
@@ -104,12 +76,12 @@ async def test_a_client_that_does_not_read_stops_the_upstream_then_gets_everythi
     decoded, terminated = dechunk(bytes(body))
     assert terminated
     assert len(decoded) == total
-    expected = EVENT * (total // len(EVENT))
+    expected = BIG_EVENT * (total // len(BIG_EVENT))
     assert hashlib.sha256(decoded).digest() == hashlib.sha256(expected).digest()
     end = await log_capture.wait_end(request_id)
     assert (end["outcome"], end["bytes"]) == ("completed", total)
     if scenario:
-        assert end["frames"] == total // len(EVENT)  # still one write per event
+        assert end["frames"] == total // len(BIG_EVENT)  # still one write per event
 
 
 async def standstill(upstream: BigUpstream, *, every: float = 0.1, polls: int = 5) -> int:
@@ -307,6 +279,19 @@ class Body:
 THREE = b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
 
 
+def framed(faults: str) -> Session:
+    """A session under ``faults``, past a 200 SSE head: ready for its body."""
+    session = Session(
+        "r-1",
+        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
+        seed=1,
+        path="/s",
+    )
+    session.start(0.0)
+    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
+    return session
+
+
 @pytest.mark.parametrize(
     ("faults", "socket_writes", "batches"),
     [
@@ -330,14 +315,7 @@ THREE = b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
 async def test_the_events_of_one_read_leave_together_unless_a_fault_shapes_the_writes(
     faults: str, socket_writes: list[list[bytes]], batches: int
 ) -> None:
-    session = Session(
-        "r-1",
-        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
-        seed=1,
-        path="/s",
-    )
-    session.start(0.0)
-    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
+    session = framed(faults)
     transport = RecordingTransport()
     host = Host(session)
     pump = BodyPump(host, transport, None, Body([THREE]), chunked=True)  # type: ignore[arg-type]
@@ -359,18 +337,6 @@ class HoldingHost(Host):
     def hold_begin(self, seconds: float, fault: str) -> tuple[float, bool]:
         self.holds.append((seconds, fault))
         return seconds, False
-
-
-def framed(faults: str) -> Session:
-    session = Session(
-        "r-1",
-        scenario=parse_scenario(f"faults: {faults}", "<s>", default_name="s"),
-        seed=1,
-        path="/s",
-    )
-    session.start(0.0)
-    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    return session
 
 
 async def test_holds_are_timers_and_the_task_awaits_only_the_end() -> None:

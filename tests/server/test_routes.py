@@ -22,7 +22,7 @@ from chaosproxy import ChaosProxy
 from chaosproxy.server.config import Config, ConfigError, from_environment
 from chaosproxy.server.routes import Route, RouteError, RouteTable, host_label, parse_routes
 from chaosproxy.upstream import Upstream
-from tests.conftest import REPO, LogCapture, ProxyFactory, fixture_bytes
+from tests.conftest import REPO, LogCapture, ProxyFactory, fixture_bytes, run_cli
 from tests.scripted_upstream import Script, ScriptedUpstream, scripted_upstream
 
 
@@ -300,17 +300,6 @@ def test_chaosproxy_takes_one_url_or_several() -> None:
 
 
 # --------------------------------------------------------------------------- the CLI
-
-
-def run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *argv],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ import pytest
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.control.start import CLOSE_MARGIN
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import REPO
+from tests.conftest import REPO, start_serve
 
 SEED = 20261201
 GRACE = 1.0
@@ -75,6 +75,16 @@ def request_bytes(client: int, scenario: str | None, *, keep_alive: bool) -> byt
     return ("\r\n".join(head) + "\r\n\r\n").encode() + BODY
 
 
+async def send_request(
+    sock: socket.socket, port: int, number: int, scenario: str | None, *, keep_alive: bool
+) -> None:
+    """Connect ``sock`` (made non-blocking) to the proxy and send it request ``number``."""
+    loop = asyncio.get_running_loop()
+    sock.setblocking(False)
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    await loop.sock_sendall(sock, request_bytes(number, scenario, keep_alive=keep_alive))
+
+
 @dataclass
 class Client:
     number: int
@@ -101,12 +111,8 @@ class Client:
         await asyncio.sleep(max(0.0, t0 + self.start - time.monotonic()))
         loop = asyncio.get_running_loop()
         sock = socket.socket()
-        sock.setblocking(False)
         try:
-            await loop.sock_connect(sock, ("127.0.0.1", port))
-            await loop.sock_sendall(
-                sock, request_bytes(self.number, self.scenario, keep_alive=self.keep_alive)
-            )
+            await send_request(sock, port, self.number, self.scenario, keep_alive=self.keep_alive)
             leave_at = None if self.leave_after is None else time.monotonic() + self.leave_after
             while True:
                 limit = stop_reading_by if leave_at is None else leave_at
@@ -150,7 +156,7 @@ def plan(count: int, rng: random.Random) -> list[Client]:
     return clients
 
 
-async def start_serve(
+async def start_with_scenarios(
     tmp_path: Path, *args: str, python: list[str] | None = None
 ) -> tuple[asyncio.subprocess.Process, int, Path]:
     scenarios = tmp_path / "scenarios"
@@ -158,18 +164,12 @@ async def start_serve(
     for name, text in SCENARIOS.items():
         (scenarios / name).write_text(text)
     log = tmp_path / "frames.jsonl"
-    proc = await asyncio.create_subprocess_exec(
-        *(python or [sys.executable, "-m", "chaosproxy"]),
-        "serve", "--listen", "127.0.0.1:0", "--admin", "off", "--log", str(log),
+    proc, line = await start_serve(
+        "--listen", "127.0.0.1:0", "--admin", "off", "--log", str(log),
         "--scenarios", str(scenarios), "--grace", f"{GRACE:g}s", "--seed", "1", *args,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+        command=python or (sys.executable, "-m", "chaosproxy"),
     )  # fmt: skip
-    assert proc.stderr is not None
-    async with asyncio.timeout(20):
-        line = (await proc.stderr.readline()).decode()
     found = LISTENING.search(line)
     assert found, line
     return proc, int(found.group(2)), log
@@ -202,7 +202,7 @@ async def test_a_soak_then_sigterm_cuts_what_runs_and_exits_0_within_grace_plus_
 ) -> None:
     rng = random.Random(SEED)
     clients = plan(300, rng)
-    proc, port, log_path = await start_serve(tmp_path)
+    proc, port, log_path = await start_with_scenarios(tmp_path)
     t0 = time.monotonic()
     # Every client reads until its connection ends; none should still be reading long
     # after the exit (a connection the proxy left open would be).
@@ -294,12 +294,8 @@ class Reader:
     async def run(self, port: int, until: float) -> None:
         loop = asyncio.get_running_loop()
         sock = socket.socket()
-        sock.setblocking(False)
         try:
-            await loop.sock_connect(sock, ("127.0.0.1", port))
-            await loop.sock_sendall(
-                sock, request_bytes(self.number, self.scenario, keep_alive=True)
-            )
+            await send_request(sock, port, self.number, self.scenario, keep_alive=True)
             async with asyncio.timeout(until - time.monotonic()):
                 while data := await loop.sock_recv(sock, 262144):
                     self.bytes += len(data)
@@ -408,7 +404,7 @@ async def test_a_stop_under_load_beside_busy_processes_ends_every_request_in_tim
     try:
         flood, upstream = start_flood(tmp_path, count)
         processes.append(flood)
-        proc, port, log_path = await start_serve(tmp_path, "--upstream", upstream)
+        proc, port, log_path = await start_with_scenarios(tmp_path, "--upstream", upstream)
         exited = ExitTime(proc.pid)
         readers = [Reader(n, ["hang", "slow", "framed", None][n % 4]) for n in range(count)]
         until = time.monotonic() + SETTLE_LIMIT + EXIT_BOUND + 5.0
@@ -476,7 +472,9 @@ HUNG_CLOSE = textwrap.dedent(
 async def test_a_hung_cleanup_still_exits_0_within_grace_plus_1s(tmp_path: Path) -> None:
     script = tmp_path / "hung_close.py"
     script.write_text(HUNG_CLOSE)
-    proc, port, log_path = await start_serve(tmp_path, python=[sys.executable, str(script)])
+    proc, port, log_path = await start_with_scenarios(
+        tmp_path, python=[sys.executable, str(script)]
+    )
     client = Client(0, "hang", keep_alive=True, start=0.0)
     reading = asyncio.create_task(client.run(port, time.monotonic(), time.monotonic() + 10))
     await asyncio.sleep(0.8)  # the mock's answer is out, the body hangs
@@ -495,7 +493,7 @@ async def test_a_hung_cleanup_still_exits_0_within_grace_plus_1s(tmp_path: Path)
 
 
 async def test_sigint_twice_exits_at_once(tmp_path: Path) -> None:
-    proc, port, _ = await start_serve(tmp_path, "--grace", "30s")
+    proc, port, _ = await start_with_scenarios(tmp_path, "--grace", "30s")
     client = Client(0, "hang", keep_alive=True, start=0.0)
     reading = asyncio.create_task(client.run(port, time.monotonic(), time.monotonic() + 10))
     await asyncio.sleep(0.8)

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from chaosproxy.tools.explore import (
     CommandRunner,
     Exploration,
     ExploreError,
+    SerialRunner,
     Settings,
     Trial,
     TrialResult,
@@ -36,7 +35,7 @@ from chaosproxy.tools.explore import (
     write_outputs,
 )
 from chaosproxy.tools.fault_space import Shape
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 #: The stream the stand-in's clean run shows: the mock's OpenAI Chat answer.
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)
@@ -70,8 +69,9 @@ def faults_of(trial: Trial) -> Faults:
     return faults
 
 
-class StandIn:
-    """A runner whose client is ``judge``: faults in, (verdict, content, defect) out."""
+class StandIn(SerialRunner):
+    """A runner whose client is ``judge``: faults in, (verdict, content, defect) out;
+    ``jobs`` is what it says it has (it runs one trial at a time)."""
 
     def __init__(
         self,
@@ -92,41 +92,22 @@ class StandIn:
     def jobs(self) -> int:
         return self._jobs
 
-    def run(
-        self,
-        trials: Iterable[Trial],
-        *,
-        stop: Callable[[], bool] | None = None,
-        started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, TrialResult], None] | None = None,
-    ) -> list[TrialResult]:
-        out = []
-        for trial in trials:
-            if stop is not None and stop():
-                break
-            if started is not None:
-                started(trial, 1)
-            self.ran.append(trial.name)
-            if trial.name == CLEAN:
-                outcome = TrialResult(
-                    self.clean,
-                    "clean",
-                    content="intact",
-                    request_id="r-0",
-                    requests=["r-0"],
-                    lines=clean_lines(self.shape),
-                )
-            else:
-                verdict, content, defect = self.judge(faults_of(trial))
-                outcome = TrialResult(
-                    verdict, f"{verdict}: {defect}", content=content, defect=defect
-                )
-                outcome.request_id = f"r-{len(self.ran)}"
-                outcome.requests = [outcome.request_id]
-            out.append(outcome)
-            if ended is not None:
-                ended(trial, outcome)
-        return out
+    def one(self, trial: Trial) -> TrialResult:
+        self.ran.append(trial.name)
+        if trial.name == CLEAN:
+            return TrialResult(
+                self.clean,
+                "clean",
+                content="intact",
+                request_id="r-0",
+                requests=["r-0"],
+                lines=clean_lines(self.shape),
+            )
+        verdict, content, defect = self.judge(faults_of(trial))
+        outcome = TrialResult(verdict, f"{verdict}: {defect}", content=content, defect=defect)
+        outcome.request_id = f"r-{len(self.ran)}"
+        outcome.requests = [outcome.request_id]
+        return outcome
 
 
 def has(faults: Faults, name: str, **params: Any) -> bool:
@@ -329,18 +310,6 @@ def test_budgets() -> None:
     assert str(Budget(runs=3)) == "3 runs" and str(Budget(seconds=150)) == "2m30s"
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        check=False,
-    )
-
-
 def test_bad_flags_are_usage_errors() -> None:
     bad = run_cli("explore", "--client", "x", "--faults", "drop,status")
     assert bad.returncode == 2 and "not in the space: status" in bad.stderr
@@ -411,7 +380,7 @@ def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twi
         "--timeout",
         "15s",
     ]
-    first = run_cli(*args, "--out", str(tmp_path / "a"), "--jobs", "2")
+    first = run_cli(*args, "--out", str(tmp_path / "a"), "--jobs", "2", timeout=300)
     assert first.returncode == 1, first.stderr
     found = sorted((tmp_path / "a" / "found").iterdir())
     assert [p.name for p in found] == ["silent-corruption-duplicate.yaml"]
@@ -420,7 +389,7 @@ def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twi
     assert "| 1 | silent_corruption |" in first.stdout
     assert "] run 8 " in first.stderr and "confirmed silent-corruption-duplicate" in first.stderr
 
-    second = run_cli(*args, "--out", str(tmp_path / "b"), "--jobs", "1")
+    second = run_cli(*args, "--out", str(tmp_path / "b"), "--jobs", "1", timeout=300)
     assert second.returncode == 1, second.stderr
     assert (tmp_path / "b" / "found" / found[0].name).read_text() == found[0].read_text()
     a, b = (json.loads((tmp_path / d / "explore.json").read_text()) for d in "ab")

@@ -17,21 +17,11 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 CLIENT = """
-import httpx, json, pytest
+import functools, pytest
 
-BODY = {"model": "gpt-4o-mini", "stream": True, "messages": []}
+from tests.fixtures.matrix import chat_client
 
-def chat(url):
-    text = ""
-    with httpx.stream("POST", url + "/v1/chat/completions", json=BODY, timeout=10) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            data = line.removeprefix("data: ")
-            if data == "[DONE]":
-                return text
-            if line.startswith("data: "):
-                text += json.loads(data)["choices"][0]["delta"].get("content") or ""
-    raise RuntimeError("no [DONE]")
+chat = functools.partial(chat_client.chat, timeout=10)
 """
 
 

@@ -160,7 +160,7 @@ def test_a_client_that_raises_on_a_clean_stream_fails_the_gate(tmp_path: Path) -
 
 
 # The careful client (CAREFUL: it stops at the first terminal event) over the whole
-# library: tests/test_matrix_library.py's ``httpx-sse`` case runs the same command over
+# library: tests/tools/test_matrix_library.py's ``httpx-sse`` case runs the same command over
 # the same library, and checks every verdict against this oracle and against
 # docs/verdicts.md's table (`delta-after-done` and `terminal-event-twice`: tolerated).
 

@@ -201,6 +201,18 @@ class raw_server:
         await self.server.wait_closed()
 
 
+@contextlib.asynccontextmanager
+async def pool_on(handler: Handler, **settings: Any) -> AsyncIterator[UpstreamPool]:
+    """A pool of connections to a :class:`raw_server` running ``handler``, closed after
+    the block (``settings``: the pool's)."""
+    async with raw_server(handler) as srv:
+        pool = UpstreamPool(srv.url, **settings)
+        try:
+            yield pool
+        finally:
+            await pool.close()
+
+
 def cl(body: bytes, *extra: str, status: str = "200 OK", version: str = "1.1") -> bytes:
     head = [f"HTTP/{version} {status}", f"Content-Length: {len(body)}", *extra]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
@@ -382,19 +394,15 @@ async def test_chunked_across_every_split() -> None:
             await until(lambda: unread(pool) == 0)  # the client has read the first part
             await conn.send(CHUNKED[i:])
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            for _ in range(1, len(CHUNKED)):
-                resp = await pool.request("GET", "/", [])
-                assert resp.status == 200 and resp.headers["X-A"] == "1"
-                assert "X-Trailer" not in resp.headers
-                sink = await read_all(resp)
-                assert sink.body == b"abcde" and sink.ends == [None]
-                assert 1 <= len(sink.calls) <= 2
-            assert (pool.stats.opened, pool.stats.reused) == (1, len(CHUNKED) - 2)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        for _ in range(1, len(CHUNKED)):
+            resp = await pool.request("GET", "/", [])
+            assert resp.status == 200 and resp.headers["X-A"] == "1"
+            assert "X-Trailer" not in resp.headers
+            sink = await read_all(resp)
+            assert sink.body == b"abcde" and sink.ends == [None]
+            assert 1 <= len(sink.calls) <= 2
+        assert (pool.stats.opened, pool.stats.reused) == (1, len(CHUNKED) - 2)
 
 
 async def test_one_read_with_several_chunks_is_one_body_data() -> None:
@@ -409,17 +417,13 @@ async def test_one_read_with_several_chunks_is_one_body_data() -> None:
         await conn.send(b"0\r\n\r\n")
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [])
-            sink = Sink()
-            resp.start(sink)
-            started.set()
-            assert await sink.wait() is None
-            assert sink.calls == [b"abcdefghij"]
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [])
+        sink = Sink()
+        resp.start(sink)
+        started.set()
+        assert await sink.wait() is None
+        assert sink.calls == [b"abcdefghij"]
 
 
 async def test_content_length_body_and_bytes_with_the_head() -> None:
@@ -427,16 +431,12 @@ async def test_content_length_body_and_bytes_with_the_head() -> None:
         while await conn.request():
             await conn.send(cl(b"0123456789"))
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [])
-            assert resp.complete  # the whole body came with the head
-            sink = await read_all(resp)
-            assert sink.calls == [b"0123456789"] and sink.ends == [None]
-            assert pool.stats.idle == 1
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [])
+        assert resp.complete  # the whole body came with the head
+        sink = await read_all(resp)
+        assert sink.calls == [b"0123456789"] and sink.ends == [None]
+        assert pool.stats.idle == 1
 
 
 async def test_close_delimited_body_ends_at_eof_and_is_not_pooled() -> None:
@@ -447,15 +447,11 @@ async def test_close_delimited_body_ends_at_eof_and_is_not_pooled() -> None:
         await conn.send(b"second")
         conn.writer.close()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [])
-            sink = await read_all(resp)
-            assert sink.body == b"first second" and sink.ends == [None] and resp.complete
-            assert (pool.stats.idle, pool.stats.active) == (0, 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [])
+        sink = await read_all(resp)
+        assert sink.body == b"first second" and sink.ends == [None] and resp.complete
+        assert (pool.stats.idle, pool.stats.active) == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -473,18 +469,14 @@ async def test_no_body_responses_keep_the_connection(method: str, answer: bytes)
         await conn.request()
         await conn.send(cl(b"next"))
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request(method, "/", [])
-            assert resp.complete
-            sink = await read_all(resp)
-            assert sink.calls == [] and sink.ends == [None]
-            resp2 = await pool.request("GET", "/", [])
-            assert (await read_all(resp2)).body == b"next"
-            assert (pool.stats.opened, pool.stats.reused) == (1, 1)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request(method, "/", [])
+        assert resp.complete
+        sink = await read_all(resp)
+        assert sink.calls == [] and sink.ends == [None]
+        resp2 = await pool.request("GET", "/", [])
+        assert (await read_all(resp2)).body == b"next"
+        assert (pool.stats.opened, pool.stats.reused) == (1, 1)
 
 
 async def test_head_answered_with_a_body_drops_the_connection() -> None:
@@ -492,17 +484,13 @@ async def test_head_answered_with_a_body_drops_the_connection() -> None:
         while await conn.request():
             await conn.send(cl(b"oops"))
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("HEAD", "/", [])
-            sink = await read_all(resp)
-            assert sink.calls == [] and sink.ends == [None]
-            resp2 = await pool.request("GET", "/", [])
-            assert (await read_all(resp2)).body == b"oops"
-            assert (pool.stats.opened, pool.stats.reused) == (2, 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("HEAD", "/", [])
+        sink = await read_all(resp)
+        assert sink.calls == [] and sink.ends == [None]
+        resp2 = await pool.request("GET", "/", [])
+        assert (await read_all(resp2)).body == b"oops"
+        assert (pool.stats.opened, pool.stats.reused) == (2, 0)
 
 
 async def test_interim_responses_are_skipped() -> None:
@@ -514,15 +502,11 @@ async def test_interim_responses_are_skipped() -> None:
             b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + cl(b"done", "X-Final: 1")
         )
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("POST", "/", [("Expect", "100-continue")], b"payload")
-            assert resp.status == 200 and resp.headers["X-Final"] == "1"
-            assert "Link" not in resp.headers
-            assert (await read_all(resp)).body == b"done"
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("POST", "/", [("Expect", "100-continue")], b"payload")
+        assert resp.status == 200 and resp.headers["X-Final"] == "1"
+        assert "Link" not in resp.headers
+        assert (await read_all(resp)).body == b"done"
 
 
 @pytest.mark.parametrize(
@@ -546,17 +530,13 @@ async def test_connection_close_is_not_reused(
         await conn.eof()  # the server keeps it open: the client must close it
         closed_by_client.set()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            for _ in range(2):
-                resp = await pool.request("GET", "/", request_headers)
-                assert (await read_all(resp)).body == b"ok"
-                await closed_by_client.wait()
-                closed_by_client.clear()
-            assert (pool.stats.opened, pool.stats.reused, pool.stats.idle) == (2, 0, 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        for _ in range(2):
+            resp = await pool.request("GET", "/", request_headers)
+            assert (await read_all(resp)).body == b"ok"
+            await closed_by_client.wait()
+            closed_by_client.clear()
+        assert (pool.stats.opened, pool.stats.reused, pool.stats.idle) == (2, 0, 0)
 
 
 def stale_handler(seen: list[Req]) -> Handler:
@@ -644,18 +624,14 @@ async def test_idle_connection_closed_by_the_server_leaves_the_pool() -> None:
         await conn.send(cl(b"ok"))
         await go.wait()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            await read_all(await pool.request("GET", "/", []))
-            assert pool.stats.idle == 1
-            go.set()  # the handler returns: the server closes the connection
-            await until(lambda: pool.stats.active == 0)
-            assert pool.stats.idle == 0
-            await read_all(await pool.request("GET", "/", []))
-            assert (pool.stats.opened, pool.stats.reused) == (2, 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        await read_all(await pool.request("GET", "/", []))
+        assert pool.stats.idle == 1
+        go.set()  # the handler returns: the server closes the connection
+        await until(lambda: pool.stats.active == 0)
+        assert pool.stats.idle == 0
+        await read_all(await pool.request("GET", "/", []))
+        assert (pool.stats.opened, pool.stats.reused) == (2, 0)
 
 
 async def test_idle_timeout_closes_the_connection() -> None:
@@ -667,16 +643,12 @@ async def test_idle_timeout_closes_the_connection() -> None:
         await conn.eof()
         gone.set()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url, idle_timeout=0.05)
-        try:
-            await read_all(await pool.request("GET", "/", []))
-            assert pool.stats.idle == 1
-            async with asyncio.timeout(5):
-                await gone.wait()
-            await until(lambda: pool.stats.active == 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler, idle_timeout=0.05) as pool:
+        await read_all(await pool.request("GET", "/", []))
+        assert pool.stats.idle == 1
+        async with asyncio.timeout(5):
+            await gone.wait()
+        await until(lambda: pool.stats.active == 0)
 
 
 @pytest.mark.parametrize(
@@ -702,20 +674,16 @@ async def test_body_cut_short(answer: bytes, how: str, body: bytes, text: str) -
         if how == "reset":
             conn.reset()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [])
-            sink = await read_all(resp)
-            error = sink.ends[0]
-            assert isinstance(error, UpstreamClosed) and error.body_bytes == len(body)
-            assert f"{text} the connection after {len(body)} " in str(error)
-            if b"Content-Length" in answer:
-                assert f"{len(body)} of 10 body bytes" in str(error)
-            assert sink.body == body and not resp.complete
-            assert pool.stats.active == 0
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [])
+        sink = await read_all(resp)
+        error = sink.ends[0]
+        assert isinstance(error, UpstreamClosed) and error.body_bytes == len(body)
+        assert f"{text} the connection after {len(body)} " in str(error)
+        if b"Content-Length" in answer:
+            assert f"{len(body)} of 10 body bytes" in str(error)
+        assert sink.body == body and not resp.complete
+        assert pool.stats.active == 0
 
 
 async def test_closed_before_the_head() -> None:
@@ -723,13 +691,9 @@ async def test_closed_before_the_head() -> None:
         await conn.request()
         await conn.send(b"HTTP/1.1 200 OK\r\nContent-")
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            with pytest.raises(UpstreamClosed, match="before the response head"):
-                await pool.request("GET", "/", [])
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        with pytest.raises(UpstreamClosed, match="before the response head"):
+            await pool.request("GET", "/", [])
 
 
 async def test_bad_chunk_size_ends_with_a_protocol_error() -> None:
@@ -738,16 +702,12 @@ async def test_bad_chunk_size_ends_with_a_protocol_error() -> None:
         await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\nzz\r\n")
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            sink = await read_all(await pool.request("GET", "/", []))
-            assert sink.body == b"ok"
-            assert isinstance(sink.ends[0], UpstreamProtocolError)
-            assert "chunk size" in str(sink.ends[0])
-            await until(lambda: pool.stats.active == 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        sink = await read_all(await pool.request("GET", "/", []))
+        assert sink.body == b"ok"
+        assert isinstance(sink.ends[0], UpstreamProtocolError)
+        assert "chunk size" in str(sink.ends[0])
+        await until(lambda: pool.stats.active == 0)
 
 
 @pytest.mark.parametrize(
@@ -767,18 +727,14 @@ async def test_broken_head_is_a_protocol_error(answer: bytes) -> None:
         await conn.send(answer)
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url, max_head_size=1024)
-        try:
-            with pytest.raises(UpstreamProtocolError) as info:
-                await pool.request("GET", "/v1/chat?key=SECRET&x=1", [])
-            text = str(info.value)
-            assert "SECRET" not in text and "/v1" not in text and "\n" not in text
-            if b"X-Big" in answer:
-                assert "larger than 1024 bytes" in text
-            await until(lambda: pool.stats.active == 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler, max_head_size=1024) as pool:
+        with pytest.raises(UpstreamProtocolError) as info:
+            await pool.request("GET", "/v1/chat?key=SECRET&x=1", [])
+        text = str(info.value)
+        assert "SECRET" not in text and "/v1" not in text and "\n" not in text
+        if b"X-Big" in answer:
+            assert "larger than 1024 bytes" in text
+        await until(lambda: pool.stats.active == 0)
 
 
 REST = b"3\r\nbbb\r\n3\r\nccc\r\n0\r\n\r\n"
@@ -794,25 +750,21 @@ async def test_pause_holds_body_data_until_resume() -> None:
         await conn.send(REST)
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [])
-            sink = Sink()
-            resp.start(sink)
-            await until(lambda: sink.calls == [b"aaa"])
-            resp.pause_reading()
-            more.set()
-            await until(lambda: unread(pool) > 0)  # it has arrived, and is not read
-            for _ in range(20):
-                await asyncio.sleep(0)
-            assert sink.calls == [b"aaa"] and not sink.ends
-            assert unread(pool) == len(REST)  # back-pressure: the socket is not read
-            resp.resume_reading()
-            assert await sink.wait() is None
-            assert sink.body == b"aaabbbccc"
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [])
+        sink = Sink()
+        resp.start(sink)
+        await until(lambda: sink.calls == [b"aaa"])
+        resp.pause_reading()
+        more.set()
+        await until(lambda: unread(pool) > 0)  # it has arrived, and is not read
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert sink.calls == [b"aaa"] and not sink.ends
+        assert unread(pool) == len(REST)  # back-pressure: the socket is not read
+        resp.resume_reading()
+        assert await sink.wait() is None
+        assert sink.body == b"aaabbbccc"
 
 
 async def test_pause_before_start_and_resume_delivers_from_the_loop() -> None:
@@ -821,20 +773,16 @@ async def test_pause_before_start_and_resume_delivers_from_the_loop() -> None:
         await conn.send(cl(b"whole body"))
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [])
-            resp.pause_reading()
-            sink = Sink()
-            resp.start(sink)
-            assert sink.calls == [] and sink.ends == []
-            resp.resume_reading()
-            assert sink.calls == []  # not re-entrant: delivered by call_soon
-            assert await sink.wait() is None
-            assert sink.calls == [b"whole body"]
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [])
+        resp.pause_reading()
+        sink = Sink()
+        resp.start(sink)
+        assert sink.calls == [] and sink.ends == []
+        resp.resume_reading()
+        assert sink.calls == []  # not re-entrant: delivered by call_soon
+        assert await sink.wait() is None
+        assert sink.calls == [b"whole body"]
 
 
 async def test_response_close_mid_body() -> None:
@@ -843,20 +791,16 @@ async def test_response_close_mid_body() -> None:
         await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart")
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [])
-            sink = Sink()
-            resp.start(sink)
-            await sink.data_event.wait()
-            resp.close()
-            resp.close()
-            assert len(sink.ends) == 1 and isinstance(sink.ends[0], UpstreamClosed)
-            assert "closed by the caller after 4 body bytes" in str(sink.ends[0])
-            await until(lambda: pool.stats.active == 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [])
+        sink = Sink()
+        resp.start(sink)
+        await sink.data_event.wait()
+        resp.close()
+        resp.close()
+        assert len(sink.ends) == 1 and isinstance(sink.ends[0], UpstreamClosed)
+        assert "closed by the caller after 4 body bytes" in str(sink.ends[0])
+        await until(lambda: pool.stats.active == 0)
 
 
 async def test_cancelled_request_drops_its_connection() -> None:
@@ -867,17 +811,13 @@ async def test_cancelled_request_drops_its_connection() -> None:
         got.set()
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            task = asyncio.ensure_future(pool.request("GET", "/", []))
-            await got.wait()
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            await until(lambda: pool.stats.active == 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        task = asyncio.ensure_future(pool.request("GET", "/", []))
+        await got.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await until(lambda: pool.stats.active == 0)
 
 
 async def test_close_ends_busy_and_idle_connections() -> None:
@@ -1058,13 +998,9 @@ async def test_head_clock_stops_while_the_callers_body_is_awaited() -> None:
             await asyncio.sleep(0.15)  # the client is slow, not the upstream
             yield piece
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("POST", "/", [], slow_body(), head_timeout=0.1)
-            assert (await read_all(resp)).body == b"abc"
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("POST", "/", [], slow_body(), head_timeout=0.1)
+        assert (await read_all(resp)).body == b"abc"
 
 
 async def test_idle_timeout_mid_body() -> None:
@@ -1073,18 +1009,14 @@ async def test_idle_timeout_mid_body() -> None:
         await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabcd")
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [], head_timeout=0.2, idle_timeout=0.2)
-            sink = await read_all(resp)
-            error = sink.ends[0]
-            assert isinstance(error, UpstreamIdleTimeout) and error.body_bytes == 4
-            assert error.reason == "idle timeout"
-            assert "sent nothing for 0.2 s mid-body, after 4 of 100 body bytes" in str(error)
-            await until(lambda: pool.stats.active == 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [], head_timeout=0.2, idle_timeout=0.2)
+        sink = await read_all(resp)
+        error = sink.ends[0]
+        assert isinstance(error, UpstreamIdleTimeout) and error.body_bytes == 4
+        assert error.reason == "idle timeout"
+        assert "sent nothing for 0.2 s mid-body, after 4 of 100 body bytes" in str(error)
+        await until(lambda: pool.stats.active == 0)
 
 
 async def test_a_paused_response_is_not_idle() -> None:
@@ -1097,20 +1029,16 @@ async def test_a_paused_response_is_not_idle() -> None:
         await conn.send(b"efgh")
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            resp = await pool.request("GET", "/", [], idle_timeout=0.1)
-            sink = Sink()
-            resp.start(sink)
-            await sink.data_event.wait()
-            resp.pause_reading()
-            await asyncio.sleep(0.4)  # paused by us: the upstream's silence does not count
-            resp.resume_reading()
-            more.set()
-            assert await sink.wait() is None and sink.body == b"abcdefgh"
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        resp = await pool.request("GET", "/", [], idle_timeout=0.1)
+        sink = Sink()
+        resp.start(sink)
+        await sink.data_event.wait()
+        resp.pause_reading()
+        await asyncio.sleep(0.4)  # paused by us: the upstream's silence does not count
+        resp.resume_reading()
+        more.set()
+        assert await sink.wait() is None and sink.body == b"abcdefgh"
 
 
 async def test_an_early_answer_survives_the_failed_body_write() -> None:
@@ -1204,15 +1132,11 @@ async def test_a_pooled_connection_that_speaks_unasked_is_dropped() -> None:
             await conn.send(goodbye)
         await conn.eof()
 
-    async with raw_server(handler) as srv:
-        pool = UpstreamPool(srv.url)
-        try:
-            assert (await read_all(await pool.request("GET", "/", []))).body == b"answer 0"
-            await until(lambda: pool.stats.active == 0)  # the goodbye dropped it
-            assert (await read_all(await pool.request("GET", "/", []))).body == b"answer 1"
-            assert (pool.stats.opened, pool.stats.reused) == (2, 0)
-        finally:
-            await pool.close()
+    async with pool_on(handler) as pool:
+        assert (await read_all(await pool.request("GET", "/", []))).body == b"answer 0"
+        await until(lambda: pool.stats.active == 0)  # the goodbye dropped it
+        assert (await read_all(await pool.request("GET", "/", []))).body == b"answer 1"
+        assert (pool.stats.opened, pool.stats.reused) == (2, 0)
 
 
 # ---------------------------------------------------------------------- TLS

@@ -13,8 +13,6 @@ with a ``trustme`` CA, reached through the live proxy by a real client (httpx).
 from __future__ import annotations
 
 import ssl
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,7 @@ from aiohttp import web
 from chaosproxy.control.api import EMBEDDED, ChaosProxy
 from chaosproxy.server.net import StartupError
 from chaosproxy.upstream.tls import tls_context, upstream_warnings
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import LogCapture, ProxyFactory, run_cli
 
 
 @dataclass
@@ -292,16 +290,6 @@ async def test_bad_settings_raise_from_chaos_proxy(tmp_path: Path) -> None:
             pass
 
 
-def _serve(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-    )
-
-
 @pytest.mark.parametrize(
     ("flags", "reason"),
     [
@@ -312,7 +300,9 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_bad_settings_exit_2_with_one_line(
     tmp_path: Path, flags: Callable[[Path], list[str]], reason: str
 ) -> None:
-    result = _serve("--upstream", "https://localhost:1", *flags(tmp_path))
+    result = run_cli(
+        "serve", "--listen", "127.0.0.1:0", "--upstream", "https://localhost:1", *flags(tmp_path)
+    )
     assert result.returncode == 2, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -37,7 +37,7 @@ import orjson
 import pytest
 
 from chaosproxy.scenario.selection import derive_seed
-from tests.conftest import REPO
+from tests.conftest import REPO, busy_port
 
 #: Each test starts serve --workers: a supervisor and its worker processes.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -460,12 +460,8 @@ def test_sigterm_stops_every_worker_and_ends_every_request(tmp_path: Path) -> No
 
 
 def test_a_port_in_use_stops_start_up_in_one_line(tmp_path: Path) -> None:
-    import socket
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+    with busy_port() as port:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_")}
         env["PYTHONPATH"] = str(REPO)
         done = subprocess.run(

@@ -10,13 +10,13 @@ of an upstream one (an added empty delta), which have ordinal 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import FaultContext
+from chaosproxy.core.faults.base import Fault, FaultContext
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.providers.base import EventContent
 from chaosproxy.core.slots import ProviderSlots, Slot, number_at, rebuild, slots_for, string_json
@@ -48,21 +48,22 @@ class Rewriter:
         return self._slots
 
     def text(self, ev: Event) -> Slot | None:
-        slots = self.slots
-        if slots is None or not ev.frame.complete or ev.frame.data is None:
-            return None
-        slot = slots.text(ev.frame)
-        if slot is not None:
-            self._style(ev.frame, slot)
-        return slot
+        slots = self._slots_of(ev)
+        return None if slots is None else self._styled(ev.frame, slots.text(ev.frame))
 
     def tool(self, ev: Event) -> Slot | None:
-        slots = self.slots
-        if slots is None or not ev.frame.complete or ev.frame.data is None:
+        slots = self._slots_of(ev)
+        return None if slots is None else self._styled(ev.frame, slots.tool(ev.frame))
+
+    def _slots_of(self, ev: Event) -> ProviderSlots | None:
+        """The provider's slots, when ``ev`` is a whole event with data to rewrite."""
+        if not ev.frame.complete or ev.frame.data is None:
             return None
-        slot = slots.tool(ev.frame)
+        return self.slots
+
+    def _styled(self, frame: Frame, slot: Slot | None) -> Slot | None:
         if slot is not None:
-            self._style(ev.frame, slot)
+            self._style(frame, slot)
         return slot
 
     def _style(self, frame: Frame, slot: Slot) -> None:
@@ -215,3 +216,12 @@ class Rewriter:
 
 
 __all__ = ["Rewriter"]
+
+
+def skip_reason(fault: Fault, why: Callable[[], str]) -> str | None:
+    """A content fault's :meth:`~Fault.skipped`: None once it applied; else why its
+    provider's streams cannot be rewritten (its :meth:`~Fault.provider_problem`); else
+    ``why()``, read from the fault's own state."""
+    if fault.applied:
+        return None
+    return fault.provider_problem(fault.config, fault.ctx.profile.name) or why()

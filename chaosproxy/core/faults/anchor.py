@@ -1,5 +1,5 @@
 """Where ``after: N`` / ``before: N`` falls in the stream a fault receives (``inject``,
-``oversize``)."""
+``splice``, ``oversize``)."""
 
 from __future__ import annotations
 
@@ -26,11 +26,14 @@ class OrdinalAnchor:
     if upstream had N events but none of them came after it.
     """
 
-    __slots__ = ("fired", "ordinal", "seen")
+    __slots__ = ("fired", "ordinal", "seen", "target")
 
-    def __init__(self, ordinal: int | None) -> None:
+    def __init__(self, target: int | str | None) -> None:
+        #: What the scenario named: an upstream ordinal, or a kind (``terminal``,
+        #: ``start``) whose first upstream event gives the ordinal.
+        self.target = target
         #: The upstream ordinal (None: not known yet, e.g. ``terminal`` before it came).
-        self.ordinal = ordinal
+        self.ordinal = target if isinstance(target, int) else None
         #: Upstream events observed so far.
         self.seen = 0
         self.fired = False
@@ -38,6 +41,9 @@ class OrdinalAnchor:
     def observe(self, ev: Event) -> None:
         if ev.ordinal > 0:
             self.seen = max(self.seen, ev.ordinal)
+        target = self.target
+        if self.ordinal is None and isinstance(target, str) and target in ev.kinds:
+            self.ordinal = ev.ordinal
 
     def at(self, ev: Event, where: Placement) -> Placement | None:
         """Whether the position is right ``before`` or right ``after`` ``ev`` (fires once)."""
@@ -58,3 +64,10 @@ class OrdinalAnchor:
             return False
         self.fired = True
         return True
+
+    def never_reached(self, where: str) -> str:
+        """Why nothing fired, for a fault's skipped reason; ``where`` is how the scenario
+        put the position (``after: terminal``)."""
+        if isinstance(self.target, str) and self.ordinal is None:
+            return f"{where} never reached: the stream had no {self.target} event"
+        return f"{where} never reached: the stream had {self.seen} events"

@@ -9,25 +9,23 @@ Every fault has the same shape (``drop.py`` is the model)::
 
     class DropConfig(SelectorConfig): ...
 
-    class DropFault(SelectingFault[DropConfig]):
-        name = "drop"
-        stage = "event"
-        Config = DropConfig
+    class DropFault(SelectingFault[DropConfig], name="drop", stage="event"):
 
         def on_event(self, ev: Event) -> list[Event]: ...
 
-``Fault[XConfig]`` types ``self.config`` as ``XConfig``; a config with the event
+``Fault[XConfig]`` types ``self.config`` as ``XConfig`` and makes ``XConfig`` the
+fault's ``Config``; a config with the event
 selectors (a :class:`SelectorConfig`) goes with :class:`SelectingFault`, whose
 ``self.selector`` is always there.
 
 Faults act in up to three stages, each a hook with a pass-through default:
 
 * HTTP (before the upstream answers): :meth:`Fault.before_upstream`,
-  :meth:`Fault.response_headers`; faults that act only here have ``stage = "http"``,
+  :meth:`Fault.response_headers`; faults that act only here have ``stage="http"``,
   but an event or transport fault may use these hooks too;
-* event (``stage = "event"``): :meth:`Fault.on_event` / :meth:`Fault.on_event_end`,
+* event (``stage="event"``): :meth:`Fault.on_event` / :meth:`Fault.on_event_end`,
   events in, events out;
-* transport (``stage = "transport"``): :meth:`Fault.on_action` /
+* transport (``stage="transport"``): :meth:`Fault.on_action` /
   :meth:`Fault.on_action_end`, actions in, actions out.
 
 All data read must be passed along: a hook returns what it received unless it means
@@ -39,9 +37,10 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Generic, Literal
+from typing import Annotated, Any, ClassVar, Generic, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -119,6 +118,34 @@ class FaultConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def given(self, *fields: str) -> list[str]:
+        """Which of ``fields`` the scenario gave (not None)."""
+        return [f for f in fields if getattr(self, f) is not None]
+
+    def exactly_one(self, *fields: str, note: str = "") -> str:
+        """The one of ``fields`` given; ``ValueError("give exactly one of …")`` (``note``
+        after the list) unless exactly one is: for a ``model_validator``."""
+        given = self.given(*fields)
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {', '.join(fields)}{note}")
+        return given[0]
+
+    def at_least_one(self, *fields: str) -> None:
+        """``ValueError("give at least one of …")`` unless one of ``fields`` is given."""
+        if not self.given(*fields):
+            raise ValueError(f"give at least one of {', '.join(fields)}")
+
+
+def regex_compiles(pattern: str) -> str:
+    """``pattern``, once :func:`compile_search` took it (its refusal is a ValueError: a
+    located message)."""
+    compile_search(pattern)
+    return pattern
+
+
+#: A regular expression searched in text: refused at validation when it does not
+#: compile or is too costly to search (``core/regex.py``).
+SearchRegex = Annotated[str, AfterValidator(regex_compiles)]
 
 IntOrList = int | list[int]
 StrOrList = str | list[str]
@@ -132,18 +159,11 @@ class SelectorConfig(FaultConfig):
 
     kind: StrOrList | None = None
     type: StrOrList | None = None
-    match: str | None = None
+    match: SearchRegex | None = None
     nth: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=1)]] | None = None
     every: Annotated[int, Field(ge=1)] | None = None
     range: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
     probability: Annotated[float, Field(ge=0, le=1)] | None = None
-
-    @field_validator("match")
-    @classmethod
-    def _regex_compiles(cls, v: str | None) -> str | None:
-        if v is not None:
-            compile_search(v)  # RegexRefused is a ValueError: a located message
-        return v
 
     @field_validator("kind")
     @classmethod
@@ -323,11 +343,16 @@ C = TypeVar("C", bound=FaultConfig, default=FaultConfig, covariant=True)
 S = TypeVar("S", bound=SelectorConfig, default=SelectorConfig, covariant=True)
 
 
+#: Where a fault acts (see :attr:`Fault.stage`).
+Stage = Literal["http", "event", "transport"]
+
+
 class Fault(Generic[C]):
     """Base class: every hook passes everything through unchanged.
 
-    A fault is written ``class XFault(Fault[XConfig])`` with ``Config = XConfig``: the
-    instance's :attr:`config` is then typed ``XConfig``.
+    A fault is written ``class XFault(Fault[XConfig], name="x", stage="event")``: the
+    instance's :attr:`config` is then typed ``XConfig``, and ``XConfig`` is its
+    :attr:`Config` (taken from that base when the class body does not set it).
     """
 
     #: The key under ``faults:`` in a scenario.
@@ -337,7 +362,7 @@ class Fault(Generic[C]):
     #: ``http`` faults act before the body (they take part in neither body stage);
     #: ``event`` faults run first on the body (they need sse/ndjson framing);
     #: ``transport`` faults after.
-    stage: ClassVar[Literal["http", "event", "transport"]]
+    stage: ClassVar[Stage]
     #: True when :meth:`response_headers` may change the headers (the session then
     #: hands them over as a plain mapping).
     edits_headers: ClassVar[bool] = False
@@ -348,6 +373,24 @@ class Fault(Generic[C]):
         self.ctx = ctx
         #: How many times the fault changed something; reported in ``faults_applied``.
         self.applied = 0
+
+    def __init_subclass__(
+        cls, name: str | None = None, stage: Stage | None = None, **kwargs: Any
+    ) -> None:
+        """``class XFault(Fault[XConfig], name="x", stage="event")``: the fault's name,
+        stage and ``Config`` (``XConfig``, unless the class body sets one)."""
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            cls.name = name
+        if stage is not None:
+            cls.stage = stage
+        if "Config" in vars(cls):
+            return
+        for base in getattr(cls, "__orig_bases__", ()):
+            args = get_args(base)
+            if args and isinstance(args[0], type) and issubclass(args[0], FaultConfig):
+                cls.Config = args[0]
+                return
 
     @classmethod
     def needs_framing(cls, config: FaultConfig) -> bool:

@@ -16,11 +16,7 @@ class BomConfig(FaultConfig):
     """No parameters (``bom: {}`` or ``bom:``)."""
 
 
-class BomFault(Fault[BomConfig]):
-    name = "bom"
-    stage = "event"
-    Config = BomConfig
-
+class BomFault(Fault[BomConfig], name="bom", stage="event"):
     def on_event(self, ev: Event) -> list[Event]:
         if self.applied:
             return [ev]

@@ -25,9 +25,7 @@ class CoalesceConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> CoalesceConfig:
-        given = [k for k in ("events", "window", "all") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of events, window, all (all: true)")
+        self.exactly_one("events", "window", "all", note=" (all: true)")
         return self
 
 
@@ -47,11 +45,7 @@ def merge_sends(sends: list[Send], fault: str) -> Send:
     )
 
 
-class CoalesceFault(Fault[CoalesceConfig]):
-    name = "coalesce"
-    stage = "transport"
-    Config = CoalesceConfig
-
+class CoalesceFault(Fault[CoalesceConfig], name="coalesce", stage="transport"):
     def __init__(self, config: CoalesceConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._held: list[Send] = []

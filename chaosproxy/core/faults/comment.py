@@ -25,11 +25,7 @@ class CommentConfig(FaultConfig):
     text: StrictStr = "keepalive"
 
 
-class CommentFault(Fault[CommentConfig]):
-    name = "comment"
-    stage = "event"
-    Config = CommentConfig
-
+class CommentFault(Fault[CommentConfig], name="comment", stage="event"):
     def __init__(self, config: CommentConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._last = 0  # the ordinal a comment last followed

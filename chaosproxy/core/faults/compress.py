@@ -28,11 +28,7 @@ class CompressConfig(FaultConfig):
     flush: Literal["each", "end"] = "each"
 
 
-class CompressFault(Fault[CompressConfig]):
-    name = "compress"
-    stage = "transport"
-    Config = CompressConfig
-
+class CompressFault(Fault[CompressConfig], name="compress", stage="transport"):
     def __init__(self, config: CompressConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._z = zlib.compressobj(

@@ -51,11 +51,7 @@ def corrupted(data: bytes, mode: Mode, fmt: str) -> bytes:
     return b"" if fmt == "sse" else b"{}"
 
 
-class CorruptFault(SelectingFault[CorruptConfig]):
-    name = "corrupt"
-    stage = "event"
-    Config = CorruptConfig
-
+class CorruptFault(SelectingFault[CorruptConfig], name="corrupt", stage="event"):
     def on_event(self, ev: Event) -> list[Event]:
         if not self.selector.selects(ev) or ev.frame.data is None:
             return [ev]

@@ -35,9 +35,7 @@ class CutConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> CutConfig:
-        given = [k for k in ("after", "before", "after_bytes") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of after, before, after_bytes")
+        self.exactly_one("after", "before", "after_bytes")
         if "position" in self.model_fields_set:
             if self.before == "headers":
                 raise ValueError("position is not allowed with before: headers")
@@ -86,11 +84,7 @@ def _real(ev: Event) -> bool:
     return ev.ordinal > 0 or ev.frame.is_event
 
 
-class CutFault(Fault[CutConfig]):
-    name = "cut"
-    stage = "transport"
-    Config = CutConfig
-
+class CutFault(Fault[CutConfig], name="cut", stage="transport"):
     def __init__(self, config: CutConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         #: Events (ends of writes carrying real events) and body bytes sent so far.

@@ -29,16 +29,11 @@ class DelayConfig(SelectorConfig):
 
     @model_validator(mode="after")
     def _something(self) -> DelayConfig:
-        if all(v is None for v in (self.first_byte, self.per_event, self.jitter, self.headers)):
-            raise ValueError("give at least one of first_byte, per_event, jitter, headers")
+        self.at_least_one("first_byte", "per_event", "jitter", "headers")
         return self
 
 
-class DelayFault(SelectingFault[DelayConfig]):
-    name = "delay"
-    stage = "transport"
-    Config = DelayConfig
-
+class DelayFault(SelectingFault[DelayConfig], name="delay", stage="transport"):
     def __init__(self, config: DelayConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._first_sent = False

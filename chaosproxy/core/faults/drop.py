@@ -10,11 +10,7 @@ class DropConfig(SelectorConfig):
     """Selectors only."""
 
 
-class DropFault(SelectingFault[DropConfig]):
-    name = "drop"
-    stage = "event"
-    Config = DropConfig
-
+class DropFault(SelectingFault[DropConfig], name="drop", stage="event"):
     def on_event(self, ev: Event) -> list[Event]:
         if self.selector.selects(ev):
             self.applied += 1  # every copy an earlier fault made is dropped too

@@ -15,11 +15,7 @@ class DuplicateConfig(SelectorConfig):
     times: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
 
 
-class DuplicateFault(SelectingFault[DuplicateConfig]):
-    name = "duplicate"
-    stage = "event"
-    Config = DuplicateConfig
-
+class DuplicateFault(SelectingFault[DuplicateConfig], name="duplicate", stage="event"):
     def __init__(self, config: DuplicateConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._selects = self.selector.selects

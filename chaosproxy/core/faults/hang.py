@@ -12,11 +12,7 @@ class HangConfig(FaultConfig):
     """No parameters (``hang: null`` or ``hang: {}``)."""
 
 
-class HangFault(Fault[HangConfig]):
-    name = "hang"
-    stage = "transport"
-    Config = HangConfig
-
+class HangFault(Fault[HangConfig], name="hang", stage="transport"):
     def on_action_end(self) -> list[Action]:
         self.applied += 1
         return [Sleep(math.inf, fault=self.name)]

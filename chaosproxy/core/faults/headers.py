@@ -20,11 +20,7 @@ class HeadersConfig(FaultConfig):
         return self
 
 
-class HeadersFault(Fault[HeadersConfig]):
-    name = "headers"
-    stage = "http"
-    Config = HeadersConfig
-
+class HeadersFault(Fault[HeadersConfig], name="headers", stage="http"):
     edits_headers = True
 
     def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:

@@ -25,11 +25,7 @@ class IdsConfig(FaultConfig):
     retry: Annotated[int, Field(ge=0, strict=True)] | None = None
 
 
-class IdsFault(Fault[IdsConfig]):
-    name = "ids"
-    stage = "event"
-    Config = IdsConfig
-
+class IdsFault(Fault[IdsConfig], name="ids", stage="event"):
     def __init__(self, config: IdsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         #: The next id to hand out.

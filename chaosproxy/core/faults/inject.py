@@ -54,7 +54,7 @@ class InjectedEvent(FaultConfig):
 
     @model_validator(mode="after")
     def _one_payload(self) -> InjectedEvent:
-        given = [k for k in ("data", "raw", "kind") if getattr(self, k) is not None]
+        given = self.given("data", "raw", "kind")
         if len(given) != 1:
             raise ValueError(
                 "give exactly one of data, raw, kind"
@@ -74,29 +74,20 @@ class InjectConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _one_place(self) -> InjectConfig:
-        if (self.after is None) == (self.before is None):
-            raise ValueError("give exactly one of after, before")
+        self.exactly_one("after", "before")
         return self
 
 
-class InjectFault(Fault[InjectConfig]):
-    name = "inject"
-    stage = "event"
-    Config = InjectConfig
-
+class InjectFault(Fault[InjectConfig], name="inject", stage="event"):
     def __init__(self, config: InjectConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         where: Placement = "after" if config.after is not None else "before"
         self._where = where
-        self._target = config.after if config.after is not None else config.before
-        self._anchor = OrdinalAnchor(self._target if isinstance(self._target, int) else None)
+        self._anchor = OrdinalAnchor(config.after if config.after is not None else config.before)
         self._newline = b"\n"
 
     def observe(self, ev: Event) -> None:
         self._anchor.observe(ev)
-        target = self._target
-        if self._anchor.ordinal is None and isinstance(target, str) and target in ev.kinds:
-            self._anchor.ordinal = ev.ordinal
 
     def on_event(self, ev: Event) -> list[Event]:
         self._newline = newline_of(ev.frame)
@@ -134,7 +125,4 @@ class InjectFault(Fault[InjectConfig]):
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        where = f"{self._where}: {self._target}"
-        if isinstance(self._target, str) and self._anchor.ordinal is None:
-            return f"{where} never reached: the stream had no {self._target} event"
-        return f"{where} never reached: the stream had {self._anchor.seen} events"
+        return self._anchor.never_reached(f"{self._where}: {self._anchor.target}")

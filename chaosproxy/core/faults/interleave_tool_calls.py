@@ -17,7 +17,7 @@ from typing import Annotated
 from pydantic import Field
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults._rewrite import Rewriter
+from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import CallRole, fragments_problem
 
@@ -27,11 +27,9 @@ class InterleaveToolCallsConfig(FaultConfig):
     step: Annotated[int, Field(ge=1, le=10_000, strict=True)] = 1
 
 
-class InterleaveToolCallsFault(Fault[InterleaveToolCallsConfig]):
-    name = "interleave_tool_calls"
-    stage = "event"
-    Config = InterleaveToolCallsConfig
-
+class InterleaveToolCallsFault(
+    Fault[InterleaveToolCallsConfig], name="interleave_tool_calls", stage="event"
+):
     def __init__(self, config: InterleaveToolCallsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)
@@ -92,9 +90,4 @@ class InterleaveToolCallsFault(Fault[InterleaveToolCallsConfig]):
         return self._edit.reordered([ev for ev, _, _ in held], order)
 
     def skipped(self) -> str | None:
-        if self.applied:
-            return None
-        problem = fragments_problem(self.ctx.profile.name)
-        if problem:
-            return problem
-        return "no two parallel tool calls came"
+        return skip_reason(self, lambda: "no two parallel tool calls came")

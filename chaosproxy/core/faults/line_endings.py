@@ -22,11 +22,7 @@ class LineEndingsConfig(FaultConfig):
     style: Literal["lf", "crlf", "cr"]
 
 
-class LineEndingsFault(Fault[LineEndingsConfig]):
-    name = "line_endings"
-    stage = "event"
-    Config = LineEndingsConfig
-
+class LineEndingsFault(Fault[LineEndingsConfig], name="line_endings", stage="event"):
     def __init__(self, config: LineEndingsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._newline = _STYLES[config.style]

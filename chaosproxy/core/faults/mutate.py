@@ -94,11 +94,7 @@ def delete_path(doc: Any, path: str) -> None:
     del container[key]
 
 
-class MutateFault(SelectingFault[MutateConfig]):
-    name = "mutate"
-    stage = "event"
-    Config = MutateConfig
-
+class MutateFault(SelectingFault[MutateConfig], name="mutate", stage="event"):
     def __init__(self, config: MutateConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._selected = 0

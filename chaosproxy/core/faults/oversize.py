@@ -40,11 +40,7 @@ def oversize_payload(size: int) -> bytes:
     return b"".join([_WRAP[0], b"x" * (size - overhead), _WRAP[1]])
 
 
-class OversizeFault(Fault[OversizeConfig]):
-    name = "oversize"
-    stage = "event"
-    Config = OversizeConfig
-
+class OversizeFault(Fault[OversizeConfig], name="oversize", stage="event"):
     def __init__(self, config: OversizeConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._anchor = OrdinalAnchor(config.after or None)
@@ -104,6 +100,4 @@ class OversizeFault(Fault[OversizeConfig]):
     def skipped(self) -> str | None:
         if self.applied:
             return None
-        return (
-            f"after: {self.config.after} never reached: the stream had {self._anchor.seen} events"
-        )
+        return self._anchor.never_reached(f"after: {self.config.after}")

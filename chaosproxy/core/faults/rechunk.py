@@ -30,11 +30,7 @@ class RechunkConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> RechunkConfig:
-        given = [
-            k for k in ("size", "sizes", "random", "boundaries") if getattr(self, k) is not None
-        ]
-        if len(given) != 1:
-            raise ValueError("give exactly one of size, sizes, random, boundaries")
+        self.exactly_one("size", "sizes", "random", "boundaries")
         if self.random is not None and self.random[0] > self.random[1]:
             raise ValueError("random must be [min, max] with min <= max")
         return self
@@ -95,11 +91,7 @@ def _line_cuts(data: bytes, start: int, end: int, cuts: set[int]) -> None:
         cuts.add(m.end())
 
 
-class RechunkFault(Fault[RechunkConfig]):
-    name = "rechunk"
-    stage = "transport"
-    Config = RechunkConfig
-
+class RechunkFault(Fault[RechunkConfig], name="rechunk", stage="transport"):
     def __init__(self, config: RechunkConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._sizes = self._size_sequence()

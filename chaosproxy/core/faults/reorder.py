@@ -22,11 +22,7 @@ class ReorderConfig(SelectorConfig):
     mode: Literal["reverse", "shuffle"] = "reverse"
 
 
-class ReorderFault(SelectingFault[ReorderConfig]):
-    name = "reorder"
-    stage = "event"
-    Config = ReorderConfig
-
+class ReorderFault(SelectingFault[ReorderConfig], name="reorder", stage="event"):
     def __init__(self, config: ReorderConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._held: list[Event] = []

@@ -22,11 +22,7 @@ class RequestCutConfig(FaultConfig):
     how: Literal["close", "reset"] = "reset"
 
 
-class RequestCutFault(Fault[RequestCutConfig]):
-    name = "request_cut"
-    stage = "http"
-    Config = RequestCutConfig
-
+class RequestCutFault(Fault[RequestCutConfig], name="request_cut", stage="http"):
     def before_request(self) -> list[RequestAction]:
         self.applied += 1
         return [CutRequest(self.config.how, self.config.after_bytes, fault=self.name)]

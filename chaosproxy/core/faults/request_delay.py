@@ -15,11 +15,7 @@ class RequestDelayConfig(FaultConfig):
     duration: Duration
 
 
-class RequestDelayFault(Fault[RequestDelayConfig]):
-    name = "request_delay"
-    stage = "http"
-    Config = RequestDelayConfig
-
+class RequestDelayFault(Fault[RequestDelayConfig], name="request_delay", stage="http"):
     def before_request(self) -> list[RequestAction]:
         if self.config.duration <= 0:
             return []

@@ -25,7 +25,7 @@ from pydantic import Field, model_validator
 
 from chaosproxy.core import segment
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults._rewrite import Rewriter
+from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import Slot, text_problem
 
@@ -52,7 +52,7 @@ class ResegmentConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _one_way(self) -> ResegmentConfig:
-        given = [k for k in ("at", "every", "phrase", "merge") if getattr(self, k) is not None]
+        given = self.given("at", "every", "phrase", "merge")
         if len(given) > 1:
             raise ValueError(f"give one of at, every, phrase, merge (got {', '.join(given)})")
         if not given and self.empty is None:
@@ -69,11 +69,7 @@ class ResegmentConfig(FaultConfig):
         return self
 
 
-class ResegmentFault(Fault[ResegmentConfig]):
-    name = "resegment"
-    stage = "event"
-    Config = ResegmentConfig
-
+class ResegmentFault(Fault[ResegmentConfig], name="resegment", stage="event"):
     def __init__(self, config: ResegmentConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)
@@ -245,11 +241,9 @@ class ResegmentFault(Fault[ResegmentConfig]):
     # ------------------------------------------------------------------ report
 
     def skipped(self) -> str | None:
-        if self.applied:
-            return None
-        problem = text_problem(self.ctx.profile.name)
-        if problem:
-            return problem
+        return skip_reason(self, self._why_not)
+
+    def _why_not(self) -> str:
         if not self._deltas:
             return "no text delta came"
         cfg = self.config

@@ -11,7 +11,7 @@ gets the clean text.
 from __future__ import annotations
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults._rewrite import Rewriter
+from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import text_problem
 
@@ -20,11 +20,7 @@ class SnapshotConfig(FaultConfig):
     """No parameters."""
 
 
-class SnapshotFault(Fault[SnapshotConfig]):
-    name = "snapshot"
-    stage = "event"
-    Config = SnapshotConfig
-
+class SnapshotFault(Fault[SnapshotConfig], name="snapshot", stage="event"):
     def __init__(self, config: SnapshotConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)
@@ -47,11 +43,9 @@ class SnapshotFault(Fault[SnapshotConfig]):
         return [self._edit.snapshot(ev, slot, running, self.ctx.profile.content(ev.frame))]
 
     def skipped(self) -> str | None:
-        if self.applied:
-            return None
-        problem = text_problem(self.ctx.profile.name)
-        if problem:
-            return problem
+        return skip_reason(self, self._why_not)
+
+    def _why_not(self) -> str:
         if not self._running:
             return "no text delta came"
         return "a single text delta came: it is its own snapshot"

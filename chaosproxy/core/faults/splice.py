@@ -59,15 +59,10 @@ class SpliceConfig(FaultConfig):
         return known_kind(v)
 
 
-class SpliceFault(Fault[SpliceConfig]):
-    name = "splice"
-    stage = "event"
-    Config = SpliceConfig
-
+class SpliceFault(Fault[SpliceConfig], name="splice", stage="event"):
     def __init__(self, config: SpliceConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        self._target = config.after
-        self._anchor = OrdinalAnchor(config.after if isinstance(config.after, int) else None)
+        self._anchor = OrdinalAnchor(config.after)
         self._last: Frame | None = None
         #: Why the splice found nothing to insert, once it tried.
         self._why: str | None = None
@@ -83,9 +78,6 @@ class SpliceFault(Fault[SpliceConfig]):
 
     def observe(self, ev: Event) -> None:
         self._anchor.observe(ev)
-        target = self._target
-        if self._anchor.ordinal is None and isinstance(target, str) and target in ev.kinds:
-            self._anchor.ordinal = ev.ordinal
 
     def on_event(self, ev: Event) -> list[Event]:
         if ev.frame.data is not None:
@@ -194,7 +186,4 @@ class SpliceFault(Fault[SpliceConfig]):
             return None
         if self._why is not None:
             return self._why
-        where = f"after: {self._target}"
-        if isinstance(self._target, str) and self._anchor.ordinal is None:
-            return f"{where} never reached: the stream had no {self._target} event"
-        return f"{where} never reached: the stream had {self._anchor.seen} events"
+        return self._anchor.never_reached(f"after: {self.config.after}")

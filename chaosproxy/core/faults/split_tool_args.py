@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 
 from chaosproxy.core import segment
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults._rewrite import Rewriter
+from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import fragments_problem
 
@@ -108,11 +108,7 @@ class _Lexer:
             self.key_chars += 1
 
 
-class SplitToolArgsFault(Fault[SplitToolArgsConfig]):
-    name = "split_tool_args"
-    stage = "event"
-    Config = SplitToolArgsConfig
-
+class SplitToolArgsFault(Fault[SplitToolArgsConfig], name="split_tool_args", stage="event"):
     def __init__(self, config: SplitToolArgsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)
@@ -141,11 +137,9 @@ class SplitToolArgsFault(Fault[SplitToolArgsConfig]):
         return self._edit.pieces(ev, slot, pieces)
 
     def skipped(self) -> str | None:
-        if self.applied:
-            return None
-        problem = fragments_problem(self.ctx.profile.name)
-        if problem:
-            return problem
+        return skip_reason(self, self._why_not)
+
+    def _why_not(self) -> str:
         if not self._fragments:
             return "no tool-call argument fragment came"
         return "no fragment had a place to cut"

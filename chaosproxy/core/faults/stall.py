@@ -26,16 +26,11 @@ class StallConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> StallConfig:
-        if (self.duration is None) == (self.forever is None):
-            raise ValueError("give exactly one of duration, forever (forever: true)")
+        self.exactly_one("duration", "forever", note=" (forever: true)")
         return self
 
 
-class StallFault(Fault[StallConfig]):
-    name = "stall"
-    stage = "transport"
-    Config = StallConfig
-
+class StallFault(Fault[StallConfig], name="stall", stage="transport"):
     def __init__(self, config: StallConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self.seconds = math.inf if config.forever else (config.duration or 0.0)

@@ -30,11 +30,7 @@ def default_body(code: int) -> dict[str, Any]:
     }
 
 
-class StatusFault(Fault[StatusConfig]):
-    name = "status"
-    stage = "http"
-    Config = StatusConfig
-
+class StatusFault(Fault[StatusConfig], name="status", stage="http"):
     def before_upstream(self) -> list[HttpAction]:
         cfg = self.config
         headers = {k: str(v) for k, v in cfg.headers.items()}

@@ -23,11 +23,7 @@ class ThrottleConfig(FaultConfig):
     bytes_per_second: Annotated[int, Field(ge=1)]
 
 
-class ThrottleFault(Fault[ThrottleConfig]):
-    name = "throttle"
-    stage = "transport"
-    Config = ThrottleConfig
-
+class ThrottleFault(Fault[ThrottleConfig], name="throttle", stage="transport"):
     def __init__(self, config: ThrottleConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self.rate = config.bytes_per_second

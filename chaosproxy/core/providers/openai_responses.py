@@ -61,15 +61,17 @@ _ERROR_BODY = (
 )
 
 
-_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
-_TOOL_DELTAS = frozenset(
+#: The event types that carry text, tool-call fragments, and end a tool call's
+#: fragments (``core/slots.py`` rewrites the same events).
+TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+TOOL_DELTAS = frozenset(
     {
         "response.function_call_arguments.delta",
         "response.custom_tool_call_input.delta",
         "response.mcp_call_arguments.delta",
     }
 )
-_TOOL_DONES = frozenset(
+TOOL_DONES = frozenset(
     {
         "response.function_call_arguments.done",
         "response.custom_tool_call_input.done",
@@ -122,7 +124,7 @@ class OpenAIResponsesProfile(ProviderProfile):
             return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
         if kind == "error":
             return ERROR_PIECE
-        if not (kind in _TEXT_DELTAS or kind in _TOOL_DELTAS or kind in _TOOL_DONES):
+        if not (kind in TEXT_DELTAS or kind in TOOL_DELTAS or kind in TOOL_DONES):
             if kind not in _TERMINALS:
                 return NOTHING
             payload = frame.json()
@@ -133,12 +135,12 @@ class OpenAIResponsesProfile(ProviderProfile):
         payload = frame.json()
         if not isinstance(payload, dict):
             return NOTHING
-        if kind in _TOOL_DONES:
+        if kind in TOOL_DONES:
             return EventContent(tool_ends=(_call_key(payload),))
         delta = payload.get("delta")
         if not isinstance(delta, str):
             return NOTHING
-        if kind in _TEXT_DELTAS:
+        if kind in TEXT_DELTAS:
             return EventContent(text=((0, delta),)) if delta else NOTHING
         return EventContent(tools=((_call_key(payload), delta),))
 
