@@ -6,7 +6,8 @@
   repository: the rules users rely on are written in the docs themselves;
 - docs/scenarios.md has a "## Selectors" section that names every field of
   ``SelectorConfig`` (so a new selector without docs fails) and a "## Kinds" section that
-  names every kind and every provider profile; the YAML examples there are valid.
+  names every kind and every provider profile; the YAML examples there are valid;
+- a default the docs give for a setting (or the mock's, the matrix's) is the code's.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from chaosproxy.core.faults.base import SelectorConfig
 from chaosproxy.core.providers import KINDS, PROVIDER_NAMES
 from chaosproxy.scenario import parse_scenario
+from chaosproxy.server.config import ConfigError, Flag, flags
 from tests.conftest import REPO
 
 DOCS = sorted((REPO / "docs").glob("*.md"))
@@ -192,3 +194,66 @@ def test_the_selector_and_kind_examples_are_valid_scenarios() -> None:
     assert blocks
     for n, block in enumerate(blocks):
         parse_scenario(block, f"docs/scenarios.md yaml block {n}", default_name=f"doc-{n}")
+
+
+# ------------------------------------------------------------------------- defaults
+
+
+#: How the docs say a setting has no value by default.
+NO_VALUE = frozenset({"none", "off", "the system store"})
+
+
+def _parsed(flag: Flag, text: str) -> object:
+    value = flag.parse(text)
+    return (value,) if flag.kind == "append" else value
+
+
+def test_the_docs_tell_each_settings_default() -> None:
+    """Where the docs give a ``serve`` flag's default (a table row ``| `--flag` |
+    default |``, ``default **X**`` after the flag and its variable, or ``(X)`` right
+    after the flag), the flag's own parser reads it back as the Config default. Cells
+    that are words (none, off, random) are not values and are passed over."""
+    told: list[str] = []
+    wrong: list[str] = []
+    for path in MARKDOWN:
+        text = path.read_text(encoding="utf-8")
+        for _, flag, default in flags():
+            name = re.escape(flag.name)
+            found = [
+                *re.findall(rf"^\| `{name}(?: [^`]*)?` \| `?([^|`]+?)`? \|", text, re.MULTILINE),
+                *re.findall(rf"`{name}` \(`CHAOSPROXY_\w+`\),? default \*\*([^*]+)\*\*", text),
+                *re.findall(rf"`{name}` \(([^)`]+)\)", text),
+            ]
+            for shown in found:
+                if default in (None, False) and shown.strip() in NO_VALUE:
+                    continue
+                try:
+                    value = _parsed(flag, shown.strip())
+                except ConfigError:
+                    continue
+                told.append(f"{path.name}: {flag.name} {shown}")
+                if value != default:
+                    wrong.append(
+                        f"{path.name}: {flag.name} {shown!r}, but the default is {default!r}"
+                    )
+    assert wrong == []
+    assert len(told) >= 15, told
+
+
+def test_the_docs_tell_the_mocks_and_the_matrixs_defaults() -> None:
+    from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
+    from chaosproxy.server.config import show_duration
+    from chaosproxy.tools import explore, matrix
+
+    mock = (REPO / "docs" / "mock.md").read_text(encoding="utf-8")
+    assert f"| tokens | `create_mock_app(tokens={DEFAULT_TOKENS})` |" in mock
+    assert f"| interval | `create_mock_app(interval={DEFAULT_INTERVAL})` (seconds) |" in mock
+    matrix_timeout = f"[--timeout {show_duration(matrix.DEFAULT_TIMEOUT)}]"
+    for path in (REPO / "README.md", REPO / "docs" / "verdicts.md"):
+        assert re.findall(r"\[--timeout [^\]]+\]", path.read_text(encoding="utf-8"))[0] == (
+            matrix_timeout
+        ), path.name
+    explore_doc = (REPO / "docs" / "explore.md").read_text(encoding="utf-8")
+    explore_timeout = show_duration(explore.DEFAULT_TIMEOUT)
+    assert f"[--timeout {explore_timeout}]" in explore_doc
+    assert f"`--timeout` (default `{explore_timeout}`" in explore_doc

@@ -21,13 +21,12 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from chaosproxy._build import __version__, build
 from chaosproxy.control.process import (
     EXIT_MARGIN,
     EXIT_USAGE,
-    _argtype,
     _health_check_warning,
     _run,
     _safe,
@@ -39,15 +38,20 @@ from chaosproxy.control.process import (
     say,
     settle_gc,
 )
+from chaosproxy.core.mock_defaults import DEFAULT_LISTEN
 from chaosproxy.core.providers import PROVIDER_NAMES
 from chaosproxy.server.config import (
-    NAMES,
     Config,
     ConfigError,
-    flags,
+    add_flags,
+    argtype,
+    command_settings,
+    default,
     from_environment,
-    parse_hostport,
+    given,
+    parse_count,
     parse_seed,
+    show_hostport,
 )
 
 if TYPE_CHECKING:
@@ -59,39 +63,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {_safe(message)}\n")
 
 
-def add_setting_flags(parser: argparse.ArgumentParser) -> None:
-    """One option per :class:`~chaosproxy.server.config.Config` field that has a flag. An
-    option not given stays out of the namespace, so the environment can fill it."""
-    for name, flag, _ in flags():
-        common: dict[str, Any] = {"dest": name, "help": flag.help, "default": argparse.SUPPRESS}
-        if flag.kind == "switch":
-            parser.add_argument(flag.name, action="store_true", **common)
-        elif flag.kind == "append":
-            parser.add_argument(
-                flag.name,
-                action="append",
-                type=_argtype(flag.parse),
-                metavar=flag.metavar,
-                **common,
-            )
-        else:
-            parser.add_argument(
-                flag.name,
-                type=_argtype(flag.parse),
-                metavar=flag.metavar,
-                choices=flag.choices,
-                **common,
-            )
-
-
 def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Config:
     """The configuration of ``serve``: its flags over ``CHAOSPROXY_*`` over defaults.
     Raises ConfigError for a bad environment value."""
-    given = {k: v for k, v in vars(args).items() if k in NAMES}
-    for name in ("scenarios", "mock_fixtures"):
-        if name in given:
-            given[name] = tuple(given[name])
-    return Config(**{**from_environment(environ), **given})
+    return Config(**{**from_environment(environ), **given(args)})
+
+
+#: The settings ``chaosproxy mock`` takes (as ``serve`` does, some under other names).
+MOCK_SETTINGS = ("listen", "mock_tokens", "mock_interval", "mock_fixtures")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,39 +81,33 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     serve = sub.add_parser("serve", help="run the proxy")
-    add_setting_flags(serve)
+    add_flags(serve)
 
     mock = sub.add_parser("mock", help="run the built-in mock LLM upstream alone")
-    mock.add_argument(
-        "--listen",
-        type=_argtype(parse_hostport),
-        default=None,
-        metavar="HOST:PORT",
-        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8000; port 0 "
-        "picks a free one)",
-    )
-    mock.add_argument(
-        "--tokens",
-        type=int,
-        default=None,
-        metavar="N",
-        help="text deltas per streamed answer (default CHAOSPROXY_MOCK_TOKENS, else 24)",
-    )
-    mock.add_argument(
-        "--interval-ms",
-        type=float,
-        default=None,
-        metavar="MS",
-        help="milliseconds between two events of a stream (default CHAOSPROXY_MOCK_INTERVAL_MS, "
-        "else 20)",
-    )
-    mock.add_argument(
-        "--mock-fixtures",
-        action="append",
-        default=None,
-        metavar="PATH",
-        help="a fixture file or a directory of them (docs/mock.md, Fixtures); repeatable; "
-        "default: CHAOSPROXY_MOCK_FIXTURES",
+    add_flags(
+        mock,
+        MOCK_SETTINGS,
+        {
+            "listen": {
+                "help": "address to listen on (default CHAOSPROXY_LISTEN, else "
+                f"{show_hostport(DEFAULT_LISTEN)}; port 0 picks a free one)"
+            },
+            "mock_tokens": {
+                "name": "--tokens",
+                "parse": parse_count,  # the mock alone may answer with no text
+                "help": "text deltas per streamed answer (default CHAOSPROXY_MOCK_TOKENS, else "
+                "{default})",
+            },
+            "mock_interval": {
+                "name": "--interval-ms",
+                "help": "milliseconds between two events of a stream (default "
+                "CHAOSPROXY_MOCK_INTERVAL_MS, else {default})",
+            },
+            "mock_fixtures": {
+                "help": "a fixture file or a directory of them (docs/mock.md, Fixtures); "
+                "repeatable; default: CHAOSPROXY_MOCK_FIXTURES"
+            },
+        },
     )
 
     replay = sub.add_parser(
@@ -143,13 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "trace", metavar="TRACE", help="a trace file written by serve --trace-dir --log-content"
     )
-    replay.add_argument(
-        "--listen",
-        type=_argtype(parse_hostport),
-        default=None,
-        metavar="HOST:PORT",
-        help="address to listen on (default CHAOSPROXY_LISTEN, else 127.0.0.1:8080; port 0 "
-        "picks a free one)",
+    add_flags(
+        replay,
+        ["listen"],
+        {
+            "listen": {
+                "help": "address to listen on (default CHAOSPROXY_LISTEN, else {default}; port "
+                "0 picks a free one)"
+            }
+        },
     )
 
     scenarios = sub.add_parser(
@@ -171,12 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="scenario files or directories of *.yaml (each must hold at least one; "
         "default: those of CHAOSPROXY_SCENARIOS)",
     )
-    validate.add_argument(
-        "--mock-fixtures",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a mock fixture file or a directory of them, to check too; repeatable",
+    add_flags(
+        validate,
+        ["mock_fixtures"],
+        {
+            "mock_fixtures": {
+                "help": "a mock fixture file or a directory of them, to check too; repeatable"
+            }
+        },
     )
 
     simulate = sub.add_parser(
@@ -190,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument(
         "--seed",
-        type=_argtype(parse_seed),
+        type=argtype(parse_seed),
         default=None,
         metavar="N",
         help="the request's seed (default: the scenario's seed:, else random)",
@@ -247,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw only the newest N requests (default 500; 0 for all)",
     )
 
-    from chaosproxy.tools.explore import add_parser as add_explore_parser
+    from chaosproxy.tools.explore_options import add_parser as add_explore_parser
     from chaosproxy.tools.matrix import add_parser as add_matrix_parser
     from chaosproxy.tools.schema import add_parser as add_schema_parser
 
@@ -403,13 +380,11 @@ def cmd_mock(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import ScenarioError, load_fixture_files
 
     try:
-        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8000))
-        tokens = from_settings(args.tokens, "mock_tokens", 24)
-        interval_ms = args.interval_ms
-        interval = from_settings(
-            None if interval_ms is None else interval_ms / 1000.0, "mock_interval", 0.02
-        )
-        paths = list(from_settings(args.mock_fixtures, "mock_fixtures", ()))
+        settings = command_settings(args, MOCK_SETTINGS)
+        host, port = settings.get("listen", DEFAULT_LISTEN)
+        tokens = settings.get("mock_tokens", default("mock_tokens"))
+        interval = settings.get("mock_interval", default("mock_interval"))
+        paths = list(settings.get("mock_fixtures", ()))
     except ConfigError as exc:
         return fail(str(exc))
     try:
@@ -430,10 +405,10 @@ def cmd_mock(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from chaosproxy.tools.replay import TraceError, describe, load_trace, start_replay
+    from chaosproxy.tools.replay import TraceError, describe_trace, load_trace, start_replay
 
     try:
-        host, port = from_settings(args.listen, "listen", ("127.0.0.1", 8080))
+        host, port = command_settings(args, ["listen"]).get("listen", default("listen"))
     except ConfigError as exc:
         return fail(str(exc))
     try:
@@ -442,7 +417,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return fail(str(exc))
     return _serve_app(
         lambda: start_replay(trace, host, port),
-        lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe(trace)}",
+        lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe_trace(trace)}",
     )
 
 
@@ -504,11 +479,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         load_fixture_files,
     )
 
-    paths, fixture_paths = list(args.paths), list(args.mock_fixtures)
+    paths = list(args.paths)
+    fixture_paths = list(given(args, ["mock_fixtures"]).get("mock_fixtures", ()))
     if not paths and not fixture_paths:  # what the settings name, as in a container
         try:
-            paths = list(from_settings(None, "scenarios", ()))
-            fixture_paths = list(from_settings(None, "mock_fixtures", ()))
+            paths = list(from_settings("scenarios", ()))
+            fixture_paths = list(from_settings("mock_fixtures", ()))
         except ConfigError as exc:
             return fail(str(exc))
     if not paths and not fixture_paths:
@@ -544,7 +520,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import ScenarioError, load_scenarios, with_library
 
     try:
-        paths = [*from_settings(None, "scenarios", ()), *args.paths]
+        paths = [*from_settings("scenarios", ()), *args.paths]
     except ConfigError as exc:
         return fail(str(exc))
     try:
@@ -571,8 +547,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail(f"--limit must be >= 0, not {limit}")
     if args.source is None:
         try:
-            log = from_settings(None, "log")
-            args.source = log if log not in (None, "-") else from_settings(None, "trace_dir")
+            log = from_settings("log")
+            args.source = log if log not in (None, "-") else from_settings("trace_dir")
         except ConfigError as exc:
             return fail(str(exc))
         if args.source is None:
@@ -669,7 +645,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     try:
         library: Mapping[str, Scenario] = {}
         if not Path(args.scenario).is_file():
-            library = with_library(load_scenarios(list(from_settings(None, "scenarios", ()))))
+            library = with_library(load_scenarios(list(from_settings("scenarios", ()))))
     except ConfigError as exc:
         return fail(str(exc))
     except ScenarioError as exc:

@@ -112,7 +112,7 @@ async def _tell(state: AdminState, op: str, **fields: Any) -> None:
         await state.changed({"op": op, **fields})
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+WebHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -161,7 +161,7 @@ TOO_LARGE = f"the request body is larger than {MAX_BODY // 1024} KiB"
 
 
 @web.middleware
-async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def _guard(request: web.Request, handler: WebHandler) -> web.StreamResponse:
     """Web pages kept out (Host, Origin, body type), bearer auth (constant-time), the
     body bound, and JSON for every error aiohttp would answer."""
     state = request.app[ADMIN]
@@ -203,14 +203,14 @@ async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def create_admin_app(
-    state: AdminState, overrides: dict[tuple[str, str], Handler] | None = None
+    state: AdminState, overrides: dict[tuple[str, str], WebHandler] | None = None
 ) -> web.Application:
     """The admin app; ``overrides`` answers some routes, by (method, path), otherwise
     (``serve --workers N`` asks its workers about requests and metrics)."""
     # client_max_size: a chunked body is refused as soon as it passes MAX_BODY.
     app = web.Application(middlewares=[_guard], client_max_size=MAX_BODY)
     app[ADMIN] = state
-    routes: list[tuple[str, str, Handler]] = [
+    routes: list[tuple[str, str, WebHandler]] = [
         ("GET", "/health", _health),
         ("GET", "/scenarios", _list_scenarios),
         ("GET", "/scenarios/{name}", _get_scenario),
@@ -410,7 +410,7 @@ def in_flight_answer(request_id: str) -> web.Response:
     )
 
 
-def as_json(body: Any, status: int = 200) -> web.Response:
+def json_response(body: Any, status: int = 200) -> web.Response:
     return _json(body, status)
 
 
@@ -502,9 +502,9 @@ __all__ = [
     "AdminState",
     "RequestRecord",
     "RequestStore",
-    "as_json",
     "create_admin_app",
     "in_flight_answer",
+    "json_response",
     "not_found",
     "recent_query",
     "record_verdict",

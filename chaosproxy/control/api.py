@@ -109,14 +109,14 @@ class ChaosProxy:
 
     def __init__(
         self,
-        upstream: str | Sequence[str] = "mock",
+        upstream: str | Sequence[str] = EMBEDDED.upstream,
         scenarios: Sequence[str | Path] | Iterable[Scenario] = (),
         *,
-        scenario: str | None = None,
-        seed: int | None = None,
-        log: str | None = None,
-        log_content: bool = False,
-        trace_dir: str | Path | None = None,
+        scenario: str | None = EMBEDDED.scenario,
+        seed: int | None = EMBEDDED.seed,
+        log: str | None = EMBEDDED.log,
+        log_content: bool = EMBEDDED.log_content,
+        trace_dir: str | Path | None = EMBEDDED.trace_dir,
         **settings: Any,
     ) -> None:
         items = list(scenarios)

@@ -1,6 +1,6 @@
 """What every command's process shares, below the command line itself: one-line
 failures and notices on stderr (credentials masked), settings read from the
-environment and Config parsers as argparse types (``serve``, ``matrix``, ``explore``);
+environment (the argparse types of the settings are ``server/config.py``'s ``argtype``);
 and running a proxy as this process (the event loop, the signals and the exit deadline,
 the garbage collector settled, the start-up lines and the health check's warning),
 for ``serve`` and for each of ``serve --workers``'s processes.
@@ -11,7 +11,6 @@ while the command line uses them (docs/architecture.md, The arrows).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import gc
@@ -24,7 +23,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chaosproxy._build import __version__, build
-from chaosproxy.server.config import Config, ConfigError, flags, from_environment
+from chaosproxy.server.config import Config, from_environment
 
 if TYPE_CHECKING:
     from chaosproxy.control.start import RunningProxy
@@ -50,19 +49,6 @@ def _safe(text: str) -> str:
     return redact_text(text)
 
 
-def _argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """A Config parser as an argparse ``type``: its ConfigError is a usage error."""
-
-    def convert(value: str) -> Any:
-        try:
-            return parse(value)
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = parse.__name__.removeprefix("parse_")
-    return convert
-
-
 def fail(message: str) -> int:
     print(f"chaosproxy: error: {_safe(message)}", file=sys.stderr)
     return EXIT_USAGE
@@ -74,20 +60,11 @@ def say(kind: str, message: str) -> None:
         print(f"chaosproxy: {kind}: {_safe(message)}", file=sys.stderr, flush=True)
 
 
-def from_settings(given: Any, name: str, default: Any = None) -> Any:
-    """A subcommand's option that is also a setting (docs/operations.md, "Settings
-    for every command"): as given on the command line, else from its ``CHAOSPROXY_*``
-    variable, else ``default``. Raises ConfigError for a bad variable."""
-    if given is not None:
-        return given
-    return environment_settings(name).get(name, default)
-
-
-def environment_settings(*names: str) -> dict[str, Any]:
-    """The settings ``names`` (Config fields) as their ``CHAOSPROXY_*`` variables give
-    them, parsed; the variables of other settings are not read. Raises ConfigError."""
-    wanted = {flag.env for name, flag, _ in flags() if name in names}
-    return from_environment({k: v for k, v in os.environ.items() if k in wanted})
+def from_settings(name: str, fallback: Any = None) -> Any:
+    """A setting a subcommand reads from the environment (docs/operations.md, "Settings
+    for every command"): as its ``CHAOSPROXY_*`` variable gives it, else ``fallback``.
+    Raises ConfigError for a bad variable."""
+    return from_environment(names=[name]).get(name, fallback)
 
 
 #: After start-up, a full garbage-collector pass comes at most every this many

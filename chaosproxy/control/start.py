@@ -538,7 +538,7 @@ async def start_proxy(
         _in_flight=in_flight,
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
-    proxy._lag_probe = looplag.from_environment()
+    proxy._lag_probe = looplag.probe_from_environment()
     return proxy
 
 

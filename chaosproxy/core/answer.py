@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.providers import Profile
-from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, Piece
+from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, EventContent
 
 #: One content-bearing event: the SSE id the client saw (None when it had none), and
-#: what the event means (its :class:`~chaosproxy.core.providers.base.Piece`).
-Trail = list[tuple[str | None, Piece]]
+#: what the event means (its :class:`~chaosproxy.core.providers.base.EventContent`).
+Trail = list[tuple[str | None, EventContent]]
 
 from chaosproxy.core.records import AnswerContent, AnswerFields  # noqa: E402
 
@@ -79,7 +79,7 @@ class Content:
         return self.errors <= whole.errors
 
 
-def piece_of(profile: Profile, frame: Frame) -> Piece:
+def piece_of(profile: Profile, frame: Frame) -> EventContent:
     """What one event means for the answer (a generic stream's events mean only their
     terminal kind, as :class:`~chaosproxy.core.integrity.Side` reads them)."""
     if profile.name == "generic":
@@ -87,7 +87,7 @@ def piece_of(profile: Profile, frame: Frame) -> Piece:
     return profile.content(frame)
 
 
-def fold(trail: Iterable[tuple[str | None, Piece]], *, dedup: bool) -> Content:
+def fold(trail: Iterable[tuple[str | None, EventContent]], *, dedup: bool) -> Content:
     """The content of a trail up to and including its first terminal event; with
     ``dedup``, an event whose id was already applied is skipped."""
     seen: set[str] = set()
@@ -186,7 +186,7 @@ class Ledger:
         self._size = 0
         self.overflow = False
 
-    def add_clean(self, event_id: str | None, piece: Piece) -> None:
+    def add_clean(self, event_id: str | None, piece: EventContent) -> None:
         """One upstream event of the generation, before any fault."""
         if piece is NOTHING or self.overflow:
             return
@@ -198,7 +198,7 @@ class Ledger:
                 return
         self.clean.append((event_id, piece))
 
-    def add_sent(self, trail: Iterable[tuple[str | None, Piece]]) -> None:
+    def add_sent(self, trail: Iterable[tuple[str | None, EventContent]]) -> None:
         """One connection of the generation ended, having sent ``trail``."""
         self.sent.extend(trail)
         self.connections += 1

@@ -43,7 +43,7 @@ class Frame:
     #: False for an unterminated final event that was flushed at end of body.
     complete: bool = True
     _json: Any = field(default=_UNPARSED, compare=False, repr=False)
-    #: What the stream's provider profile reads in this event (a ``Piece``), cached by
+    #: What the stream's provider profile reads in this event (an ``EventContent``), cached by
     #: :mod:`chaosproxy.core.integrity` so both sides read an event once.
     piece: Any = field(default=None, compare=False, repr=False)
 

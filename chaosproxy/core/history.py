@@ -230,16 +230,18 @@ class StreamHistory:
 
 
 @dataclass(frozen=True, slots=True)
-class Replay:
-    """Answer from history, from absolute index ``start``, then live until the end."""
+class Resume:
+    """Resume the stream: from history, from absolute index ``start``, then live until
+    the end."""
 
     stream: StreamHistory
     start: int
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
-    """The proxy answers itself (204 or 404), without asking the upstream."""
+class Refuse:
+    """Refuse the reconnect: the proxy answers itself (204 or 404), without asking the
+    upstream."""
 
     status: int
     reason: str
@@ -255,7 +257,7 @@ class Fresh:
     stream: StreamHistory | None = None
 
 
-Decision = Replay | Answer | Fresh
+Decision = Resume | Refuse | Fresh
 
 #: Seconds between two sweeps of the store for streams past their retention (a
 #: lookup checks the stream it finds itself; the sweep only frees memory).
@@ -412,20 +414,20 @@ class HistoryStore:
         if stream is not None:
             stream.touch(now)
         if config.policy == "unsupported":
-            return Answer(204, "resume unsupported", stream)
+            return Refuse(204, "resume unsupported", stream)
         if found is None or config.policy == "expired":
             why = "history expired" if config.policy == "expired" else "unknown event id"
             if config.missing == "new_stream":
                 return Fresh(why, stream)
-            return Answer(config.missing, why, stream)
+            return Refuse(config.missing, why, stream)
         stream, index = found
         if stream.finished and index >= stream.total - 1:
-            return Answer(204, "stream finished", stream)
+            return Refuse(204, "stream finished", stream)
         policy = config.policy
         if policy == "new_stream":
             return Fresh("new generation", stream)
         start = {"resume": index + 1, "replay_last": index, "restart": stream.first}[policy]
-        return Replay(stream, start)
+        return Resume(stream, start)
 
 
 # --------------------------------------------------------------------------- recording
@@ -520,14 +522,14 @@ class Recorder:
 
 
 __all__ = [
-    "Answer",
     "ByteSize",
     "Decision",
     "Fresh",
     "HistoryStore",
     "Kept",
     "Recorder",
-    "Replay",
+    "Refuse",
+    "Resume",
     "ResumeConfig",
     "StreamHistory",
     "parse_bytes",

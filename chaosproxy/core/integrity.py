@@ -35,7 +35,7 @@ from chaosproxy.core.answer import Trail
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
-from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, Piece
+from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, EventContent
 from chaosproxy.core.records import Integrity, Rule, ViolationFields
 from chaosproxy.core.records import Side as SideName
 
@@ -287,7 +287,7 @@ class Side:
             side._slow = side.check_json or side._envelope is not None
         self._fast = generic and not self._slow
 
-    def _check(self, frame: Frame, piece: Piece, n: int) -> None:
+    def _check(self, frame: Frame, piece: EventContent, n: int) -> None:
         if self.terminals and not piece.terminal:
             self._breach("after_terminal", n)
         if self.check_json and frame.json() is None:
@@ -305,7 +305,7 @@ class Side:
         else:
             self._ids.add(event_id)
 
-    def _add(self, piece: Piece, n: int) -> None:
+    def _add(self, piece: EventContent, n: int) -> None:
         if self.terminals and (piece.text or piece.tools):
             self.late += 1
         for channel, fragment in piece.text:

@@ -20,8 +20,8 @@ from chaosproxy.mock.common import (
     JsonObject,
     Knobs,
     MockRequestError,
+    MockResponse,
     Plan,
-    Reply,
     Tagged,
     compact,
     forced_name,
@@ -43,7 +43,7 @@ PING = sse(b'{"type": "ping"}', event="ping")
 
 def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
-) -> Reply:
+) -> MockResponse:
     """The mock's answer to one Messages request (``fixture``'s when given)."""
     messages = payload.get("messages")
     if not isinstance(messages, list):
@@ -70,7 +70,7 @@ def respond(
         fixture=fixture,
     )
     if payload.get("stream") is True:
-        return Reply(CONTENT_TYPE, stream_events(plan))
+        return MockResponse(CONTENT_TYPE, stream_events(plan))
     if plan.error is not None:
         return interrupted(plan, error_body)
     return json_reply(message(plan))

@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from chaosproxy.core.llm_request import read_request
+from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
 from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
 from chaosproxy.mock.common import (
     CREATED_BASE,
@@ -25,7 +26,7 @@ from chaosproxy.mock.common import (
     JsonObject,
     Knobs,
     MockRequestError,
-    Reply,
+    MockResponse,
     compact,
 )
 from chaosproxy.mock.fixtures import FIXTURE_HEADER, SCENARIO_HEADER, Chosen, MockFixtures
@@ -46,11 +47,13 @@ MAX_BODY = 64 * 1024 * 1024
 
 MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5", "gemini-2.0-flash", "llama3.2")
 
-Render = Callable[[bytes, JsonObject, Knobs, Fixture | None], Reply]
+Render = Callable[[bytes, JsonObject, Knobs, Fixture | None], MockResponse]
 
 
 def create_mock_app(
-    tokens: int = 24, interval: float = 0.02, fixtures: MockFixtures | None = None
+    tokens: int = DEFAULT_TOKENS,
+    interval: float = DEFAULT_INTERVAL,
+    fixtures: MockFixtures | None = None,
 ) -> web.Application:
     """The mock LLM upstream as an aiohttp application.
 
@@ -258,7 +261,7 @@ def _http_error(chosen: Chosen, error_body: ErrorBody) -> web.Response:
 
 
 async def _stream(
-    request: web.Request, reply: Reply, interval: float, fixture: str | None = None
+    request: web.Request, reply: MockResponse, interval: float, fixture: str | None = None
 ) -> web.StreamResponse:
     headers = {"Content-Type": reply.content_type, "Cache-Control": "no-cache"}
     if fixture is not None:
@@ -315,7 +318,9 @@ async def _gemini(request: web.Request) -> web.StreamResponse:
         return _json(gemini.error_body(404, message), status=404)
     alt = request.query.get("alt")
 
-    def render(body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None) -> Reply:
+    def render(
+        body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None
+    ) -> MockResponse:
         return gemini.respond(
             body, payload, knobs, model=model, action=action, alt=alt, fixture=fixture
         )
@@ -324,7 +329,9 @@ async def _gemini(request: web.Request) -> web.StreamResponse:
 
 
 def _ollama(endpoint: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    def render(body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None) -> Reply:
+    def render(
+        body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None
+    ) -> MockResponse:
         return ollama.respond(body, payload, knobs, endpoint=endpoint, fixture=fixture)
 
     return _provider(render, ollama.error_body)

@@ -384,7 +384,7 @@ def sse(data: bytes, event: str | None = None, newline: bytes = b"\n") -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class MockResponse:
     """A rendered answer: its status, Content-Type and the writes that make its body.
 
     A streamed answer has one item in ``chunks`` per event; the shell writes each on its
@@ -401,9 +401,9 @@ class MockRequestError(Exception):
     """The request cannot be answered (400): bad JSON or a missing required field."""
 
 
-def json_reply(obj: Any, status: int = 200, dumps: Any = compact) -> Reply:
+def json_reply(obj: Any, status: int = 200, dumps: Any = compact) -> MockResponse:
     """A non-streamed JSON answer."""
-    return Reply("application/json", [dumps(obj)], status=status, streamed=False)
+    return MockResponse("application/json", [dumps(obj)], status=status, streamed=False)
 
 
 #: A provider's error envelope: (status, message, its error type or None) → body.
@@ -412,7 +412,7 @@ ErrorBody = Callable[[int, str, str | None], JsonObject]
 GENERATION_FAILED = "The server had an error while processing your request. Sorry about that!"
 
 
-def interrupted(plan: Plan, error_body: ErrorBody) -> Reply:
+def interrupted(plan: Plan, error_body: ErrorBody) -> MockResponse:
     """The non-streamed answer to a fixture that breaks mid-stream (``error: {after}``):
     the generation failed, so a 500 with the provider's error body."""
     error = plan.error

@@ -22,8 +22,8 @@ from chaosproxy.mock.common import (
     JsonObject,
     Knobs,
     MockRequestError,
+    MockResponse,
     Plan,
-    Reply,
     base64url_id,
     google_json,
     int_field,
@@ -51,7 +51,7 @@ def respond(
     action: str,
     alt: str | None,
     fixture: Fixture | None = None,
-) -> Reply:
+) -> MockResponse:
     """The mock's answer to one ``generateContent``/``streamGenerateContent`` request
     (``fixture``'s when given)."""
     contents = payload.get("contents")
@@ -83,15 +83,15 @@ def respond(
     if action == "generateContent":
         if plan.error is not None:
             return interrupted(plan, error_body)
-        return Reply(JSON_CONTENT_TYPE, [_pretty(complete(plan))], streamed=False)
+        return MockResponse(JSON_CONTENT_TYPE, [_pretty(complete(plan))], streamed=False)
     chunks = stream_chunks(plan)
     if alt == "sse":
-        return Reply(SSE_CONTENT_TYPE, [sse(google_json(c), newline=CRLF) for c in chunks])
+        return MockResponse(SSE_CONTENT_TYPE, [sse(google_json(c), newline=CRLF) for c in chunks])
     # Without alt=sse Google streams one JSON array, elements separated by ",\r\n".
     parts = [_pretty(c) for c in chunks]
     writes = [(b"[" if i == 0 else b",\r\n") + p for i, p in enumerate(parts)]
     writes[-1] += b"]"
-    return Reply(JSON_CONTENT_TYPE, writes)
+    return MockResponse(JSON_CONTENT_TYPE, writes)
 
 
 def _field(payload: Any, camel: str, snake: str) -> Mapping[str, Any]:

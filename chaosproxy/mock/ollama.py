@@ -18,8 +18,8 @@ from chaosproxy.mock.common import (
     JsonObject,
     Knobs,
     MockRequestError,
+    MockResponse,
     Plan,
-    Reply,
     compact,
     int_field,
     interrupted,
@@ -42,7 +42,7 @@ def respond(
     *,
     endpoint: str,
     fixture: Fixture | None = None,
-) -> Reply:
+) -> MockResponse:
     """The mock's answer to ``/api/chat`` (``endpoint="chat"``) or ``/api/generate``
     (``fixture``'s when given)."""
     model = payload.get("model")
@@ -69,7 +69,7 @@ def respond(
         if plan.error is not None:
             return interrupted(plan, error_body)
         return json_reply(_whole(plan, objects[-1], endpoint))
-    return Reply(CONTENT_TYPE, [compact(o) + b"\n" for o in objects])
+    return MockResponse(CONTENT_TYPE, [compact(o) + b"\n" for o in objects])
 
 
 def _timestamp(plan: Plan, seconds: float) -> str:

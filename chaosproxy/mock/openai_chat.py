@@ -17,8 +17,8 @@ from chaosproxy.mock.common import (
     JsonObject,
     Knobs,
     MockRequestError,
+    MockResponse,
     Plan,
-    Reply,
     Tagged,
     compact,
     forced_name,
@@ -41,7 +41,7 @@ DONE = b"data: [DONE]\n\n"
 
 def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
-) -> Reply:
+) -> MockResponse:
     """The mock's answer to one chat completion request (``fixture``'s when given)."""
     messages = payload.get("messages")
     if not isinstance(messages, list):
@@ -66,7 +66,7 @@ def respond(
     if payload.get("stream") is True:
         options = payload.get("stream_options")
         usage = isinstance(options, dict) and options.get("include_usage") is True
-        return Reply(CONTENT_TYPE, stream_events(plan, include_usage=usage))
+        return MockResponse(CONTENT_TYPE, stream_events(plan, include_usage=usage))
     if plan.error is not None:
         return interrupted(plan, error_body)
     return json_reply(completion(plan))

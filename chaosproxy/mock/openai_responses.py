@@ -21,8 +21,8 @@ from chaosproxy.mock.common import (
     JsonObject,
     Knobs,
     MockRequestError,
+    MockResponse,
     Plan,
-    Reply,
     compact,
     forced_name,
     hex_id,
@@ -47,7 +47,7 @@ _OBFUSCATION_WIDTH = 16
 
 def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
-) -> Reply:
+) -> MockResponse:
     """The mock's answer to one Responses request (``fixture``'s when given)."""
     given = payload.get("input")
     if not isinstance(given, str | list):
@@ -68,7 +68,7 @@ def respond(
     if payload.get("stream") is True:
         options = payload.get("stream_options")
         obfuscate = not (isinstance(options, dict) and options.get("include_obfuscation") is False)
-        return Reply(CONTENT_TYPE, stream_events(plan, payload, obfuscate=obfuscate))
+        return MockResponse(CONTENT_TYPE, stream_events(plan, payload, obfuscate=obfuscate))
     if plan.error is not None:
         return interrupted(plan, error_body)
     return json_reply(_response(plan, payload, final=True))

@@ -353,7 +353,7 @@ class EnvironmentProbe:
         self._write()
 
 
-def from_environment(environ: Mapping[str, str] | None = None) -> EnvironmentProbe | None:
+def probe_from_environment(environ: Mapping[str, str] | None = None) -> EnvironmentProbe | None:
     """A started probe when ``CHAOSPROXY_LOOP_LAG`` names a file, else None."""
     env = os.environ if environ is None else environ
     path = env.get(ENV)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from chaosproxy.core import faults as fault_registry
 from chaosproxy.core.faults import FaultConfig
+from chaosproxy.core.frames import Format
 from chaosproxy.core.history import ResumeConfig
 from chaosproxy.core.integrity import parse_pointer
 from chaosproxy.core.seeds import MAX_SEED
@@ -27,8 +28,10 @@ NAME_RULE = "must be 1-128 letters, digits, '.', '_' or '-', starting with a let
 #: The scenario name that selects no scenario (``X-Chaos-Scenario: none``).
 PASSTHROUGH = "none"
 
-Format = Literal["auto", "sse", "ndjson", "raw"]
-FORMATS: tuple[str, ...] = get_args(Format)
+#: A scenario's ``format:``: a framing :data:`~chaosproxy.core.frames.Format`, or
+#: ``auto`` (from the response's Content-Type).
+FormatChoice = Literal["auto", Format]
+FORMATS: tuple[str, ...] = get_args(FormatChoice)
 
 _NAME_RE = re.compile(NAME_PATTERN)
 
@@ -119,7 +122,7 @@ class Scenario(BaseModel):
     description: str = ""
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)] | None = None
     provider: str = "auto"
-    format: Format = "auto"
+    format: FormatChoice = "auto"
     match: MatchRule | None = None
     #: The fraction of matched (or default) requests the scenario takes; the others
     #: fall through to the next rule (docs/scenarios.md, Staging mixes: ``rate``).

@@ -5,22 +5,38 @@ API (:class:`chaosproxy.ChaosProxy`) and the pytest plugin all fill one :class:`
 Each setting is one field; a field with a ``flag`` is also a ``serve`` option and an
 environment variable (``--connect-timeout`` ↔ ``CHAOSPROXY_CONNECT_TIMEOUT``), parsed by
 the same function either way. Adding a setting is adding a field here.
+
+The options of the other commands that take a setting (``mock --tokens``, ``matrix
+--upstream``, ...) are generated from the same fields (:func:`add_flags`), under their
+own names or help where they differ; every flag is also a ``ChaosProxy(...)`` argument
+(:data:`ARGUMENTS` for the one not named after its field). A default is written once:
+the field's, which a help shows as ``{default}``.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.core.integrity import Envelope
+from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
 from chaosproxy.core.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
 from chaosproxy.observe.logs import LogFormat, LogLevel
-from chaosproxy.server.routes import Route, RouteError, parse_route, parse_routes, split_environment
+from chaosproxy.observe.store import DEFAULT_HISTORY, DEFAULT_MAX_FRAMES
+from chaosproxy.server.routes import (
+    MOCK,
+    Route,
+    RouteError,
+    parse_route,
+    parse_routes,
+    split_environment,
+)
 
 HostPort = tuple[str, int]
 ENV_PREFIX = "CHAOSPROXY_"
@@ -78,6 +94,13 @@ def parse_workers(value: str) -> int:
 def parse_positive_int(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise ConfigError(f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def parse_count(value: str) -> int:
+    """A whole number, 0 or more."""
+    if not value.isdigit():
+        raise ConfigError(f"expected a whole number >= 0, got {value!r}")
     return int(value)
 
 
@@ -148,11 +171,34 @@ def _text(value: str) -> str:
 # --------------------------------------------------------------------------- fields
 
 
+def show_hostport(value: HostPort) -> str:
+    return f"{value[0]}:{value[1]}"
+
+
+def show_duration(seconds: float) -> str:
+    """A duration as a flag takes it: ``10s``, ``250ms``."""
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000, 6):g}ms"
+
+
+def _show_milliseconds(seconds: float) -> str:
+    return f"{round(seconds * 1000, 6):g}"
+
+
+def _milliseconds(value: Any) -> float:
+    """``ChaosProxy(mock_interval_ms=20)``: a number of milliseconds → seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigError(f"expected a number of milliseconds >= 0, got {value!r}")
+    return value / 1000.0
+
+
 @dataclass(frozen=True, slots=True)
 class Flag:
     """How a field appears on the command line and in the environment."""
 
     name: str
+    #: ``{default}`` in it is the field's default, as ``show`` writes it.
     help: str
     parse: Callable[[str], Any] = _text
     metavar: str | None = None
@@ -162,10 +208,21 @@ class Flag:
     choices: tuple[str, ...] | None = None
     #: How the environment variable of an ``append`` flag is cut into values.
     split: Callable[[str], list[str]] | None = None
+    #: How the help text and the docs write the field's default.
+    show: Callable[[Any], str] = str
+    #: When the flag is not named after its field (``--mock-interval-ms``, field
+    #: ``mock_interval``): how a value of the ``ChaosProxy(...)`` argument named after
+    #: the flag (``mock_interval_ms=20``) becomes the field's value.
+    convert: Callable[[Any], Any] | None = None
 
     @property
     def env(self) -> str:
-        return ENV_PREFIX + self.name.removeprefix("--").upper().replace("-", "_")
+        return ENV_PREFIX + self.argument.upper()
+
+    @property
+    def argument(self) -> str:
+        """The ``ChaosProxy(...)`` keyword named after the flag."""
+        return self.name.removeprefix("--").replace("-", "_")
 
 
 def option(
@@ -183,17 +240,21 @@ class Config:
     listen: HostPort = field(
         default=("127.0.0.1", 8080),
         metadata=option(
-            "--listen", "address to listen on (default 127.0.0.1:8080)", parse_hostport, "HOST:PORT"
+            "--listen",
+            "address to listen on (default {default})",
+            parse_hostport,
+            "HOST:PORT",
+            show=show_hostport,
         ),
     )
     #: The upstreams: one URL (or ``mock``) is the fallback, ``PREFIX=URL`` routes a
     #: path prefix (docs/gateways.md). A plain string is taken as a one-value tuple
     #: (``ChaosProxy(upstream="https://...")``).
     upstream: tuple[str, ...] = field(
-        default=("mock",),
+        default=(MOCK,),
         metadata=option(
             "--upstream",
-            "the upstream's base URL, or mock for the built-in mock LLM (default mock); "
+            "the upstream's base URL, or mock for the built-in mock LLM (default {default}); "
             "repeatable as PREFIX=URL to route by path prefix (the prefix is removed), a "
             "bare URL being the fallback; CHAOSPROXY_UPSTREAM separates values with "
             "spaces or commas",
@@ -201,6 +262,7 @@ class Config:
             "URL|mock|PREFIX=URL",
             kind="append",
             split=split_environment,
+            show=" ".join,
         ),
     )
     scenarios: tuple[str, ...] = field(
@@ -225,9 +287,10 @@ class Config:
         default=("127.0.0.1", 8478),
         metadata=option(
             "--admin",
-            "the admin API's address, or off (default 127.0.0.1:8478)",
+            "the admin API's address, or off (default {default})",
             parse_admin,
             "HOST:PORT|off",
+            show=show_hostport,
         ),
     )
     admin_token: str | None = field(
@@ -242,7 +305,7 @@ class Config:
         default="-",
         metadata=option(
             "--log",
-            "where the frame log goes: a file, or - for stdout (default -)",
+            "where the frame log goes: a file, or - for stdout (default {default})",
             metavar="PATH|-",
         ),
     )
@@ -297,9 +360,10 @@ class Config:
         default=10.0,
         metadata=option(
             "--connect-timeout",
-            "DNS + TCP + TLS to the upstream, at most (default 10s)",
+            "DNS + TCP + TLS to the upstream, at most (default {default})",
             parse_duration,
             "DURATION",
+            show=show_duration,
         ),
     )
     upstream_ca: str | None = field(
@@ -340,8 +404,8 @@ class Config:
         default=4096,
         metadata=option(
             "--upstream-max-connections",
-            "connections to each upstream, at most; requests beyond wait for one (default 4096, "
-            "as --max-connections)",
+            "connections to each upstream, at most; requests beyond wait for one (default "
+            "{default}, as --max-connections)",
             parse_positive_int,
             "N",
         ),
@@ -351,9 +415,10 @@ class Config:
         metadata=option(
             "--head-timeout",
             "from the request sent upstream to the upstream's response head, at most; then "
-            "504 (default 300s)",
+            "504 (default {default})",
             parse_duration,
             "DURATION",
+            show=show_duration,
         ),
     )
     idle_timeout: float = field(
@@ -361,9 +426,10 @@ class Config:
         metadata=option(
             "--idle-timeout",
             "the longest the upstream may send nothing mid-body; then the client's response "
-            "is aborted (default 300s)",
+            "is aborted (default {default})",
             parse_duration,
             "DURATION",
+            show=show_duration,
         ),
     )
     hold_timeout: float = field(
@@ -371,9 +437,10 @@ class Config:
         metadata=option(
             "--hold-timeout",
             "the longest a fault (stall, hang, delay) may hold a response with nothing sent; "
-            "then the response is aborted, outcome cut (default 300s)",
+            "then the response is aborted, outcome cut (default {default})",
             parse_duration,
             "DURATION",
+            show=show_duration,
         ),
     )
     client_timeout: float = field(
@@ -381,9 +448,10 @@ class Config:
         metadata=option(
             "--client-timeout",
             "a client that has not sent its request head, or a keep-alive connection idle, "
-            "this long is closed (default 60s)",
+            "this long is closed (default {default})",
             parse_duration,
             "DURATION",
+            show=show_duration,
         ),
     )
     grace: float = field(
@@ -391,16 +459,17 @@ class Config:
         metadata=option(
             "--grace",
             "on SIGTERM/SIGINT, how long streams in flight may go on before they are cut "
-            "(default 2s)",
+            "(default {default})",
             parse_duration,
             "DURATION",
+            show=show_duration,
         ),
     )
     max_connections: int = field(
         default=4096,
         metadata=option(
             "--max-connections",
-            "client connections beyond this are answered 503 at once (default 4096)",
+            "client connections beyond this are answered 503 at once (default {default})",
             parse_positive_int,
             "N",
         ),
@@ -415,18 +484,24 @@ class Config:
         ),
     )
     mock_tokens: int = field(
-        default=24,
+        default=DEFAULT_TOKENS,
         metadata=option(
-            "--mock-tokens", "text deltas per mock answer (default 24)", parse_positive_int, "N"
+            "--mock-tokens",
+            "text deltas per mock answer (default {default})",
+            parse_positive_int,
+            "N",
         ),
     )
+    #: Seconds; its flag (and ``ChaosProxy(mock_interval_ms=...)``) is in milliseconds.
     mock_interval: float = field(
-        default=0.02,
+        default=DEFAULT_INTERVAL,
         metadata=option(
             "--mock-interval-ms",
-            "milliseconds between the mock's events (default 20)",
+            "milliseconds between the mock's events (default {default})",
             lambda v: parse_number(v) / 1000.0,
             "MS",
+            show=_show_milliseconds,
+            convert=_milliseconds,
         ),
     )
     #: Mock fixture files and directories (docs/mock.md, Fixtures); a plain string is
@@ -471,7 +546,7 @@ class Config:
         metadata=option(
             "--workers",
             "processes serving the port (SO_REUSEPORT), each with its own event loop; auto: "
-            "one per core (default 1: one process)",
+            "one per core (default {default}: one process)",
             parse_workers,
             "N|auto",
         ),
@@ -479,8 +554,8 @@ class Config:
     #: The largest event (or line) the framers hold before refusing a stream.
     max_event_size: int = field(default=DEFAULT_MAX_SIZE)
     #: Recent requests the admin API keeps, and frame lines kept per request.
-    history: int = field(default=256)
-    history_frames: int = field(default=1000)
+    history: int = field(default=DEFAULT_HISTORY)
+    history_frames: int = field(default=DEFAULT_MAX_FRAMES)
     #: The largest request body the journal keeps (parsed, in ``proxy.requests()`` and
     #: the admin API) per request; a larger one keeps its summary only.
     history_body_bytes: int = field(default=256 * 1024)
@@ -512,30 +587,143 @@ class Config:
         return parse_routes(self.upstream)
 
     def replace(self, **changes: Any) -> Config:
-        """A copy with ``changes`` (field names); unknown names are a TypeError."""
-        unknown = set(changes) - NAMES
+        """A copy with ``changes``: field names, or the name of a field's flag
+        (``mock_interval_ms=20``, :data:`ARGUMENTS`); unknown names are a TypeError."""
+        unknown = set(changes) - NAMES - set(ARGUMENTS)
         if unknown:
             raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        for argument in set(changes) & set(ARGUMENTS):
+            name, convert = ARGUMENTS[argument]
+            if name in changes:
+                raise TypeError(f"give {name} or {argument}, not both")
+            changes[name] = convert(changes.pop(argument))
         return dataclasses.replace(self, **changes)
 
 
 NAMES = frozenset(f.name for f in dataclasses.fields(Config))
 
 
+def _flag(f: dataclasses.Field[Any], changes: Mapping[str, Any] | None = None) -> Flag:
+    flag: Flag = f.metadata["flag"]
+    if changes:
+        flag = dataclasses.replace(flag, **changes)
+    return dataclasses.replace(flag, help=flag.help.format(default=flag.show(f.default)))
+
+
 def flags() -> list[tuple[str, Flag, Any]]:
-    """(field name, flag, default) for every setting that is a ``serve`` option."""
+    """(field name, flag, default) for every setting that is a ``serve`` option; the
+    flag's help tells its default."""
     return [
-        (f.name, f.metadata["flag"], f.default)
-        for f in dataclasses.fields(Config)
-        if "flag" in f.metadata
+        (f.name, _flag(f), f.default) for f in dataclasses.fields(Config) if "flag" in f.metadata
     ]
 
 
-def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The settings the ``CHAOSPROXY_*`` environment gives, parsed (ConfigError)."""
+def _arguments() -> dict[str, tuple[str, Callable[[Any], Any]]]:
+    found: dict[str, tuple[str, Callable[[Any], Any]]] = {}
+    for name, flag, _ in flags():
+        if flag.argument != name:
+            if flag.convert is None:
+                raise TypeError(f"{flag.name} is not named after {name}: give it a convert")
+            found[flag.argument] = (name, flag.convert)
+    return found
+
+
+#: The ``ChaosProxy(...)`` arguments named after a flag that is not named after its
+#: field: argument → (field, how its value becomes the field's). With the field names,
+#: every ``serve`` flag is an argument.
+ARGUMENTS = _arguments()
+
+# --------------------------------------------------------------------------- argparse
+
+
+def argtype(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A flag's parser as an argparse ``type``: its ConfigError is a usage error."""
+
+    def convert(value: str) -> Any:
+        try:
+            return parse(value)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value").removeprefix("parse_")
+    return convert
+
+
+def add_flags(
+    parser: argparse.ArgumentParser,
+    names: Iterable[str] | None = None,
+    changes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """The options of the settings ``names`` (fields with a flag; every one, as
+    ``serve`` has them, by default), generated from their :class:`Flag`. ``changes``
+    replaces attributes of a flag for this command: ``{"mock_tokens": {"name":
+    "--tokens", "help": ...}}`` (``{default}`` in a help is the field's default). An
+    option not given stays out of the namespace (:func:`given`), so that the
+    environment can fill it."""
+    fields = {f.name: f for f in dataclasses.fields(Config) if "flag" in f.metadata}
+    changes = changes or {}
+    unknown = (set(names or ()) | set(changes)) - set(fields)
+    if unknown:
+        raise TypeError(f"not a setting with a flag: {', '.join(sorted(unknown))}")
+    for name in fields if names is None else names:
+        flag = _flag(fields[name], changes.get(name))
+        common: dict[str, Any] = {"dest": name, "help": flag.help, "default": argparse.SUPPRESS}
+        if flag.kind == "switch":
+            parser.add_argument(flag.name, action="store_true", **common)
+        elif flag.kind == "append":
+            parser.add_argument(
+                flag.name, action="append", type=argtype(flag.parse), metavar=flag.metavar, **common
+            )
+        else:
+            parser.add_argument(
+                flag.name,
+                type=argtype(flag.parse),
+                metavar=flag.metavar,
+                choices=flag.choices,
+                **common,
+            )
+
+
+def given(args: argparse.Namespace, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The settings (of ``names``; all by default) given on the command line as options
+    of :func:`add_flags`, ready for :class:`Config` (a repeated option is a tuple)."""
+    wanted = NAMES if names is None else frozenset(names)
+    found = {k: v for k, v in vars(args).items() if k in wanted}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in found.items()}
+
+
+def command_settings(
+    args: argparse.Namespace, names: Iterable[str], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The settings ``names`` of a command: as given on its command line (options of
+    :func:`add_flags`), else as their ``CHAOSPROXY_*`` variables give them; those given
+    neither way are left out (their defaults are the command's). Raises ConfigError
+    for a bad variable."""
+    names = tuple(names)
+    on_line = given(args, names)
+    rest = [n for n in names if n not in on_line]
+    return {**from_environment(environ, rest), **on_line}
+
+
+def default(name: str) -> Any:
+    """The default of the setting ``name`` (a :class:`Config` field)."""
+    value = Config.__dataclass_fields__[name].default
+    if value is dataclasses.MISSING:
+        raise TypeError(f"{name} has no default")
+    return value
+
+
+def from_environment(
+    environ: Mapping[str, str] | None = None, names: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """The settings (of ``names``; all by default) the ``CHAOSPROXY_*`` environment
+    gives, parsed (ConfigError); the variables of other settings are not read."""
     env = os.environ if environ is None else environ
+    wanted = None if names is None else frozenset(names)
     found: dict[str, Any] = {}
     for name, flag, _ in flags():
+        if wanted is not None and name not in wanted:
+            continue
         raw = env.get(flag.env)
         if raw is None or (raw == "" and flag.kind != "switch"):
             continue
@@ -556,11 +744,17 @@ def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]
 
 
 __all__ = [
+    "ARGUMENTS",
     "Config",
     "ConfigError",
     "Flag",
+    "add_flags",
+    "argtype",
+    "command_settings",
+    "default",
     "flags",
     "from_environment",
+    "given",
     "parse_duration",
     "parse_hostport",
 ]

@@ -26,7 +26,7 @@ from multidict import CIMultiDict
 from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
 from chaosproxy.core.frames import format_for_content_type
 from chaosproxy.core.framing import FramingError
-from chaosproxy.core.history import Answer, Replay, StreamHistory
+from chaosproxy.core.history import Refuse, Resume, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
 from chaosproxy.observe.journal import RequestEntry
 from chaosproxy.observe.logs import content_fields, describe, redact_path, redact_url
@@ -272,11 +272,11 @@ class Exchange:
         request = self.request
         plan = self.resume
         decision = plan.decision if plan is not None else None
-        if isinstance(decision, Answer):  # the proxy answers itself: 204 or 404
+        if isinstance(decision, Refuse):  # the proxy answers itself: 204 or 404
             if decision.stream is not None:  # (an answer about that generation)
                 session.join(decision.stream.ledger)
             return await self._respond(Respond(decision.status, {}, b""))
-        if isinstance(decision, Replay):  # from history, then live
+        if isinstance(decision, Resume):  # from history, then live
             self._kept = decision.stream
             session.join(decision.stream.ledger)
             replay = self.state.resume.replay(decision.stream, decision.start)

@@ -34,12 +34,12 @@ from multidict import CIMultiDict
 
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.core.history import (
-    Answer,
     Decision,
     Fresh,
     HistoryStore,
     Recorder,
-    Replay,
+    Refuse,
+    Resume,
     ResumeConfig,
     StreamHistory,
 )
@@ -462,9 +462,9 @@ class ResumePlan:
         stream = getattr(decision, "stream", None)
         if stream is not None:
             fields["resumes"] = stream.request_id
-        if isinstance(decision, Replay):
+        if isinstance(decision, Resume):
             fields["resume_answer"] = "history"
-        elif isinstance(decision, Answer):
+        elif isinstance(decision, Refuse):
             fields["resume_answer"] = str(decision.status)
             fields["resume_reason"] = decision.reason
         elif isinstance(decision, Fresh):

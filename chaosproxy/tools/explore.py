@@ -47,8 +47,15 @@ import yaml
 
 from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.core.verdict import FAILING, VERDICTS
+from chaosproxy.server.routes import MOCK
+from chaosproxy.tools.explore_options import (
+    DEFAULT_BUDGET,
+    DEFAULT_TIMEOUT,
+    Budget,
+    _clock,
+    parse_budget,
+)
 from chaosproxy.tools.fault_space import (
-    DRAWERS,
     Draft,
     Shape,
     Space,
@@ -69,11 +76,6 @@ if TYPE_CHECKING:
 
 #: The verdicts whose runs are shrunk and written: the client did its user wrong.
 FOUND_VERDICTS: frozenset[str] = frozenset(FAILING)
-
-#: A run of the command, per scenario, killed after this long is ``hung`` (shorter than
-#: the matrix's 20 s: every hung run costs it, and the space's own waits are short).
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_BUDGET = 100
 
 #: The name of the clean run's scenario.
 CLEAN = "explore-clean"
@@ -118,7 +120,7 @@ def make_trial(
 
 
 @dataclass(slots=True)
-class Outcome:
+class TrialResult:
     """What one run gave: its verdict, and what the proxy knew of the answer judged."""
 
     verdict: str
@@ -154,8 +156,8 @@ class Runner(Protocol):
         *,
         stop: Callable[[], bool] | None = None,
         started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, Outcome], None] | None = None,
-    ) -> list[Outcome]:
+        ended: Callable[[Trial, TrialResult], None] | None = None,
+    ) -> list[TrialResult]:
         """The outcome of each trial, in order. Trials are taken one by one as a job
         is free, until they run out or ``stop()`` says so; ``started`` (the trial, how
         many run now) and ``ended`` are told as each starts and ends."""
@@ -189,7 +191,7 @@ class CommandRunner:
         self,
         command: str,
         *,
-        upstream: str = "mock",
+        upstream: str = MOCK,
         jobs: int = 1,
         timeout: float = DEFAULT_TIMEOUT,
         settings: Mapping[str, Any] | None = None,
@@ -228,13 +230,13 @@ class CommandRunner:
         *,
         stop: Callable[[], bool] | None = None,
         started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, Outcome], None] | None = None,
-    ) -> list[Outcome]:
+        ended: Callable[[Trial, TrialResult], None] | None = None,
+    ) -> list[TrialResult]:
         if not self._started:
             raise RuntimeError("the runner is not started: use it in a with block")
         source = enumerate(trials)
         lock = threading.Lock()
-        results: dict[int, Outcome] = {}
+        results: dict[int, TrialResult] = {}
         errors: list[BaseException] = []
         running = 0
 
@@ -277,11 +279,11 @@ class CommandRunner:
             raise errors[0]
         return [results[i] for i in sorted(results)]
 
-    def _one(self, proxy: ChaosProxy, trial: Trial) -> Outcome:
+    def _one(self, proxy: ChaosProxy, trial: Trial) -> TrialResult:
         start = len(proxy.lines)
         with proxy.scenario(trial.text):
             run = run_one(proxy, trial.scenario, self.command, timeout=self.timeout)
-        return Outcome(
+        return TrialResult(
             verdict=run.verdict,
             reason=run.reason,
             content=run.content,
@@ -314,8 +316,8 @@ class SerialRunner:
         *,
         stop: Callable[[], bool] | None = None,
         started: Callable[[Trial, int], None] | None = None,
-        ended: Callable[[Trial, Outcome], None] | None = None,
-    ) -> list[Outcome]:
+        ended: Callable[[Trial, TrialResult], None] | None = None,
+    ) -> list[TrialResult]:
         outcomes = []
         for trial in trials:
             if stop is not None and stop():
@@ -328,7 +330,7 @@ class SerialRunner:
                 ended(trial, outcome)
         return outcomes
 
-    def one(self, trial: Trial) -> Outcome:
+    def one(self, trial: Trial) -> TrialResult:
         """Runs the client under ``trial`` and judges the run."""
         raise NotImplementedError
 
@@ -343,7 +345,7 @@ class FunctionRunner(SerialRunner):
         self.proxy = proxy
         self.call = call
 
-    def one(self, trial: Trial) -> Outcome:
+    def one(self, trial: Trial) -> TrialResult:
         from chaosproxy.tools.matrix import WARM_UP
 
         proxy = self.proxy
@@ -359,7 +361,7 @@ class FunctionRunner(SerialRunner):
             verdict = self.call(start)
         request_id = verdict.get("request_id")
         requests = list(verdict.get("requests") or ([request_id] if request_id else []))
-        return Outcome(
+        return TrialResult(
             verdict=str(verdict["verdict"]),
             reason=str(verdict.get("reason") or ""),
             content=verdict.get("content"),
@@ -376,49 +378,13 @@ class FunctionRunner(SerialRunner):
 
 
 @dataclass(frozen=True, slots=True)
-class Budget:
-    """How long to explore: a number of runs, or a time in seconds."""
-
-    runs: int | None = None
-    seconds: float | None = None
-
-    def __str__(self) -> str:
-        if self.seconds is not None:
-            return _clock(self.seconds)
-        return f"{self.runs} runs"
-
-    def as_json(self) -> dict[str, Any]:
-        return {"runs": self.runs} if self.seconds is None else {"seconds": self.seconds}
-
-
-def parse_budget(value: str) -> Budget:
-    """``--budget``: a number of runs (``200``), or a duration with a unit (``5m``)."""
-    from chaosproxy.server.config import ConfigError, parse_duration
-
-    text = value.strip()
-    if text.isdigit():
-        if int(text) < 1:
-            raise argparse.ArgumentTypeError("a budget of runs must be at least 1")
-        return Budget(runs=int(text))
-    try:
-        seconds = parse_duration(text)
-    except ConfigError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of runs (200) or a duration with a unit (90s, 5m), got {value!r}"
-        ) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError("a budget of time must be more than 0")
-    return Budget(seconds=seconds)
-
-
-@dataclass(frozen=True, slots=True)
 class Settings:
     """What to explore: ``seed``, the ``budget``, the ``faults`` of the space (default
     all that fit the stream), and how to shrink (``shrink_runs`` candidates at most per
     failure, then ``confirm`` more runs of the minimal scenario)."""
 
     seed: int
-    budget: Budget = Budget(runs=DEFAULT_BUDGET)
+    budget: Budget = Budget(runs=DEFAULT_BUDGET)  # noqa: RUF009 (frozen)
     faults: tuple[str, ...] = ()
     shrink_runs: int = MAX_TESTS
     confirm: int = 1
@@ -429,7 +395,7 @@ class Settings:
     replay: tuple[int, ...] = ()
     #: Shown in the files: what ran, and against what.
     client: str = ""
-    upstream: str = "mock"
+    upstream: str = MOCK
     #: How to check a found scenario again, for its file's comment (``FILE`` is the
     #: file, ``{name}`` the scenario's name); default: the matrix with ``client``.
     check: str | None = None
@@ -443,7 +409,7 @@ class ExploredRun:
     seed: int
     draft: Draft
     faults: list[dict[str, Any]]
-    outcome: Outcome
+    outcome: TrialResult
 
     def as_json(self) -> dict[str, Any]:
         o = self.outcome
@@ -486,7 +452,7 @@ class Found:
     #: Whether every confirming run ended in the same failure.
     reproduced: bool
     #: The outcome of the last run of the minimal scenario (its lines go in the report).
-    outcome: Outcome
+    outcome: TrialResult
 
     @property
     def verdict(self) -> str:
@@ -519,7 +485,7 @@ class Exploration:
     settings: Settings
     shape: Shape
     space: Space
-    clean: Outcome
+    clean: TrialResult
     runs: list[ExploredRun]
     found: list[Found]
     seconds: float = 0.0
@@ -613,9 +579,9 @@ def _explore_runs(
     lock = threading.Lock()
 
     def started(trial: Trial, running: int) -> None:
-        say(f"  ... {trial.name}: {describe(drafts[trial.name][3])} ({running} running)")
+        say(f"  ... {trial.name}: {describe_faults(drafts[trial.name][3])} ({running} running)")
 
-    def ended(trial: Trial, outcome: Outcome) -> None:
+    def ended(trial: Trial, outcome: TrialResult) -> None:
         with lock:
             durations.append(outcome.duration_ms / 1000)
             done = len(durations)
@@ -665,12 +631,12 @@ def _shrink_failures(
         min(members, key=lambda r: (draft_key(r.draft), r.run)) for members in groups.values()
     ]
 
-    def work(number: int, failure: Failure, first: ExploredRun) -> tuple[Shrunk, Outcome]:
+    def work(number: int, failure: Failure, first: ExploredRun) -> tuple[Shrunk, TrialResult]:
         members = groups[failure]
         say(
             f"shrinking {number}/{len(groups)}: {_failure_text(failure)}, found by "
             f"{len(members)} run{'s' if len(members) != 1 else ''}; from run {first.run}: "
-            f"{describe(first.faults)}"
+            f"{describe_faults(first.faults)}"
         )
         with lock:
             active[0] += 1
@@ -681,7 +647,7 @@ def _shrink_failures(
                 active[0] -= 1
         say(
             f"  [{number}] minimal after {shrunk.tests} runs ({len(shrunk.steps) - 1} steps): "
-            f"{describe(shrunk.faults)}"
+            f"{describe_faults(shrunk.faults)}"
         )
         return shrunk, last
 
@@ -741,7 +707,7 @@ def _confirm(runner: Runner, settings: Settings, found: list[Found], say: Log) -
         f.outcome = mine[-1]
         verdicts = ", ".join(o.verdict for o in mine)
         say(
-            f"confirmed {f.name}: {describe(f.faults)}"
+            f"confirmed {f.name}: {describe_faults(f.faults)}"
             if f.reproduced
             else f"NOT reproduced {f.name} ({verdicts}): flaky, written to flaky/"
         )
@@ -756,9 +722,9 @@ def _shrink_one(
     batch: Callable[[], int],
     number: int,
     say: Log,
-) -> tuple[Shrunk, Outcome]:
+) -> tuple[Shrunk, TrialResult]:
     """``first`` shrunk; and the outcome of the smallest failing run."""
-    outcomes: dict[str, Outcome] = {faults_key(first.faults): first.outcome}
+    outcomes: dict[str, TrialResult] = {faults_key(first.faults): first.outcome}
     counter = itertools.count(1)
 
     def test(candidates: Sequence[Candidate]) -> list[bool]:
@@ -779,7 +745,7 @@ def _shrink_one(
                 outcomes[faults_key(candidate.faults)] = outcome
             other = not fails and outcome.verdict in FOUND_VERDICTS
             say(
-                f"  [{number}] {describe(candidate.faults)}: {outcome.verdict}"
+                f"  [{number}] {describe_faults(candidate.faults)}: {outcome.verdict}"
                 + (f" ({_failure_text(outcome.failure)}: another failure)" if other else "")
                 + f" ({outcome.duration_ms / 1000:.1f}s)"
             )
@@ -807,7 +773,7 @@ def _found_trial(
         f"found by chaosproxy explore --seed {settings.seed}, run {first.run} "
         f"(its seed {first.seed}); {runs} run{'s' if runs != 1 else ''} of {_what(settings)} "
         "ended so",
-        f"shrunk from {describe(first.faults)}",
+        f"shrunk from {describe_faults(first.faults)}",
         f"in {shrunk.tests} runs of the client ({len(shrunk.steps) - 1} steps)",
     ]
     check = settings.check
@@ -860,7 +826,7 @@ def _unique(name: str, names: set[str]) -> str:
     return chosen
 
 
-def describe(faults: Sequence[Mapping[str, Any]]) -> str:
+def describe_faults(faults: Sequence[Mapping[str, Any]]) -> str:
     """Faults on one line, as a scenario file's flow style: ``drop {kind: delta, nth:
     1}; rechunk {size: 1}``; ``no faults`` for none."""
     parts = []
@@ -873,11 +839,6 @@ def describe(faults: Sequence[Mapping[str, Any]]) -> str:
         else:
             parts.append(name)
     return "; ".join(parts) or "no faults"
-
-
-def _clock(seconds: float) -> str:
-    seconds = round(seconds)
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
 # ---------------------------------------------------------------------------- writing
@@ -943,7 +904,7 @@ def render_summary(exploration: Exploration, fail_on: Iterable[str]) -> str:
     for i, f in enumerate(exploration.found, start=1):
         where = f"found/{f.name}.yaml" if f.reproduced else f"flaky/{f.name}.yaml (not reproduced)"
         out.append(
-            f"| {i} | {f.verdict} | {_cell(f.reason)} | {_cell(describe(f.faults))} | "
+            f"| {i} | {f.verdict} | {_cell(f.reason)} | {_cell(describe_faults(f.faults))} | "
             f"{len(f.found_by)} | run {f.shrunk_from} ({f.shrink_runs} runs) | {where} |"
         )
     return "\n".join(out) + "\n"
@@ -1015,32 +976,6 @@ def _as_run(found: Found) -> Run:
 # ---------------------------------------------------------------------------- the command
 
 
-def parse_faults(value: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-    unknown = [n for n in names if n not in DRAWERS]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(
-            (f"not in the space: {', '.join(unknown)}; " if unknown else "no faults given; ")
-            + f"choose from {', '.join(sorted(DRAWERS))}"
-        )
-    return names
-
-
-def parse_runs(value: str) -> tuple[int, ...]:
-    """``--replay``: run numbers, comma-separated, from 1."""
-    parts = [v.strip() for v in value.split(",") if v.strip()]
-    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected run numbers from 1 (3,17), got {value!r}")
-    return tuple(dict.fromkeys(int(p) for p in parts))
-
-
-def parse_confirm(value: str) -> int:
-    """``--confirm``: how many more runs of each minimal scenario, from 0."""
-    if not value.isdigit() or int(value) > 100:
-        raise argparse.ArgumentTypeError(f"expected a number of runs from 0 to 100, got {value!r}")
-    return int(value)
-
-
 def parse_gate(value: str) -> frozenset[str]:
     """``--fail-on``: verdicts, comma-separated; empty: never fail."""
     from chaosproxy.tools.matrix import parse_fail_on
@@ -1048,142 +983,20 @@ def parse_gate(value: str) -> frozenset[str]:
     return parse_fail_on(value)
 
 
-def add_parser(sub: Any) -> None:
-    """The ``explore`` subcommand (cli.py calls this)."""
-    from chaosproxy.control.process import _argtype
-    from chaosproxy.server.config import (
-        parse_duration,
-        parse_number,
-        parse_positive_int,
-        parse_seed,
-    )
-    from chaosproxy.tools.matrix import default_jobs, parse_jobs
-
-    explore_parser = sub.add_parser(
-        "explore",
-        help="run a client under random fault mixes and shrink each failure to a minimal scenario",
-        description="Run CMD under seeded random fault mixes, judge each run by the verdicts, "
-        "shrink every silent_corruption, false_alarm or hung to the smallest scenario that "
-        "still fails, and write each to DIR/found/ with explore.json, explore.md and "
-        "report.html (docs/explore.md).",
-    )
-    explore_parser.add_argument(
-        "--client",
-        required=True,
-        metavar="CMD",
-        help="shell command of the client, as for chaosproxy matrix: it reads CHAOSPROXY_URL, "
-        "prints its final text on stdout and exits non-zero when its client raised",
-    )
-    explore_parser.add_argument(
-        "--budget",
-        type=parse_budget,
-        default=Budget(runs=DEFAULT_BUDGET),
-        metavar="N|DURATION",
-        help=f"how many runs to draw (default {DEFAULT_BUDGET}), or for how long (5m); "
-        "shrinking comes after",
-    )
-    explore_parser.add_argument(
-        "--seed",
-        type=_argtype(parse_seed),
-        default=None,
-        metavar="N",
-        help="the seed of the exploration (default random, printed): the same seed, client "
-        "and upstream draw the same runs",
-    )
-    explore_parser.add_argument(
-        "--replay",
-        type=parse_runs,
-        default=(),
-        metavar="K,...",
-        help="run only these runs of --seed (run K drawn as in the whole exploration), "
-        "whatever the budget, and shrink what fails",
-    )
-    explore_parser.add_argument(
-        "--faults",
-        type=parse_faults,
-        default=(),
-        metavar="K,...",
-        help="draw only these faults (comma-separated; default every fault of the space "
-        "that fits the stream)",
-    )
-    explore_parser.add_argument(
-        "--jobs",
-        type=parse_jobs,
-        default=default_jobs(),
-        metavar="N",
-        help="run this many clients at once, each with a proxy of its own "
-        f"(default: the number of cores, {default_jobs()})",
-    )
-    explore_parser.add_argument(
-        "--upstream",
-        default=None,
-        metavar="URL",
-        help="upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock upstream)",
-    )
-    explore_parser.add_argument(
-        "--out",
-        default="chaos-explore",
-        metavar="DIR",
-        help="directory for found/, explore.json, explore.md and report.html "
-        "(default: chaos-explore)",
-    )
-    explore_parser.add_argument(
-        "--timeout",
-        type=_argtype(parse_duration),
-        default=DEFAULT_TIMEOUT,
-        metavar="DURATION",
-        help="per run: a command still running then is killed and judged hung (default 10s)",
-    )
-    explore_parser.add_argument(
-        "--fail-on",
-        type=parse_gate,
-        default=FAILING,
-        metavar="VERDICTS",
-        help="comma-separated verdicts that, found, make the exit status 1 (default: "
-        "silent_corruption,false_alarm,hung; '' never)",
-    )
-    explore_parser.add_argument(
-        "--shrink-runs",
-        type=_argtype(parse_positive_int),
-        default=MAX_TESTS,
-        metavar="N",
-        help=f"the most candidates tried while shrinking one failure (default {MAX_TESTS})",
-    )
-    explore_parser.add_argument(
-        "--confirm",
-        type=parse_confirm,
-        default=1,
-        metavar="N",
-        help="run each minimal scenario this many more times; one that does not give the "
-        "same failure every time is flaky, written to flaky/ (default 1)",
-    )
-    explore_parser.add_argument(
-        "--mock-interval-ms",
-        type=_argtype(parse_number),
-        default=None,
-        metavar="MS",
-        help="milliseconds between the mock upstream's events (default 20)",
-    )
-
-
 def cmd_explore(args: argparse.Namespace) -> int:
-    from chaosproxy.control.process import environment_settings, fail
+    from chaosproxy.control.process import fail
     from chaosproxy.observe.logs import describe as describe_error
     from chaosproxy.server.config import ConfigError
-    from chaosproxy.tools.matrix import ENVIRONMENT_SETTINGS
+    from chaosproxy.tools.matrix import ENVIRONMENT_SETTINGS, proxy_settings
 
-    # The proxies' settings from CHAOSPROXY_*, as the matrix takes them, but the seed:
-    # --seed draws the runs, and each run has a seed of its own.
+    # The proxies' settings, as the matrix takes them, but the seed: --seed draws the
+    # runs, and each run has a seed of its own.
     try:
-        proxy_settings: dict[str, Any] = environment_settings(
-            "upstream", *(name for name in ENVIRONMENT_SETTINGS if name != "seed")
+        upstream, settings_of_proxies = proxy_settings(
+            "explore", args, (name for name in ENVIRONMENT_SETTINGS if name != "seed")
         )
     except ConfigError as exc:
         return fail(str(exc))
-    upstreams = proxy_settings.pop("upstream", ("mock",))
-    if args.upstream is None and len(upstreams) > 1:
-        return fail("explore takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
-    upstream = args.upstream or upstreams[0]
     if args.replay and args.seed is None:
         return fail("explore: --replay needs the --seed of the exploration it replays")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(MAX_SEED + 1)
@@ -1197,8 +1010,6 @@ def cmd_explore(args: argparse.Namespace) -> int:
         client=args.client,
         upstream=upstream,
     )
-    if args.mock_interval_ms is not None:
-        proxy_settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -1209,7 +1020,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
             upstream=upstream,
             jobs=args.jobs,
             timeout=args.timeout,
-            settings=proxy_settings,
+            settings=settings_of_proxies,
         ) as runner:
             exploration = explore(runner, settings, log=say)
     except ExploreError as exc:
@@ -1238,15 +1049,14 @@ __all__ = [
     "ExploredRun",
     "Found",
     "FunctionRunner",
-    "Outcome",
     "Runner",
     "SerialRunner",
     "Settings",
     "Trial",
-    "add_parser",
+    "TrialResult",
     "as_json",
     "cmd_explore",
-    "describe",
+    "describe_faults",
     "explore",
     "make_trial",
     "parse_budget",

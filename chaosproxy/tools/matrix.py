@@ -34,6 +34,7 @@ from xml.sax.saxutils import escape, quoteattr
 import orjson
 
 from chaosproxy.core.verdict import FAILING, VERDICTS
+from chaosproxy.server.routes import MOCK
 
 if TYPE_CHECKING:
     from chaosproxy.control.api import ChaosProxy
@@ -111,7 +112,7 @@ class Matrix:
 
 
 @dataclass
-class Outcome:
+class CommandResult:
     """What the command did: its exit code (None: killed on time out), its stdout and
     stderr."""
 
@@ -173,7 +174,7 @@ def telling_line(stderr: str) -> str | None:
     return plain[-1] if plain else (lines[-1] if lines else None)
 
 
-def run_command(command: str, env: Mapping[str, str], timeout: float) -> Outcome:
+def run_command(command: str, env: Mapping[str, str], timeout: float) -> CommandResult:
     """Run ``command`` in a shell, in its own process group; on time out the whole
     group is killed (SIGKILL), so a client's children never outlive it."""
     started = time.monotonic()
@@ -194,7 +195,7 @@ def run_command(command: str, env: Mapping[str, str], timeout: float) -> Outcome
             os.killpg(process.pid, signal.SIGKILL)
         out, err = process.communicate()
         code = None
-    return Outcome(
+    return CommandResult(
         exit_code=code,
         stdout=out.decode("utf-8", "replace"),
         stderr=err.decode("utf-8", "replace"),
@@ -335,7 +336,7 @@ class Progress:
 def run_matrix(
     command: str,
     *,
-    upstream: str = "mock",
+    upstream: str = MOCK,
     scenarios: Sequence[str] = (),
     timeout: float = DEFAULT_TIMEOUT,
     fail_on: Iterable[str] = FAILING,
@@ -495,7 +496,7 @@ def render_junit(matrix: Matrix) -> str:
     ]
     for run in matrix.results:
         out.append(
-            f'  <testcase classname="chaosproxy.matrix" name={quoteattr(run.scenario)} '
+            f'  <testcase classname="chaosproxy.tools.matrix" name={quoteattr(run.scenario)} '
             f'time="{run.duration_ms / 1000:.3f}">'
         )
         details = printable(
@@ -548,10 +549,74 @@ def parse_fail_on(value: str) -> frozenset[str]:
     return names
 
 
+#: The proxy settings the matrix's own options set: ``serve``'s flags, generated from
+#: :class:`~chaosproxy.server.config.Config` (``add_flags``), with the matrix's help. The
+#: matrix takes one upstream URL.
+PROXY_FLAGS: dict[str, dict[str, Any]] = {
+    "upstream": {
+        "kind": "store",
+        "metavar": "URL",
+        "help": "upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock "
+        "upstream)",
+    },
+    "seed": {"help": "the proxy's seed for every request (default: each scenario's, else random)"},
+    "mock_interval": {
+        "help": "milliseconds between the mock upstream's events (default {default})"
+    },
+}
+
+
+def add_run_flags(
+    parser: argparse.ArgumentParser, changes: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """The options of a command that runs a client command under proxies (``matrix``,
+    ``explore``), one per key of ``changes`` in its order, each as the matrix has it
+    with ``changes`` (its help, its default) over it."""
+    from chaosproxy.server.config import argtype, parse_duration, show_duration
+
+    options: dict[str, dict[str, Any]] = {
+        "--client": {
+            "required": True,
+            "metavar": "CMD",
+            "help": "shell command of the client: it reads CHAOSPROXY_URL (and "
+            "CHAOSPROXY_SCENARIO), prints its final text on stdout and exits non-zero "
+            "when its client raised",
+        },
+        "--jobs": {
+            "type": parse_jobs,
+            "default": default_jobs(),
+            "metavar": "N",
+            "help": "run this many clients at once, each with a proxy of its own "
+            f"(default: the number of cores, {default_jobs()})",
+        },
+        "--out": {
+            "default": "chaos-matrix",
+            "metavar": "DIR",
+            "help": "directory for matrix.md, matrix.json, junit.xml and report.html "
+            "(default: chaos-matrix)",
+        },
+        "--timeout": {
+            "type": argtype(parse_duration),
+            "default": DEFAULT_TIMEOUT,
+            "metavar": "DURATION",
+            "help": "per scenario: a command still running then is killed and judged hung "
+            f"(default {show_duration(DEFAULT_TIMEOUT)})",
+        },
+        "--fail-on": {
+            "type": parse_fail_on,
+            "default": FAILING,
+            "metavar": "VERDICTS",
+            "help": "comma-separated verdicts that make the exit status 1 and fail their JUnit "
+            "test case (default: silent_corruption,false_alarm,hung)",
+        },
+    }
+    for name, change in changes.items():
+        parser.add_argument(name, **{**options[name], **change})
+
+
 def add_parser(sub: Any) -> None:
-    """The ``matrix`` subcommand (cli.py calls this)."""
-    from chaosproxy.control.process import _argtype
-    from chaosproxy.server.config import parse_duration, parse_number, parse_seed
+    """The ``matrix`` subcommand (``chaosproxy/cli/main.py`` calls this)."""
+    from chaosproxy.server.config import add_flags
 
     matrix = sub.add_parser(
         "matrix",
@@ -559,20 +624,8 @@ def add_parser(sub: Any) -> None:
         description="Run CMD once per scenario through an in-process proxy and write "
         "matrix.md, matrix.json, junit.xml and report.html (docs/verdicts.md).",
     )
-    matrix.add_argument(
-        "--client",
-        required=True,
-        metavar="CMD",
-        help="shell command of the client: it reads CHAOSPROXY_URL (and "
-        "CHAOSPROXY_SCENARIO), prints its final text on stdout and exits non-zero "
-        "when its client raised",
-    )
-    matrix.add_argument(
-        "--upstream",
-        default=None,
-        metavar="URL",
-        help="upstream URL (default: CHAOSPROXY_UPSTREAM, else mock, the built-in mock upstream)",
-    )
+    add_run_flags(matrix, {"--client": {}})
+    add_flags(matrix, ["upstream"], PROXY_FLAGS)
     matrix.add_argument(
         "--scenarios",
         action="append",
@@ -581,50 +634,8 @@ def add_parser(sub: Any) -> None:
         help="run only these: a built-in scenario's name, or the scenarios of a file or "
         "directory (repeatable; default: the whole built-in library)",
     )
-    matrix.add_argument(
-        "--jobs",
-        type=parse_jobs,
-        default=default_jobs(),
-        metavar="N",
-        help="run this many clients at once, each with a proxy of its own "
-        f"(default: the number of cores, {default_jobs()})",
-    )
-    matrix.add_argument(
-        "--out",
-        default="chaos-matrix",
-        metavar="DIR",
-        help="directory for matrix.md, matrix.json, junit.xml and report.html "
-        "(default: chaos-matrix)",
-    )
-    matrix.add_argument(
-        "--timeout",
-        type=_argtype(parse_duration),
-        default=DEFAULT_TIMEOUT,
-        metavar="DURATION",
-        help="per scenario: a command still running then is killed and judged hung (default 20s)",
-    )
-    matrix.add_argument(
-        "--fail-on",
-        type=parse_fail_on,
-        default=FAILING,
-        metavar="VERDICTS",
-        help="comma-separated verdicts that make the exit status 1 and fail their JUnit "
-        "test case (default: silent_corruption,false_alarm,hung)",
-    )
-    matrix.add_argument(
-        "--seed",
-        type=_argtype(parse_seed),
-        default=None,
-        metavar="N",
-        help="the proxy's seed for every request (default: each scenario's, else random)",
-    )
-    matrix.add_argument(
-        "--mock-interval-ms",
-        type=_argtype(parse_number),
-        default=None,
-        metavar="MS",
-        help="milliseconds between the mock upstream's events (default 20)",
-    )
+    add_run_flags(matrix, {"--jobs": {}, "--out": {}, "--timeout": {}, "--fail-on": {}})
+    add_flags(matrix, ["seed", "mock_interval"], PROXY_FLAGS)
 
 
 #: The settings of ``serve`` that the matrix's proxies also take from their
@@ -648,6 +659,22 @@ ENVIRONMENT_SETTINGS = (
 )
 
 
+def proxy_settings(
+    command: str, args: argparse.Namespace, names: Iterable[str] = ENVIRONMENT_SETTINGS
+) -> tuple[str, dict[str, Any]]:
+    """The upstream and the settings ``names`` of the proxies of ``command`` (``matrix``,
+    ``explore``): as its options give them, else their ``CHAOSPROXY_*`` variables.
+    Raises ConfigError (a bad variable, several upstreams)."""
+    from chaosproxy.server.config import ConfigError, command_settings, default
+
+    settings = command_settings(args, ("upstream", *names))
+    upstream = settings.pop("upstream", default("upstream"))
+    upstreams = (upstream,) if isinstance(upstream, str) else upstream
+    if len(upstreams) > 1:
+        raise ConfigError(f"{command} takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
+    return upstreams[0], settings
+
+
 def default_jobs() -> int:
     """One client per core."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
@@ -665,22 +692,14 @@ def _clock(seconds: float) -> str:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from chaosproxy.control.process import environment_settings, fail
+    from chaosproxy.control.process import fail
     from chaosproxy.scenario import ScenarioError
     from chaosproxy.server.config import ConfigError
 
     try:  # the options given win over the proxies' settings from CHAOSPROXY_*
-        settings: dict[str, Any] = environment_settings("upstream", *ENVIRONMENT_SETTINGS)
+        upstream, settings = proxy_settings("matrix", args)
     except ConfigError as exc:
         return fail(str(exc))
-    upstreams = settings.pop("upstream", ("mock",))
-    if args.upstream is None and len(upstreams) > 1:
-        return fail("matrix takes one upstream: CHAOSPROXY_UPSTREAM has several (routes)")
-    upstream = args.upstream or upstreams[0]
-    if args.seed is not None:
-        settings["seed"] = args.seed
-    if args.mock_interval_ms is not None:
-        settings["mock_interval"] = args.mock_interval_ms / 1000.0
 
     def started(name: str, running: int) -> None:
         print(f"  ... {name} ({running} running)", file=sys.stderr, flush=True)
@@ -728,9 +747,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 __all__ = [
     "NO_REQUEST",
+    "CommandResult",
     "Matrix",
     "MatrixInputError",
-    "Outcome",
     "Progress",
     "Run",
     "add_parser",

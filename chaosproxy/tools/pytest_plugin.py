@@ -74,7 +74,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "chaos_upstream",
         "upstream URL for the chaos_proxy fixtures (default: mock, the built-in mock)",
-        default="mock",
     )
     parser.addini(
         "chaos_scenarios",
@@ -365,7 +364,8 @@ def _start(config: pytest.Config) -> ChaosProxy:
 
     upstream = config.getoption("--chaos-upstream") or config.getini("chaos_upstream")
     paths = config.getoption("--chaos-scenarios") or config.getini("chaos_scenarios")
-    return ChaosProxy(upstream=upstream or "mock", scenarios=list(paths))
+    chosen = {"upstream": upstream} if upstream else {}  # else ChaosProxy's: the mock
+    return ChaosProxy(**chosen, scenarios=list(paths))
 
 
 @pytest.fixture

@@ -239,7 +239,7 @@ async def start_replay(trace: Trace, host: str, port: int) -> tuple[web.AppRunne
     return runner, f"http://{hostport(host, bound)}"
 
 
-def describe(trace: Trace) -> str:
+def describe_trace(trace: Trace) -> str:
     """One line about a trace, for the start-up message."""
     span = max(trace.end_ms, trace.frames[-1].t_ms if trace.frames else 0.0)
     end = trace.outcome if trace.cut_how is None else f"{trace.outcome} ({trace.cut_how})"
@@ -253,7 +253,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "create_replay_app",
-    "describe",
+    "describe_trace",
     "load_trace",
     "parse_trace",
     "start_replay",

@@ -268,7 +268,7 @@ class Write:
 
 
 @dataclass
-class Request:
+class DrawnRequest:
     """One request as the page draws it. Its writes are kept compact (a time, a size and
     a faulted flag each); a write's details (seq, events, kinds, faults) are read back
     with :meth:`write` for the marks that are drawn only."""
@@ -346,7 +346,7 @@ def _strings(value: Any) -> list[str]:
 
 class _Requests:
     """Requests folded from frame-log lines one at a time, keeping only what the page
-    draws (see :class:`Request`); lines of requests not in ``keep`` are passed over."""
+    draws (see :class:`DrawnRequest`); lines of requests not in ``keep`` are passed over."""
 
     def __init__(
         self,
@@ -354,7 +354,7 @@ class _Requests:
         keep: set[str] | None,
         max_rejected: int | None = MAX_REJECTED,
     ) -> None:
-        self.requests: dict[str, Request] = {}
+        self.requests: dict[str, DrawnRequest] = {}
         self.keep = keep
         self.lines = lines
         #: The last ``MAX_REJECTED`` ``rejected`` lines, and how many there were.
@@ -373,7 +373,7 @@ class _Requests:
         if req is None:
             if self.keep is not None and rid not in self.keep:
                 return
-            req = self.requests[rid] = Request(rid, _lines=self.lines)
+            req = self.requests[rid] = DrawnRequest(rid, _lines=self.lines)
         event = line.get("event")
         if event == "request":
             req.request = dict(line)
@@ -407,7 +407,7 @@ class _Requests:
             req.verdict = dict(line)
 
 
-def _append_size(req: Request, size: int) -> None:
+def _append_size(req: DrawnRequest, size: int) -> None:
     try:
         req.sizes.append(size)
     except OverflowError:  # beyond 64 bits (a hostile log): a list takes any int
@@ -416,7 +416,7 @@ def _append_size(req: Request, size: int) -> None:
 
 def group_requests(
     records: Iterable[Mapping[str, Any]], limit: int | None = None
-) -> tuple[list[Request], int, list[dict[str, Any]]]:
+) -> tuple[list[DrawnRequest], int, list[dict[str, Any]]]:
     """Requests in order of first appearance (the newest ``limit`` of them), how many
     were left out, and the ``rejected`` lines."""
     records = list(records)
@@ -430,7 +430,7 @@ def group_requests(
     if limit is not None and len(ids) > limit:
         omitted = len(ids) - limit
     folded = _Requests(records.__getitem__, set(ids[omitted:]), max_rejected=None)
-    folded.requests = {rid: Request(rid, _lines=records.__getitem__) for rid in ids[omitted:]}
+    folded.requests = {rid: DrawnRequest(rid, _lines=records.__getitem__) for rid in ids[omitted:]}
     for place, line in enumerate(records):
         folded.add(line, place)
     return list(folded.requests.values()), omitted, list(folded.rejected)
@@ -546,7 +546,7 @@ def _nice_ticks(end_ms: float, n: int = 5) -> list[float]:
     return [i * step for i in range(int(end_ms // step) + 1)]
 
 
-def _timeline(req: Request, gap_ms: float, stall_ms: float) -> str:
+def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
     times, sizes, n = req.times, req.sizes, len(req.times)
     total = sum(sizes)
     last_t = max(times, default=0.0)
@@ -650,12 +650,12 @@ def _timeline(req: Request, gap_ms: float, stall_ms: float) -> str:
     return "".join(parts)
 
 
-def _verdict(req: Request, matrix_verdict: Mapping[str, Any] | None) -> Any:
+def _verdict(req: DrawnRequest, matrix_verdict: Mapping[str, Any] | None) -> Any:
     """The request's verdict: its own ``verdict`` line, else the matrix's row."""
     return (req.verdict or matrix_verdict or {}).get("verdict")
 
 
-def _integrity(req: Request, matrix_verdict: Mapping[str, Any] | None) -> Any:
+def _integrity(req: DrawnRequest, matrix_verdict: Mapping[str, Any] | None) -> Any:
     """The logged integrity, else the one its verdict names."""
     if req.integrity:
         return req.integrity.get("integrity")
@@ -674,7 +674,7 @@ def _kv(label: str, value_html: str) -> str:
 
 def _request_section(
     index: int,
-    req: Request,
+    req: DrawnRequest,
     matrix_verdict: Mapping[str, Any] | None,
     gap_ms: float,
     stall_ms: float,
@@ -887,7 +887,7 @@ def write_report(
 
 
 def _page(
-    requests: list[Request],
+    requests: list[DrawnRequest],
     omitted: int,
     rejected: list[dict[str, Any]],
     rejected_count: int,

@@ -19,9 +19,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from chaosproxy.tools.fault_space import Draft, FaultDraw, Space, draft_key
+if TYPE_CHECKING:  # the space is loaded when a shrink runs: explore's options need
+    # MAX_TESTS only (chaosproxy/tools/explore_options.py)
+    from chaosproxy.tools.fault_space import Draft, Space
 
 #: How many candidates a shrink tries at most, by default.
 MAX_TESTS = 30
@@ -58,6 +60,8 @@ class Shrunk:
 def proposals(draft: Draft) -> Iterator[Draft]:
     """The candidates of ``draft``, in the order they are tried (not yet read: some may
     read back to the same scenario, or to no smaller one)."""
+    from chaosproxy.tools.fault_space import FaultDraw
+
     n = len(draft)
     if n > 1:
         for item in draft:
@@ -149,6 +153,8 @@ class _Shrink:
     def first_failing(self, current: Draft) -> Candidate | None:
         """The first candidate of ``current`` that still fails, in order; None when
         none does, or the budget ran out (``exhausted``)."""
+        from chaosproxy.tools.fault_space import draft_key
+
         key = draft_key(current)
         pending: list[Candidate] = []
         for proposal in proposals(current):

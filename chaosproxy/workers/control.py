@@ -31,14 +31,14 @@ MAX_MESSAGE = 256 * 1024 * 1024
 
 _LENGTH = struct.Struct(">I")
 
-Message = dict[str, Any]
+ControlMessage = dict[str, Any]
 
 
 class ControlError(Exception):
     """The other end broke the protocol, went away, or answered with an error."""
 
 
-def encode(message: Message) -> bytes:
+def encode(message: ControlMessage) -> bytes:
     """One message as it travels: its length, then its JSON."""
     body = orjson.dumps(message)
     if len(body) > MAX_MESSAGE:
@@ -52,9 +52,9 @@ class Decoder:
     def __init__(self) -> None:
         self._buffer = bytearray()
 
-    def feed(self, data: bytes) -> list[Message]:
+    def feed(self, data: bytes) -> list[ControlMessage]:
         self._buffer += data
-        out: list[Message] = []
+        out: list[ControlMessage] = []
         buffer = self._buffer
         while len(buffer) >= _LENGTH.size:
             (length,) = _LENGTH.unpack_from(buffer)
@@ -78,7 +78,7 @@ class Decoder:
         return len(self._buffer)
 
 
-async def _read_messages(reader: asyncio.StreamReader, decoder: Decoder) -> list[Message]:
+async def _read_messages(reader: asyncio.StreamReader, decoder: Decoder) -> list[ControlMessage]:
     """The next messages (at least one); [] at the end of the stream."""
     while True:
         data = await reader.read(1 << 16)
@@ -101,7 +101,7 @@ class Channel:
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._task: asyncio.Task[None] | None = None
         #: The worker's first message (``ready`` or ``failed``), once it came.
-        self.hello: asyncio.Future[Message] | None = None
+        self.hello: asyncio.Future[ControlMessage] | None = None
         self.closed = False
 
     async def open(self) -> None:
@@ -124,7 +124,7 @@ class Channel:
         finally:
             self._fail("the worker went away")
 
-    def _answer(self, message: Message) -> None:
+    def _answer(self, message: ControlMessage) -> None:
         assert self.hello is not None
         if message.get("id") == 0:
             if not self.hello.done():
@@ -181,7 +181,7 @@ class Channel:
 
 #: How a worker answers one request: its result (any JSON value), or an exception whose
 #: text is the error.
-Handler = Callable[[str, Message], Awaitable[Any]]
+ControlHandler = Callable[[str, ControlMessage], Awaitable[Any]]
 
 
 class WorkerEnd:
@@ -199,7 +199,7 @@ class WorkerEnd:
         assert self._writer is not None
         self._writer.write(encode({"id": 0, "op": op, **fields}))
 
-    async def serve(self, handler: Handler) -> None:
+    async def serve(self, handler: ControlHandler) -> None:
         """Answer requests until the supervisor goes away (then return)."""
         assert self._reader is not None and self._writer is not None
         decoder = Decoder()
@@ -214,7 +214,7 @@ class WorkerEnd:
                 number = message.get("id")
                 try:
                     result = await handler(str(message.get("op")), message)
-                    answer: Message = {"id": number, "ok": True, "result": result}
+                    answer: ControlMessage = {"id": number, "ok": True, "result": result}
                 except Exception as exc:  # the error goes back as text
                     answer = {"id": number, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
                 try:

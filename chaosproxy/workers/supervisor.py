@@ -213,7 +213,7 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
             return query
         limit, scenario, criteria = query
         found = await workers.recent(limit, scenario, criteria)
-        return admin_api.as_json({"requests": found})
+        return admin_api.json_response({"requests": found})
 
     async def get_request(request: web.Request) -> web.Response:
         request_id = request.match_info["id"]
@@ -223,7 +223,7 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
             detail = await workers.ask(owner, "detail", request_id=request_id)
         if detail is None:
             return admin_api.not_found(request_id)
-        return admin_api.as_json(detail)
+        return admin_api.json_response(detail)
 
     async def post_verdict(request: web.Request) -> web.Response:
         from chaosproxy.core.verdict import chain, judge
@@ -250,7 +250,7 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
         owner = owner_of(request_id)
         if owner is not None and owner < len(workers.workers):
             await workers.ask(owner, "verdict", request_id=request_id, verdict=verdict)
-        return admin_api.as_json(verdict)
+        return admin_api.json_response(verdict)
 
     async def metrics(request: web.Request) -> web.Response:
         body = await workers.metrics()

@@ -230,3 +230,19 @@ def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 141, err.decode()
     assert err == b""
+
+
+def test_the_parser_is_built_without_the_fault_space() -> None:
+    """``chaosproxy --help`` (and every command's start) builds explore's options from
+    tools/explore_options.py: the fault space, every fault's model and the shrinker's
+    search are loaded when explore runs (or reads --faults), not before."""
+    code = (
+        "import sys; from chaosproxy.cli.main import build_parser; build_parser(); "
+        "print(sorted(m for m in sys.modules if m in ("
+        "'chaosproxy.tools.fault_space', 'chaosproxy.tools.explore')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert done.stdout == "[]\n"
+    assert build_parser().parse_args(["explore", "--client", "true"]).shrink_runs == 30

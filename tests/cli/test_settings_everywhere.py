@@ -5,6 +5,8 @@ CHAOSPROXY_SCENARIOS and CHAOSPROXY_LISTEN, `scenarios`, `validate`, `simulate`,
 
 from __future__ import annotations
 
+import argparse
+import ast
 import json
 import os
 import select
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from chaosproxy.cli import main as cli
+from chaosproxy.server.config import flags, from_environment
 from tests.cli.test_cli import one_line_error
 from tests.conftest import LIBRARY, REPO, run_cli
 
@@ -153,10 +156,10 @@ def test_report_reads_chaosproxy_log_when_no_source_is_given(tmp_path: Path) -> 
     )
 
 
-def test_matrix_takes_the_upstream_and_the_proxies_settings(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from chaosproxy.tools import matrix
+def stop_before_running(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """``matrix`` and ``explore`` stop (exit 2) where they would start running the client;
+    what they would have run it with (the upstream, the proxies' settings) is returned."""
+    from chaosproxy.tools import explore, matrix
 
     seen: dict[str, Any] = {}
 
@@ -164,7 +167,25 @@ def test_matrix_takes_the_upstream_and_the_proxies_settings(
         seen.update(kw)
         raise matrix.MatrixInputError("stopped here")
 
+    class Runner:
+        def __init__(self, client: str, **kw: Any) -> None:
+            seen.update(kw)
+
+        def __enter__(self) -> Any:
+            raise explore.ExploreError("stopped here")
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
     monkeypatch.setattr(matrix, "run_matrix", run_matrix)
+    monkeypatch.setattr(explore, "CommandRunner", Runner)
+    return seen
+
+
+def test_matrix_takes_the_upstream_and_the_proxies_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen = stop_before_running(monkeypatch)
     monkeypatch.setenv("CHAOSPROXY_UPSTREAM", "http://gateway.test:9")
     monkeypatch.setenv("CHAOSPROXY_SEED", "42")
     monkeypatch.setenv("CHAOSPROXY_MOCK_TOKENS", "5")
@@ -183,21 +204,7 @@ def test_explore_takes_the_upstream_and_the_proxies_settings_but_the_seed(
 ) -> None:
     """Its --seed draws the runs (each run has a seed of its own): CHAOSPROXY_SEED is not
     one of its settings."""
-    from chaosproxy.tools import explore
-
-    seen: dict[str, Any] = {}
-
-    class Runner:
-        def __init__(self, client: str, **kw: Any) -> None:
-            seen.update(kw)
-
-        def __enter__(self) -> Any:
-            raise explore.ExploreError("stopped here")
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-    monkeypatch.setattr(explore, "CommandRunner", Runner)
+    seen = stop_before_running(monkeypatch)
     monkeypatch.setenv("CHAOSPROXY_UPSTREAM", "http://gateway.test:9")
     monkeypatch.setenv("CHAOSPROXY_SEED", "42")
     monkeypatch.setenv("CHAOSPROXY_IDLE_TIMEOUT", "3s")
@@ -206,3 +213,95 @@ def test_explore_takes_the_upstream_and_the_proxies_settings_but_the_seed(
     assert seen["settings"] == {"idle_timeout": 3.0}
     assert cli.main(["explore", "--client", "true", "--budget", "1", "--upstream", "mock"]) == 2
     assert seen["upstream"] == "mock"
+
+
+def test_matrix_and_explore_take_the_mock_interval_in_milliseconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen = stop_before_running(monkeypatch)
+    monkeypatch.setenv("CHAOSPROXY_MOCK_INTERVAL_MS", "7")
+    assert cli.main(["matrix", "--client", "true"]) == 2
+    assert seen["settings"] == {"mock_interval": 0.007}
+    assert cli.main(["matrix", "--client", "true", "--mock-interval-ms", "2.5"]) == 2
+    assert seen["settings"] == {"mock_interval": 0.0025}
+    assert cli.main(["explore", "--client", "true", "--mock-interval-ms", "0"]) == 2
+    assert seen["settings"] == {"mock_interval": 0.0}
+
+
+def test_matrix_refuses_several_upstreams_however_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAOSPROXY_UPSTREAM", "/a=http://a.test:1 http://b.test:2")
+    for command in ("matrix", "explore"):
+        assert one_line_error(run_cli(command, "--client", "true", env=dict(os.environ))) == (
+            f"chaosproxy: error: {command} takes one upstream: CHAOSPROXY_UPSTREAM has several "
+            "(routes)"
+        )
+
+
+# ------------------------------------------------------------- one set of flag definitions
+
+#: The options of other commands that are settings of serve, generated from the same
+#: Config fields (chaosproxy.server.config.add_flags): (command, option) → field.
+SETTING_OPTIONS = {
+    ("mock", "--listen"): "listen",
+    ("mock", "--tokens"): "mock_tokens",
+    ("mock", "--interval-ms"): "mock_interval",
+    ("mock", "--mock-fixtures"): "mock_fixtures",
+    ("replay", "--listen"): "listen",
+    ("validate", "--mock-fixtures"): "mock_fixtures",
+    ("matrix", "--upstream"): "upstream",
+    ("matrix", "--seed"): "seed",
+    ("matrix", "--mock-interval-ms"): "mock_interval",
+    ("explore", "--upstream"): "upstream",
+    ("explore", "--mock-interval-ms"): "mock_interval",
+}
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize(("command", "option"), sorted(SETTING_OPTIONS))
+def test_an_option_that_is_a_setting_is_the_settings_flag(command: str, option: str) -> None:
+    from tests.server.test_config import SAMPLES
+
+    name = SETTING_OPTIONS[(command, option)]
+    action = next(a for a in _subcommands()[command]._actions if option in a.option_strings)
+    serve_flag = next(flag for field, flag, _ in flags() if field == name)
+    assert (action.dest, action.default) == (name, argparse.SUPPRESS)  # the environment fills it
+    sample = SAMPLES[serve_flag.name]
+    assert sample is not None and action.type is not None
+    by_option = action.type(sample)
+    assert by_option == serve_flag.parse(sample)
+    env = {serve_flag.env: sample}
+    assert from_environment(env, [name])[name] in (by_option, (by_option,))
+
+
+def test_every_option_of_serve_is_generated_from_config() -> None:
+    serve = _subcommands()["serve"]
+    options = {a.option_strings[0]: a.dest for a in serve._actions if a.dest != "help"}
+    assert options == {flag.name: field for field, flag, _ in flags()}
+
+
+#: Options that two commands write each for itself, meaning something different in each.
+OWN_OPTIONS = {
+    # simulate's is the simulated request's seed, explore's the seed its runs are drawn
+    # from; neither is serve's base seed (the matrix's is, and comes from Config).
+    "--seed": 2,
+}
+
+
+def test_no_option_is_written_twice() -> None:
+    """An option is written in one ``add_argument`` call of the package (the settings'
+    from their Flag in config.py, the client-running commands' in matrix.add_run_flags)."""
+    written: dict[str, list[str]] = {}
+    for path in sorted((REPO / "chaosproxy").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
+                        written.setdefault(arg.value, []).append(f"{path.name}:{node.lineno}")
+    assert written  # the scan sees the literal ones
+    twice = {option: len(where) for option, where in written.items() if len(where) > 1}
+    assert twice == OWN_OPTIONS

@@ -11,18 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chaosproxy.core.answer import Content, Ledger, fold, text_sha256
-from chaosproxy.core.providers.base import ERROR_PIECE, NOTHING, TERMINAL_PIECE, Piece
+from chaosproxy.core.providers.base import ERROR_PIECE, NOTHING, TERMINAL_PIECE, EventContent
 
 
-def text(t: str, channel: int = 0) -> Piece:
-    return Piece(text=((channel, t),))
+def text(t: str, channel: int = 0) -> EventContent:
+    return EventContent(text=((channel, t),))
 
 
-def tool(key: str, args: str) -> Piece:
-    return Piece(tools=((key, args),))
+def tool(key: str, args: str) -> EventContent:
+    return EventContent(tools=((key, args),))
 
 
-DONE = Piece(terminal=True, finish=((0, "stop"),))
+DONE = EventContent(terminal=True, finish=((0, "stop"),))
 
 
 def test_a_trail_folds_into_text_tools_finish_and_terminal() -> None:

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from chaosproxy.core.history import (
-    Answer,
     Fresh,
     HistoryStore,
     Kept,
     Recorder,
-    Replay,
+    Refuse,
+    Resume,
     ResumeConfig,
     StreamHistory,
     parse_bytes,
@@ -157,8 +157,8 @@ def test_a_lookup_never_finds_a_stream_past_its_retention() -> None:
     store = HistoryStore(on_drop=dropped.append)
     stream = store.begin("s", config, "r-1", SSE, 0.0, token=TOKEN)  # swept at 0.0
     Recorder(stream).feed(E1 + E2, 0.0)
-    assert isinstance(store.decide("s", config, "tok1.1", 0.4), Replay)
-    assert store.decide("s", config, "tok1.1", 0.95) == Answer(204, "unknown event id")
+    assert isinstance(store.decide("s", config, "tok1.1", 0.4), Resume)
+    assert store.decide("s", config, "tok1.1", 0.95) == Refuse(204, "unknown event id")
     assert dropped == [stream] and not store.holds(stream)
 
 
@@ -179,7 +179,7 @@ def test_history_policies_replay_from_their_point(policy: str, start: int) -> No
     config = ResumeConfig(policy=policy)  # type: ignore[arg-type]
     store, stream = kept_stream(config, finished=False)
     decision = store.decide("s", config, "tok1.2", 3.0)
-    assert decision == Replay(stream, start)
+    assert decision == Resume(stream, start)
     assert [k.id for k in stream.since(start)] == ["tok1.1", "tok1.2", "tok1.3", "tok1.4"][start:]
     assert stream.last_activity == 3.0  # the lookup counts as activity
 
@@ -190,8 +190,8 @@ def test_new_stream_is_a_fresh_generation_and_unsupported_is_204() -> None:
     assert store.decide("s", config, "tok1.2", 3.0) == Fresh("new generation", stream)
     config = ResumeConfig(policy="unsupported")
     store, stream = kept_stream(config, finished=False)
-    assert store.decide("s", config, "tok1.2", 3.0) == Answer(204, "resume unsupported", stream)
-    assert store.decide("s", config, "nope", 3.0) == Answer(204, "resume unsupported", None)
+    assert store.decide("s", config, "tok1.2", 3.0) == Refuse(204, "resume unsupported", stream)
+    assert store.decide("s", config, "nope", 3.0) == Refuse(204, "resume unsupported", None)
 
 
 @pytest.mark.parametrize("missing", [204, 404, "new_stream"])
@@ -202,7 +202,7 @@ def test_expired_answers_as_missing(missing: int | str) -> None:
     if missing == "new_stream":
         assert decision == Fresh("history expired", stream)
     else:
-        assert decision == Answer(missing, "history expired", stream)  # type: ignore[arg-type]
+        assert decision == Refuse(missing, "history expired", stream)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -221,8 +221,8 @@ def test_expired_answers_as_missing(missing: int | str) -> None:
 )
 def test_an_unknown_id_gets_missing(last_id: str) -> None:
     for missing, expected in [
-        (204, Answer(204, "unknown event id")),
-        (404, Answer(404, "unknown event id")),
+        (204, Refuse(204, "unknown event id")),
+        (404, Refuse(404, "unknown event id")),
         ("new_stream", Fresh("unknown event id")),
     ]:
         config = ResumeConfig(missing=missing)  # type: ignore[arg-type]
@@ -233,23 +233,23 @@ def test_an_unknown_id_gets_missing(last_id: str) -> None:
 def test_an_expired_stream_is_missing() -> None:
     config = ResumeConfig(retention="5s")
     store, _ = kept_stream(config, finished=True)  # last activity 2.0
-    assert isinstance(store.decide("s", config, "tok1.2", 6.9), Replay)  # touched at 6.9
-    assert store.decide("s", config, "tok1.2", 11.9) == Answer(204, "unknown event id")
+    assert isinstance(store.decide("s", config, "tok1.2", 6.9), Resume)  # touched at 6.9
+    assert store.decide("s", config, "tok1.2", 11.9) == Refuse(204, "unknown event id")
 
 
 @pytest.mark.parametrize("policy", ["resume", "replay_last", "restart", "new_stream"])
 def test_a_finished_streams_last_id_gets_204(policy: str) -> None:
     config = ResumeConfig(policy=policy)  # type: ignore[arg-type]
     store, stream = kept_stream(config, finished=True)
-    assert store.decide("s", config, "tok1.4", 3.0) == Answer(204, "stream finished", stream)
+    assert store.decide("s", config, "tok1.4", 3.0) == Refuse(204, "stream finished", stream)
     # An earlier id of the finished stream is still answered by the policy.
-    assert not isinstance(store.decide("s", config, "tok1.3", 3.0), Answer)
+    assert not isinstance(store.decide("s", config, "tok1.3", 3.0), Refuse)
 
 
 def test_streams_are_per_scenario() -> None:
     config = ResumeConfig()
     store, _ = kept_stream(config, finished=False)
-    assert store.decide("other", config, "tok1.2", 3.0) == Answer(204, "unknown event id")
+    assert store.decide("other", config, "tok1.2", 3.0) == Refuse(204, "unknown event id")
 
 
 def test_sizes_parse_with_units() -> None:
@@ -325,10 +325,10 @@ def two_tenants(
 def test_a_stream_is_found_only_by_its_own_tenant() -> None:
     config = ResumeConfig()
     store, a, b = two_tenants(config, E1 + E2 + E3)
-    assert store.decide("s", config, "ta.1", 2.0, tenant="a") == Replay(a, 1)
+    assert store.decide("s", config, "ta.1", 2.0, tenant="a") == Resume(a, 1)
     # The other tenant with the very same id: unknown, and no stream named (the log
     # links nothing), whatever the policy.
-    assert store.decide("s", config, "ta.1", 2.0, tenant="b") == Answer(204, "unknown event id")
+    assert store.decide("s", config, "ta.1", 2.0, tenant="b") == Refuse(204, "unknown event id")
     for policy in ("unsupported", "new_stream", "restart"):
         cfg = ResumeConfig(policy=policy, missing="new_stream")  # type: ignore[arg-type]
         decision = store.decide("s", cfg, "ta.1", 2.0, tenant="b")
@@ -344,7 +344,7 @@ def test_a_forged_id_built_from_the_request_id_finds_nothing() -> None:
     store, a, _ = two_tenants(config, E1 + E2 + E3)
     for tenant in ("a", "b"):
         assert store.find("s", f"{a.request_id}.1", tenant=tenant) is None
-        assert store.decide("s", config, "r-1.1", 2.0, tenant=tenant) == Answer(
+        assert store.decide("s", config, "r-1.1", 2.0, tenant=tenant) == Refuse(
             204, "unknown event id"
         )
 
@@ -357,7 +357,7 @@ def test_upstream_ids_that_collide_across_tenants_stay_each_tenants() -> None:
     assert store.find("s", "4", tenant="a") == (a, 3)
     assert store.find("s", "4", tenant="b") == (b, 3)
     assert store.find("s", "4", tenant="c") is None
-    assert store.decide("s", config, "4", 2.0, tenant="a") == Replay(a, 4)
+    assert store.decide("s", config, "4", 2.0, tenant="a") == Resume(a, 4)
 
 
 def test_an_upstream_id_names_the_tenants_stream_whose_event_came_last() -> None:
@@ -412,7 +412,7 @@ def test_a_lookup_reads_no_event_however_much_is_kept(ids: str) -> None:
         for tenant in ("t0", "t3", "other"):
             assert store.find("s", forged, tenant=tenant) is None
             decision = store.decide("s", config, forged, 0.5, tenant=tenant)
-            assert decision == Answer(204, "unknown event id")
+            assert decision == Refuse(204, "unknown event id")
     own = "k3.200" if ids == "proxy" else "u200"
     found = store.find("s", own, tenant="t3")
     assert found is not None and found[1] == 199

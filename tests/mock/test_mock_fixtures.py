@@ -19,7 +19,7 @@ from pydantic import TypeAdapter
 
 from chaosproxy.core.llm_request import Message, read_request
 from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
-from chaosproxy.mock.common import Knobs, Reply
+from chaosproxy.mock.common import Knobs, MockResponse
 from chaosproxy.mock.fixtures import MockFixtures
 from chaosproxy.scenario import (
     Fixture,
@@ -63,7 +63,7 @@ def fixture(text: str) -> Fixture:
     return parsed
 
 
-def render(provider: str, fx: Fixture | None, payload: dict[str, Any]) -> Reply:
+def render(provider: str, fx: Fixture | None, payload: dict[str, Any]) -> MockResponse:
     body = orjson.dumps(payload)
     if provider == "openai-chat":
         return openai_chat.respond(body, payload, KNOBS, fx)

@@ -19,7 +19,7 @@ from chaosproxy.core.faults.base import (
     FaultConfig,
     SelectorConfig,
     format_duration,
-    parse_duration,
+    parse_scenario_duration,
 )
 from chaosproxy.core.providers import PROVIDER_NAMES
 from chaosproxy.scenario import (
@@ -148,7 +148,7 @@ def test_durations_are_shown_with_a_unit_and_read_back_the_same(written: str, sh
 
 @given(st.floats(min_value=0, max_value=1e7, allow_nan=False, allow_infinity=False))
 def test_every_duration_is_shown_as_text_that_reads_back_exactly(seconds: float) -> None:
-    assert parse_duration(format_duration(seconds)) == seconds
+    assert parse_scenario_duration(format_duration(seconds)) == seconds
 
 
 def _is_duration(annotation: object) -> bool:
@@ -156,7 +156,7 @@ def _is_duration(annotation: object) -> bool:
     if annotation == Duration:
         return True
     metadata = getattr(annotation, "__metadata__", ())
-    if any(getattr(m, "func", None) is parse_duration for m in metadata):
+    if any(getattr(m, "func", None) is parse_scenario_duration for m in metadata):
         return True
     return any(_is_duration(arg) for arg in get_args(annotation))
 
@@ -166,7 +166,7 @@ def test_every_duration_field_of_every_fault_is_shown_with_a_unit() -> None:
     for name, cls in fault_pkg.registry().items():
         for field, info in cls.Config.model_fields.items():
             # (A required field's Annotated metadata is moved to info.metadata.)
-            held = any(getattr(m, "func", None) is parse_duration for m in info.metadata)
+            held = any(getattr(m, "func", None) is parse_scenario_duration for m in info.metadata)
             if held or _is_duration(info.annotation):
                 found.append(f"{name}.{field}")
                 config = cls.Config.model_construct(**{field: 1.5})

@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -11,6 +15,7 @@ import pytest
 from chaosproxy import ChaosProxy
 from chaosproxy.cli.main import build_parser, config_from
 from chaosproxy.server.config import (
+    ARGUMENTS,
     NAMES,
     Config,
     ConfigError,
@@ -57,6 +62,11 @@ SAMPLES: dict[str, str | None] = {
 }
 
 
+#: The value of a ChaosProxy argument named after a flag whose field has another name, for
+#: the flag's sample: ``mock_interval_ms=5`` is ``--mock-interval-ms 5``.
+ARGUMENT_SAMPLES: dict[str, Any] = {"--mock-interval-ms": 5}
+
+
 def serve_options() -> dict[str, argparse.Action]:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -86,11 +96,16 @@ def test_every_flag_is_a_field_an_environment_variable_and_a_chaosproxy_argument
         build_parser().parse_args(["serve"]), environ={env_name: "1" if sample is None else sample}
     )
     assert getattr(by_env, name) == by_flag
-    settings: dict[str, Any] = {name: by_flag}
-    if name == "scenario":  # a default must be a loaded scenario: only check the value
-        settings["scenarios"] = ()
-    proxy = ChaosProxy(**settings)
-    assert getattr(proxy.config, name) == by_flag
+    # The ChaosProxy argument named after the flag (the field's name, or the flag's own:
+    # mock_interval_ms) gives the same setting.
+    argument = option.removeprefix("--").replace("-", "_")
+    assert argument == name or argument in ARGUMENTS, f"ChaosProxy({argument}=...) is missing"
+    for keyword, value in {name: by_flag, argument: ARGUMENT_SAMPLES.get(option, by_flag)}.items():
+        settings: dict[str, Any] = {keyword: value}
+        if name == "scenario":  # a default must be a loaded scenario: only check the value
+            settings["scenarios"] = ()
+        proxy = ChaosProxy(**settings)
+        assert getattr(proxy.config, name) == by_flag
 
 
 def test_the_flag_list_is_the_config_field_list() -> None:
@@ -161,3 +176,55 @@ def test_a_tenant_header_must_be_a_header_name(bad: str) -> None:
     assert proc.stderr.strip().splitlines()[-1] == (
         f"chaosproxy serve: error: argument --tenant-header: expected a header name, got {bad!r}"
     )
+
+
+def test_mock_interval_ms_is_an_argument_in_milliseconds() -> None:
+    assert ChaosProxy(mock_interval_ms=2.5).config.mock_interval == 0.0025
+    assert ChaosProxy(mock_interval_ms=0).config.mock_interval == 0.0
+    assert Config().replace(mock_interval_ms=40) == Config(mock_interval=0.04)
+    with pytest.raises(TypeError, match="give mock_interval or mock_interval_ms, not both"):
+        ChaosProxy(mock_interval=0.01, mock_interval_ms=10)
+    for bad in (-1, "20", True, None):
+        with pytest.raises(ConfigError, match="expected a number of milliseconds >= 0"):
+            ChaosProxy(mock_interval_ms=bad)
+
+
+def test_each_help_tells_the_default_the_field_has() -> None:
+    """A help that says ``(default X)`` says it from the field's default (``{default}``
+    in the Flag), so the two cannot drift: X read back by the flag's own parser is the
+    default."""
+    told = 0
+    for _, flag, default in flags():
+        for shown in re.findall(r"\(default:? ([^;),]+)", flag.help):
+            if shown in ("random", "passthrough", "1: one process"):
+                continue
+            parsed = flag.parse(shown)
+            expected = (parsed,) if flag.kind == "append" else parsed
+            assert expected == default, (flag.name, shown)
+            told += 1
+    assert told >= 14
+    by_help = {flag.name: flag.help for _, flag, _ in flags()}
+    assert "(default 20)" in by_help["--mock-interval-ms"]
+    assert "(default 24)" in by_help["--mock-tokens"]
+    assert "(default 1: one process)" in by_help["--workers"]
+
+
+def test_the_mock_defaults_are_the_mocks_own() -> None:
+    from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
+    from chaosproxy.mock.app import create_mock_app
+
+    assert (Config().mock_tokens, Config().mock_interval) == (DEFAULT_TOKENS, DEFAULT_INTERVAL)
+    signature = inspect.signature(create_mock_app).parameters
+    assert (signature["tokens"].default, signature["interval"].default) == (
+        DEFAULT_TOKENS,
+        DEFAULT_INTERVAL,
+    )
+
+
+def test_reading_the_configuration_does_not_load_the_mock() -> None:
+    code = (
+        "import sys, chaosproxy.server.config; "
+        "print(sorted(m for m in sys.modules if m.startswith(('aiohttp', 'chaosproxy.mock'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "[]\n"

@@ -23,12 +23,12 @@ from chaosproxy.tools.explore import (
     CommandRunner,
     Exploration,
     ExploreError,
-    Outcome,
     SerialRunner,
     Settings,
     Trial,
+    TrialResult,
     as_json,
-    describe,
+    describe_faults,
     explore,
     parse_budget,
     render_summary,
@@ -92,10 +92,10 @@ class StandIn(SerialRunner):
     def jobs(self) -> int:
         return self._jobs
 
-    def one(self, trial: Trial) -> Outcome:
+    def one(self, trial: Trial) -> TrialResult:
         self.ran.append(trial.name)
         if trial.name == CLEAN:
-            return Outcome(
+            return TrialResult(
                 self.clean,
                 "clean",
                 content="intact",
@@ -104,7 +104,7 @@ class StandIn(SerialRunner):
                 lines=clean_lines(self.shape),
             )
         verdict, content, defect = self.judge(faults_of(trial))
-        outcome = Outcome(verdict, f"{verdict}: {defect}", content=content, defect=defect)
+        outcome = TrialResult(verdict, f"{verdict}: {defect}", content=content, defect=defect)
         outcome.request_id = f"r-{len(self.ran)}"
         outcome.requests = [outcome.request_id]
         return outcome
@@ -259,7 +259,7 @@ def test_the_files(tmp_path: Path) -> None:
         "# silent_corruption: silent_corruption: a gap in the events",
         f"# found by chaosproxy explore --seed 2, run {first.shrunk_from} (its seed "
         f"{first.seed}); 1 run of 100 runs ended so",
-        f"# shrunk from {describe(first.shrunk_from_faults)}",
+        f"# shrunk from {describe_faults(first.shrunk_from_faults)}",
         f"# in {first.shrink_runs} runs of the client ({first.shrink_steps} steps)",
         "# check: chaosproxy matrix --client c --scenarios FILE",
     ]

@@ -18,7 +18,7 @@ import orjson
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, FaultContext
 from chaosproxy.core.frames import Frame
-from chaosproxy.core.providers.base import Piece
+from chaosproxy.core.providers.base import EventContent
 from chaosproxy.core.slots import ProviderSlots, Slot, number_at, rebuild, slots_for, string_json
 from chaosproxy.core.slots import string_style as _string_style
 
@@ -182,7 +182,7 @@ class Rewriter:
             merged.group = group
         return merged
 
-    def snapshot(self, ev: Event, slot: Slot, running: str, piece: Piece) -> Event:
+    def snapshot(self, ev: Event, slot: Slot, running: str, piece: EventContent) -> Event:
         """``ev`` carrying ``running`` (everything so far) in place of its text; it still
         means ``piece`` (its own delta) to the proxy's accounting."""
         seq = self.sequence(ev)

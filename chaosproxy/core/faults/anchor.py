@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from chaosproxy.core.events import Event
 
-Position = Literal["after", "before"]
+#: A fault's ``after:`` or ``before:`` key: an upstream ordinal (from 1), or the
+#: stream's ``terminal`` or ``start`` event.
+Anchor = Annotated[int, Field(ge=1, strict=True)] | Literal["terminal", "start"]
+
+#: Which side of an event a position is on.
+Placement = Literal["after", "before"]
 
 
 class OrdinalAnchor:
@@ -38,7 +45,7 @@ class OrdinalAnchor:
         if self.ordinal is None and isinstance(target, str) and target in ev.kinds:
             self.ordinal = ev.ordinal
 
-    def at(self, ev: Event, where: Position) -> Position | None:
+    def at(self, ev: Event, where: Placement) -> Placement | None:
         """Whether the position is right ``before`` or right ``after`` ``ev`` (fires once)."""
         n = self.ordinal
         if self.fired or n is None or ev.ordinal <= 0:

@@ -62,7 +62,7 @@ from chaosproxy.core.tenancy import ANONYMOUS
 # --------------------------------------------------------------------------- config
 
 
-def parse_duration(value: Any) -> Any:
+def parse_scenario_duration(value: Any) -> Any:
     """Durations are milliseconds as numbers, or strings with a unit: 250ms, 2s, 1.5m."""
     if isinstance(value, bool):
         return value  # let the float validator reject it
@@ -98,7 +98,7 @@ def format_duration(seconds: float) -> str:
 #: admin API), a string with a unit, so what is shown can be read back unchanged.
 Duration = Annotated[
     float,
-    BeforeValidator(parse_duration),
+    BeforeValidator(parse_scenario_duration),
     PlainSerializer(format_duration, return_type=str, when_used="json"),
     Field(ge=0),
     # What a scenario file may give (the scenario JSON Schema): ms, or a unit.

@@ -14,13 +14,11 @@ import orjson
 from pydantic import Field, StrictStr, field_validator, model_validator
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.anchor import OrdinalAnchor, Position
+from chaosproxy.core.faults.anchor import Anchor, OrdinalAnchor, Placement
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, made_up
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import newline_of, sse_event_bytes
-
-Anchor = Annotated[int, Field(ge=1, strict=True)] | Literal["terminal", "start"]
 
 
 class InjectedEvent(FaultConfig):
@@ -83,7 +81,7 @@ class InjectConfig(FaultConfig):
 class InjectFault(Fault[InjectConfig], name="inject", stage="event"):
     def __init__(self, config: InjectConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
-        where: Position = "after" if config.after is not None else "before"
+        where: Placement = "after" if config.after is not None else "before"
         self._where = where
         self._anchor = OrdinalAnchor(config.after if config.after is not None else config.before)
         self._newline = b"\n"

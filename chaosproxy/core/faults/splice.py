@@ -26,14 +26,12 @@ import orjson
 from pydantic import ConfigDict, Field, field_validator
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.anchor import OrdinalAnchor
+from chaosproxy.core.faults.anchor import Anchor, OrdinalAnchor
 from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, known_kind
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import data_bytes, ndjson_terminator, newline_of
 from chaosproxy.core.recent import StreamRecord
-
-Anchor = Annotated[int, Field(ge=1, strict=True)] | Literal["terminal", "start"]
 
 _NEWLINES = re.compile(rb"\r\n|\r|\n")
 

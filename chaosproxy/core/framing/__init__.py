@@ -34,9 +34,9 @@ def parse_block(raw: bytes, fmt: Format) -> Frame:
     the framer of ``fmt``'s own rules: SSE reads every line of ``raw`` as one block;
     NDJSON (and raw) reads it as one line, the data without its final terminator."""
     if fmt == "sse":
-        from chaosproxy.core.framing.sse import parse_block as parse_sse
+        from chaosproxy.core.framing.sse import parse_sse_block
 
-        return parse_sse(raw)
+        return parse_sse_block(raw)
     from chaosproxy.core.framing.ndjson import parse_line
 
     return parse_line(raw)

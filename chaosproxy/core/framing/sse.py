@@ -57,7 +57,7 @@ import re
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing.base import DEFAULT_MAX_SIZE, BodyRead, FramingError
 
-__all__ = ["SseFramer", "parse_block"]
+__all__ = ["SseFramer", "parse_sse_block"]
 
 _BOM = b"\xef\xbb\xbf"
 _CR = 0x0D
@@ -360,7 +360,7 @@ def _cut_uniform(data: bytes, start: int, nl: bytes, max_size: int, frames: list
     return start
 
 
-def parse_block(raw: bytes) -> Frame:
+def parse_sse_block(raw: bytes) -> Frame:
     """The frame of one SSE block given whole (bytes a fault built: an injected event, a
     comment, a provider's error event), parsed by the framer's own field rules.
 

@@ -16,7 +16,7 @@ import re
 from typing import Protocol
 
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers.base import Piece, ProviderProfile
+from chaosproxy.core.providers.base import EventContent, ProviderProfile
 
 KINDS = ("start", "delta", "tool_delta", "usage", "ping", "error", "terminal", "other")
 
@@ -33,7 +33,7 @@ class Profile(Protocol):
         """The kinds of one event frame; never empty (``{"other"}`` at least)."""
         ...
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """What one event frame contributes to the stream's logical content."""
         ...
 
@@ -132,7 +132,7 @@ __all__ = [
     "FALLBACK",
     "KINDS",
     "PROVIDER_NAMES",
-    "Piece",
+    "EventContent",
     "Profile",
     "ProviderProfile",
     "choose_profile",

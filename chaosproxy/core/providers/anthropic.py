@@ -38,7 +38,7 @@ from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
     TERMINAL_PIECE,
-    Piece,
+    EventContent,
     ProviderProfile,
 )
 
@@ -113,7 +113,7 @@ class AnthropicProfile(ProviderProfile):
             return OTHER
         return _KINDS.get(kind, OTHER)
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """Text: ``text_delta``. Tool calls: ``input_json_delta.partial_json`` keyed by the
         content block ``index``; ``content_block_stop`` ends the block's call. Finish
         reason: ``message_delta``'s ``stop_reason``. Terminal: ``message_stop``."""
@@ -132,22 +132,22 @@ class AnthropicProfile(ProviderProfile):
         if not isinstance(payload, dict):
             return NOTHING
         if kind == "content_block_stop":
-            return Piece(tool_ends=(str(payload.get("index")),))
+            return EventContent(tool_ends=(str(payload.get("index")),))
         delta = payload.get("delta")
         if not isinstance(delta, dict):
             return NOTHING
         if kind == "message_delta":
             reason = delta.get("stop_reason")
-            return Piece(finish=((0, reason),)) if isinstance(reason, str) else NOTHING
+            return EventContent(finish=((0, reason),)) if isinstance(reason, str) else NOTHING
         delta_type = delta.get("type")
         if delta_type == "text_delta":
             text = delta.get("text")
             if isinstance(text, str) and text:
-                return Piece(text=((0, text),))
+                return EventContent(text=((0, text),))
         elif delta_type == "input_json_delta":
             fragment = delta.get("partial_json")
             if isinstance(fragment, str):
-                return Piece(tools=((str(payload.get("index")), fragment),))
+                return EventContent(tools=((str(payload.get("index")), fragment),))
         return NOTHING
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:

@@ -31,7 +31,7 @@ from chaosproxy.core.frames import Format, Frame
 
 # Not frozen, for the cost of construction (one per event); immutable by convention.
 @dataclass(slots=True)
-class Piece:
+class EventContent:
     """What one event contributes to a stream's logical content (see
     :mod:`chaosproxy.core.integrity`). Treat it as immutable.
 
@@ -51,11 +51,11 @@ class Piece:
 
 
 #: An event that carries no content (a ping, a start, an unknown type).
-NOTHING = Piece()
+NOTHING = EventContent()
 #: A bare terminal event (``[DONE]``, ``message_stop``).
-TERMINAL_PIECE = Piece(terminal=True)
+TERMINAL_PIECE = EventContent(terminal=True)
 #: An in-stream error event.
-ERROR_PIECE = Piece(error=True)
+ERROR_PIECE = EventContent(error=True)
 
 
 class ProviderProfile:
@@ -87,7 +87,7 @@ class ProviderProfile:
         """The kinds of one event frame; never empty (``{"other"}`` at least)."""
         raise NotImplementedError
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """What one event frame means: its text, tool-call argument fragments, whether
         it is terminal (and its finish reason), whether it is an error."""
         return NOTHING

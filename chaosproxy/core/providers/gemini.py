@@ -35,7 +35,7 @@ from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
     TERMINAL_PIECE,
-    Piece,
+    EventContent,
     ProviderProfile,
 )
 
@@ -100,7 +100,7 @@ class GeminiProfile(ProviderProfile):
             mask |= _candidate_kinds(candidate)
         return _BY_MASK[mask]
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """Text: the non-thought ``text`` parts, per candidate ``index``. Tool calls:
         each ``functionCall`` part is a whole call (its ``args`` as compact JSON, keyed by
         its ``id`` when it has one). Terminal: a candidate with ``finishReason``."""
@@ -143,7 +143,7 @@ class GeminiProfile(ProviderProfile):
                     tools.append((key if isinstance(key, str) and key else "", args.decode()))
         if not (text or tools or finish):
             return NOTHING
-        return Piece(tuple(text), tuple(tools), (), bool(finish), tuple(finish))
+        return EventContent(tuple(text), tuple(tools), (), bool(finish), tuple(finish))
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``data: {"error": {"code": 503, ..., "status": "UNAVAILABLE"}}``; pass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import DONE_MARKER, OTHER, TERMINAL, encode_event
-from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, Piece, ProviderProfile
+from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, EventContent, ProviderProfile
 
 
 class GenericProfile(ProviderProfile):
@@ -32,7 +32,7 @@ class GenericProfile(ProviderProfile):
             return TERMINAL
         return OTHER
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """Only the terminal markers: a generic stream's text is unknown."""
         return TERMINAL_PIECE if "terminal" in self.classify(frame) else NOTHING
 

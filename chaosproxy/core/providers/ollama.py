@@ -31,7 +31,7 @@ from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
     TERMINAL_PIECE,
-    Piece,
+    EventContent,
     ProviderProfile,
 )
 
@@ -81,7 +81,7 @@ class OllamaProfile(ProviderProfile):
             mask |= _TERMINAL
         return _BY_MASK[mask]
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """Text: ``message.content`` (chat) or ``response`` (generate). Tool calls: each
         of ``message.tool_calls`` is a whole call (``function.arguments`` as compact
         JSON). Terminal: ``"done": true``, with ``done_reason``."""
@@ -113,7 +113,7 @@ class OllamaProfile(ProviderProfile):
         finish = ((0, reason),) if terminal and isinstance(reason, str) else ()
         if not (text or tools or terminal):
             return NOTHING
-        return Piece(tuple(text), tuple(tools), (), terminal, finish)
+        return EventContent(tuple(text), tuple(tools), (), terminal, finish)
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``{"error":"..."}`` and a newline, as the Ollama server writes it."""

@@ -37,7 +37,7 @@ from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
     TERMINAL_PIECE,
-    Piece,
+    EventContent,
     ProviderProfile,
 )
 
@@ -116,7 +116,7 @@ class OpenAIChatProfile(ProviderProfile):
             mask |= _choice_kinds(choice)
         return _BY_MASK[mask]
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """Text: ``delta.content`` and ``delta.refusal`` per choice ``index``. Tool calls:
         ``delta.tool_calls[].function.arguments`` keyed ``"<choice>/<tool index>"`` (the
         legacy ``function_call``: ``"<choice>/fn"``); a choice's ``finish_reason`` ends its
@@ -166,7 +166,7 @@ class OpenAIChatProfile(ProviderProfile):
                 ends.append(f"{index}/")
         if not (text or tools or finish):
             return NOTHING
-        return Piece(tuple(text), tuple(tools), tuple(ends), False, tuple(finish))
+        return EventContent(tuple(text), tuple(tools), tuple(ends), False, tuple(finish))
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``data: {"error": {...}}``: the shape the SDK raises ``APIError`` on."""

@@ -36,7 +36,7 @@ from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
     TERMINAL_PIECE,
-    Piece,
+    EventContent,
     ProviderProfile,
 )
 
@@ -112,7 +112,7 @@ class OpenAIResponsesProfile(ProviderProfile):
             return TERMINAL if is_done_marker(frame) else OTHER
         return _KINDS.get(kind, OTHER)
 
-    def content(self, frame: Frame) -> Piece:
+    def content(self, frame: Frame) -> EventContent:
         """Text: ``response.output_text.delta`` (and ``response.refusal.delta``). Tool
         calls: the argument deltas keyed by ``item_id`` (else ``output_index``), ended by
         their ``.done``. Terminal: ``response.completed|incomplete|failed``, with the
@@ -131,18 +131,18 @@ class OpenAIResponsesProfile(ProviderProfile):
             response = payload.get("response") if isinstance(payload, dict) else None
             status = response.get("status") if isinstance(response, dict) else None
             finish = ((0, status),) if isinstance(status, str) else ()
-            return Piece(terminal=True, finish=finish, error=kind == "response.failed")
+            return EventContent(terminal=True, finish=finish, error=kind == "response.failed")
         payload = frame.json()
         if not isinstance(payload, dict):
             return NOTHING
         if kind in TOOL_DONES:
-            return Piece(tool_ends=(_call_key(payload),))
+            return EventContent(tool_ends=(_call_key(payload),))
         delta = payload.get("delta")
         if not isinstance(delta, str):
             return NOTHING
         if kind in TEXT_DELTAS:
-            return Piece(text=((0, delta),)) if delta else NOTHING
-        return Piece(tools=((_call_key(payload), delta),))
+            return EventContent(text=((0, delta),)) if delta else NOTHING
+        return EventContent(tools=((_call_key(payload), delta),))
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``event: error`` with the flat ``{"type":"error","code",..,"sequence_number":0}``."""
