@@ -25,7 +25,10 @@ ROLES: dict[str, tuple[str, str]] = {
         name: (r"\.mock\.\w+$", "each mock provider module renders its own format")
         for name in ("respond", "error_body", "error_event", "stream_events")
     },
-    "add_parser": (r"\.(matrix|explore_options)$", "a subcommand module adds its own subcommand"),
+    "add_parser": (
+        r"\.(matrix|explore_options|schema)$",
+        "a subcommand module adds its own subcommand",
+    ),
     "write_outputs": (r"\.(matrix|explore)$", "a subcommand module writes its own files"),
     "cmd_matrix": (r"\.(cli\.main|matrix)$", "cli's is the lazy entry to matrix's"),
     "cmd_explore": (r"\.(cli\.main|explore)$", "cli's is the lazy entry to explore's"),
@@ -106,7 +109,7 @@ def test_the_names_issue_25_found_twice_are_defined_once() -> None:
     }
     assert defined["Format"] == ["chaosproxy.core.frames"]
     assert defined["Anchor"] == ["chaosproxy.core.faults.anchor"]
-    assert defined["Outcome"] == ["chaosproxy.core.session"]
+    assert defined["Outcome"] == ["chaosproxy.core.records"]
 
 
 # ---------------------------------------------------------------------- the checker

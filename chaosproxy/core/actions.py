@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from chaosproxy.core.events import Event
-
-CutHow = Literal["close", "abort", "reset"]
+from chaosproxy.core.records import CutHow
 
 
 # Not frozen, for the cost of construction (one Send per event; see Frame);

@@ -36,8 +36,7 @@ from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, EventContent
-from chaosproxy.core.records import Integrity, Rule, ViolationFields
-from chaosproxy.core.records import Side as SideName
+from chaosproxy.core.records import Integrity, Rule, SideName, ViolationFields
 
 #: Every rule of the contract monitor, in the order of the docs.
 RULES: tuple[Rule, ...] = get_args(Rule)

@@ -35,7 +35,7 @@ AnswerContent = Literal["intact", "altered", "incomplete"]
 #: The framing of a body.
 BodyFormat = Literal["sse", "ndjson", "raw"]
 #: A side of a framed stream the contract monitor checks.
-Side = Literal["upstream", "sent"]
+SideName = Literal["upstream", "sent"]
 #: The contract monitor's rules (docs/integrity.md).
 Rule = Literal[
     "terminal_missing",
@@ -190,7 +190,7 @@ class ActionLine(_Bound):
 class ViolationFields(TypedDict):
     """One breach of the stream contract (:class:`~chaosproxy.core.integrity.Violation`)."""
 
-    side: Side
+    side: SideName
     rule: Rule
     #: 1-based ordinal of the event on its side (``terminal_missing``: the last, or 0).
     at_event: int
@@ -353,7 +353,7 @@ __all__ = [
     "ResponseEnd",
     "ResponseEndLine",
     "Rule",
-    "Side",
+    "SideName",
     "SkippedFault",
     "Verdict",
     "VerdictFields",
