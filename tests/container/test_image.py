@@ -79,9 +79,10 @@ def test_a_one_line_change_rebuilds_in_seconds(
         "LICENSE",
     ):
         shutil.copy2(REPO / name, context / name)
-    shutil.copytree(
-        REPO / "chaosproxy", context / "chaosproxy", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for folder in ("chaosproxy", "scenarios"):  # the package and the library it carries
+        shutil.copytree(
+            REPO / folder, context / folder, ignore=shutil.ignore_patterns("__pycache__")
+        )
     tag = f"{TAG}-rebuilt"
     rebuilds = []
     try:

@@ -349,6 +349,7 @@ async def test_a_reconnect_on_the_other_worker_is_answered_from_history(
 ) -> None:
     async with admin.post("/reset", json={}) as r:  # requests: [1] counts from here
         assert r.status == 200
+    handed_before = await handed_over(admin)  # other tests of the module hand over too
     auth = {"Authorization": "Bearer alice"}
     first, body = await one(served.url, {"X-Chaos-Scenario": "resumable", **auth})
     first_id = first.headers["X-Chaos-Request-Id"]
@@ -369,8 +370,15 @@ async def test_a_reconnect_on_the_other_worker_is_answered_from_history(
     async with admin.get(f"/requests/{request_id}") as r:
         summary = (await r.json())["summary"]
     assert summary["resumes"] == first_id
+    assert await handed_over(admin) == handed_before + 1
+
+
+async def handed_over(admin: aiohttp.ClientSession) -> float:
+    """The proxy's ``chaosproxy_connections_handed_over_total``, over the admin API."""
     async with admin.get("/metrics") as r:
-        assert "chaosproxy_connections_handed_over_total 1.0" in await r.text()
+        found = re.search(r"^chaosproxy_connections_handed_over_total (\S+)$", await r.text(), re.M)
+    assert found is not None
+    return float(found.group(1))
 
 
 async def test_tenants_stay_isolated_across_workers(
