@@ -36,6 +36,7 @@ import aiohttp
 import orjson
 import pytest
 
+from chaosproxy.observe.logs import COPY_ENV
 from chaosproxy.scenario.selection import derive_seed
 from tests.conftest import REPO, busy_port
 
@@ -81,6 +82,12 @@ def worker_of(request_id: str) -> int:
     return int(found.group(1))
 
 
+def settings_free_environment() -> dict[str, str]:
+    """This process's environment without chaosproxy's settings (the test gives its own
+    flags), keeping the suite's frame-log copy (tests/logcheck.py)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_") or k == COPY_ENV}
+
+
 def start(tmp: Path, *extra: str, log: bool = True, stdout: Any = None) -> Served:
     scenarios = tmp / "scenarios"
     scenarios.mkdir(exist_ok=True)
@@ -110,7 +117,7 @@ def start(tmp: Path, *extra: str, log: bool = True, stdout: Any = None) -> Serve
         *(["--log", str(log_path)] if log_path is not None else []),
         *extra,
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_")}
+    env = settings_free_environment()
     env["PYTHONPATH"] = str(REPO)
     with stderr.open("wb") as err:
         process = subprocess.Popen(
@@ -470,7 +477,7 @@ def test_sigterm_stops_every_worker_and_ends_every_request(tmp_path: Path) -> No
 def test_a_port_in_use_stops_start_up_in_one_line(tmp_path: Path) -> None:
 
     with busy_port() as port:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_")}
+        env = settings_free_environment()
         env["PYTHONPATH"] = str(REPO)
         done = subprocess.run(
             [
