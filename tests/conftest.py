@@ -20,6 +20,7 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
+from tests.clients.zygote import ForkServer
 from tests.scripted_upstream import BigUpstream, ScriptedUpstream, scripted_upstream
 from tests.scripted_upstream import big_upstream as serve_big_upstream
 
@@ -177,6 +178,21 @@ class LogCapture:
 
 
 ProxyFactory = Callable[..., Awaitable[RunningProxy]]
+
+
+#: What the fork server imports before it forks a client: the Python matrix clients' libraries.
+CLIENT_LIBRARIES = ("httpx", "httpx_sse", "openai", "orjson", "tests.browser")
+
+
+@pytest.fixture(scope="session")
+def python_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """Python matrix clients run as processes forked from one that imported their
+    libraries (tests/clients/zygote.py): ``python_clients.command(SCRIPT, ...)`` is the
+    shell command for ``python SCRIPT ...``, and costs a fork instead of a second of
+    imports. One per xdist worker, started the first time a test asks."""
+    server = ForkServer(list(CLIENT_LIBRARIES), tmp_path_factory.mktemp("clients"))
+    yield server
+    server.close()
 
 
 @pytest.fixture

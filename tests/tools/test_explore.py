@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,8 @@ from chaosproxy.tools.explore import (
     write_outputs,
 )
 from chaosproxy.tools.fault_space import Shape
-from tests.conftest import REPO, run_cli
+from tests.clients.zygote import ForkServer
+from tests.conftest import run_cli
 
 #: The stream the stand-in's clean run shows: the mock's OpenAI Chat answer.
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)
@@ -326,24 +326,28 @@ def test_bad_flags_are_usage_errors() -> None:
 
 # ---------------------------------------------------------------------------- live
 
-#: The test client, run from the repository.
-CLIENT = f"env PYTHONPATH={REPO} {sys.executable} -m tests.clients.responses_client"
+
+@pytest.fixture
+def client(python_clients: ForkServer) -> Callable[[str], str]:
+    """The test client's command in a mode (forked from tests/clients/zygote.py's server)."""
+    return lambda mode: python_clients.command("-m", "tests.clients.responses_client", mode)
 
 
-def live(mode: str, settings: Settings, *, jobs: int = 2) -> Exploration:
-    with CommandRunner(f"{CLIENT} {mode}", jobs=jobs, timeout=15) as runner:
+def live(client: Callable[[str], str], mode: str, settings: Settings) -> Exploration:
+    with CommandRunner(client(mode), jobs=2, timeout=15) as runner:
         return explore(runner, settings)
 
 
 @pytest.mark.slow
 def test_a_client_that_loses_a_delta_of_a_merged_read_is_found(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, client: Callable[[str], str]
 ) -> None:
     """The bug shows only when two deltas arrive in one read: among drops, duplicates
     and cuts (which this client notices), explore finds it within eight runs and
     shrinks it to the one fault that merges writes, at its simplest."""
     monkeypatch.setenv("RESPONSES_INTERVAL_MS", "40")  # never two events a read by chance
     exploration = live(
+        client,
         "merged-reads",
         Settings(
             seed=4,
@@ -361,7 +365,7 @@ def test_a_client_that_loses_a_delta_of_a_merged_read_is_found(
 
 @pytest.mark.slow
 def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twice(
-    tmp_path: Path,
+    tmp_path: Path, client: Callable[[str], str]
 ) -> None:
     """Through the command line: the second terminal event (a duplicated one) is found
     and shrunk to one fault; the same seed with one job instead of two finds and
@@ -370,7 +374,7 @@ def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twi
     args = [
         "explore",
         "--client",
-        f"{CLIENT} second-terminal",
+        client("second-terminal"),
         "--budget",
         "8",
         "--seed",
@@ -405,7 +409,7 @@ def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twi
     matrix = run_cli(
         "matrix",
         "--client",
-        f"{CLIENT} second-terminal",
+        client("second-terminal"),
         "--scenarios",
         str(tmp_path / "a" / "found"),
         "--out",
@@ -419,10 +423,10 @@ def test_a_client_that_appends_after_a_second_terminal_is_found_the_same_way_twi
 
 
 @pytest.mark.slow
-def test_a_careful_client_gives_nothing_found() -> None:
+def test_a_careful_client_gives_nothing_found(client: Callable[[str], str]) -> None:
     """The careful client notices every fault of the whole space that changes its
     answer, and takes the others in its stride: nothing is found."""
-    exploration = live("careful", Settings(seed=7, budget=Budget(runs=30)))
+    exploration = live(client, "careful", Settings(seed=7, budget=Budget(runs=30)))
     assert len(exploration.runs) == 30
     counts = exploration.counts()
     assert exploration.found == [], [(f.failure, f.faults) for f in exploration.found]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,19 @@ import pytest
 from chaosproxy.core.verdict import VERDICTS
 from chaosproxy.scenario import load_library
 from chaosproxy.tools.matrix import run_matrix
+from tests.clients.zygote import ForkServer
 from tests.conftest import REPO
 from tests.tools.test_verdict_oracle import clean_text, scenario_clean
 from tests.verdict_oracle import expected
 
 DOC = REPO / "docs" / "verdicts.md"
-CLIENTS = {
-    "openai (Python)": f"{sys.executable} {REPO / 'examples' / 'clients' / 'openai_python.py'}",
-    "httpx-sse": f"{sys.executable} {REPO / 'examples' / 'clients' / 'httpx_sse_client.py'}",
+#: The example clients: a Python script (run forked from tests/clients/zygote.py), or a
+#: shell command.
+CLIENTS: dict[str, Path | str] = {
+    "openai (Python)": REPO / "examples" / "clients" / "openai_python.py",
+    "httpx-sse": REPO / "examples" / "clients" / "httpx_sse_client.py",
     "openai (Node)": f"node {REPO / 'examples' / 'clients' / 'openai_node.mjs'}",
 }
-RECORD = f"env PYTHONPATH={REPO} {sys.executable} -m tests.clients.record"
 FAST = {"mock_interval": 0.001, "mock_tokens": 12}
 
 
@@ -62,13 +63,16 @@ def test_the_table_names_every_scenario_once_for_each_client() -> None:
     "name", [pytest.param(n, marks=pytest.mark.node) if "Node" in n else n for n in CLIENTS]
 )
 @pytest.mark.slow
-def test_each_example_client_across_the_library(name: str, tmp_path: Path) -> None:
+def test_each_example_client_across_the_library(
+    name: str, tmp_path: Path, python_clients: ForkServer
+) -> None:
     pytest.importorskip("openai")
-    command = CLIENTS[name]
+    client = CLIENTS[name]
+    command = python_clients.command(client) if isinstance(client, Path) else client
     record = tmp_path / "record"
     record.mkdir()
     matrix, lines = run_matrix(
-        f"{RECORD} {record} {command}",
+        f"{python_clients.command('-m', 'tests.clients.record', record)} {command}",
         timeout=10.0,
         jobs=2,
         settings={**FAST, "log_content": True},

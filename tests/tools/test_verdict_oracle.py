@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import load_library
 from chaosproxy.tools.matrix import Matrix, run_command, run_matrix
 from tests.browser import require_chromium
+from tests.clients.zygote import ForkServer
 from tests.conftest import REPO
 from tests.verdict_oracle import expected
 
@@ -43,12 +43,13 @@ RESUME = [
     "history-expired",
     "unsupported-after-cut",
 ]
-#: Python clients run from the repository (``tests.clients``).
-PY = f"env PYTHONPATH={REPO} {sys.executable}"
+#: A client: a shell command, or the arguments of a Python one (``python ARGS...``), run
+#: forked from tests/clients/zygote.py's server (the ``python_clients`` fixture).
+Client = str | tuple[str, ...]
 NODE_ES = f"node {REPO / 'tests' / 'node' / 'eventsource-matrix.mjs'}"
-CHROMIUM_ES = f"{PY} -m tests.clients.chromium_eventsource"
-RAISING = f"{PY} -m tests.clients.raising_client"
-CAREFUL = f"{PY} {REPO / 'examples' / 'clients' / 'httpx_sse_client.py'}"
+CHROMIUM_ES = ("-m", "tests.clients.chromium_eventsource")
+RAISING = ("-m", "tests.clients.raising_client")
+CAREFUL = (str(REPO / "examples" / "clients" / "httpx_sse_client.py"),)
 FAST = {"mock_interval": 0.002, "mock_tokens": 12}
 
 
@@ -70,24 +71,30 @@ def scenario_clean(name: str, clean: str) -> str:
 
 
 def judged(
-    command: str,
+    client: Client,
     scenarios: Sequence[str],
     tmp_path: Path,
+    python_clients: ForkServer,
     *,
     runs: int = 1,
-    clean_from: str | None = None,
+    clean_from: Client | None = None,
 ) -> list[tuple[str, str, str]]:
     """Run the matrix ``runs`` times; (scenario, the matrix's verdict, the oracle's) of
     every run. The clean answer is what ``clean_from`` (default: the client itself)
     prints with no scenario."""
-    clean = clean_text(clean_from or command)
+
+    def shell(client: Client) -> str:
+        return client if isinstance(client, str) else python_clients.command(*client)
+
+    command = shell(client)
+    clean = clean_text(shell(clean_from or client))
     out: list[tuple[str, str, str]] = []
     for n in range(runs):
         record = tmp_path / f"record-{n}"
         record.mkdir()
         matrix: Matrix
         matrix, lines = run_matrix(
-            f"{PY} -m tests.clients.record {record} {command}",
+            f"{python_clients.command('-m', 'tests.clients.record', record)} {command}",
             scenarios=scenarios,
             timeout=30,
             jobs=2,
@@ -112,8 +119,10 @@ def disagreements(results: list[tuple[str, str, str]]) -> list[tuple[str, str, s
 
 @pytest.mark.node
 @pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
-def test_npm_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
-    results = judged(f"{NODE_ES} {mode}", RESUME, tmp_path)
+def test_npm_eventsource_over_the_resume_scenarios(
+    mode: str, tmp_path: Path, python_clients: ForkServer
+) -> None:
+    results = judged(f"{NODE_ES} {mode}", RESUME, tmp_path, python_clients)
     assert disagreements(results) == []
     verdicts = {scenario: verdict for scenario, verdict, _ in results}
     # What the rules mean for each way of reading a reconnect (a fixed expectation
@@ -132,9 +141,11 @@ def test_npm_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) ->
 
 @pytest.mark.browser
 @pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
-def test_chromium_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Path) -> None:
+def test_chromium_eventsource_over_the_resume_scenarios(
+    mode: str, tmp_path: Path, python_clients: ForkServer
+) -> None:
     require_chromium()
-    results = judged(f"{CHROMIUM_ES} {mode}", RESUME, tmp_path)
+    results = judged((*CHROMIUM_ES, mode), RESUME, tmp_path, python_clients)
     assert disagreements(results) == []
     verdicts = {scenario: verdict for scenario, verdict, _ in results}
     assert verdicts["resume-after-mid-utf8-cut"] == "tolerated"
@@ -144,9 +155,11 @@ def test_chromium_eventsource_over_the_resume_scenarios(mode: str, tmp_path: Pat
     assert verdicts["unsupported-after-cut"] == after_204
 
 
-def test_a_client_that_raises_on_a_clean_stream_fails_the_gate(tmp_path: Path) -> None:
+def test_a_client_that_raises_on_a_clean_stream_fails_the_gate(
+    tmp_path: Path, python_clients: ForkServer
+) -> None:
     # (Its clean answer: the careful client's, which sends the same request.)
-    results = judged(RAISING, list(load_library()), tmp_path, clean_from=CAREFUL)
+    results = judged(RAISING, list(load_library()), tmp_path, python_clients, clean_from=CAREFUL)
     assert disagreements(results) == []
     verdicts = {scenario: verdict for scenario, verdict, _ in results}
     # Clean up to its fifth event, whatever the chunking or timing: a false alarm.
@@ -169,7 +182,7 @@ RACY = ["one-event-per-read", "hostile-boundaries", "stall-mid-stream", "termina
 
 
 @pytest.mark.parametrize(
-    ("command", "scenarios"),
+    ("client", "scenarios"),
     [
         (RAISING, RACY),
         (CAREFUL, ["delta-after-done", "terminal-event-twice", "hang-after-last-event"]),
@@ -180,10 +193,10 @@ RACY = ["one-event-per-read", "hostile-boundaries", "stall-mid-stream", "termina
     ids=["raising", "careful", "eventsource"],
 )
 def test_the_same_client_gets_the_same_verdict_every_time(
-    command: str, scenarios: list[str], tmp_path: Path
+    client: Client, scenarios: list[str], tmp_path: Path, python_clients: ForkServer
 ) -> None:
-    clean_from = CAREFUL if command == RAISING else None
-    results = judged(command, scenarios, tmp_path, runs=10, clean_from=clean_from)
+    clean_from = CAREFUL if client == RAISING else None
+    results = judged(client, scenarios, tmp_path, python_clients, runs=10, clean_from=clean_from)
     assert disagreements(results) == []
     for scenario in scenarios:
         assert len({v for s, v, _ in results if s == scenario}) == 1, scenario

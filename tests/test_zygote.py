@@ -1,0 +1,82 @@
+"""The suite's fork server for Python clients (tests/clients/zygote.py) runs a client as
+``python SCRIPT`` would: its argv, environment, working directory, streams and exit
+status; and a client whose shim is killed (the matrix's time out) is killed too."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.clients.zygote import ForkServer
+
+SCRIPT = """\
+import os, sys
+print("argv", sys.argv[1:], "env", os.environ.get("ZYGOTE_TEST"), "cwd", os.getcwd())
+print("to stderr", file=sys.stderr)
+if sys.argv[1:] == ["sleep"]:
+    open(sys.argv[0] + ".pid", "w").write(str(os.getpid()))
+    import time; time.sleep(60)
+sys.exit(int(sys.argv[1]) if sys.argv[1:] and sys.argv[1].isdigit() else 0)
+"""
+
+
+def test_a_client_gets_its_argv_env_cwd_streams_and_exit_status(
+    python_clients: ForkServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "client.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run(
+        python_clients.command(script, "3"),
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "ZYGOTE_TEST": "yes"},
+        timeout=30,
+    )
+    assert done.returncode == 3
+    assert done.stdout == f"argv ['3'] env yes cwd {tmp_path}\n"
+    assert done.stderr == "to stderr\n"
+    module = subprocess.run(
+        python_clients.command("-m", "tests.clients.record", tmp_path, "true"),
+        shell=True,
+        capture_output=True,
+        env={"PATH": os.environ["PATH"], "CHAOSPROXY_SCENARIO": "s"},
+        timeout=30,
+    )
+    assert module.returncode == 0, module.stderr
+    assert (tmp_path / "s.json").read_text() == '[{"stdout": "", "exit": 0}]'
+
+
+def test_a_client_whose_shim_is_killed_is_killed(
+    python_clients: ForkServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "client.py"
+    script.write_text(SCRIPT)
+    shim = subprocess.Popen(
+        python_clients.command(script, "sleep"),
+        shell=True,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pid_file = tmp_path / "client.py.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the client never started"
+        time.sleep(0.01)
+    client = int(pid_file.read_text())
+    os.killpg(shim.pid, signal.SIGKILL)
+    shim.wait(10)
+    while Path(f"/proc/{client}").exists() and "Z" not in _state(client):
+        assert time.monotonic() < deadline + 30, "the client outlived its shim"
+        time.sleep(0.01)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "Z"
