@@ -8,9 +8,10 @@ environment, working directory, standard streams and exit status), over real soc
 ``chaosproxy matrix`` runs a client command in a shell and kills its process group on
 time out; the command here is the shim (tests/clients/zygote_shim.py, a bare
 interpreter with no site packages), which hands the server its argv, environment,
-working directory and its own standard streams (``SCM_RIGHTS``), and exits with the
-client's status. When the shim dies (killed with its group), the server kills the
-client it forked for it.
+working directory and its own standard streams (``SCM_RIGHTS``), passes on the signals
+it is sent (SIGTERM, SIGINT, SIGHUP) to the client, and exits with the client's status.
+When the shim dies (killed with its group), the server kills the client it forked for
+it.
 
 The server is single-threaded (forking a threaded process is unsafe) and imports
 nothing that starts a thread; it waits on its socket, its shims' connections and its
@@ -133,6 +134,8 @@ def serve(path: str, preload: list[str]) -> None:
                 if pid is None:
                     conn.close()
                     continue
+                with contextlib.suppress(OSError):  # (the shim forwards signals to it)
+                    conn.send(f"pid {pid}".encode())
                 selector.register(conn, selectors.EVENT_READ, ("shim", pid))
                 selector.register(os.pidfd_open(pid), selectors.EVENT_READ, ("exit", pid, conn))
             elif what[0] == "shim":  # the shim died (killed with its group): so does its client
@@ -173,9 +176,13 @@ class ForkServer:
         ready = self._process.stdout.readline()
         assert ready == b"ready\n", f"the fork server did not start: {ready!r}"
 
+    def argv(self, *argv: str | Path) -> list[str]:
+        """The command line of ``python ARGV...``, forked from the server."""
+        return [sys.executable, "-I", "-S", str(SHIM), self.path, *map(str, argv)]
+
     def command(self, *argv: str | Path) -> str:
         """``python ARGV...``, forked from the server (a shell command for the matrix)."""
-        return shlex.join([sys.executable, "-I", "-S", str(SHIM), self.path, *map(str, argv)])
+        return shlex.join(self.argv(*argv))
 
     def close(self) -> None:
         assert self._process.stdin is not None
