@@ -161,6 +161,8 @@ def _fix(value: object, exc: ValidationError) -> LogLine | Unreadable:
         key = where[0] if where else None
         if key not in optional:
             place = ".".join(str(p) for p in where) or "line"
+            if error["type"] != "missing":  # the value, then what it should be
+                place += f" {_short(repr(error['input']), 30)}"
             return Unreadable(f"{event} line: {place}: {_short(error['msg'])}")
         drop.add(str(key))
     trimmed: dict[str, Any] = {k: v for k, v in value.items() if k not in drop}
@@ -170,8 +172,8 @@ def _fix(value: object, exc: ValidationError) -> LogLine | Unreadable:
         return Unreadable(f"{event} line: {_short(str(again.errors()[0]['msg']))}")
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= _QUOTE else text[: _QUOTE - 1] + "…"
+def _short(text: str, limit: int = _QUOTE) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 __all__ = ["Unreadable", "check_line", "parse_log_line", "read_line", "read_lines", "read_log"]

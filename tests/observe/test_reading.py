@@ -133,23 +133,32 @@ END: dict[str, Any] = {
         (b'{"event":["frame"]}', "unknown event ['frame']"),
         (b'{"event":"' + b"x" * 200 + b'"}', "unknown event 'xxxxxxxx"),
         # A required key missing, or of the wrong type (strict: no coercion).
-        (orjson.dumps({**FRAME, "seq": None}), "frame line: seq: Input should be a valid integer"),
+        (
+            orjson.dumps({**FRAME, "seq": None}),
+            "frame line: seq None: Input should be a valid integer",
+        ),
         (
             orjson.dumps({k: v for k, v in FRAME.items() if k != "size"}),
             "frame line: size: Field required",
         ),
-        (orjson.dumps({**FRAME, "seq": "0"}), "frame line: seq: Input should be a valid integer"),
-        (orjson.dumps({**FRAME, "seq": True}), "frame line: seq: Input should be a valid integer"),
+        (
+            orjson.dumps({**FRAME, "seq": "0"}),
+            "frame line: seq '0': Input should be a valid integer",
+        ),
+        (
+            orjson.dumps({**FRAME, "seq": True}),
+            "frame line: seq True: Input should be a valid integer",
+        ),
         (
             orjson.dumps({**FRAME, "t_ms": "1.5"}),
-            "frame line: t_ms: Input should be a valid number",
+            "frame line: t_ms '1.5': Input should be a valid number",
         ),
         (b'{"event":"frame","t_ms":1e999}', "frame line: "),
         (
             orjson.dumps({**END, "outcome": "timeout"}),
-            "response_end line: outcome: Input should be",
+            "response_end line: outcome 'timeout': Input should be",
         ),
-        (orjson.dumps({**END, "scenario": 3}), "response_end line: scenario: "),
+        (orjson.dumps({**END, "scenario": 3}), "response_end line: scenario 3: "),
     ],
 )
 def test_what_is_no_line_of_the_log_is_unreadable_with_its_reason(line: bytes, reason: str) -> None:
