@@ -60,6 +60,8 @@ class Unreadable:
     """A line that is no record of the log, and why (one line of text, for a person)."""
 
     reason: str
+    #: Whether it was a JSON object (of no kind known, or not of its kind's record).
+    json_object: bool = False
 
 
 @functools.cache
@@ -151,9 +153,9 @@ def _fix(value: object, exc: ValidationError) -> LogLine | Unreadable:
         return Unreadable("not a JSON object")
     event = value.get("event")
     if event is None:
-        return Unreadable("no event")
+        return Unreadable("no event", json_object=True)
     if event not in LINE_KINDS:
-        return Unreadable(f"unknown event {_short(repr(event))}")
+        return Unreadable(f"unknown event {_short(repr(event))}", json_object=True)
     optional = _optional_keys()[event]
     drop: set[str] = set()
     for error in exc.errors():
@@ -163,13 +165,14 @@ def _fix(value: object, exc: ValidationError) -> LogLine | Unreadable:
             place = ".".join(str(p) for p in where) or "line"
             if error["type"] != "missing":  # the value, then what it should be
                 place += f" {_short(repr(error['input']), 30)}"
-            return Unreadable(f"{event} line: {place}: {_short(error['msg'])}")
+            return Unreadable(f"{event} line: {place}: {_short(error['msg'])}", json_object=True)
         drop.add(str(key))
     trimmed: dict[str, Any] = {k: v for k, v in value.items() if k not in drop}
     try:
         return _adapter().validate_python(trimmed)
     except ValidationError as again:  # (no second error follows from leaving keys out)
-        return Unreadable(f"{event} line: {_short(str(again.errors()[0]['msg']))}")
+        reason = f"{event} line: {_short(str(again.errors()[0]['msg']))}"
+        return Unreadable(reason, json_object=True)
 
 
 def _short(text: str, limit: int = _QUOTE) -> str:

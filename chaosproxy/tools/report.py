@@ -139,20 +139,20 @@ class _Unread:
 
     count: int = 0
     first: list[str] = field(default_factory=list)
-    #: Whether every one of them was not JSON at all (a console log).
-    none_json: bool = True
+    #: Whether one of them was a JSON object (not of its record, or of no known kind).
+    objects: bool = False
 
     def add(self, where: str, why: Unreadable) -> None:
         self.count += 1
-        self.none_json = self.none_json and why.reason.startswith("not JSON")
+        self.objects = self.objects or why.json_object
         if len(self.first) < MAX_UNREAD:
             self.first.append(f"{where}: {why.reason}")
 
-    def error(self, path: str | Path) -> ReportError:
-        """What to say when nothing else was read."""
-        if self.none_json:
-            return _not_json(path)
-        return ReportError(f"{path}: no line of it is a frame-log line ({self.first[0]})")
+    def nothing(self, read: int) -> bool:
+        """Whether nothing of a log that gave ``read`` records can be drawn: no record
+        and no JSON object (a console log). JSON objects that are no record still make a
+        page, which says why each was not read (a hand-written or another version's log)."""
+        return not read and self.count > 0 and not self.objects
 
 
 def _log_lines(
@@ -181,8 +181,8 @@ def _log_lines(
 def load_records(path: str | Path) -> list[LogLine]:
     """The frame-log records of a LOG file (JSON lines) or of a TRACE_DIR (its
     ``*.jsonl``, in natural name order), read by :func:`chaosproxy.observe.reading.read_line`.
-    Lines that are none are skipped; raises :class:`ReportError` when nothing is left,
-    OSError when the path cannot be read."""
+    Lines that are none are skipped; raises :class:`ReportError` when no line is a JSON
+    object, OSError when the path cannot be read."""
     return load_newest(path, None)[0]
 
 
@@ -199,8 +199,8 @@ def load_newest(path: str | Path, limit: int | None) -> tuple[list[LogLine], int
     for file in files:
         with file.open("rb") as stream:
             records.extend(line for _, line in _log_lines(stream, keep, str(file), unread))
-    if not records and unread.count:
-        raise unread.error(source)
+    if unread.nothing(len(records)):
+        raise _not_json(source)
     return records, omitted
 
 
@@ -930,8 +930,8 @@ def write_report(
     keep, omitted = _newest(files, limit)
     with _LogReader(files) as reader:
         folded = _Requests(reader.line, keep)
-        if not reader.fold(folded, keep) and folded.unread.count:
-            raise folded.unread.error(path)
+        if folded.unread.nothing(reader.fold(folded, keep)):
+            raise _not_json(path)
         for part in _page(
             list(folded.requests.values()),
             omitted,

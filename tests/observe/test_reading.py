@@ -165,6 +165,7 @@ def test_what_is_no_line_of_the_log_is_unreadable_with_its_reason(line: bytes, r
     read = read_line(line)
     assert isinstance(read, Unreadable) and read.reason.startswith(reason), read
     assert len(read.reason) < 120  # one short line, whatever the input
+    assert read.json_object == (not reason.startswith("not "))
     assert parse_log_line(line) is None
     # The same line already decoded: the same answer (when it decodes at all).
     try:
