@@ -36,6 +36,7 @@ import orjson
 
 from chaosproxy.control.admin import NO_MOCK, RequestStore
 from chaosproxy.control.start import CLOSE_MARGIN, RunningProxy, start_proxy
+from chaosproxy.core.records import LogLine
 from chaosproxy.core.verdict import ClientReport, chain, judge, verdict_line
 from chaosproxy.observe.journal import Criteria, matches, verify
 from chaosproxy.observe.logs import FrameLog
@@ -177,23 +178,22 @@ class ChaosProxy:
             raise RuntimeError("the proxy is not running: use it in a with block")
         return self._running.admin_url
 
-    def _keep(self, line: dict[str, Any]) -> None:
+    def _keep(self, record: LogLine) -> None:
         # Called on the proxy's thread; every reader takes the same lock.
         with self._changed:
-            line = dict(line)
+            line: dict[str, Any] = dict(record)
             self.lines.append(line)
-            event, request_id = line.get("event"), line.get("request_id")
-            if event == "request" and isinstance(request_id, str):
-                self._started[request_id] = line
-                self._began[request_id] = len(self._began)
-            elif event == "response_end" and isinstance(request_id, str):
-                started = self._started.pop(request_id, {})
+            if record["event"] == "request":
+                self._started[record["request_id"]] = line
+                self._began[record["request_id"]] = len(self._began)
+            elif record["event"] == "response_end":
+                started = self._started.pop(record["request_id"], {})
                 merged = {**started, **line}
                 merged.pop("event", None)
                 self._finished.append(merged)
-            elif event == "verdict" and isinstance(request_id, str):
+            elif record["event"] == "verdict":
                 for summary in reversed(self._finished):
-                    if summary.get("request_id") == request_id:
+                    if summary.get("request_id") == record["request_id"]:
                         summary["verdict"] = {
                             k: v for k, v in line.items() if k not in ("event", "request_id")
                         }

@@ -28,12 +28,12 @@ import time
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 import orjson
 import structlog
 
-from chaosproxy.core.records import FrameContent, FrameFields
+from chaosproxy.core.records import FrameContent, FrameFields, LogLine
 
 # Re-exported: the masking the frame log applies is part of what it promises.
 from chaosproxy.core.redact import SECRET_PARAMS as SECRET_PARAMS
@@ -141,8 +141,12 @@ def _nothing(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
 _LEVEL_FILTERS: dict[str, Any] = {"requests": _without_frames, "off": _nothing}
 
 
-#: Something that wants every log line as a dict (metrics, traces, the admin API).
-Observer = Callable[[dict[str, Any]], None]
+#: Something that wants every log line as a dict (metrics, traces, the admin API), typed
+#: as the record of its kind (core/records.py; it narrows on ``line["event"]``). The
+#: lines are built from those records (the session's fields, the exchange's), handed on
+#: here as records by a cast, the one between the writers and the observers; the test
+#: suite checks every line it makes against the schema generated from the records.
+Observer = Callable[[LogLine], None]
 #: An observer's optional ``frame_json(context, fields, text)``: called instead of the
 #: observer for a frame line, with the request's bound fields, the write's fields (the
 #: line is ``{**context, **fields, "event": "frame", "ts": …}``) and the line's JSON text
@@ -329,9 +333,10 @@ class FrameLog:
         return cls(stream, content=content, fmt=fmt, level=level)
 
     def _observe(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        line = cast("LogLine", event_dict)
         for observer in self._calls:
             try:
-                observer(event_dict)
+                observer(line)
             except Exception as exc:
                 self._observer_failed(exc)
         return event_dict
@@ -422,7 +427,7 @@ class FrameLog:
         for observer, frame_json in self._frame_calls:
             try:
                 if frame_json is None:
-                    observer(line)
+                    observer(cast("LogLine", line))
                 else:
                     frame_json(context, fields, text)
             except Exception as exc:
@@ -481,7 +486,7 @@ class FrameLog:
             try:
                 if frames_json is None:
                     for line in lines:
-                        observer(line)
+                        observer(cast("LogLine", line))
                 else:
                     frames_json(context, fields, texts)
             except Exception as exc:
@@ -576,7 +581,7 @@ class LineCopy:
     def __init__(self, directory: str) -> None:
         self._directory = directory
 
-    def __call__(self, line: dict[str, Any]) -> None:
+    def __call__(self, line: LogLine) -> None:
         key = (self._directory, os.getpid())
         out = _COPIES.get(key)
         if out is None:

@@ -23,7 +23,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from chaosproxy.core.records import FrameFields
+from chaosproxy.core.records import FrameFields, LogLine, ResponseEndLine
 from chaosproxy.observe.metrics_collector import Counted, GuardCollector, SentCollector
 from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
 
@@ -139,39 +139,36 @@ class Metrics:
         for f in fields:
             sent[1] += f.get("size", 0)
 
-    def __call__(self, line: dict[str, Any]) -> None:
-        event = line.get("event")
-        if event == "frame":
+    def __call__(self, line: LogLine) -> None:
+        if line["event"] == "frame":
             # (the line holds its context and its fields)
-            self.frame_json(line, cast(FrameFields, line), b"")
-        elif event == "request":
+            self.frame_json(cast("dict[str, Any]", line), line, b"")
+        elif line["event"] == "request":
             self.in_flight.inc()
-            for what in line.get("client_choices_ignored") or ():
-                self.client_choices_ignored.labels(str(what)).inc()
-        elif event == "response_end":
+            for what in line.get("client_choices_ignored", ()):
+                self.client_choices_ignored.labels(what).inc()
+        elif line["event"] == "response_end":
             self.in_flight.dec()
             self._end(line)
-        elif event == "violation":
-            self.contract_violations.labels(str(line.get("side")), str(line.get("rule"))).inc()
+        elif line["event"] == "violation":
+            self.contract_violations.labels(line["side"], line["rule"]).inc()
 
-    def _end(self, line: dict[str, Any]) -> None:
-        scenario = line.get("scenario") or NO_SCENARIO
-        outcome = str(line.get("outcome", "completed"))
+    def _end(self, line: ResponseEndLine) -> None:
+        scenario = line["scenario"] or NO_SCENARIO
+        outcome = line["outcome"]
         self.requests.labels(scenario, outcome).inc()
-        for fault, count in (line.get("faults_applied") or {}).items():
+        for fault, count in line.get("faults_applied", {}).items():
             self.faults_applied.labels(scenario, fault).inc(count)
-        for skipped in line.get("faults_skipped") or ():
-            self.faults_skipped.labels(scenario, str(skipped.get("fault", "?"))).inc()
+        for skipped in line.get("faults_skipped", ()):
+            self.faults_skipped.labels(scenario, skipped["fault"]).inc()
         if outcome == "client_gone":
             self.client_disconnects.labels(scenario).inc()
         elif outcome == "upstream_error":
-            self.upstream_errors.labels(scenario, str(line.get("stage", "body"))).inc()
+            self.upstream_errors.labels(scenario, line.get("stage", "body")).inc()
         ttfb = line.get("ttfb_ms")
         if ttfb is not None:
             self.ttfb.labels(scenario).observe(ttfb / 1000.0)
-        duration = line.get("duration_ms")
-        if duration is not None:
-            self.duration.labels(scenario).observe(duration / 1000.0)
+        self.duration.labels(scenario).observe(line["duration_ms"] / 1000.0)
 
     def count_connections(self, guard: Counted) -> None:
         """Expose the counts of the proxy's client guard (``chaosproxy_empty_connections``)."""

@@ -14,11 +14,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from chaosproxy.core.records import FrameFields
+from chaosproxy.core.records import FrameFields, LogLine, ViolationLine
 from chaosproxy.core.verdict import chain
 from chaosproxy.observe.journal import Criteria, RequestEntry, matches
 
@@ -51,7 +51,7 @@ class RequestRecord:
     #: Action lines, likewise.
     actions: list[str] = field(default_factory=list)
     #: Its ``violation`` lines (contract breaches; at most 100 per side).
-    violations: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[ViolationLine] = field(default_factory=list)
     #: Frame/action lines not kept (beyond ``max_frames``).
     omitted: int = 0
     #: Payload characters kept so far.
@@ -87,7 +87,7 @@ class RequestRecord:
             "summary": self.view(),
             "frames": [_strip(orjson.loads(f)) for f in self.frames],
             "actions": [_strip(orjson.loads(a)) for a in self.actions],
-            "violations": [_strip(v) for v in self.violations],
+            "violations": [_strip(dict(v)) for v in self.violations],
             "omitted_lines": self.omitted,
         }
 
@@ -118,34 +118,33 @@ class RequestStore:
         #: request_id -> record, oldest request first.
         self._records: OrderedDict[str, RequestRecord] = OrderedDict()
 
-    def __call__(self, line: dict[str, Any]) -> None:
+    def __call__(self, line: LogLine) -> None:
         # The log never changes a line after its observers saw it: the request line is
         # kept as it is, frame and action lines as their JSON text (RequestRecord).
-        event = line.get("event")
-        request_id = line.get("request_id")
-        if not isinstance(request_id, str):
+        if line["event"] == "rejected":  # (no request)
             return
-        if event == "request":
-            self._records[request_id] = RequestRecord(line)
+        request_id = line["request_id"]
+        if line["event"] == "request":
+            self._records[request_id] = RequestRecord(cast("dict[str, Any]", line))
             while len(self._records) > self.history:
                 self._records.popitem(last=False)
             return
         record = self._records.get(request_id)
         if record is None:  # forgotten (reset, or pushed out of the history)
             return
-        if event == "frame":
+        if line["event"] == "frame":
             record.sent_frames += 1
-            record.sent_bytes += line.get("size", 0)
-            self._keep(record, record.frames, line)
-        elif event == "response_end":
+            record.sent_bytes += line["size"]
+            self._keep(record, record.frames, dict(line))
+        elif line["event"] == "response_end":
             record.summary = {**record.summary, **line}
             record.done = True
-        elif event == "verdict":
-            record.verdict = _strip(line)
-        elif event == "violation":
+        elif line["event"] == "verdict":
+            record.verdict = _strip(dict(line))
+        elif line["event"] == "violation":
             record.violations.append(line)
         else:
-            self._keep(record, record.actions, line)
+            self._keep(record, record.actions, dict(line))
 
     def keep_request(self, request_id: str, entry: RequestEntry) -> None:
         """Keep what a request sent (its journal entry), after its ``request`` line."""

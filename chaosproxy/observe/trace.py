@@ -24,6 +24,8 @@ from typing import IO, Any
 
 import orjson
 
+from chaosproxy.core.records import LogLine, VerdictLine
+
 #: Open trace files kept at once (one per request in flight, up to this).
 DEFAULT_MAX_OPEN = 64
 #: Ended requests whose trace a later ``verdict`` line is still appended to.
@@ -61,20 +63,19 @@ class TraceWriter:
         """Where the trace of a request in flight is being written."""
         return self._paths.get(request_id)
 
-    def __call__(self, line: dict[str, Any]) -> None:
-        request_id = line.get("request_id")
-        if not isinstance(request_id, str):
+    def __call__(self, line: LogLine) -> None:
+        if line["event"] == "rejected":  # (no request)
             return
-        event = line.get("event")
-        if event == "verdict":
+        request_id = line["request_id"]
+        if line["event"] == "verdict":
             self._append_verdict(request_id, line)
             return
         try:
-            stream = self._stream(request_id, new=event == "request")
+            stream = self._stream(request_id, new=line["event"] == "request")
             if stream is None:
                 return
             stream.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
-            if event == "response_end":
+            if line["event"] == "response_end":
                 self._finish(request_id)
                 self.completed += 1
         except OSError as exc:
@@ -114,7 +115,7 @@ class TraceWriter:
                 n += 1
                 path = self.directory / f"{safe}.{n}.jsonl"
 
-    def _append_verdict(self, request_id: str, line: dict[str, Any]) -> None:
+    def _append_verdict(self, request_id: str, line: VerdictLine) -> None:
         path = self._ended.get(request_id) or self._paths.get(request_id)
         if path is None:
             return

@@ -32,12 +32,12 @@ import base64
 import binascii
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import orjson
 from aiohttp import web
 
+from chaosproxy.core.records import ActionLine, FrameLine, RequestLine, ResponseEndLine
 from chaosproxy.core.session import error_answer
+from chaosproxy.observe.reading import Unreadable, read_line
 from chaosproxy.server.exchange import answer
 from chaosproxy.server.net import cut_connection, hostport, listen
 
@@ -94,50 +94,48 @@ def load_trace(path: str | Path) -> Trace:
 
 
 def parse_trace(data: bytes, source: str = "trace") -> Trace:
-    request: dict[str, Any] = {}
-    end: dict[str, Any] | None = None
+    """What the trace ``data`` says the client received, read as typed records
+    (:mod:`chaosproxy.observe.reading`); raises TraceError on the first line that is no
+    record of the log (replay serves exact bytes: nothing is guessed)."""
+    request: RequestLine | None = None
+    end: ResponseEndLine | None = None
     frames: list[ReplayFrame] = []
-    cut: dict[str, Any] | None = None
+    cut: ActionLine | None = None
     for number, text in enumerate(data.splitlines(), 1):
         if not text.strip():
             continue
-        try:
-            line = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            raise TraceError(f"{source}:{number}: not a JSON line") from None
-        if not isinstance(line, dict):
-            raise TraceError(f"{source}:{number}: not a JSON object")
-        event = line.get("event")
-        if event == "request" and not request:
+        line = read_line(text)
+        if isinstance(line, Unreadable):
+            raise TraceError(f"{source}:{number}: {line.reason}")
+        if line["event"] == "request" and request is None:
             request = line
-        elif event == "frame" and end is None:
+        elif line["event"] == "frame" and end is None:
             frames.append(_frame(line, source, number))
-        elif event == "action" and line.get("action") == "cut" and cut is None:
+        elif line["event"] == "action" and line["action"] == "cut" and cut is None:
             cut = line
-        elif event == "response_end" and end is None:
+        elif line["event"] == "response_end" and end is None:
             end = line
     if end is None:
         raise TraceError(f"{source}: no response_end line (an incomplete trace)")
-    outcome = str(end.get("outcome", "completed"))
     return Trace(
-        request_id=str(end.get("request_id", request.get("request_id", "?"))),
-        status=int(end.get("status") or 0),
+        request_id=end["request_id"],
+        status=end["status"],
         content_type=end.get("content_type"),
         content_encoding=_content_encoding(end, frames),
         frames=tuple(frames),
-        outcome=outcome,
-        end_ms=float(end.get("duration_ms") or (frames[-1].t_ms if frames else 0.0)),
-        cut_how=None if cut is None else str(cut.get("how", "close")),
+        outcome=end["outcome"],
+        end_ms=end["duration_ms"] or (frames[-1].t_ms if frames else 0.0),
+        cut_how=None if cut is None else cut.get("how", "close"),
         cut_before_headers=cut is not None and cut.get("before") == "headers",
         error=end.get("error"),
-        scenario=request.get("scenario"),
-        seed=request.get("seed"),
+        scenario=None if request is None else request["scenario"],
+        seed=None if request is None else request["seed"],
     )
 
 
-def _frame(line: dict[str, Any], source: str, number: int) -> ReplayFrame:
+def _frame(line: FrameLine, source: str, number: int) -> ReplayFrame:
     raw = line.get("raw")
-    if not isinstance(raw, str):
+    if raw is None:
         raise TraceError(
             f"{source}:{number}: frame has no content; record with --log-content to replay"
         )
@@ -145,17 +143,18 @@ def _frame(line: dict[str, Any], source: str, number: int) -> ReplayFrame:
         data = base64.b64decode(raw, validate=True)
     except (binascii.Error, ValueError):
         raise TraceError(f"{source}:{number}: frame raw is not base64") from None
-    size = line.get("size")
-    if size is not None and size != len(data):
-        raise TraceError(f"{source}:{number}: frame raw is {len(data)} bytes, size says {size}")
-    return ReplayFrame(float(line.get("t_ms") or 0.0), data)
+    if line["size"] != len(data):
+        raise TraceError(
+            f"{source}:{number}: frame raw is {len(data)} bytes, size says {line['size']}"
+        )
+    return ReplayFrame(line["t_ms"], data)
 
 
-def _content_encoding(end: dict[str, Any], frames: list[ReplayFrame]) -> str | None:
+def _content_encoding(end: ResponseEndLine, frames: list[ReplayFrame]) -> str | None:
     recorded = end.get("content_encoding")
-    if isinstance(recorded, str):
+    if recorded is not None:
         return recorded
-    if "compress" not in (end.get("faults_applied") or {}) or not frames:
+    if "compress" not in end.get("faults_applied", {}) or not frames:
         return None
     return "gzip" if frames[0].data.startswith(b"\x1f\x8b") else "deflate"
 

@@ -12,6 +12,11 @@ that forbids any fetch. Every logged string is escaped (a log written with
 ``--log-content`` holds payload text, which may be anything). The output is bounded:
 only the newest ``limit`` requests are drawn (the page says how many were left out), and
 a request with very many writes has its marks thinned, never its byte line's endpoints.
+
+The log is read as typed records (:mod:`chaosproxy.observe.reading`; records given in
+memory are checked the same way): a line that is no record of the log (not JSON, an
+unknown kind, a required key missing or of the wrong type) is left out, and the page
+says how many and why; an optional value of the wrong type is left out of its line.
 """
 
 from __future__ import annotations
@@ -31,6 +36,18 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 import orjson
+
+from chaosproxy.core.records import (
+    ActionLine,
+    FrameLine,
+    LogLine,
+    RejectedLine,
+    RequestLine,
+    ResponseEndLine,
+    VerdictLine,
+    ViolationLine,
+)
+from chaosproxy.observe.reading import Unreadable, check_line, read_line
 
 #: Requests drawn by default (the newest ones).
 DEFAULT_LIMIT = 500
@@ -88,6 +105,8 @@ def _natural_key(path: Path) -> list[Any]:
 #: The request id of a frame-log line, found without parsing the whole line (payload text
 #: is a JSON string, so an unescaped ``"request_id":"`` can only be the key itself).
 _REQUEST_ID = re.compile(rb'"request_id":\s*("(?:[^"\\]|\\.)*")')
+#: Unreadable lines quoted on the page (the rest are counted).
+MAX_UNREAD = 5
 
 
 def _line_id(line: bytes) -> str | None:
@@ -113,62 +132,74 @@ def _request_ids(files: Sequence[Path]) -> list[str]:
     return list(seen)
 
 
-def _json_objects(
-    stream: BinaryIO, keep: set[str] | None
-) -> Iterator[tuple[int, dict[str, Any] | None]]:
-    """Each non-empty line of ``stream`` (only the lines of the requests in ``keep``, and
-    those of no request, when given): its offset and its JSON object (None: not one)."""
+@dataclass
+class _Unread:
+    """The lines that are no record of the log (:mod:`chaosproxy.observe.reading`): how
+    many, and where and why for the first ``MAX_UNREAD``."""
+
+    count: int = 0
+    first: list[str] = field(default_factory=list)
+    #: Whether one of them was a JSON object (not of its record, or of no known kind).
+    objects: bool = False
+
+    def add(self, where: str, why: Unreadable) -> None:
+        self.count += 1
+        self.objects = self.objects or why.json_object
+        if len(self.first) < MAX_UNREAD:
+            self.first.append(f"{where}: {why.reason}")
+
+    def nothing(self, read: int) -> bool:
+        """Whether nothing of a log that gave ``read`` records can be drawn: no record
+        and no JSON object (a console log). JSON objects that are no record still make a
+        page, which says why each was not read (a hand-written or another version's log)."""
+        return not read and self.count > 0 and not self.objects
+
+
+def _log_lines(
+    stream: BinaryIO, keep: set[str] | None, source: str, unread: _Unread
+) -> Iterator[tuple[int, LogLine]]:
+    """Each record of ``stream`` (only those of the requests in ``keep``, and those of no
+    request, when given) and its offset; each non-empty line that is none is told to
+    ``unread``."""
     offset = 0
-    for raw in stream:
+    for number, raw in enumerate(stream, 1):
         place = offset
         offset += len(raw)
-        line = raw.strip()
-        if not line:
+        if not raw.strip():
             continue
         if keep is not None:
-            rid = _line_id(line)
+            rid = _line_id(raw)
             if rid is not None and rid not in keep:
                 continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            yield place, None
-            continue
-        yield place, value if isinstance(value, dict) else None
+        line = read_line(raw)
+        if isinstance(line, Unreadable):
+            unread.add(f"{source}:{number}", line)
+        else:
+            yield place, line
 
 
-def _read_lines(path: Path, into: list[dict[str, Any]], keep: set[str] | None) -> int:
-    """Append the JSON objects of one file (only the lines of the requests in ``keep``,
-    and those of no request, when given); returns how many non-empty lines were not
-    JSON objects."""
-    skipped = 0
-    with path.open("rb") as stream:
-        for _, value in _json_objects(stream, keep):
-            if value is None:
-                skipped += 1
-            else:
-                into.append(value)
-    return skipped
-
-
-def load_records(path: str | Path) -> list[dict[str, Any]]:
-    """The frame-log lines of a LOG file (JSON lines) or of a TRACE_DIR (its ``*.jsonl``,
-    in natural name order). Lines that are not JSON objects are skipped; raises
-    :class:`ReportError` when nothing is left, OSError when the path cannot be read."""
+def load_records(path: str | Path) -> list[LogLine]:
+    """The frame-log records of a LOG file (JSON lines) or of a TRACE_DIR (its
+    ``*.jsonl``, in natural name order), read by :func:`chaosproxy.observe.reading.read_line`.
+    Lines that are none are skipped; raises :class:`ReportError` when no line is a JSON
+    object, OSError when the path cannot be read."""
     return load_newest(path, None)[0]
 
 
-def load_newest(path: str | Path, limit: int | None) -> tuple[list[dict[str, Any]], int]:
-    """As :func:`load_records`, but only the lines of the newest ``limit`` requests (and
-    those of no request, such as ``rejected``), as dicts; also returns how many requests
-    were left out. A dense log is better drawn with :func:`write_report`, which keeps
-    far less of each line."""
+def load_newest(path: str | Path, limit: int | None) -> tuple[list[LogLine], int]:
+    """As :func:`load_records`, but only the records of the newest ``limit`` requests
+    (and those of no request, such as ``rejected``); also returns how many requests were
+    left out. A dense log is better drawn with :func:`write_report`, which keeps far
+    less of each line."""
     source = Path(path)
     files = _files(source)
     keep, omitted = _newest(files, limit)
-    records: list[dict[str, Any]] = []
-    skipped = sum(_read_lines(file, records, keep) for file in files)
-    if not records and skipped:
+    records: list[LogLine] = []
+    unread = _Unread()
+    for file in files:
+        with file.open("rb") as stream:
+            records.extend(line for _, line in _log_lines(stream, keep, str(file), unread))
+    if unread.nothing(len(records)):
         raise _not_json(source)
     return records, omitted
 
@@ -219,25 +250,22 @@ class _LogReader:
             self._open[1].close()
             self._open = None
 
-    def fold(self, into: _Requests, keep: set[str] | None) -> tuple[int, int]:
-        """Every JSON object line into ``into`` (only those of the requests in ``keep``,
-        and those of no request, when given), as :func:`_read_lines` reads them; returns
-        how many were, and how many non-empty lines were not JSON objects."""
-        lines = skipped = base = 0
+    def fold(self, into: _Requests, keep: set[str] | None) -> int:
+        """Every record into ``into`` (only those of the requests in ``keep``, and those
+        of no request, when given), the lines that are none into ``into.unread``; returns
+        how many records there were."""
+        lines = base = 0
         for path in self.files:
             self.bases.append(base)
             with path.open("rb") as stream:
-                for offset, value in _json_objects(stream, keep):
-                    if value is None:
-                        skipped += 1
-                    else:
-                        into.add(value, base + offset)
-                        lines += 1
+                for offset, line in _log_lines(stream, keep, str(path), into.unread):
+                    into.add(line, base + offset)
+                    lines += 1
                 base += stream.tell()
-        return lines, skipped
+        return lines
 
-    def line(self, place: int) -> Mapping[str, Any]:
-        """The JSON object of the line at ``place`` (one that :meth:`fold` gave)."""
+    def line(self, place: int) -> LogLine:
+        """The record of the line at ``place`` (one that :meth:`fold` gave)."""
         index = bisect.bisect_right(self.bases, place) - 1
         if self._open is None or self._open[0] != index:
             if self._open is not None:
@@ -245,8 +273,10 @@ class _LogReader:
             self._open = (index, self.files[index].open("rb"))
         stream = self._open[1]
         stream.seek(place - self.bases[index])
-        value = orjson.loads(stream.readline().strip())
-        return value if isinstance(value, dict) else {}
+        line = read_line(stream.readline())
+        if isinstance(line, Unreadable):  # the file changed under the report
+            raise ReportError(f"{self.files[index]}: changed while read ({line.reason})")
+        return line
 
 
 # ------------------------------------------------------------------------------ model
@@ -257,7 +287,7 @@ class Write:
     seq: int
     t_ms: float
     size: int
-    events: list[Any]
+    events: list[int]
     kinds: list[str]
     faults: list[str]
 
@@ -274,51 +304,49 @@ class DrawnRequest:
     with :meth:`write` for the marks that are drawn only."""
 
     request_id: str
-    request: dict[str, Any] = field(default_factory=dict)
+    request: RequestLine | None = None
     times: array[float] = field(default_factory=lambda: array("d"))
     sizes: array[int] | list[int] = field(default_factory=lambda: array("q"))
     #: 1 for a write a fault touched, else 0.
     faulted: bytearray = field(default_factory=bytearray)
     #: Its cut actions: ``(action line, t_ms or None)`` (the only actions drawn).
-    actions: list[tuple[dict[str, Any], float | None]] = field(default_factory=list)
-    end: dict[str, Any] | None = None
+    actions: list[tuple[ActionLine, float | None]] = field(default_factory=list)
+    end: ResponseEndLine | None = None
     #: The first ``MAX_VIOLATIONS`` violation lines, and how many there were.
-    violations: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[ViolationLine] = field(default_factory=list)
     violation_count: int = 0
-    verdict: dict[str, Any] | None = None
-    integrity: dict[str, Any] | None = None
-    text_sha256: Any = None
+    verdict: VerdictLine | None = None
     #: Where each write's line is (an index, or a position in the log), for :meth:`write`.
     places: array[int] = field(default_factory=lambda: array("q"))
-    _lines: Callable[[int], Mapping[str, Any]] | None = field(default=None, repr=False)
+    _lines: Callable[[int], LogLine] | None = field(default=None, repr=False)
 
-    def value(self, name: str) -> Any:
-        """A value from the request line, else from response_end."""
-        if name in self.request:
-            return self.request[name]
-        return (self.end or {}).get(name)
+    @property
+    def scenario(self) -> str | None:
+        """The scenario, from the request line, else from response_end."""
+        if self.request is not None:
+            return self.request["scenario"]
+        return None if self.end is None else self.end["scenario"]
 
     def write(self, i: int) -> Write:
         """The ``i``-th write, read back from its frame line."""
         assert self._lines is not None
-        return _write(self._lines(self.places[i]), i)
+        line = self._lines(self.places[i])
+        assert line["event"] == "frame"  # (only frame lines have places)
+        return _write(line)
 
 
-def _write(line: Mapping[str, Any], index: int) -> Write:
+def _write(line: FrameLine) -> Write:
     return Write(
-        seq=int(_number(line.get("seq"), index)),
-        t_ms=_number(line.get("t_ms")),
-        size=int(_number(line.get("size"))),
-        events=_list(line.get("events")),
-        kinds=_strings(line.get("kinds")),
-        faults=_strings(line.get("faults")),
+        seq=line["seq"],
+        t_ms=line["t_ms"],
+        size=line["size"],
+        events=line.get("events", []),
+        kinds=line.get("kinds", []),
+        faults=line.get("faults", []),
     )
 
 
-def _ts_ms(line: Mapping[str, Any]) -> float | None:
-    ts = line.get("ts")
-    if not isinstance(ts, str):
-        return None
+def _ts_ms(ts: str) -> float | None:
     try:
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
     except ValueError:
@@ -326,7 +354,7 @@ def _ts_ms(line: Mapping[str, Any]) -> float | None:
 
 
 def _number(value: Any, default: float = 0.0) -> float:
-    """A finite number from a logged value, else ``default``."""
+    """A finite number from a value of the matrix (a JSON file), else ``default``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return default
     try:
@@ -345,12 +373,13 @@ def _strings(value: Any) -> list[str]:
 
 
 class _Requests:
-    """Requests folded from frame-log lines one at a time, keeping only what the page
-    draws (see :class:`DrawnRequest`); lines of requests not in ``keep`` are passed over."""
+    """Requests folded from frame-log records one at a time, keeping only what the page
+    draws (see :class:`DrawnRequest`); records of requests not in ``keep`` are passed
+    over."""
 
     def __init__(
         self,
-        lines: Callable[[int], Mapping[str, Any]],
+        lines: Callable[[int], LogLine],
         keep: set[str] | None,
         max_rejected: int | None = MAX_REJECTED,
     ) -> None:
@@ -358,53 +387,45 @@ class _Requests:
         self.keep = keep
         self.lines = lines
         #: The last ``MAX_REJECTED`` ``rejected`` lines, and how many there were.
-        self.rejected: deque[dict[str, Any]] = deque(maxlen=max_rejected)
+        self.rejected: deque[RejectedLine] = deque(maxlen=max_rejected)
         self.rejected_count = 0
+        #: The lines that are no record (told by whoever reads them).
+        self.unread = _Unread()
         self._started: dict[str, float | None] = {}
 
-    def add(self, line: Mapping[str, Any], place: int) -> None:
-        rid = line.get("request_id")
-        if not isinstance(rid, str):
-            if line.get("event") == "rejected":
-                self.rejected.append(dict(line))
-                self.rejected_count += 1
+    def add(self, line: LogLine, place: int) -> None:
+        if line["event"] == "rejected":
+            self.rejected.append(line)
+            self.rejected_count += 1
             return
+        rid = line["request_id"]
         req = self.requests.get(rid)
         if req is None:
             if self.keep is not None and rid not in self.keep:
                 return
             req = self.requests[rid] = DrawnRequest(rid, _lines=self.lines)
-        event = line.get("event")
-        if event == "request":
-            req.request = dict(line)
-            self._started[rid] = _ts_ms(line)
-        elif event == "frame":
-            req.times.append(_number(line.get("t_ms")))
-            _append_size(req, int(_number(line.get("size"))))
-            req.faulted.append(1 if _strings(line.get("faults")) else 0)
+        if line["event"] == "request":
+            req.request = line
+            self._started[rid] = _ts_ms(line["ts"])
+        elif line["event"] == "frame":
+            req.times.append(line["t_ms"])
+            _append_size(req, line["size"])
+            req.faulted.append(1 if line.get("faults") else 0)
             req.places.append(place)
-        elif event == "action":
-            if line.get("action") == "cut":
-                start, at = self._started.get(rid), _ts_ms(line)
+        elif line["event"] == "action":
+            if line["action"] == "cut":
+                start, at = self._started.get(rid), _ts_ms(line["ts"])
                 req.actions.append(
-                    (dict(line), None if start is None or at is None else max(0.0, at - start))
+                    (line, None if start is None or at is None else max(0.0, at - start))
                 )
-        elif event == "response_end":
-            req.end = dict(line)
-            if "integrity" in line:
-                req.integrity = {"integrity": line["integrity"]}
-            if "text_sha256" in line:
-                req.text_sha256 = line["text_sha256"]
-        elif event == "integrity":
-            req.integrity = dict(line)
-        elif event == "text_sha256":
-            req.text_sha256 = line.get("text_sha256", dict(line))
-        elif event == "violation":
+        elif line["event"] == "response_end":
+            req.end = line
+        elif line["event"] == "violation":
             if len(req.violations) < MAX_VIOLATIONS:
-                req.violations.append(dict(line))
+                req.violations.append(line)
             req.violation_count += 1
-        elif event == "verdict":
-            req.verdict = dict(line)
+        elif line["event"] == "verdict":
+            req.verdict = line
 
 
 def _append_size(req: DrawnRequest, size: int) -> None:
@@ -414,26 +435,45 @@ def _append_size(req: DrawnRequest, size: int) -> None:
         req.sizes = [*req.sizes, size]
 
 
-def group_requests(
-    records: Iterable[Mapping[str, Any]], limit: int | None = None
-) -> tuple[list[DrawnRequest], int, list[dict[str, Any]]]:
-    """Requests in order of first appearance (the newest ``limit`` of them), how many
-    were left out, and the ``rejected`` lines."""
-    records = list(records)
+def _group(
+    records: Iterable[Mapping[str, object]], limit: int | None
+) -> tuple[list[DrawnRequest], int, _Requests]:
+    """The records checked (:func:`~chaosproxy.observe.reading.check_line`), folded:
+    the newest ``limit`` requests, how many were left out, and the fold (its rejected and
+    unread lines)."""
+    unread = _Unread()
+    checked: list[LogLine] = []
+    for number, value in enumerate(records, 1):
+        line = check_line(value)
+        if isinstance(line, Unreadable):
+            unread.add(f"record {number}", line)
+        else:
+            checked.append(line)
     order: dict[str, None] = {}
-    for line in records:
-        rid = line.get("request_id")
-        if isinstance(rid, str):
-            order.setdefault(rid, None)
+    for line in checked:
+        if line["event"] != "rejected":
+            order.setdefault(line["request_id"], None)
     ids = list(order)
     omitted = 0
     if limit is not None and len(ids) > limit:
         omitted = len(ids) - limit
-    folded = _Requests(records.__getitem__, set(ids[omitted:]), max_rejected=None)
-    folded.requests = {rid: DrawnRequest(rid, _lines=records.__getitem__) for rid in ids[omitted:]}
-    for place, line in enumerate(records):
+    folded = _Requests(checked.__getitem__, set(ids[omitted:]), max_rejected=None)
+    folded.unread = unread
+    folded.requests = {rid: DrawnRequest(rid, _lines=checked.__getitem__) for rid in ids[omitted:]}
+    for place, line in enumerate(checked):
         folded.add(line, place)
-    return list(folded.requests.values()), omitted, list(folded.rejected)
+    return list(folded.requests.values()), omitted, folded
+
+
+def group_requests(
+    records: Iterable[Mapping[str, object]], limit: int | None = None
+) -> tuple[list[DrawnRequest], int, list[RejectedLine]]:
+    """Requests in order of first appearance (the newest ``limit`` of them), how many
+    were left out, and the ``rejected`` lines. Each record is checked first
+    (:func:`~chaosproxy.observe.reading.check_line`): one that is no line of the log is
+    left out."""
+    requests, omitted, folded = _group(records, limit)
+    return requests, omitted, list(folded.rejected)
 
 
 # ------------------------------------------------------------------------------ output
@@ -550,9 +590,9 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
     times, sizes, n = req.times, req.sizes, len(req.times)
     total = sum(sizes)
     last_t = max(times, default=0.0)
-    duration = _number((req.end or {}).get("duration_ms"), last_t)
+    duration = last_t if req.end is None else req.end["duration_ms"]
     end_ms = max(duration, last_t)
-    cuts = [(line, at) for line, at in req.actions if line.get("action") == "cut"]
+    cuts = [(line, at) for line, at in req.actions if line["action"] == "cut"]
     scale = _Scale(end_ms, total)
     parts: list[str] = [
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
@@ -630,7 +670,7 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
     for line, at in cuts:
         t = last_t if at is None else min(max(at, last_t), end_ms)
         cx = _f(scale.x(t))
-        how = _e(line.get("how") or "?", 40)
+        how = _e(line.get("how", "?"), 40)
         after = line.get("after_event")
         where = f" after event {_e(after, 20)}" if after is not None else ""
         parts.append(
@@ -638,28 +678,45 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
             f"<title>cut ({how}){where}</title></line>"
             f'<text class="cut-label" x="{cx}" y="{TOP - 8}" text-anchor="end">cut: {how}</text>'
         )
-    outcome = (req.end or {}).get("outcome")
-    if outcome is not None:
+    if req.end is not None:
         ex = _f(scale.x(end_ms))
         parts.append(
             f'<line class="end" x1="{ex}" y1="{TOP}" x2="{ex}" y2="{base}"/>'
             f'<text class="end-label" x="{ex}" y="{base + 26}" text-anchor="end">'
-            f"end: {_e(outcome, 40)} at {_fmt_ms(end_ms)}</text>"
+            f"end: {_e(req.end['outcome'], 40)} at {_fmt_ms(end_ms)}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
+def _verdict_row(
+    req: DrawnRequest, matrix_verdict: Mapping[str, Any] | None
+) -> tuple[Any, Any, Any] | None:
+    """The request's verdict, integrity and reason: its own ``verdict`` line, else the
+    matrix's row (a JSON file of any shape), else None."""
+    if req.verdict is not None:
+        return req.verdict["verdict"], req.verdict["integrity"], req.verdict["reason"]
+    if matrix_verdict is not None:
+        return (
+            matrix_verdict.get("verdict"),
+            matrix_verdict.get("integrity"),
+            matrix_verdict.get("reason"),
+        )
+    return None
+
+
 def _verdict(req: DrawnRequest, matrix_verdict: Mapping[str, Any] | None) -> Any:
     """The request's verdict: its own ``verdict`` line, else the matrix's row."""
-    return (req.verdict or matrix_verdict or {}).get("verdict")
+    row = _verdict_row(req, matrix_verdict)
+    return None if row is None else row[0]
 
 
 def _integrity(req: DrawnRequest, matrix_verdict: Mapping[str, Any] | None) -> Any:
     """The logged integrity, else the one its verdict names."""
-    if req.integrity:
-        return req.integrity.get("integrity")
-    return (req.verdict or matrix_verdict or {}).get("integrity")
+    if req.end is not None and "integrity" in req.end:
+        return req.end["integrity"]
+    row = _verdict_row(req, matrix_verdict)
+    return None if row is None else row[1]
 
 
 def _pill(kind: str, value: Any) -> str:
@@ -679,64 +736,62 @@ def _request_section(
     gap_ms: float,
     stall_ms: float,
 ) -> str:
-    end = req.end or {}
-    verdict = req.verdict or matrix_verdict
+    end, request = req.end, req.request
+    verdict = _verdict_row(req, matrix_verdict)
     integrity = _integrity(req, matrix_verdict)
-    method, path = req.value("method"), req.value("path")
-    faults = end.get("faults_applied")
+    method, path = (None, None) if request is None else (request["method"], request["path"])
     head = [
         f"<h2>{_e(req.request_id, 120)}</h2>",
-        _kv("scenario", _e(req.value("scenario") or NONE, 120)),
-        _kv("seed", _e(req.value("seed"), 40)),
+        _kv("scenario", _e(req.scenario or NONE, 120)),
+        _kv("seed", _e(None if request is None else request["seed"], 40)),
         _kv("request", f"<code>{_e(method, 20)} {_e(path)}</code>"),
-        _kv("status", _e(end.get("status", NONE), 20)),
-        _kv("outcome", _pill("outcome", end.get("outcome"))),
+        _kv("status", _e(NONE if end is None else end["status"], 20)),
+        _kv("outcome", _pill("outcome", None if end is None else end["outcome"])),
         _kv("integrity", _pill("integrity", integrity)),
-        _kv("verdict", _pill("verdict", (verdict or {}).get("verdict"))),
+        _kv("verdict", _pill("verdict", None if verdict is None else verdict[0])),
     ]
     facts = []
-    for label, key in (("provider", "provider"), ("format", "format")):
-        if req.value(key) is not None:
-            facts.append(_kv(label, _e(req.value(key), 60)))
-    if not req.sizes and _number(end.get("frames")) > 0:
+    if end is not None:
+        for key in ("provider", "format"):
+            if key in end:
+                facts.append(_kv(key, _e(end.get(key), 60)))
+    if not req.sizes and end is not None and end["frames"] > 0:
         # A log without frame lines (--log-level requests): the end line's own count.
-        facts.append(_kv("bytes", f"{_e(end.get('bytes'), 20)} (from response_end)"))
-        facts.append(_kv("writes", f"{_e(end.get('frames'), 20)} (from response_end)"))
+        facts.append(_kv("bytes", f"{_e(end['bytes'], 20)} (from response_end)"))
+        facts.append(_kv("writes", f"{_e(end['frames'], 20)} (from response_end)"))
     else:
         facts.append(_kv("bytes", str(sum(req.sizes))))
         facts.append(_kv("writes", str(len(req.sizes))))
-    answer = end.get("answer")
-    if isinstance(answer, dict) and answer.get("content"):
-        facts.append(_kv("answer", _pill("integrity", answer.get("content"))))
-    if "duration_ms" in end:
-        facts.append(_kv("duration", _fmt_ms(_number(end["duration_ms"]))))
-    if isinstance(faults, dict) and faults:
-        facts.append(_kv("faults", _e(", ".join(f"{k}\u00d7{v}" for k, v in faults.items()))))
-    if end.get("reason"):
-        facts.append(_kv("reason", _e(end["reason"])))
+    if end is not None:
+        answer = end.get("answer")
+        if answer is not None and answer["content"]:
+            facts.append(_kv("answer", _pill("integrity", answer["content"])))
+        facts.append(_kv("duration", _fmt_ms(end["duration_ms"])))
+        faults = end.get("faults_applied")
+        if faults:
+            facts.append(_kv("faults", _e(", ".join(f"{k}\u00d7{v}" for k, v in faults.items()))))
+        if end.get("reason"):
+            facts.append(_kv("reason", _e(end.get("reason"))))
     parts = [
         f'<section class="request" id="req-{index}" data-request-id="{_e(req.request_id, 500)}">',
         f'<div class="head">{"".join(head)}</div>',
         f'<div class="head">{"".join(facts)}</div>',
         _timeline(req, gap_ms, stall_ms),
     ]
-    if req.text_sha256 is not None:
-        sha = req.text_sha256
-        if isinstance(sha, dict):
-            same = sha.get("upstream") == sha.get("sent")
-            parts.append(
-                '<div class="summary">text sha256: upstream '
-                f"<code>{_e(sha.get('upstream'), 16)}</code>, sent "
-                f"<code>{_e(sha.get('sent'), 16)}</code> "
-                + ("(same)" if same else '<span class="failed">(differs)</span>')
-                + "</div>"
-            )
-        else:
-            parts.append(f'<div class="summary">text sha256: <code>{_e(sha)}</code></div>')
+    sha = None if end is None else end.get("text_sha256")
+    if sha is not None:
+        same = sha["upstream"] == sha["sent"]
+        parts.append(
+            '<div class="summary">text sha256: upstream '
+            f"<code>{_e(sha['upstream'], 16)}</code>, sent "
+            f"<code>{_e(sha['sent'], 16)}</code> "
+            + ("(same)" if same else '<span class="failed">(differs)</span>')
+            + "</div>"
+        )
     if req.violation_count:
         rows = "".join(
-            f"<tr><td>{_e(v.get('side'), 20)}</td><td>{_e(v.get('rule'), 60)}</td>"
-            f"<td>{_e(v.get('at_event'), 20)}</td></tr>"
+            f"<tr><td>{_e(v['side'], 20)}</td><td>{_e(v['rule'], 60)}</td>"
+            f"<td>{_e(v['at_event'], 20)}</td></tr>"
             for v in req.violations[:MAX_VIOLATIONS]
         )
         more = req.violation_count - MAX_VIOLATIONS
@@ -746,11 +801,12 @@ def _request_section(
             f"{rows}</table>" + (f'<p class="note">{more} more not shown</p>' if more > 0 else "")
         )
     if verdict is not None:
+        name, judged, reason = verdict
         parts.append(
             '<h3>verdict</h3><table class="verdict"><tr><th>verdict</th><th>integrity</th>'
-            f'<th>reason</th></tr><tr><td class="verdict verdict-{_slug(verdict.get("verdict"))}">'
-            f"{_e(verdict.get('verdict'), 60)}</td><td>{_e(verdict.get('integrity'), 60)}</td>"
-            f"<td>{_e(verdict.get('reason'))}</td></tr></table>"
+            f'<th>reason</th></tr><tr><td class="verdict verdict-{_slug(name)}">'
+            f"{_e(name, 60)}</td><td>{_e(judged, 60)}</td>"
+            f"<td>{_e(reason)}</td></tr></table>"
         )
     parts.append("</section>")
     return "\n".join(parts)
@@ -821,7 +877,7 @@ def _counts(values: Iterable[Any]) -> str:
 
 
 def render_report(
-    records: Sequence[Mapping[str, Any]],
+    records: Iterable[Mapping[str, object]],
     matrix: Mapping[str, Any] | None = None,
     *,
     limit: int | None = DEFAULT_LIMIT,
@@ -832,14 +888,17 @@ def render_report(
 ) -> str:
     """One self-contained HTML page of the frame-log ``records`` (and the ``matrix`` of
     ``chaosproxy matrix``, when given). Only the newest ``limit`` requests are drawn;
-    ``omitted`` counts requests already left out of ``records`` (by :func:`load_newest`)."""
-    requests, dropped, rejected = group_requests(records, limit)
+    ``omitted`` counts requests already left out of ``records`` (by :func:`load_newest`).
+    Each record is checked first (:func:`~chaosproxy.observe.reading.check_line`): one
+    that is no line of the log is left out, and the page says so."""
+    requests, dropped, folded = _group(records, limit)
     return "".join(
         _page(
             requests,
             omitted + dropped,
-            rejected,
-            len(rejected),
+            list(folded.rejected),
+            folded.rejected_count,
+            folded.unread,
             matrix,
             title=title,
             gap_ms=gap_ms,
@@ -863,21 +922,22 @@ def write_report(
     in memory bounded by the requests it draws, not by the log. The log is read twice,
     line by line: once for the request ids, once for the lines of the newest ``limit``
     requests, of which only what the page draws is kept (a time, a size and a flag per
-    write; a drawn mark's details are read back from its line). Raises
+    write; a drawn mark's details are read back from its line). Lines that are no
+    record of the log are left out, and the page says how many and why. Raises
     :class:`ReportError` when nothing can be drawn, OSError when the path cannot be
     read."""
     files = _files(path)
     keep, omitted = _newest(files, limit)
     with _LogReader(files) as reader:
         folded = _Requests(reader.line, keep)
-        lines, skipped = reader.fold(folded, keep)
-        if not lines and skipped:
+        if folded.unread.nothing(reader.fold(folded, keep)):
             raise _not_json(path)
         for part in _page(
             list(folded.requests.values()),
             omitted,
             list(folded.rejected),
             folded.rejected_count,
+            folded.unread,
             matrix,
             title=title,
             gap_ms=gap_ms,
@@ -889,8 +949,9 @@ def write_report(
 def _page(
     requests: list[DrawnRequest],
     omitted: int,
-    rejected: list[dict[str, Any]],
+    rejected: list[RejectedLine],
     rejected_count: int,
+    unread: _Unread,
     matrix: Mapping[str, Any] | None,
     *,
     title: str,
@@ -907,7 +968,7 @@ def _page(
     summary = (
         f"{total} request{'s' if total != 1 else ''}"
         + (f"; of the newest {len(requests)}:" if omitted else "")
-        + f" · outcomes: {_counts((r.end or {}).get('outcome') for r in requests)}"
+        + f" · outcomes: {_counts(r.end['outcome'] for r in requests if r.end)}"
         f" · integrity: {_counts(_integrity(r, by_request.get(r.request_id)) for r in requests)}"
         f" · verdicts: {_counts(_verdict(r, by_request.get(r.request_id)) for r in requests)}"
         f" · violations: {sum(r.violation_count for r in requests)}"
@@ -929,11 +990,21 @@ def _page(
             f"{omitted} older ones are left out (raise --limit to see more).</p>"
         )
     frameless = requests and not any(r.sizes for r in requests)
-    if frameless and any(_number((r.end or {}).get("frames")) > 0 for r in requests):
+    if frameless and any(r.end is not None and r.end["frames"] > 0 for r in requests):
         head.append(
             '<p class="note">This log has no frame lines (it was written with '
             "<code>--log-level requests</code>): each request shows the bytes and writes "
             "its <code>response_end</code> counted, without a timeline of its writes.</p>"
+        )
+    if unread.count:
+        more = unread.count - len(unread.first)
+        head.append(
+            f'<p class="note">{unread.count} line{"s" if unread.count != 1 else ""} of the log '
+            "could not be read as frame-log lines and "
+            f"{'are' if unread.count != 1 else 'is'} left out: "
+            + "; ".join(_e(u) for u in unread.first)
+            + (f"; and {more} more" if more else "")
+            + ".</p>"
         )
     if matrix is not None:
         head.append(_matrix_section(matrix, anchors))
@@ -950,8 +1021,8 @@ def _page(
         yield "\n" + _request_section(index, req, by_request.get(req.request_id), gap_ms, stall_ms)
     if rejected_count:
         rows = "".join(
-            f"<tr><td>{_e(r.get('ts'), 40)}</td><td>{_e(r.get('status'), 10)}</td>"
-            f"<td>{_e(r.get('reason'))}</td><td>{_e(r.get('peer'), 80)}</td></tr>"
+            f"<tr><td>{_e(r['ts'], 40)}</td><td>{_e(r['status'], 10)}</td>"
+            f"<td>{_e(r['reason'])}</td><td>{_e(r['peer'], 80)}</td></tr>"
             for r in rejected[-MAX_REJECTED:]
         )
         yield (

@@ -69,7 +69,8 @@ def stream(
     extra_end: dict[str, Any] | None = None,
     path: str = "/v1/chat/completions",
 ) -> list[dict[str, Any]]:
-    """The lines of one request: writes are ``(t_ms, size, kinds, faults)``."""
+    """The lines of one request, as the proxy logs them (each of its record in
+    chaosproxy/core/records.py): writes are ``(t_ms, size, kinds, faults)``."""
     lines: list[dict[str, Any]] = [
         {
             "event": "request",
@@ -87,6 +88,7 @@ def stream(
             {
                 "event": "frame",
                 "request_id": rid,
+                "scenario": scenario,
                 "seq": seq,
                 "offset": offset,
                 "size": size,
@@ -104,6 +106,7 @@ def stream(
             {
                 "event": "action",
                 "request_id": rid,
+                "scenario": scenario,
                 "action": "cut",
                 "how": how,
                 "fault": "cut",
@@ -116,6 +119,7 @@ def stream(
         {
             "event": "response_end",
             "request_id": rid,
+            "scenario": scenario,
             "outcome": outcome,
             "status": 200,
             "bytes": offset,
@@ -238,23 +242,30 @@ def test_integrity_violations_and_verdict_are_shown_when_logged() -> None:
         {
             "event": "violation",
             "request_id": "r-1",
+            "scenario": "s",
             "side": "sent",
             "rule": "duplicate_id",
             "at_event": 4,
+            "ts": ts(31),
         },
         {
             "event": "violation",
             "request_id": "r-1",
+            "scenario": "s",
             "side": "upstream",
             "rule": "terminal_missing",
             "at_event": 9,
+            "ts": ts(31),
         },
         {
             "event": "verdict",
             "request_id": "r-1",
             "verdict": "silent_corruption",
             "integrity": "altered",
+            "content": "altered",
             "reason": "accepted a duplicated delta",
+            "text_matches": False,
+            "ts": ts(40),
         },
     ]
     page = render_report(records)
@@ -395,7 +406,8 @@ def test_hostile_strings_are_escaped_everywhere() -> None:
     records += [
         {"event": "violation", "request_id": bad, "side": bad, "rule": bad, "at_event": bad},
         {"event": "verdict", "request_id": bad, "verdict": bad, "integrity": bad, "reason": bad},
-        {"event": "rejected", "status": 400, "reason": bad, "peer": bad},
+        {"event": "rejected", "status": 400, "reason": bad, "peer": bad, "ts": bad},
+        {"event": bad, "request_id": bad},
     ]
     matrix = {
         "client": bad,
@@ -443,8 +455,15 @@ def test_hostile_strings_are_escaped_everywhere() -> None:
     # Text, never a link: the only hrefs are the report's own anchors.
     assert all((v or "").startswith("#req-") for name, v in tags.attrs if name == "href")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    # A hostile verdict or outcome is never a class name.
-    assert "verdict-unknown" in page and "outcome-unknown" in page
+    # A verdict, an outcome, a side or a rule is one of a few words: a line with another
+    # is not read (its record says so), and the page says which and why, escaped.
+    assert "4 lines of the log could not be read as frame-log lines" in page
+    assert (
+        "record 5: response_end line: outcome &#x27;&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    )
+    assert "record 9: unknown event &#x27;&lt;script&gt;" in page
+    # The matrix is a file of any shape: a hostile verdict there is never a class name.
+    assert "verdict-unknown" in page
     assert re.findall(r'data-request-id="([^"]*)"', page) == [
         bad.replace("&", "&amp;")
         .replace("<", "&lt;")
@@ -467,7 +486,13 @@ def test_no_network_references_and_no_script() -> None:
 
 def test_rejected_lines_are_listed() -> None:
     records = [
-        {"event": "rejected", "status": 400, "reason": "malformed head", "peer": "127.0.0.1:5"},
+        {
+            "event": "rejected",
+            "status": 400,
+            "reason": "malformed head",
+            "peer": "127.0.0.1:5",
+            "ts": ts(0),
+        },
         *stream("r-1", SIMPLE),
     ]
     page = render_report(records)
@@ -503,7 +528,7 @@ def test_load_records_from_a_log_and_from_a_trace_dir(tmp_path: Path) -> None:
 
 def test_load_newest_keeps_only_the_newest_requests(tmp_path: Path) -> None:
     log = tmp_path / "frames.jsonl"
-    rejected = {"event": "rejected", "status": 400, "reason": "bad head", "peer": "p"}
+    rejected = {"event": "rejected", "status": 400, "reason": "bad head", "peer": "p", "ts": ts(1)}
     # Interleaved, as concurrent requests are; an id with an escaped quote.
     lines = [*stream("r-1", SIMPLE), rejected, *stream('r-"2"', SIMPLE), *stream("r-3", SIMPLE)]
     lines.insert(2, stream("r-3", SIMPLE)[0])  # r-3 starts before r-2
@@ -529,6 +554,32 @@ def test_load_records_errors(tmp_path: Path) -> None:
     console.write_text("2026-01-01 request r-1 scenario=x\n")
     with pytest.raises(ReportError, match="--log-format json"):
         load_records(console)
+
+
+def test_lines_that_are_no_record_are_left_out_and_the_page_says_why(tmp_path: Path) -> None:
+    log = tmp_path / "frames.jsonl"
+    lines = stream("r-1", SIMPLE)
+    edited = {**lines[2], "size": "50"}  # hand-edited: a required key of the wrong type
+    newer = {**lines[-1], "outcome": "timeout"}  # a later version's outcome
+    write_lines(log, [*lines[:2], edited, lines[3], newer], junk='{"event":"frame","seq":')
+    out = tmp_path / "report.html"
+    assert main(["report", str(log), "-o", str(out)]) == 0
+    page = out.read_text()
+    note = re.findall(r'<p class="note">([^<]*)</p>', page)
+    assert note == [
+        "3 lines of the log could not be read as frame-log lines and are left out: "
+        f"{log}:3: frame line: size &#x27;50&#x27;: Input should be a valid integer; "
+        f"{log}:5: response_end line: outcome &#x27;timeout&#x27;: Input should be "
+        "&#x27;completed&#x27;, &#x27;cut&#x27;, &#x27;client_gone&#x27;, &#x27;upstrea…; "
+        f"{log}:6: not JSON (EOF while parsing a value at line 1 column 23)."
+    ]
+    assert 'data-total-bytes="125"' in page  # the two frames read
+    assert load_records(log) == [*lines[:2], lines[3]]
+    # Only JSON objects that are no record (a hand-written log): a page that says why.
+    write_lines(log, [edited])
+    assert load_records(log) == []
+    assert main(["report", str(log), "-o", str(out)]) == 0
+    assert f"{log}:1: frame line: size &#x27;50&#x27;" in out.read_text()
 
 
 # ------------------------------------------------------------------------------- CLI

@@ -318,21 +318,29 @@ async def test_replay_refuses_a_trace_without_content(
     assert err.count("\n") == 1 and "--log-content" in err and str(path) in err
 
 
+TS = "2026-01-01T00:00:00.000Z"
+BOUND = {"request_id": "r-1", "scenario": None, "ts": TS}
+REQUEST = {**BOUND, "event": "request", "seed": 1, "method": "POST", "path": "/v1/x"}
+FRAME = {**BOUND, "event": "frame", "seq": 0, "offset": 0, "t_ms": 1.0}
+END = {**BOUND, "event": "response_end", "outcome": "completed", "status": 200, "bytes": 3,
+       "frames": 1, "duration_ms": 2.0}  # fmt: skip
+
+
+def jsonl(*lines: dict[str, Any]) -> bytes:
+    return b"".join(orjson.dumps(x) + b"\n" for x in lines)
+
+
 @pytest.mark.parametrize(
     ("data", "reason"),
     [
         (b"", "no response_end"),
-        (b'{"event":"request","request_id":"r-1"}\n', "no response_end"),
-        (b"not json\n", "not a JSON line"),
-        (b"[1, 2]\n", "not a JSON object"),
-        (
-            b'{"event":"frame","raw":"%%%","size":1}\n{"event":"response_end","status":200}\n',
-            "not base64",
-        ),
-        (
-            b'{"event":"frame","raw":"YWJj","size":5}\n{"event":"response_end","status":200}\n',
-            "size says 5",
-        ),
+        (jsonl(REQUEST), "no response_end"),
+        (b"not json\n", "t.jsonl:1: not JSON"),
+        (b"[1, 2]\n", "t.jsonl:1: not a JSON object"),
+        (jsonl(REQUEST, {**END, "status": "200"}), "t.jsonl:2: response_end line: status '200'"),
+        (jsonl({**FRAME, "raw": "%%%", "size": 1}, END), "not base64"),
+        (jsonl({**FRAME, "raw": "YWJj", "size": 5}, END), "size says 5"),
+        (jsonl(REQUEST, END) + b'{"event":"response_e', "t.jsonl:3: not JSON"),
     ],
 )
 def test_parse_trace_refuses_broken_traces(data: bytes, reason: str) -> None:
@@ -351,11 +359,11 @@ def test_replay_of_a_missing_file_exits_2(
 async def test_replay_of_a_proxy_error_answers_the_same_error() -> None:
     message = "upstream unreachable: Cannot connect to host 127.0.0.1:9"
     trace = parse_trace(
-        orjson.dumps({"event": "request", "request_id": "r-5"})
+        orjson.dumps({**REQUEST, "request_id": "r-5"})
         + b"\n"
         + orjson.dumps(
             {
-                "event": "response_end",
+                **END,
                 "request_id": "r-5",
                 "outcome": "proxy_error",
                 "status": 502,
@@ -378,16 +386,14 @@ async def test_replay_of_a_proxy_error_answers_the_same_error() -> None:
 
 async def test_replay_command_serves_until_sigterm(tmp_path: Path) -> None:
     frames = [b"data: a\n\n", b"data: b\n\n"]
-    lines: list[dict[str, Any]] = [
-        {"event": "request", "request_id": "r-1", "scenario": None, "seed": 1}
-    ]
+    lines: list[dict[str, Any]] = [REQUEST]
     lines += [
-        {"event": "frame", "request_id": "r-1", "seq": i, "size": len(f), "t_ms": 5.0 * i,
+        {**FRAME, "seq": i, "offset": 9 * i, "size": len(f), "t_ms": 5.0 * i,
          "raw": base64.b64encode(f).decode()}
         for i, f in enumerate(frames)
     ]  # fmt: skip
     lines.append(
-        {"event": "response_end", "request_id": "r-1", "outcome": "completed", "status": 201,
+        {**END, "outcome": "completed", "status": 201, "bytes": 18, "frames": 2,
          "content_type": "text/event-stream", "duration_ms": 10.0}
     )  # fmt: skip
     path = tmp_path / "r-1.jsonl"
