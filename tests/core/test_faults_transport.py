@@ -24,8 +24,10 @@ from chaosproxy.core.faults.compress import CompressConfig
 from chaosproxy.core.faults.cut import CutConfig, CutFault
 from chaosproxy.core.faults.delay import DelayConfig
 from chaosproxy.core.faults.hang import HangConfig
+from chaosproxy.core.faults.headers import HeadersConfig
 from chaosproxy.core.faults.rechunk import RechunkConfig, hostile_cuts
 from chaosproxy.core.faults.stall import StallConfig
+from chaosproxy.core.faults.status import StatusConfig
 from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.pipeline import Pipeline
@@ -733,6 +735,19 @@ def test_transport_faults_work_on_raw_streams() -> None:
         (HangConfig, {"x": 1}, "Extra inputs are not permitted"),
         (CompressConfig, {"encoding": "br"}, "'gzip' or 'deflate'"),
         (CompressConfig, {"flush": "never"}, "'each' or 'end'"),
+        # HTTP faults (tests/core/test_faults_http.py)
+        (StatusConfig, {}, "Field required"),
+        (StatusConfig, {"code": 99}, "greater than or equal to 100"),
+        (StatusConfig, {"code": 600}, "less than or equal to 599"),
+        (StatusConfig, {"code": 500, "headers": {"X": [1]}}, "headers.X"),
+        (StatusConfig, {"code": 500, "body": 12}, "body"),
+        (StatusConfig, {"code": 500, "retry": 1}, "Extra inputs are not permitted"),
+        (HeadersConfig, {}, "give at least one of set, remove"),
+        (HeadersConfig, {"set": {}, "remove": []}, "give at least one of set, remove"),
+        (HeadersConfig, {"set": {"X": 1}}, "Input should be a valid string"),
+        (HeadersConfig, {"remove": "X-One"}, "Input should be a valid list"),
+        (DelayConfig, {"headers": "later"}, "not a duration"),
+        (CutConfig, {"before": "headers", "position": "mid_line"}, "position is not allowed"),
     ],
 )
 def test_bad_configs_fail_with_a_clear_message(
