@@ -319,33 +319,50 @@ def test_delay_skipped_when_selector_never_reached() -> None:
 # ---------------------------------------------------------------------- throttle
 
 
-def test_throttle_pieces_and_sleeps() -> None:
-    # 100 B/s: 5-byte writes, 50 ms apart.
-    out, p = run([("throttle", ThrottleConfig(bytes_per_second=100))], E1)
-    T = ("throttle",)
-    assert script(out) == [
-        (b"data:", 0, T),
-        ("sleep", 0.05, "throttle"),
-        (b' {"n"', 0, T),
-        ("sleep", 0.05, "throttle"),
-        (b":1}\n\n", 1, T),
-        ("sleep", 0.05, "throttle"),
-    ]
-    assert sum(a.seconds for a in out if isinstance(a, Sleep)) == pytest.approx(len(E1) / 100)
+THROTTLED = ("throttle",)  # the faults of a throttled write
+
+
+@pytest.mark.parametrize(
+    ("rate", "body", "fmt", "expected"),
+    [
+        # 100 B/s: 5-byte writes, 50 ms apart.
+        (
+            100,
+            E1,
+            "sse",
+            [
+                (b"data:", 0, THROTTLED),
+                ("sleep", 0.05, "throttle"),
+                (b' {"n"', 0, THROTTLED),
+                ("sleep", 0.05, "throttle"),
+                (b":1}\n\n", 1, THROTTLED),
+                ("sleep", 0.05, "throttle"),
+            ],
+        ),
+        # Below 20 B/s: single bytes.
+        (
+            4,
+            b"abc",
+            "raw",
+            [
+                (b"a", 0, THROTTLED),
+                ("sleep", 0.25, "throttle"),
+                (b"b", 0, THROTTLED),
+                ("sleep", 0.25, "throttle"),
+                (b"c", 1, THROTTLED),
+                ("sleep", 0.25, "throttle"),
+            ],
+        ),
+    ],
+    ids=["five-byte-writes-at-100-bytes-per-second", "single-bytes-below-20-bytes-per-second"],
+)
+def test_throttle_pieces_and_sleeps(
+    rate: int, body: bytes, fmt: Format, expected: list[tuple[Any, ...]]
+) -> None:
+    out, p = run([("throttle", ThrottleConfig(bytes_per_second=rate))], body, fmt=fmt)
+    assert script(out) == expected
+    assert sum(a.seconds for a in out if isinstance(a, Sleep)) == pytest.approx(len(body) / rate)
     assert p.summary() == ({"throttle": 1}, [])
-
-
-def test_throttle_below_twenty_bytes_per_second_writes_single_bytes() -> None:
-    out, _ = run([("throttle", ThrottleConfig(bytes_per_second=4))], b"abc", fmt="raw")
-    T = ("throttle",)
-    assert script(out) == [
-        (b"a", 0, T),
-        ("sleep", 0.25, "throttle"),
-        (b"b", 0, T),
-        ("sleep", 0.25, "throttle"),
-        (b"c", 1, T),
-        ("sleep", 0.25, "throttle"),
-    ]
 
 
 # ---------------------------------------------------------------------- stall
