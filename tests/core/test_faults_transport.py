@@ -319,47 +319,30 @@ def test_delay_skipped_when_selector_never_reached() -> None:
 # ---------------------------------------------------------------------- throttle
 
 
-THROTTLED = ("throttle",)  # the faults of a throttled write
-
-
 @pytest.mark.parametrize(
-    ("rate", "body", "fmt", "expected"),
+    ("rate", "body", "fmt", "pieces", "gap"),
     [
-        # 100 B/s: 5-byte writes, 50 ms apart.
-        (
+        pytest.param(
             100,
             E1,
             "sse",
-            [
-                (b"data:", 0, THROTTLED),
-                ("sleep", 0.05, "throttle"),
-                (b' {"n"', 0, THROTTLED),
-                ("sleep", 0.05, "throttle"),
-                (b":1}\n\n", 1, THROTTLED),
-                ("sleep", 0.05, "throttle"),
-            ],
+            [b"data:", b' {"n"', b":1}\n\n"],
+            0.05,
+            id="5-byte-writes-at-100-bytes-a-second",
         ),
-        # Below 20 B/s: single bytes.
-        (
-            4,
-            b"abc",
-            "raw",
-            [
-                (b"a", 0, THROTTLED),
-                ("sleep", 0.25, "throttle"),
-                (b"b", 0, THROTTLED),
-                ("sleep", 0.25, "throttle"),
-                (b"c", 1, THROTTLED),
-                ("sleep", 0.25, "throttle"),
-            ],
+        pytest.param(
+            4, b"abc", "raw", [b"a", b"b", b"c"], 0.25, id="single-bytes-below-20-bytes-a-second"
         ),
     ],
-    ids=["five-byte-writes-at-100-bytes-per-second", "single-bytes-below-20-bytes-per-second"],
 )
 def test_throttle_pieces_and_sleeps(
-    rate: int, body: bytes, fmt: Format, expected: list[tuple[Any, ...]]
+    rate: int, body: bytes, fmt: Format, pieces: list[bytes], gap: float
 ) -> None:
+    """The body in ``pieces``, each followed by a sleep of ``gap``; the last ends the event."""
     out, p = run([("throttle", ThrottleConfig(bytes_per_second=rate))], body, fmt=fmt)
+    expected: list[tuple[Any, ...]] = []
+    for i, piece in enumerate(pieces, 1):
+        expected += [(piece, int(i == len(pieces)), ("throttle",)), ("sleep", gap, "throttle")]
     assert script(out) == expected
     assert sum(a.seconds for a in out if isinstance(a, Sleep)) == pytest.approx(len(body) / rate)
     assert p.summary() == ({"throttle": 1}, [])
