@@ -17,6 +17,7 @@ import httpx2
 import ollama
 import openai
 import orjson
+from anthropic.lib.streaming import MessageStream
 from google import genai
 from google.genai import types as genai_types
 
@@ -159,8 +160,27 @@ def _parse_responses(body: bytes) -> Parsed:
     return out
 
 
+def read_messages_stream(stream: MessageStream) -> tuple[list[str], Parsed]:
+    """What an application makes of an Anthropic SDK stream: the text deltas as they came,
+    and the final message's text, each call's arguments (as assembled from fragments)
+    and its input (as the SDK parsed it)."""
+    deltas: list[str] = []
+    calls: dict[int, str] = {}
+    for event in stream:
+        if event.type == "content_block_delta":
+            if event.delta.type == "text_delta":
+                deltas.append(event.delta.text)
+            elif event.delta.type == "input_json_delta":
+                calls[event.index] = calls.get(event.index, "") + event.delta.partial_json
+    message = stream.get_final_message()
+    return deltas, Parsed(
+        text="".join(b.text for b in message.content if b.type == "text"),
+        arguments=[calls[i] for i in sorted(calls)],
+        inputs=[b.input for b in message.content if b.type == "tool_use"],
+    )
+
+
 def _parse_anthropic(body: bytes) -> Parsed:
-    out = Parsed()
     transport, _ = _answer(body, "text/event-stream")
     client = anthropic.Anthropic(
         base_url="http://mock",
@@ -168,21 +188,13 @@ def _parse_anthropic(body: bytes) -> Parsed:
         max_retries=0,
         http_client=anthropic.DefaultHttpxClient(transport=transport),
     )
-    calls: dict[int, str] = {}
     with (
         client,
         client.messages.stream(
             model="claude", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
         ) as stream,
     ):
-        for event in stream:
-            if event.type == "content_block_delta" and event.delta.type == "input_json_delta":
-                calls[event.index] = calls.get(event.index, "") + event.delta.partial_json
-        message = stream.get_final_message()
-    out.text = "".join(b.text for b in message.content if b.type == "text")
-    out.arguments = [calls[i] for i in sorted(calls)]
-    out.inputs = [b.input for b in message.content if b.type == "tool_use"]
-    return out
+        return read_messages_stream(stream)[1]
 
 
 def _parse_gemini(body: bytes) -> Parsed:

@@ -68,6 +68,14 @@ def frame_until_error(framer: Framer, chunks: Iterable[BodyRead]) -> tuple[list[
     return frames, False
 
 
+def within_max_size(reference: Sequence[Frame], max_size: int) -> tuple[list[Frame], bool]:
+    """What :func:`frame_until_error` gives with a framer of ``max_size`` for a body whose
+    frames are ``reference``: the frames before the first one longer than ``max_size``,
+    and whether there was one (the framer raised)."""
+    too_long = [i for i, f in enumerate(reference) if len(f.raw) > max_size]
+    return list(reference[: too_long[0] if too_long else None]), bool(too_long)
+
+
 def cut(body: bytes, positions: Iterable[int]) -> list[bytes]:
     """``body`` cut at the given offsets (any order, duplicates give empty chunks)."""
     bounds = [0, *sorted(positions), len(body)]

@@ -193,31 +193,8 @@ def test_compress_sets_content_encoding_and_drops_content_length(encoding: str) 
 
 
 # ---------------------------------------------------------------------- validation
-
-
-@pytest.mark.parametrize(
-    ("config", "params", "message"),
-    [
-        (StatusConfig, {}, "Field required"),
-        (StatusConfig, {"code": 99}, "greater than or equal to 100"),
-        (StatusConfig, {"code": 600}, "less than or equal to 599"),
-        (StatusConfig, {"code": 500, "headers": {"X": [1]}}, "headers.X"),
-        (StatusConfig, {"code": 500, "body": 12}, "body"),
-        (StatusConfig, {"code": 500, "retry": 1}, "Extra inputs are not permitted"),
-        (HeadersConfig, {}, "give at least one of set, remove"),
-        (HeadersConfig, {"set": {}, "remove": []}, "give at least one of set, remove"),
-        (HeadersConfig, {"set": {"X": 1}}, "Input should be a valid string"),
-        (HeadersConfig, {"remove": "X-One"}, "Input should be a valid list"),
-        (DelayConfig, {"headers": "later"}, "not a duration"),
-        (CutConfig, {"before": "headers", "position": "mid_line"}, "position is not allowed"),
-    ],
-)
-def test_bad_configs_fail_with_a_clear_message(
-    config: type[FaultConfig], params: dict[str, Any], message: str
-) -> None:
-    with pytest.raises(ValidationError) as info:
-        config.model_validate(params)
-    assert message in str(info.value)
+# Bad status, headers, delay and cut configs: with every fault's in
+# tests/core/test_faults_transport.py (test_bad_configs_fail_with_a_clear_message).
 
 
 def test_configs_are_frozen() -> None:

@@ -24,8 +24,10 @@ from chaosproxy.core.faults.compress import CompressConfig
 from chaosproxy.core.faults.cut import CutConfig, CutFault
 from chaosproxy.core.faults.delay import DelayConfig
 from chaosproxy.core.faults.hang import HangConfig
+from chaosproxy.core.faults.headers import HeadersConfig
 from chaosproxy.core.faults.rechunk import RechunkConfig, hostile_cuts
 from chaosproxy.core.faults.stall import StallConfig
+from chaosproxy.core.faults.status import StatusConfig
 from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.pipeline import Pipeline
@@ -317,33 +319,33 @@ def test_delay_skipped_when_selector_never_reached() -> None:
 # ---------------------------------------------------------------------- throttle
 
 
-def test_throttle_pieces_and_sleeps() -> None:
-    # 100 B/s: 5-byte writes, 50 ms apart.
-    out, p = run([("throttle", ThrottleConfig(bytes_per_second=100))], E1)
-    T = ("throttle",)
-    assert script(out) == [
-        (b"data:", 0, T),
-        ("sleep", 0.05, "throttle"),
-        (b' {"n"', 0, T),
-        ("sleep", 0.05, "throttle"),
-        (b":1}\n\n", 1, T),
-        ("sleep", 0.05, "throttle"),
-    ]
-    assert sum(a.seconds for a in out if isinstance(a, Sleep)) == pytest.approx(len(E1) / 100)
+@pytest.mark.parametrize(
+    ("rate", "body", "fmt", "pieces", "gap"),
+    [
+        pytest.param(
+            100,
+            E1,
+            "sse",
+            [b"data:", b' {"n"', b":1}\n\n"],
+            0.05,
+            id="5-byte-writes-at-100-bytes-a-second",
+        ),
+        pytest.param(
+            4, b"abc", "raw", [b"a", b"b", b"c"], 0.25, id="single-bytes-below-20-bytes-a-second"
+        ),
+    ],
+)
+def test_throttle_pieces_and_sleeps(
+    rate: int, body: bytes, fmt: Format, pieces: list[bytes], gap: float
+) -> None:
+    """The body in ``pieces``, each followed by a sleep of ``gap``; the last ends the event."""
+    out, p = run([("throttle", ThrottleConfig(bytes_per_second=rate))], body, fmt=fmt)
+    expected: list[tuple[Any, ...]] = []
+    for i, piece in enumerate(pieces, 1):
+        expected += [(piece, int(i == len(pieces)), ("throttle",)), ("sleep", gap, "throttle")]
+    assert script(out) == expected
+    assert sum(a.seconds for a in out if isinstance(a, Sleep)) == pytest.approx(len(body) / rate)
     assert p.summary() == ({"throttle": 1}, [])
-
-
-def test_throttle_below_twenty_bytes_per_second_writes_single_bytes() -> None:
-    out, _ = run([("throttle", ThrottleConfig(bytes_per_second=4))], b"abc", fmt="raw")
-    T = ("throttle",)
-    assert script(out) == [
-        (b"a", 0, T),
-        ("sleep", 0.25, "throttle"),
-        (b"b", 0, T),
-        ("sleep", 0.25, "throttle"),
-        (b"c", 1, T),
-        ("sleep", 0.25, "throttle"),
-    ]
 
 
 # ---------------------------------------------------------------------- stall
@@ -733,6 +735,19 @@ def test_transport_faults_work_on_raw_streams() -> None:
         (HangConfig, {"x": 1}, "Extra inputs are not permitted"),
         (CompressConfig, {"encoding": "br"}, "'gzip' or 'deflate'"),
         (CompressConfig, {"flush": "never"}, "'each' or 'end'"),
+        # HTTP faults (tests/core/test_faults_http.py)
+        (StatusConfig, {}, "Field required"),
+        (StatusConfig, {"code": 99}, "greater than or equal to 100"),
+        (StatusConfig, {"code": 600}, "less than or equal to 599"),
+        (StatusConfig, {"code": 500, "headers": {"X": [1]}}, "headers.X"),
+        (StatusConfig, {"code": 500, "body": 12}, "body"),
+        (StatusConfig, {"code": 500, "retry": 1}, "Extra inputs are not permitted"),
+        (HeadersConfig, {}, "give at least one of set, remove"),
+        (HeadersConfig, {"set": {}, "remove": []}, "give at least one of set, remove"),
+        (HeadersConfig, {"set": {"X": 1}}, "Input should be a valid string"),
+        (HeadersConfig, {"remove": "X-One"}, "Input should be a valid list"),
+        (DelayConfig, {"headers": "later"}, "not a duration"),
+        (CutConfig, {"before": "headers", "position": "mid_line"}, "position is not allowed"),
     ],
 )
 def test_bad_configs_fail_with_a_clear_message(

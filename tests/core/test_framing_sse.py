@@ -33,6 +33,7 @@ from tests.framing_helpers import (
     sse_bodies,
     three_way_cuts,
     uniform_sse_bodies,
+    within_max_size,
 )
 
 #: Fixtures up to this size are re-framed from the start at every split point; longer
@@ -165,13 +166,10 @@ def test_size_limit_is_independent_of_chunking(data: st.DataObject) -> None:
     error (or none), and the error comes iff some frame is longer than max_size."""
     body = data.draw(st.one_of(sse_bodies(), byte_soup), label="body")
     max_size = data.draw(st.integers(min_value=1, max_value=40), label="max_size")
-    reference = reference_sse_frames(body)
-    too_long = [i for i, f in enumerate(reference) if len(f.raw) > max_size]
-    whole_frames, whole_raised = frame_until_error(SseFramer(max_size), [body])
-    assert whole_raised is bool(too_long)
-    assert whole_frames == reference[: too_long[0] if too_long else None]
+    whole = frame_until_error(SseFramer(max_size), [body])
+    assert whole == within_max_size(reference_sse_frames(body), max_size)
     chunks = cut(body, cut_points(data, body))
-    assert frame_until_error(SseFramer(max_size), chunks) == (whole_frames, whole_raised)
+    assert frame_until_error(SseFramer(max_size), chunks) == whole
 
 
 # --- line endings --------------------------------------------------------------------
@@ -505,8 +503,7 @@ def test_fast_path_size_limit_equals_general_path(data: st.DataObject) -> None:
     body = data.draw(uniform_sse_bodies(), label="body")
     max_size = data.draw(st.integers(min_value=1, max_value=40), label="max_size")
     reference = reference_sse_frames(body)
-    too_long = [i for i, f in enumerate(reference) if len(f.raw) > max_size]
-    expected = (reference[: too_long[0] if too_long else None], bool(too_long))
+    expected = within_max_size(reference, max_size)
     for chunks in (
         [body],
         cut(body, cut_points(data, body)),
@@ -535,8 +532,7 @@ def test_fast_path_size_limit_at_the_boundary(nl: bytes, shape: bytes) -> None:
     body = first + event + first
     for max_size in range(max(1, len(event) - 1), len(event) + 2):
         reference = reference_sse_frames(body)
-        too_long = [i for i, f in enumerate(reference) if len(f.raw) > max_size]
-        expected = (reference[: too_long[0] if too_long else None], bool(too_long))
+        expected = within_max_size(reference, max_size)
         for chunks in (
             [first, event, first],
             [body],

@@ -522,32 +522,18 @@ def _plain_done(data: str) -> bool:
     return data.strip() == "[DONE]"
 
 
-def _plain_generic(frame: Frame) -> set[str]:
-    if frame.data is None:
-        return {OT}
-    if _plain_done(frame.data):
-        return {TERM}
-    payload = orjson.loads(frame.data) if _is_json(frame.data) else None
-    return {TERM} if isinstance(payload, dict) and payload.get("done") is True else {OT}
+def _plain_generic(payload: dict[str, Any]) -> set[str]:
+    return {TERM} if payload.get("done") is True else {OT}
 
 
-def _plain_openai_chat(frame: Frame) -> set[str]:
-    if frame.data is None:
-        return {OT}
-    if _plain_done(frame.data):
-        return {TERM}
-    payload = orjson.loads(frame.data) if _is_json(frame.data) else None
-    if not isinstance(payload, dict):
-        return {OT}
+def _plain_openai_chat(payload: dict[str, Any]) -> set[str]:
     if payload.get("error"):
         return {E}
     choices = payload.get("choices")
-    if not isinstance(choices, list):
-        return {OT}
-    if not choices:
+    if choices == []:
         return {U} if isinstance(payload.get("usage"), dict) else {OT}
     kinds: set[str] = set()
-    for choice in choices:
+    for choice in choices if isinstance(choices, list) else []:
         delta = choice.get("delta") if isinstance(choice, dict) else None
         if not isinstance(delta, dict):
             continue
@@ -562,19 +548,12 @@ def _plain_openai_chat(frame: Frame) -> set[str]:
     return kinds or {OT}
 
 
-def _plain_gemini(frame: Frame) -> set[str]:
-    if frame.data is None:
-        return {OT}
-    payload = orjson.loads(frame.data) if _is_json(frame.data) else None
-    if not isinstance(payload, dict):
-        return {TERM} if _plain_done(frame.data) else {OT}
+def _plain_gemini(payload: dict[str, Any]) -> set[str]:
     if payload.get("error"):
         return {E}
-    candidates = payload.get("candidates")
-    if not isinstance(candidates, list):
-        return {OT}
     kinds: set[str] = set()
-    for candidate in candidates:
+    candidates = payload.get("candidates")
+    for candidate in candidates if isinstance(candidates, list) else []:
         if not isinstance(candidate, dict):
             continue
         if candidate.get("finishReason"):
@@ -592,12 +571,7 @@ def _plain_gemini(frame: Frame) -> set[str]:
     return kinds or {OT}
 
 
-def _plain_ollama(frame: Frame) -> set[str]:
-    if frame.data is None:
-        return {OT}
-    payload = orjson.loads(frame.data) if _is_json(frame.data) else None
-    if not isinstance(payload, dict):
-        return {TERM} if _plain_done(frame.data) else {OT}
+def _plain_ollama(payload: dict[str, Any]) -> set[str]:
     if "error" in payload:
         return {E}
     kinds: set[str] = set()
@@ -622,12 +596,25 @@ def _is_json(text: str) -> bool:
     return bool(text)
 
 
-PLAIN: dict[str, Callable[[Frame], set[str]]] = {
+#: Each profile's rules for the frames whose data is a JSON object, by profile name.
+PLAIN: dict[str, Callable[[dict[str, Any]], set[str]]] = {
     "generic": _plain_generic,
     "openai-chat": _plain_openai_chat,
     "gemini": _plain_gemini,
     "ollama": _plain_ollama,
 }
+
+
+def _plain_kinds(provider: str, frame: Frame) -> set[str]:
+    """The kinds of ``frame`` by the plain rules: a frame with no data is ``other``, the
+    ``[DONE]`` sentinel ``terminal``, data that is not a JSON object ``other``, and a
+    JSON object is read by the rules of ``provider``."""
+    if frame.data is None:
+        return {OT}
+    if _plain_done(frame.data):
+        return {TERM}
+    payload = orjson.loads(frame.data) if _is_json(frame.data) else None
+    return PLAIN[provider](payload) if isinstance(payload, dict) else {OT}
 
 
 def _spellings(payload: Any) -> list[str]:
@@ -707,9 +694,9 @@ _ollama_chunks = st.fixed_dictionaries(
 
 def _same_kinds(payload: Any) -> None:
     for text in _spellings(payload):
-        for name, plain in PLAIN.items():
+        for name in PLAIN:
             frame = sse(text.replace("\n", " "))
-            assert get_profile(name).classify(frame) == plain(frame), (name, text)
+            assert get_profile(name).classify(frame) == _plain_kinds(name, frame), (name, text)
 
 
 @settings(max_examples=examples(200), deadline=None, database=None)
@@ -751,4 +738,4 @@ def test_classify_equals_the_plain_rules_on_provider_shapes(shapes: Any) -> None
 )
 def test_generic_done_true_however_spelled(data: str) -> None:
     frame = sse(data)
-    assert get_profile("generic").classify(frame) == _plain_generic(frame)
+    assert get_profile("generic").classify(frame) == _plain_kinds("generic", frame)

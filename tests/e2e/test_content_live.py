@@ -20,6 +20,7 @@ import openai
 import pytest
 
 from chaosproxy import ChaosProxy
+from tests.content_streams import read_messages_stream
 
 #: Every hazard at once: a skin tone, a combining mark, a ZWJ family, right to left with
 #: its points, CJK, a character beyond the BMP, a fence, escapes.
@@ -107,24 +108,13 @@ def responses(proxy: ChaosProxy, tools: bool = False) -> Answer:
 
 
 def messages(proxy: ChaosProxy, tools: bool = False) -> Answer:
-    out = Answer()
     with anthropic.Anthropic(base_url=proxy.url, api_key="test", max_retries=0) as client:
         extra: dict[str, Any] = {"tools": TOOLS_ANTHROPIC} if tools else {}
         with client.messages.stream(
             model="claude-sonnet-4-5", max_tokens=256, messages=ASK, **extra
         ) as stream:
-            calls: dict[int, str] = {}
-            for event in stream:
-                if event.type == "content_block_delta":
-                    if event.delta.type == "text_delta":
-                        out.deltas.append(event.delta.text)
-                    elif event.delta.type == "input_json_delta":
-                        calls[event.index] = calls.get(event.index, "") + event.delta.partial_json
-            final = stream.get_final_message()
-    out.text = "".join(b.text for b in final.content if b.type == "text")
-    out.arguments = [calls[i] for i in sorted(calls)]
-    out.inputs = [b.input for b in final.content if b.type == "tool_use"]
-    return out
+            deltas, parsed = read_messages_stream(stream)
+    return Answer(parsed.text, deltas, parsed.arguments, parsed.inputs)
 
 
 CLIENTS: dict[str, Callable[..., Answer]] = {

@@ -773,13 +773,20 @@ async def test_hang_keeps_the_body_open(live: Live, log_capture: LogCapture) -> 
 WBITS = {"gzip": 31, "deflate": 15}
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
-async def test_compress_each_streams_decodable_events(live: Live, encoding: str) -> None:
+async def compressed(live: Live, encoding: str, flush: str) -> tuple[Reply, dict[str, Any]]:
+    """The upstream's body, the last event 0.3 s after the others, through ``compress``:
+    the reply (said to be in ``encoding``) and its response_end line."""
     reply, end = await live.run(
-        f"faults:\n  - compress: {{encoding: {encoding}, flush: each}}",
+        f"faults:\n  - compress: {{encoding: {encoding}, flush: {flush}}}",
         gaps=[0, 0, 0, 0, 0, 0.3],
     )
     assert reply.headers["Content-Encoding"] == encoding
+    return reply, end
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_compress_each_streams_decodable_events(live: Live, encoding: str) -> None:
+    reply, end = await compressed(live, encoding, "each")
     assert "Content-Length" not in reply.headers
     z = zlib.decompressobj(WBITS[encoding])
     decoded = b""
@@ -798,11 +805,7 @@ async def test_compress_each_streams_decodable_events(live: Live, encoding: str)
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 async def test_compress_end_buffers_until_the_end(live: Live, encoding: str) -> None:
-    reply, _ = await live.run(
-        f"faults:\n  - compress: {{encoding: {encoding}, flush: end}}",
-        gaps=[0, 0, 0, 0, 0, 0.3],
-    )
-    assert reply.headers["Content-Encoding"] == encoding
+    reply, _ = await compressed(live, encoding, "end")
     assert zlib.decompress(reply.body, WBITS[encoding]) == BODY
     assert reply.arrivals[0][0] - reply.headers_at >= 0.25 - SLACK  # nothing before the last event
     assert len(writes(live.log, reply.request_id)) == 1

@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -189,13 +189,25 @@ def test_split_reads_change_nothing(lab: Lab, scenario: str) -> None:
         assert run.get("final_text") == lab.ref(client).get("final_text"), client
 
 
-def test_duplicate_third_delta_passes_silently(lab: Lab) -> None:
-    for client, run in lab.runs("duplicate-third-delta").items():
+def edited_runs(
+    lab: Lab, scenario: str, edit: Callable[[list[str], int], list[str]]
+) -> dict[str, Run]:
+    """Every client under ``scenario``: each run clean, its events what ``edit`` makes of
+    the client's passthrough events and the index of their third text delta."""
+    runs = lab.runs(scenario)
+    for client, run in runs.items():
         clean(run)
         ref = lab.ref(client)["events"]
-        third = nth_text_index(ref, 3)
-        assert run["events"] == [*ref[: third + 1], ref[third], *ref[third + 1 :]], client
-    runs = lab.runs("duplicate-third-delta")
+        assert run["events"] == edit(ref, nth_text_index(ref, 3)), client
+    return runs
+
+
+def test_duplicate_third_delta_passes_silently(lab: Lab) -> None:
+    runs = edited_runs(
+        lab,
+        "duplicate-third-delta",
+        lambda ref, third: [*ref[: third + 1], ref[third], *ref[third + 1 :]],
+    )
     # The Responses final text comes from response.completed, so it is right; the
     # anthropic final message is assembled from the deltas, so it has the copy.
     assert runs["openai-responses"]["final_text"] == lab.ref("openai-responses")["text"]
@@ -204,12 +216,9 @@ def test_duplicate_third_delta_passes_silently(lab: Lab) -> None:
 
 
 def test_drop_third_delta_passes_silently(lab: Lab) -> None:
-    runs = lab.runs("drop-third-delta")
-    for client, run in runs.items():
-        clean(run)
-        ref = lab.ref(client)["events"]
-        third = nth_text_index(ref, 3)
-        assert run["events"] == [*ref[:third], *ref[third + 1 :]], client
+    runs = edited_runs(
+        lab, "drop-third-delta", lambda ref, third: [*ref[:third], *ref[third + 1 :]]
+    )
     assert runs["openai-chat"]["events"][-1] == "finish:stop"
     assert runs["openai-responses"]["final_text"] == lab.ref("openai-responses")["text"]
     assert runs["anthropic"]["final_text"] == runs["anthropic"]["text"]
@@ -451,13 +460,11 @@ def test_wrong_content_type(lab: Lab) -> None:
 
 
 def test_reverse_two_deltas_passes_silently(lab: Lab) -> None:
-    runs = lab.runs("reverse-two-deltas")
-    for client, run in runs.items():
-        clean(run)
-        ref = lab.ref(client)["events"]
-        third = nth_text_index(ref, 3)
-        swapped = [*ref[:third], ref[third + 1], ref[third], *ref[third + 2 :]]
-        assert run["events"] == swapped, client
+    runs = edited_runs(
+        lab,
+        "reverse-two-deltas",
+        lambda ref, third: [*ref[:third], ref[third + 1], ref[third], *ref[third + 2 :]],
+    )
     # Responses: the final text comes from response.completed, in order.
     assert runs["openai-responses"]["final_text"] == lab.ref("openai-responses")["text"]
     assert runs["anthropic"]["final_text"] == runs["anthropic"]["text"]

@@ -396,24 +396,15 @@ async def test_duplicate_terminal(lab: Lab, client: Client) -> None:
 # --------------------------------------------------------------------------- cut
 
 
-@clients()
-async def test_cut_before_terminal_abort(lab: Lab, client: Client) -> None:
-    reference = await lab.reference(client)
-    run = await lab.observe(client, "cut-before-terminal-abort")
+def assert_cut_before_terminal(run: Observed, reference: Observed, client: Client) -> None:
+    """The stream was cut just before its terminal event: none was written, and everything
+    before it arrived."""
     assert run.end["outcome"] == "cut"
-    assert run.end["faults_applied"] == {"cut": 1}
     assert not [f for f in run.frames if "terminal" in f["kinds"]]
-    # Every client notices an aborted body, each with its own (often unwrapped) class.
-    assert type(run.error) is client.abort_error, repr(run.error)
-    if isinstance(run.error, openai.APIConnectionError | anthropic.APIConnectionError):
-        assert type(run.error.__cause__) is httpx2.RemoteProtocolError
-    if isinstance(run.error, aiohttp.ClientPayloadError):
-        assert "not completed" in str(run.error)
-    else:
-        assert "incomplete chunked read" in str(run.error.__cause__ or run.error)
-    # Everything before the terminal event arrived first.
     assert run.events == reference.events[: len(reference.events) - client.finish_is_terminal]
     assert run.deltas == reference.deltas[: deltas_sent(run.frames)]
+    # No terminal seen: no response.completed, message_stop, done:true or finishReason.
+    # OpenAI chat still saw its finish chunk (it precedes [DONE]): it cannot tell.
     assert run.finishes == (0 if client.finish_is_terminal else 1)
     if client.provider == "gemini":  # its terminal is the last text chunk: that piece is lost
         assert run.deltas == reference.deltas[:-1]
@@ -422,22 +413,28 @@ async def test_cut_before_terminal_abort(lab: Lab, client: Client) -> None:
 
 
 @clients()
+async def test_cut_before_terminal_abort(lab: Lab, client: Client) -> None:
+    reference = await lab.reference(client)
+    run = await lab.observe(client, "cut-before-terminal-abort")
+    assert_cut_before_terminal(run, reference, client)
+    assert run.end["faults_applied"] == {"cut": 1}
+    # Every client notices an aborted body, each with its own (often unwrapped) class.
+    assert type(run.error) is client.abort_error, repr(run.error)
+    if isinstance(run.error, openai.APIConnectionError | anthropic.APIConnectionError):
+        assert type(run.error.__cause__) is httpx2.RemoteProtocolError
+    if isinstance(run.error, aiohttp.ClientPayloadError):
+        assert "not completed" in str(run.error)
+    else:
+        assert "incomplete chunked read" in str(run.error.__cause__ or run.error)
+
+
+@clients()
 async def test_cut_before_terminal_close(lab: Lab, client: Client) -> None:
     reference = await lab.reference(client)
     run = await lab.observe(client, "cut-before-terminal-close")
-    assert run.end["outcome"] == "cut"
-    assert not [f for f in run.frames if "terminal" in f["kinds"]]
+    assert_cut_before_terminal(run, reference, client)
     # A clean end of body: no client raises while streaming; the stream just ends.
     assert run.error is None
-    assert run.events == reference.events[: len(reference.events) - client.finish_is_terminal]
-    assert run.deltas == reference.deltas[: deltas_sent(run.frames)]
-    # No terminal seen: no response.completed, message_stop, done:true or finishReason.
-    # OpenAI chat still saw its finish chunk (it precedes [DONE]): it cannot tell.
-    assert run.finishes == (0 if client.finish_is_terminal else 1)
-    if client.provider == "gemini":  # the last piece and finishReason are gone
-        assert run.deltas == reference.deltas[:-1]
-    else:
-        assert run.deltas == reference.deltas
     if client.final == "terminal":  # only the Responses helper notices
         assert type(run.final_error) is RuntimeError
         assert "response.completed" in str(run.final_error)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import httpx
 import orjson
@@ -26,6 +27,8 @@ from tests.scripted_upstream import Script, ScriptedUpstream, until
 
 WORDS = [f"w{i}" for i in range(1, 9)]
 PLAIN = b"".join(b"data: " + w.encode() + b"\n\n" for w in WORDS)
+#: PLAIN at once, then the upstream keeps the body open (until the proxy lets it go).
+HELD = Script.events(PLAIN, end="hold")
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "tell me"}], "stream": True}
 
 
@@ -35,10 +38,17 @@ def scenario(policy: str, cut: str = "{after: 3}", **resume: str) -> str:
 
 
 async def plain_proxy(
-    make_proxy: ProxyFactory, upstream: ScriptedUpstream, text: str, *, gap: float = 0.01
+    make_proxy: ProxyFactory,
+    upstream: ScriptedUpstream,
+    text: str,
+    *,
+    script: Script | None = None,
+    **options: Any,
 ) -> RunningProxy:
-    upstream.route("/stream", Script.events(PLAIN, gap=gap))
-    return await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    """A proxy (``options`` for make_proxy) whose default scenario is ``text``, in front of
+    an upstream answering /stream with ``script``: PLAIN, an event every 10 ms, unless told."""
+    upstream.route("/stream", script or Script.events(PLAIN, gap=0.01))
+    return await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s", **options)
 
 
 async def plain_run(proxy: RunningProxy) -> Run:
@@ -192,7 +202,9 @@ async def test_a_reconnect_follows_the_stream_live(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream, log_capture: LogCapture
 ) -> None:
     """The reconnect comes while the upstream is still sending: history, then live."""
-    proxy = await plain_proxy(make_proxy, upstream, scenario("resume", "{after: 2}"), gap=0.1)
+    proxy = await plain_proxy(
+        make_proxy, upstream, scenario("resume", "{after: 2}"), script=Script.events(PLAIN, gap=0.1)
+    )
     run = await plain_run(proxy)
     token = token_of(proxy, run.connections[0].request_id)
     assert run.ids == ids(token, range(1, 9)) and run.statuses == [200, 200, 204]
@@ -223,9 +235,8 @@ async def test_upstream_ids_are_kept_and_resumed_from(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream, log_capture: LogCapture
 ) -> None:
     body = b"".join(b"id: u%d\ndata: %s\n\n" % (i, w.encode()) for i, w in enumerate(WORDS, 1))
-    upstream.route("/stream", Script.events(body, gap=0.01))
     text = scenario("resume", "{after: 3}", ids="upstream")
-    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    proxy = await plain_proxy(make_proxy, upstream, text, script=Script.events(body, gap=0.01))
     run = await plain_run(proxy)
     assert run.ids == [f"u{i}" for i in range(1, 9)]
     assert run.statuses == [200, 200, 204]
@@ -236,9 +247,8 @@ async def test_proxy_ids_log_the_upstreams_own(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream, log_capture: LogCapture
 ) -> None:
     body = b"".join(b"id: u%d\ndata: %s\n\n" % (i, w.encode()) for i, w in enumerate(WORDS, 1))
-    upstream.route("/stream", Script.events(body))
-    proxy = await make_proxy(
-        upstream=upstream.url, scenarios={"s": "resume: {}\nfaults: []\n"}, default="s"
+    proxy = await plain_proxy(
+        make_proxy, upstream, "resume: {}\nfaults: []\n", script=Script.events(body)
     )
     async with httpx.AsyncClient(timeout=5) as client:
         resp = await client.get(proxy.url + "/stream")
@@ -256,9 +266,8 @@ async def test_proxy_ids_log_the_upstreams_own(
 async def test_the_upstream_is_read_after_the_cut_and_stopped_by_retention(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
-    upstream.route("/stream", Script.events(PLAIN, end="hold"))
     text = scenario("resume", "{after: 2, how: reset}", retention="300ms")
-    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    proxy = await plain_proxy(make_proxy, upstream, text, script=HELD)
     async with httpx.AsyncClient(timeout=5) as client:
         with pytest.raises(httpx.TransportError):
             await (await client.get(proxy.url + "/stream")).aread()
@@ -276,13 +285,8 @@ async def test_the_upstream_is_read_after_the_cut_and_stopped_by_retention(
 async def test_stopping_the_proxy_ends_background_readers(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
-    upstream.route("/stream", Script.events(PLAIN, end="hold"))
-    proxy = await make_proxy(
-        upstream=upstream.url,
-        scenarios={"s": scenario("resume", "{after: 3, how: close}")},
-        default="s",
-        grace=0.2,
-    )
+    text = scenario("resume", "{after: 3, how: close}")
+    proxy = await plain_proxy(make_proxy, upstream, text, script=HELD, grace=0.2)
     async with httpx.AsyncClient(timeout=5) as client:
         await (await client.get(proxy.url + "/stream")).aread()  # cut with a clean close
     await until(lambda: proxy.state.resume.readers == 1)
@@ -296,13 +300,8 @@ async def test_stopping_the_proxy_ends_background_readers(
 async def test_admin_reset_forgets_kept_streams_and_stops_their_readers(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
-    upstream.route("/stream", Script.events(PLAIN, end="hold"))
-    proxy = await make_proxy(
-        upstream=upstream.url,
-        scenarios={"s": scenario("resume", "{after: 2, how: reset}")},
-        default="s",
-        admin=ADMIN,
-    )
+    text = scenario("resume", "{after: 2, how: reset}")
+    proxy = await plain_proxy(make_proxy, upstream, text, script=HELD, admin=ADMIN)
     async with httpx.AsyncClient(timeout=5) as client:
         with pytest.raises(httpx.TransportError):
             await (await client.get(proxy.url + "/stream")).aread()
@@ -396,9 +395,10 @@ async def test_unattended_reading_stops_after_max_bytes(
     """Nobody reconnects and the upstream goes on: reading stops once ``max_bytes`` more
     were read, well before the (long) retention."""
     big = b"".join(b"data: " + b"x" * 200 + b"\n\n" for _ in range(40))  # ~8 kB
-    upstream.route("/stream", Script.events(big, gap=0.005, end="hold"))
     text = scenario("resume", "{after: 1, how: reset}", retention="60s", max_bytes="2KiB")
-    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    proxy = await plain_proxy(
+        make_proxy, upstream, text, script=Script.events(big, gap=0.005, end="hold")
+    )
     async with httpx.AsyncClient(timeout=5) as client:
         with pytest.raises(httpx.TransportError):
             await (await client.get(proxy.url + "/stream")).aread()
@@ -412,9 +412,8 @@ async def test_unattended_reading_stops_after_max_bytes(
 async def test_many_live_streams_keep_at_most_streams(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream
 ) -> None:
-    upstream.route("/stream", Script.events(PLAIN))
     text = "resume: {streams: 20, max_bytes: 100}\nfaults: []\n"
-    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    proxy = await plain_proxy(make_proxy, upstream, text, script=Script.events(PLAIN))
     async with httpx.AsyncClient(timeout=5) as client:
         rids = []
         for _ in range(150):
@@ -432,9 +431,10 @@ async def test_an_inactive_request_with_a_content_length_still_gets_ids(
 ) -> None:
     """``requests:`` leaves the first two requests unfaulted, but they are kept, with ids:
     the upstream's Content-Length no longer holds and is not passed on."""
-    upstream.route("/stream", Script.events(PLAIN, content_length=True))
     text = "resume: {}\nrequests: [3]\nfaults:\n  - cut: {after: 1}\n"
-    proxy = await make_proxy(upstream=upstream.url, scenarios={"s": text}, default="s")
+    proxy = await plain_proxy(
+        make_proxy, upstream, text, script=Script.events(PLAIN, content_length=True)
+    )
     async with httpx.AsyncClient(timeout=5) as client:
         resp = await client.get(proxy.url + "/stream")
         token = token_of(proxy, resp.headers["X-Chaos-Request-Id"])
@@ -453,11 +453,8 @@ async def test_unattended_reading_ends_at_the_idle_timeout(
     """An upstream that goes silent after the cut is dropped at ``--idle-timeout``, long
     before the retention: the stream ends ``failed``, and a reconnect gets what was kept,
     then an unclean end (never a clean one)."""
-    upstream.route("/stream", Script.events(PLAIN, end="hold"))
     text = scenario("resume", "{after: 2, how: reset}", retention="60s")
-    proxy = await make_proxy(
-        upstream=upstream.url, scenarios={"s": text}, default="s", idle_timeout=0.3
-    )
+    proxy = await plain_proxy(make_proxy, upstream, text, script=HELD, idle_timeout=0.3)
     async with httpx.AsyncClient(timeout=5) as client:
         with pytest.raises(httpx.TransportError):
             await (await client.get(proxy.url + "/stream")).aread()
@@ -479,9 +476,8 @@ async def test_unattended_reading_ends_at_the_idle_timeout(
 async def test_the_admin_store_links_the_connections(
     make_proxy: ProxyFactory, upstream: ScriptedUpstream, log_capture: LogCapture
 ) -> None:
-    upstream.route("/stream", Script.events(PLAIN))
-    proxy = await make_proxy(
-        upstream=upstream.url, scenarios={"s": scenario("resume")}, default="s", admin=ADMIN
+    proxy = await plain_proxy(
+        make_proxy, upstream, scenario("resume"), script=Script.events(PLAIN), admin=ADMIN
     )
     run = await plain_run(proxy)
     first, second = (c.request_id for c in run.connections[:2])

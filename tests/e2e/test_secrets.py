@@ -145,6 +145,13 @@ class World:
             self.evidence.add_response(where, resp, body)
             return resp.status, resp.headers["X-Chaos-Request-Id"]
 
+    async def close(self) -> None:
+        """Every proxy stopped and every log file closed (again, if already)."""
+        for proxy in self.proxies.values():
+            await proxy.close()
+        for log in self.logs:
+            log.close()
+
     async def collect(self) -> None:
         """Admin answers of every proxy, then (after close) every log and trace file."""
         auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -160,10 +167,7 @@ class World:
                     async with s.get(proxy.admin_url + path) as resp:
                         assert resp.status == 200, (name, path)
                         self.evidence.add_response(f"admin {name} {path}", resp, await resp.read())
-        for proxy in self.proxies.values():
-            await proxy.close()
-        for log in self.logs:
-            log.close()
+        await self.close()
         for file in sorted(self.tmp.rglob("*")):
             if file.is_file():
                 self.evidence.add(str(file.relative_to(self.tmp)), file.read_bytes())
@@ -176,10 +180,7 @@ async def world(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         world.upstream = await stack.enter_async_context(scripted_upstream())
         world.upstream.route(GEMINI_PATH, Script.events(SSE, sep=b"\r\n\r\n"))
         yield world
-        for proxy in world.proxies.values():
-            await proxy.close()
-        for log in world.logs:
-            log.close()
+        await world.close()
 
 
 async def test_no_secret_reaches_logs_traces_admin_or_errors(world: World) -> None:
@@ -250,9 +251,7 @@ async def test_upstream_error_answer_hides_the_key(tmp_path: Path) -> None:
         try:
             status, _ = await world.request(proxy, GEMINI_PATH + QUERY, where="malformed")
         finally:
-            await proxy.close()
-            for log in world.logs:
-                log.close()
+            await world.close()
     assert status == 502
     world.evidence.assert_clean()
 
@@ -276,9 +275,7 @@ async def test_a_semicolon_separated_key_is_masked_in_the_log(tmp_path: Path) ->
                 assert status == 200
             await world.collect()
         finally:
-            await proxy.close()
-            for log in world.logs:
-                log.close()
+            await world.close()
     lines = [orjson.loads(x) for x in (tmp_path / "semicolon.log").read_bytes().splitlines()]
     assert [x["path"] for x in lines if x["event"] == "request"] == [
         GEMINI_PATH + "?alt=sse;key=***",
@@ -333,9 +330,7 @@ async def test_an_unreachable_upstream_with_a_password_leaks_it_nowhere(tmp_path
         assert status == 502
         await world.collect()
     finally:
-        await proxy.close()
-        for log in world.logs:
-            log.close()
+        await world.close()
     world.evidence.assert_clean()
     for where, data in world.evidence.blobs:
         assert URL_PASSWORD.encode() not in data, where

@@ -15,7 +15,7 @@ import pytest
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario.selection import derive_seed
 from tests.conftest import LogCapture, ProxyFactory
-from tests.e2e.test_faults_live import BODY, E1, PATH, SSE, fetch, wait_end, without
+from tests.e2e.test_faults_live import BODY, E1, PATH, SSE, Reply, fetch, wait_end, without
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 SCENARIOS = {
@@ -33,6 +33,19 @@ async def start(upstream: ScriptedUpstream, make_proxy: ProxyFactory, **kw: Any)
     for path in (PATH, "/v1/other", "/v1/chat/x"):
         upstream.route(path, Script.events(BODY, headers=SSE))
     return await make_proxy(upstream=upstream.url, scenarios=SCENARIOS, **kw)
+
+
+async def refused(
+    upstream: ScriptedUpstream, make_proxy: ProxyFactory, path: str, headers: dict[str, str]
+) -> Reply:
+    """The proxy's answer to a request it refuses itself: a 400 of type chaosproxy_error,
+    and nothing sent upstream."""
+    proxy = await start(upstream, make_proxy)
+    reply = await fetch(proxy, path, headers=headers)
+    assert reply.status == 400
+    assert orjson.loads(reply.body)["error"]["type"] == "chaosproxy_error"
+    assert upstream.seen == []
+    return reply
 
 
 async def test_header_selects_the_scenario(
@@ -112,24 +125,15 @@ async def test_unknown_scenario_is_a_400_never_forwarded(
     path: str,
     headers: dict[str, str],
 ) -> None:
-    proxy = await start(upstream, make_proxy)
-    reply = await fetch(proxy, path, headers=headers)
-    assert reply.status == 400
-    error = orjson.loads(reply.body)["error"]
-    assert error["type"] == "chaosproxy_error"
-    assert "nope" in error["message"]
+    reply = await refused(upstream, make_proxy, path, headers)
+    assert "nope" in orjson.loads(reply.body)["error"]["message"]
     assert reply.request_id.startswith("r-")
-    assert upstream.seen == []
 
 
 async def test_a_bad_seed_is_a_400_never_forwarded(
     upstream: ScriptedUpstream, make_proxy: ProxyFactory
 ) -> None:
-    proxy = await start(upstream, make_proxy)
-    reply = await fetch(proxy, "/v1/other", headers={"X-Chaos-Seed": "-1"})
-    assert reply.status == 400
-    assert orjson.loads(reply.body)["error"]["type"] == "chaosproxy_error"
-    assert upstream.seen == []
+    await refused(upstream, make_proxy, "/v1/other", {"X-Chaos-Seed": "-1"})
 
 
 async def test_chaos_headers_are_never_forwarded(
@@ -209,7 +213,5 @@ async def test_the_same_scenario_by_prefix_keeps_its_query_and_body(
 async def test_the_400_carries_every_chaos_header(
     upstream: ScriptedUpstream, make_proxy: ProxyFactory
 ) -> None:
-    proxy = await start(upstream, make_proxy)
-    reply = await fetch(proxy, "/v1/other", headers={"X-Chaos-Scenario": "nope"})
-    assert reply.status == 400
+    reply = await refused(upstream, make_proxy, "/v1/other", {"X-Chaos-Scenario": "nope"})
     assert {"X-Chaos-Request-Id", "X-Chaos-Scenario", "X-Chaos-Seed"} <= set(reply.headers)

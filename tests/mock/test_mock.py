@@ -19,10 +19,12 @@ import ollama
 import openai
 import pytest
 from aiohttp import web
+from anthropic.types import Message, ToolParam
 from google import genai
 from google.genai import types
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionChunk
 
 from chaosproxy.mock import (
     INTERVAL_HEADER,
@@ -130,14 +132,20 @@ def openai_client(mock: Mock) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url=mock.url + "/v1", api_key="test", max_retries=0)
 
 
-async def test_openai_chat_stream_assembles_the_mock_text(mock: Mock) -> None:
+async def chat_chunks(mock: Mock, prompt: str, **options: Any) -> list[ChatCompletionChunk]:
+    """Every chunk of one streamed chat completion of ``prompt`` (``options`` added)."""
     async with openai_client(mock) as client:
         stream = await client.chat.completions.create(
             model="gpt-4o-mini",
-            messages=[{"role": "user", "content": "Tell me about coffee."}],
+            messages=[{"role": "user", "content": prompt}],
             stream=True,
+            **options,
         )
-        chunks = [chunk async for chunk in stream]
+        return [chunk async for chunk in stream]
+
+
+async def test_openai_chat_stream_assembles_the_mock_text(mock: Mock) -> None:
+    chunks = await chat_chunks(mock, "Tell me about coffee.")
     deltas = [
         c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
     ]
@@ -151,14 +159,7 @@ async def test_openai_chat_stream_assembles_the_mock_text(mock: Mock) -> None:
 
 
 async def test_openai_chat_usage_chunk_only_with_include_usage(mock: Mock) -> None:
-    async with openai_client(mock) as client:
-        stream = await client.chat.completions.create(
-            model="gpt-4o-mini",
-            messages=[{"role": "user", "content": "Hi"}],
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        chunks = [chunk async for chunk in stream]
+    chunks = await chat_chunks(mock, "Hi", stream_options={"include_usage": True})
     last = chunks[-1]
     assert last.choices == []
     assert last.usage is not None
@@ -172,15 +173,12 @@ async def test_openai_chat_tool_call_arguments_assemble_to_json(mock: Mock) -> N
         {"type": "function", "function": {"name": "get_time", "parameters": {}}},
         {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}},
     ]
-    async with openai_client(mock) as client:
-        stream = await client.chat.completions.create(
-            model="gpt-4o-mini",
-            messages=[{"role": "user", "content": "Weather in Kyoto?"}],
-            tools=tools,
-            tool_choice={"type": "function", "function": {"name": "get_weather"}},
-            stream=True,
-        )
-        chunks = [chunk async for chunk in stream]
+    chunks = await chat_chunks(
+        mock,
+        "Weather in Kyoto?",
+        tools=tools,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    )
     calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
     first = calls[0]
     assert first.id is not None and first.id.startswith("call_")
@@ -196,11 +194,7 @@ async def test_openai_chat_tool_call_arguments_assemble_to_json(mock: Mock) -> N
 
 
 async def test_openai_chat_n2_interleaves_two_choices(mock: Mock) -> None:
-    async with openai_client(mock) as client:
-        stream = await client.chat.completions.create(
-            model="gpt-4o-mini", messages=[{"role": "user", "content": "Hi"}], n=2, stream=True
-        )
-        chunks = [chunk async for chunk in stream]
+    chunks = await chat_chunks(mock, "Hi", n=2)
     texts: dict[int, str] = {0: "", 1: ""}
     order = []
     for chunk in chunks:
@@ -275,18 +269,26 @@ def anthropic_client(mock: Mock) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(base_url=mock.url, api_key="test", max_retries=0)
 
 
-async def test_anthropic_stream_final_text(mock: Mock) -> None:
+async def anthropic_stream(
+    mock: Mock, prompt: str, tools: list[ToolParam] | None = None
+) -> tuple[list[str], Message]:
+    """One streamed message through the SDK: the text pieces it yields, its final message."""
     client = anthropic_client(mock)
     async with (
         client,
         client.messages.stream(
             model="claude-mock",
             max_tokens=256,
-            messages=[{"role": "user", "content": "Plan my week."}],
+            messages=[{"role": "user", "content": prompt}],
+            tools=anthropic.NOT_GIVEN if tools is None else tools,
         ) as stream,
     ):
         pieces = [text async for text in stream.text_stream]
-        message = await stream.get_final_message()
+        return pieces, await stream.get_final_message()
+
+
+async def test_anthropic_stream_final_text(mock: Mock) -> None:
+    pieces, message = await anthropic_stream(mock, "Plan my week.")
     assert len(pieces) == TOKENS
     assert message.content[0].type == "text"
     assert message.content[0].text == "".join(pieces)
@@ -297,17 +299,8 @@ async def test_anthropic_stream_final_text(mock: Mock) -> None:
 
 
 async def test_anthropic_tool_use_gives_parsed_input(mock: Mock) -> None:
-    client = anthropic_client(mock)
-    async with (
-        client,
-        client.messages.stream(
-            model="claude-mock",
-            max_tokens=256,
-            messages=[{"role": "user", "content": "Weather?"}],
-            tools=[CLAUDE_WEATHER_TOOL],
-        ) as stream,
-    ):
-        message = await stream.get_final_message()
+    pieces, message = await anthropic_stream(mock, "Weather?", [CLAUDE_WEATHER_TOOL])
+    assert pieces == []
     block = message.content[0]
     assert block.type == "tool_use"
     assert block.name == "get_weather"

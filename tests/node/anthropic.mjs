@@ -1,15 +1,9 @@
 // `@anthropic-ai/sdk`: the messages.stream() helper, then finalMessage().
 import Anthropic from "@anthropic-ai/sdk";
-import { HEADERS, PROMPT, SDK_TIMEOUT_MS, URL_, run } from "./lib.mjs";
+import { PROMPT, URL_, run, sdkOptions } from "./lib.mjs";
 
 await run("anthropic", async (rec) => {
-  const client = new Anthropic({
-    baseURL: URL_,
-    apiKey: "test",
-    maxRetries: 0,
-    timeout: SDK_TIMEOUT_MS,
-    defaultHeaders: HEADERS,
-  });
+  const client = new Anthropic(sdkOptions(URL_));
   const stream = client.messages.stream({
     model: "claude-sonnet-4",
     max_tokens: 256,

@@ -23,6 +23,11 @@ export const SDK_TIMEOUT_MS = Number(process.env.CHAOS_SDK_TIMEOUT_MS || 1000);
 export const HEADERS = { "X-Chaos-Scenario": SCENARIO };
 export const PROMPT = "Plan my week, please.";
 
+/** An SDK client's options: no retries, the SDK's own timeout, the scenario header. */
+export function sdkOptions(baseURL, defaultHeaders = HEADERS) {
+  return { baseURL, apiKey: "test", maxRetries: 0, timeout: SDK_TIMEOUT_MS, defaultHeaders };
+}
+
 function required(name) {
   const value = process.env[name];
   if (!value) {

@@ -1,15 +1,10 @@
 // The `openai` package, Chat Completions: chat.completions.create({stream: true}).
 import OpenAI from "openai";
-import { HEADERS, PROMPT, SDK_TIMEOUT_MS, URL_, run } from "./lib.mjs";
+import { PROMPT, URL_, run, sdkOptions } from "./lib.mjs";
 
 await run("openai-chat", async (rec) => {
-  const client = new OpenAI({
-    baseURL: `${URL_}/v1`,
-    apiKey: "test",
-    maxRetries: 0,
-    timeout: SDK_TIMEOUT_MS, // the SDK's own timeout: does it cover the body? (it does not)
-    defaultHeaders: HEADERS,
-  });
+  // sdkOptions sets the SDK's own timeout: does it cover the body? (it does not)
+  const client = new OpenAI(sdkOptions(`${URL_}/v1`));
   const stream = await client.chat.completions.create({
     model: "gpt-4o-mini",
     messages: [{ role: "user", content: PROMPT }],

@@ -4,16 +4,10 @@
 // arguments are not JSON is an error. The record's `calls` holds {index: {name, arguments,
 // parsed}}. Without CHAOS_SCENARIO it sends no X-Chaos-Scenario: the proxy's default applies.
 import OpenAI from "openai";
-import { HEADERS, SDK_TIMEOUT_MS, URL_, run } from "./lib.mjs";
+import { HEADERS, URL_, run, sdkOptions } from "./lib.mjs";
 
 await run("openai-tools", async (rec) => {
-  const client = new OpenAI({
-    baseURL: `${URL_}/v1`,
-    apiKey: "test",
-    maxRetries: 0,
-    timeout: SDK_TIMEOUT_MS,
-    defaultHeaders: process.env.CHAOS_SCENARIO ? HEADERS : {},
-  });
+  const client = new OpenAI(sdkOptions(`${URL_}/v1`, process.env.CHAOS_SCENARIO ? HEADERS : {}));
   const stream = await client.chat.completions.create({
     model: "gpt-4o",
     messages: [{ role: "user", content: "What's the weather in Paris and in Tokyo?" }],

@@ -25,7 +25,7 @@ from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.session import Session
 from chaosproxy.observe import logs, looplag
-from chaosproxy.observe.logs import FrameLog
+from chaosproxy.observe.logs import FrameLog, RequestLog
 from chaosproxy.observe.looplag import LoopLagProbe, bucket_us, percentile_us
 from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
@@ -198,12 +198,27 @@ def _fields(i: int) -> dict[str, Any]:
     return session.wrote(send, 0.5)
 
 
+@pytest.fixture
+def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log's clock stands still: two logs of the same lines write the same ``ts``."""
+    monkeypatch.setattr(logs.time, "time", lambda: 1764600000.25)
+
+
+def _log_frame(bound: RequestLog, i: int, way: str) -> None:
+    """The line of frame ``i`` (content "x"), logged ``way``: by ``info`` (the log makes
+    it from keyword arguments) or by ``frame`` (the fields as they are)."""
+    fields = _fields(i) | {"data": "x", "raw": "eA=="}
+    if way == "info":
+        bound.info("frame", **fields)
+    else:
+        bound.frame(fields)
+
+
 @pytest.mark.parametrize("fmt", ["json", "pretty"])
 @pytest.mark.parametrize("level", ["frames", "requests", "off"])
 def test_a_frame_line_is_the_same_by_either_way(
-    fmt: logs.LogFormat, level: logs.LogLevel, monkeypatch: pytest.MonkeyPatch
+    fmt: logs.LogFormat, level: logs.LogLevel, frozen_clock: None
 ) -> None:
-    monkeypatch.setattr(logs.time, "time", lambda: 1764600000.25)
     outs, seen = [], []
     for way in ("info", "frame"):
         out = io.BytesIO()
@@ -211,11 +226,7 @@ def test_a_frame_line_is_the_same_by_either_way(
         observed: list[dict[str, Any]] = []
         log.add_observer(observed.append)
         bound = log.for_request(request_id="r-1", scenario="dup")
-        fields = _fields(3) | {"data": "x", "raw": "eA=="}
-        if way == "info":
-            bound.info("frame", **fields)
-        else:
-            bound.frame(fields)
+        _log_frame(bound, 3, way)
         log.flush()
         outs.append(out.getvalue())
         seen.append(observed)
@@ -233,11 +244,10 @@ def test_a_frame_line_is_the_same_by_either_way(
 @pytest.mark.parametrize("level", ["frames", "requests", "off"])
 @pytest.mark.parametrize("observers", ["hooks", "dicts", "both"])
 def test_a_batch_of_frame_lines_is_the_same_as_one_at_a_time(
-    fmt: logs.LogFormat, level: logs.LogLevel, observers: str, monkeypatch: pytest.MonkeyPatch
+    fmt: logs.LogFormat, level: logs.LogLevel, observers: str, frozen_clock: None
 ) -> None:
     """The lines of one upstream read's writes, logged together (one write to the log):
     the same bytes, the same dicts, the same store and metrics as one line at a time."""
-    monkeypatch.setattr(logs.time, "time", lambda: 1764600000.25)
     batch = [_fields(3), _fields(4) | {"data": "y", "raw": "eQ=="}, _fields(5)]
     outs, seen, kept, counted = [], [], [], []
     for way in ("one", "batch"):
@@ -343,9 +353,8 @@ def test_the_admin_store_keeps_the_same_text_either_way(
     level: logs.LogLevel,
     max_content: int,
     only_hooks: bool,
-    monkeypatch: pytest.MonkeyPatch,
+    frozen_clock: None,
 ) -> None:
-    monkeypatch.setattr(logs.time, "time", lambda: 1764600000.25)
     # bound.frame hands the store the log's own JSON text (RequestStore.frame_json);
     # bound.info("frame", ...) calls the store with the dict, which it dumps itself.
     # With only hook observers (the store, the metrics: as serve runs), bound.frame
@@ -364,11 +373,7 @@ def test_the_admin_store_keeps_the_same_text_either_way(
         bound = log.for_request(request_id="r-1", scenario="dup")
         bound.info("request", seed=1, method="POST", path="/v1/chat/completions")
         for i in (1, 2):
-            fields = _fields(i) | {"data": "x", "raw": "eA=="}
-            if way == "info":
-                bound.info("frame", **fields)
-            else:
-                bound.frame(fields)
+            _log_frame(bound, i, way)
         record = store.get("r-1")
         assert record is not None
         assert ('"content_omitted":true' in record.frames[0]) == (not max_content)
