@@ -129,6 +129,13 @@ def _error(status: int, kind: str, message: str, **extra: Any) -> web.Response:
     return _json({"error": {"type": kind, "message": message}, **extra}, status)
 
 
+def _invalid(kind: str, what: str, exc: ScenarioError) -> web.Response:
+    """400 ``kind``: the problems found in the body (``what`` it is); nothing changed."""
+    problems = [str(p) for p in exc.problems]
+    message = f"{len(problems)} problem(s) in the {what}; nothing changed"
+    return _error(400, kind, message, problems=problems)
+
+
 def _authorized(header: str | None, token: str) -> bool:
     if not header:
         return False
@@ -282,13 +289,7 @@ async def _add_scenario(request: web.Request) -> web.Response:
                 parse_scenario, body, BODY_SOURCE, default_name=default_name, read_only=True
             )
     except ScenarioError as exc:
-        problems = [str(p) for p in exc.problems]
-        return _error(
-            400,
-            "invalid_scenario",
-            f"{len(problems)} problem(s) in the scenario; nothing changed",
-            problems=problems,
-        )
+        return _invalid("invalid_scenario", "scenario", exc)
     replaced = scenario.name in scenarios.scenarios
     scenarios.add(scenario)
     await _tell(state, "add_scenario", body=body, name=default_name, scenario=scenario.name)
@@ -456,13 +457,7 @@ async def _add_fixtures(request: web.Request) -> web.Response:
         async with state.parsing:  # (a regex in a match: is compiled here)
             added = await asyncio.to_thread(parse_fixtures, body, BODY_SOURCE)
     except ScenarioError as exc:
-        problems = [str(p) for p in exc.problems]
-        return _error(
-            400,
-            "invalid_fixture",
-            f"{len(problems)} problem(s) in the fixtures; nothing changed",
-            problems=problems,
-        )
+        return _invalid("invalid_fixture", "fixtures", exc)
     state.fixtures.add(added)
     await _tell(state, "add_fixtures", body=body)
     return _json({"added": [f.as_dict() for f in added]}, 201)

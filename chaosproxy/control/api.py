@@ -98,7 +98,100 @@ EMBEDDED = Config(listen=("127.0.0.1", 0), admin=None, log=None)
 THREAD_MARGIN = 0.5
 
 
-class ChaosProxy:
+class RequestQueries:
+    """What :class:`ChaosProxy` (in this process) and
+    :class:`~chaosproxy.control.client.ChaosClient` (over the admin API) both answer
+    about the requests that went through a proxy, with the same filters and results:
+    each reads its finished requests (:meth:`_finished_requests`) and records a verdict
+    (:meth:`_record_verdict`) its own way."""
+
+    def requests(
+        self,
+        scenario: str | None = None,
+        *,
+        model: str | None = None,
+        path: str | None = None,
+        contains: str | None = None,
+        tool: str | None = None,
+        settle: float = SETTLE,
+    ) -> list[dict[str, Any]]:
+        """Summaries of the finished requests, oldest first, each as :meth:`summary`
+        gives it, with the parsed ``request`` (docs/mock.md, The request journal) while
+        the journal keeps it (the last ``history`` requests).
+
+        Only those that meet every filter given: ``scenario`` (its name), ``model`` and
+        ``path`` (``fnmatch`` globs; a plain name is exact), ``contains`` (a substring of
+        any text the request sent: messages, system prompt, tools), ``tool`` (a tool it
+        offered). Waits up to ``settle`` seconds for the requests in flight to end
+        first, so a request whose response the client has just read is there."""
+        return self._finished_requests(Criteria(model, path, contains, tool, scenario), settle)
+
+    def verify(
+        self,
+        count: int | None = None,
+        *,
+        model: str | None = None,
+        path: str | None = None,
+        contains: str | None = None,
+        tool: str | None = None,
+        scenario: str | None = None,
+        settle: float = SETTLE,
+    ) -> list[dict[str, Any]]:
+        """The finished requests that meet the filters (as :meth:`requests` takes them),
+        asserting there are exactly ``count`` of them (None: at least one), as WireMock's
+        ``verify``. Raises :class:`~chaosproxy.observe.journal.VerificationError` (an
+        AssertionError) otherwise, listing the requests seen and what each lacked."""
+        criteria = Criteria(model, path, contains, tool, scenario)
+        return verify(self.requests(settle=settle), criteria, count)
+
+    def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
+        """The summary of the most recently finished request (after waiting, as
+        :meth:`requests` does, for those in flight); LookupError when none has."""
+        finished = self.requests(settle=settle)
+        if not finished:
+            raise LookupError("no request has gone through the proxy yet")
+        return finished[-1]
+
+    def verdict(
+        self,
+        request_id: str,
+        *,
+        text: str | None = None,
+        error: str | BaseException | None = None,
+        timed_out: bool = False,
+        requests: Sequence[str] = (),
+        timeout: float = SETTLE,
+    ) -> dict[str, Any]:
+        """Record what the client concluded about an answer (the text it assembled, the
+        error it raised, or that it timed out) and judge it (docs/verdicts.md):
+        ``{"verdict", "integrity", "content", "reason", "text_matches", "requests"}``.
+
+        The answer judged is ``request_id``'s, over every request that belongs to it
+        (the reconnects of its stream, the generations they started) and the other
+        requests of the same client run given in ``requests`` (retries); the last of
+        them to begin is the one judged. The verdict is logged (a ``verdict`` line,
+        on ``request_id``) and shown in that request's summary from then on.
+
+        Waits up to ``timeout`` seconds for the requests to end first (as
+        :meth:`summary`); KeyError when the proxy does not know one or it has not
+        ended. An exception given as ``error`` is recorded as its type and message."""
+        if isinstance(error, BaseException):
+            error = f"{type(error).__name__}: {error}"
+        report = ClientReport(text=text, error=error, timed_out=timed_out)
+        return self._record_verdict(request_id, report, requests, timeout)
+
+    def _finished_requests(self, criteria: Criteria, settle: float) -> list[dict[str, Any]]:
+        """:meth:`requests`: the finished ones that meet ``criteria``, oldest first."""
+        raise NotImplementedError
+
+    def _record_verdict(
+        self, request_id: str, report: ClientReport, requests: Sequence[str], timeout: float
+    ) -> dict[str, Any]:
+        """:meth:`verdict`, with the error already a string."""
+        raise NotImplementedError
+
+
+class ChaosProxy(RequestQueries):
     """A proxy on a free local port, started and stopped by a ``with`` block.
 
     Every setting of :class:`~chaosproxy.server.config.Config` (each ``chaosproxy serve``
@@ -239,84 +332,17 @@ class ChaosProxy:
                 if line.get("request_id") == request_id and line["event"] == "frame"
             ]
 
-    def requests(
-        self,
-        scenario: str | None = None,
-        *,
-        model: str | None = None,
-        path: str | None = None,
-        contains: str | None = None,
-        tool: str | None = None,
-        settle: float = SETTLE,
-    ) -> list[dict[str, Any]]:
-        """Summaries of the finished requests, oldest first, each as :meth:`summary`
-        gives it, with the parsed ``request`` (docs/mock.md, The request journal) while
-        the journal keeps it (the last ``history`` requests).
-
-        Only those that meet every filter given: ``scenario`` (its name), ``model`` and
-        ``path`` (``fnmatch`` globs; a plain name is exact), ``contains`` (a substring of
-        any text the request sent: messages, system prompt, tools), ``tool`` (a tool it
-        offered). Waits up to ``settle`` seconds for the requests in flight to end
-        first, so a request whose response the client has just read is there."""
-        criteria = Criteria(model, path, contains, tool, scenario)
+    def _finished_requests(self, criteria: Criteria, settle: float) -> list[dict[str, Any]]:
         with self._changed:
             self._changed.wait_for(lambda: not self._started, settle)
             finished = [dict(s) for s in self._finished]
         summaries = [self._with_request(s) for s in finished]
         return [s for s in summaries if matches(s, criteria)]
 
-    def verify(
-        self,
-        count: int | None = None,
-        *,
-        model: str | None = None,
-        path: str | None = None,
-        contains: str | None = None,
-        tool: str | None = None,
-        scenario: str | None = None,
-        settle: float = SETTLE,
-    ) -> list[dict[str, Any]]:
-        """The finished requests that meet the filters (as :meth:`requests` takes them),
-        asserting there are exactly ``count`` of them (None: at least one), as WireMock's
-        ``verify``. Raises :class:`~chaosproxy.observe.journal.VerificationError` (an
-        AssertionError) otherwise, listing the requests seen and what each lacked."""
-        criteria = Criteria(model, path, contains, tool, scenario)
-        return verify(self.requests(settle=settle), criteria, count)
-
-    def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
-        """The summary of the most recently finished request (after waiting, as
-        :meth:`requests` does, for those in flight); LookupError when none has."""
-        finished = self.requests(settle=settle)
-        if not finished:
-            raise LookupError("no request has gone through the proxy yet")
-        return finished[-1]
-
-    def verdict(
-        self,
-        request_id: str,
-        *,
-        text: str | None = None,
-        error: str | BaseException | None = None,
-        timed_out: bool = False,
-        requests: Sequence[str] = (),
-        timeout: float = SETTLE,
+    def _record_verdict(
+        self, request_id: str, report: ClientReport, requests: Sequence[str], timeout: float
     ) -> dict[str, Any]:
-        """Record what the client concluded about an answer (the text it assembled, the
-        error it raised, or that it timed out) and judge it (docs/verdicts.md):
-        ``{"verdict", "integrity", "content", "reason", "text_matches", "requests"}``.
-
-        The answer judged is ``request_id``'s, over every request that belongs to it
-        (the reconnects of its stream, the generations they started) and the other
-        requests of the same client run given in ``requests`` (retries); the last of
-        them to begin is the one judged. The verdict is logged (a ``verdict`` line,
-        on ``request_id``) and shown in that request's summary from then on.
-
-        From sync code, waits up to ``timeout`` seconds for the requests to end (as
-        :meth:`summary`); KeyError if one has not. An exception given as ``error`` is
-        recorded as its type and message."""
-        if isinstance(error, BaseException):
-            error = f"{type(error).__name__}: {error}"
-        report = ClientReport(text=text, error=error, timed_out=timed_out)
+        # On the proxy's own event loop, judges what has ended without waiting.
         wait = self._wait(timeout)
         for rid in (request_id, *requests):
             self.summary(rid, timeout=wait)

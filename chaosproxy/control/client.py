@@ -26,8 +26,15 @@ from typing import Any
 
 import orjson
 
-from chaosproxy.control.api import SETTLE, fixture_text, is_scenario_name, scenario_text
-from chaosproxy.observe.journal import Criteria, verify
+from chaosproxy.control.api import (
+    SETTLE,
+    RequestQueries,
+    fixture_text,
+    is_scenario_name,
+    scenario_text,
+)
+from chaosproxy.core.verdict import ClientReport
+from chaosproxy.observe.journal import Criteria
 from chaosproxy.scenario import Fixture
 
 #: ``GET /requests`` asks for at most this many (the proxy keeps fewer: ``--history``).
@@ -50,7 +57,7 @@ class ChaosAuthError(ChaosClientError):
     """401: the admin API wants a token, or another one."""
 
 
-class ChaosClient:
+class ChaosClient(RequestQueries):
     """The admin API of a running chaosproxy at ``admin_url`` (its ``--admin``
     address, ``http://HOST:PORT``), with ``token`` its ``--admin-token``."""
 
@@ -161,22 +168,9 @@ class ChaosClient:
 
     # ------------------------------------------------------------------ requests
 
-    def requests(
-        self,
-        scenario: str | None = None,
-        *,
-        model: str | None = None,
-        path: str | None = None,
-        contains: str | None = None,
-        tool: str | None = None,
-        settle: float = SETTLE,
-    ) -> list[dict[str, Any]]:
-        """Summaries of the finished requests the proxy still remembers, oldest first,
-        with the parsed ``request``, after waiting up to ``settle`` seconds for those in
-        flight to end; only those that meet every filter given (as
-        :meth:`ChaosProxy.requests` takes them)."""
+    def _finished_requests(self, criteria: Criteria, settle: float) -> list[dict[str, Any]]:
+        # The proxy filters; this waits for those in flight, polling.
         query = {"limit": str(ALL)}
-        criteria = Criteria(model, path, contains, tool, scenario)
         query.update(criteria.given())
         deadline = time.monotonic() + settle
         while True:
@@ -185,23 +179,6 @@ class ChaosClient:
                 break
             time.sleep(POLL)
         return [_summary(r) for r in reversed(recent) if r["state"] == "done"]
-
-    def verify(
-        self,
-        count: int | None = None,
-        *,
-        model: str | None = None,
-        path: str | None = None,
-        contains: str | None = None,
-        tool: str | None = None,
-        scenario: str | None = None,
-        settle: float = SETTLE,
-    ) -> list[dict[str, Any]]:
-        """The finished requests that meet the filters, asserting there are exactly
-        ``count`` of them (None: at least one), as :meth:`ChaosProxy.verify`; raises
-        :class:`~chaosproxy.observe.journal.VerificationError` (an AssertionError) otherwise."""
-        criteria = Criteria(model, path, contains, tool, scenario)
-        return verify(self.requests(settle=settle), criteria, count)
 
     # ------------------------------------------------------------------ mock fixtures
 
@@ -216,13 +193,6 @@ class ChaosClient:
         """``DELETE /mock/fixtures``: remove the fixtures added at run time."""
         self._call("DELETE", "/mock/fixtures")
 
-    def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
-        """The summary of the most recently finished request; LookupError when none."""
-        finished = self.requests(settle=settle)
-        if not finished:
-            raise LookupError("no request has gone through the proxy yet")
-        return finished[-1]
-
     def summary(self, request_id: str, timeout: float = SETTLE) -> dict[str, Any]:
         """The summary of a finished request, waiting up to ``timeout`` seconds for it
         to end; KeyError when the proxy does not know it or it has not ended."""
@@ -233,28 +203,17 @@ class ChaosClient:
         frames: list[dict[str, Any]] = self._detail(request_id, 0.0)["frames"]
         return frames
 
-    def verdict(
-        self,
-        request_id: str,
-        *,
-        text: str | None = None,
-        error: str | BaseException | None = None,
-        timed_out: bool = False,
-        requests: Sequence[str] = (),
-        timeout: float = SETTLE,
+    def _record_verdict(
+        self, request_id: str, report: ClientReport, requests: Sequence[str], timeout: float
     ) -> dict[str, Any]:
-        """``POST /requests/{id}/verdict``: record what the client concluded about the
-        answer of ``request_id`` (the text it assembled, the error it raised, or that it
-        timed out; ``requests``: the other requests of the same client run, such as
-        retries) and get its verdict, ``{"verdict", "integrity", "content", "reason",
-        "text_matches", "requests"}`` (docs/verdicts.md). Waits up to ``timeout``
-        seconds for the requests to end first; KeyError when the proxy does not know one
-        or it has not ended."""
-        if isinstance(error, BaseException):
-            error = f"{type(error).__name__}: {error}"
+        # POST /requests/{id}/verdict
         for rid in (request_id, *requests):
             self._detail(rid, timeout)
-        fields: dict[str, Any] = {"text": text, "error": error, "timed_out": timed_out}
+        fields: dict[str, Any] = {
+            "text": report.text,
+            "error": report.error,
+            "timed_out": report.timed_out,
+        }
         if requests:
             fields["requests"] = list(requests)
         body = orjson.dumps(fields)

@@ -182,21 +182,11 @@ class _FixtureValidator:
         self.whole_file = whole_file
         self.problems: list[Problem] = []
 
-    def read(self, text: str | bytes) -> tuple[Fixture, ...] | None:
-        size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
-        if size > MAX_FILE_BYTES:
-            self.problems.append(Problem(self.source, 0, "file is larger than 1 MiB"))
+    def read(self, given: str | bytes) -> tuple[Fixture, ...] | None:
+        text = _document_text(given, self.source)
+        if isinstance(text, Problem):
+            self.problems.append(text)
             return None
-        if isinstance(text, bytes):
-            data = text
-            try:
-                text = data.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                line = data.count(b"\n", 0, exc.start) + 1
-                self.problems.append(Problem(self.source, line, "not UTF-8 text"))
-                return None
-        if "\t" in text and text.lstrip().startswith("{"):
-            text = _untab_json(text)
         checker = _Validator(text, self.source)
         try:
             root = checker.compose()
@@ -365,19 +355,27 @@ def _os_reason(exc: OSError) -> str:
 def _parse(
     text: str | bytes, source: str, default_name: str | None, *, read_only: bool = False
 ) -> _Parsed:
+    document = _document_text(text, source)
+    if isinstance(document, Problem):
+        return _Parsed(None, [document])
+    return _Validator(document, source, read_only=read_only).run(default_name)
+
+
+def _document_text(text: str | bytes, source: str) -> str | Problem:
+    """A scenario or fixture document as text for the YAML reader, or the problem that
+    stops it being read: larger than 1 MiB, or not UTF-8."""
     size = len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
     if size > MAX_FILE_BYTES:
-        return _Parsed(None, [Problem(source, 0, "file is larger than 1 MiB")])
+        return Problem(source, 0, "file is larger than 1 MiB")
     if isinstance(text, bytes):
         data = text
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
-            return _Parsed(None, [Problem(source, line, "not UTF-8 text")])
+            return Problem(source, data.count(b"\n", 0, exc.start) + 1, "not UTF-8 text")
     if "\t" in text and text.lstrip().startswith("{"):
         text = _untab_json(text)
-    return _Validator(text, source, read_only=read_only).run(default_name)
+    return text
 
 
 def _untab_json(text: str) -> str:

@@ -32,14 +32,13 @@ from chaosproxy.core.providers._wire import (
     TOOL_DELTA,
     USAGE,
     encode_event,
-    is_done_marker,
 )
 from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
     TERMINAL_PIECE,
     EventContent,
-    ProviderProfile,
+    TypedProfile,
 )
 
 _KINDS: dict[str, frozenset[str]] = {
@@ -73,7 +72,7 @@ EVENT_NAMES = frozenset(
 )
 
 
-class AnthropicProfile(ProviderProfile):
+class AnthropicProfile(TypedProfile):
     name = "anthropic"
     rank = 30
     paths = (
@@ -96,12 +95,7 @@ class AnthropicProfile(ProviderProfile):
             and isinstance(payload.get("error"), dict)
         )
 
-    def classify(self, frame: Frame) -> frozenset[str]:
-        if frame.data is None:
-            return OTHER
-        kind = frame.type
-        if kind is None:
-            return TERMINAL if is_done_marker(frame) else OTHER
+    def classify_type(self, kind: str, frame: Frame) -> frozenset[str]:
         if kind == "content_block_delta":
             payload = frame.json()
             if isinstance(payload, dict):
@@ -113,15 +107,10 @@ class AnthropicProfile(ProviderProfile):
             return OTHER
         return _KINDS.get(kind, OTHER)
 
-    def content(self, frame: Frame) -> EventContent:
+    def content_type(self, kind: str, frame: Frame) -> EventContent:
         """Text: ``text_delta``. Tool calls: ``input_json_delta.partial_json`` keyed by the
         content block ``index``; ``content_block_stop`` ends the block's call. Finish
         reason: ``message_delta``'s ``stop_reason``. Terminal: ``message_stop``."""
-        if frame.data is None:
-            return NOTHING
-        kind = frame.type
-        if kind is None:
-            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
         if kind == "message_stop":
             return TERMINAL_PIECE
         if kind == "error":

@@ -18,15 +18,22 @@ that sets ``name`` (found by discovery, as faults are)::
 
 ``rank`` orders everything that goes provider by provider: ``PROVIDER_NAMES``, path
 matching and first-event detection (lowest first).
+
+Most providers subclass one of the two shapes of stream below instead, which read what
+every event of that shape has in common and leave the provider its own fields:
+:class:`JsonProfile` (each event one JSON object read by its fields: OpenAI Chat,
+Gemini, Ollama) and :class:`TypedProfile` (each event named by its SSE event or its
+``type``: Anthropic, OpenAI Responses).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.providers._wire import ERROR, OTHER, TERMINAL, is_done_marker
 
 
 # Not frozen, for the cost of construction (one per event); immutable by convention.
@@ -95,3 +102,78 @@ class ProviderProfile:
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """The raw bytes of this provider's own in-stream error event."""
         raise NotImplementedError
+
+
+class JsonProfile(ProviderProfile):
+    """A provider whose every event is one JSON object, read by its fields.
+
+    What is not a JSON object is ``terminal`` when it is ``[DONE]`` (the universal
+    sentinel, which gateways add to any stream) and ``other`` otherwise; an object with
+    a truthy ``error`` (what the SDKs check) is an ``error``. The rest is the
+    provider's: :meth:`classify_payload`, :meth:`content_payload` and
+    :meth:`recognises_payload`.
+    """
+
+    @classmethod
+    def recognises(cls, frame: Frame) -> bool:
+        payload = frame.json()
+        return isinstance(payload, dict) and cls.recognises_payload(payload)
+
+    @classmethod
+    def recognises_payload(cls, payload: dict[str, Any]) -> bool:
+        """True when a first event's JSON object looks like this provider's."""
+        return False
+
+    def classify(self, frame: Frame) -> frozenset[str]:
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return TERMINAL if is_done_marker(frame) else OTHER
+        if payload.get("error"):
+            return ERROR
+        return self.classify_payload(payload)
+
+    def content(self, frame: Frame) -> EventContent:
+        payload = frame.json()
+        if isinstance(payload, dict):
+            return ERROR_PIECE if payload.get("error") else self.content_payload(payload)
+        return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
+
+    def classify_payload(self, payload: dict[str, Any]) -> frozenset[str]:
+        """The kinds of an event's JSON object (one without a truthy ``error``)."""
+        raise NotImplementedError
+
+    def content_payload(self, payload: dict[str, Any]) -> EventContent:
+        """What an event's JSON object (one without a truthy ``error``) contributes."""
+        return NOTHING
+
+
+class TypedProfile(ProviderProfile):
+    """A provider whose events are named: by their SSE ``event:``, else their JSON
+    ``type`` (:attr:`Frame.type <chaosproxy.core.frames.Frame.type>`).
+
+    An event with no data is ``other``; one with no name is ``terminal`` when it is
+    ``[DONE]`` (gateways that bolt a chat-style sentinel onto the stream) and ``other``
+    otherwise. The rest is the provider's: :meth:`classify_type`, :meth:`content_type`.
+    """
+
+    def classify(self, frame: Frame) -> frozenset[str]:
+        if frame.data is None:
+            return OTHER
+        kind = frame.type
+        if kind is None:
+            return TERMINAL if is_done_marker(frame) else OTHER
+        return self.classify_type(kind, frame)
+
+    def content(self, frame: Frame) -> EventContent:
+        kind = frame.type if frame.data is not None else None
+        if kind is not None:
+            return self.content_type(kind, frame)
+        return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
+
+    def classify_type(self, kind: str, frame: Frame) -> frozenset[str]:
+        """The kinds of an event named ``kind``."""
+        raise NotImplementedError
+
+    def content_type(self, kind: str, frame: Frame) -> EventContent:
+        """What an event named ``kind`` contributes."""
+        return NOTHING

@@ -22,22 +22,9 @@ from typing import Any
 
 import orjson
 
-from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers._wire import (
-    ERROR,
-    OTHER,
-    TERMINAL,
-    encode_event,
-    is_done_marker,
-    mask_table,
-)
-from chaosproxy.core.providers.base import (
-    ERROR_PIECE,
-    NOTHING,
-    TERMINAL_PIECE,
-    EventContent,
-    ProviderProfile,
-)
+from chaosproxy.core.frames import Format
+from chaosproxy.core.providers._wire import OTHER, encode_event, mask_table
+from chaosproxy.core.providers.base import NOTHING, EventContent, JsonProfile
 
 _ERROR_BODY = (
     b'{"error": {"code": 503, "message": "The model is overloaded. Please try again later.", '
@@ -72,26 +59,16 @@ def _candidate_kinds(candidate: Any) -> int:
     return mask
 
 
-class GeminiProfile(ProviderProfile):
+class GeminiProfile(JsonProfile):
     name = "gemini"
     rank = 40
     paths = (re.compile(r":(?:stream)?[gG]enerateContent$"),)
 
     @classmethod
-    def recognises(cls, frame: Frame) -> bool:
-        payload = frame.json()
-        return isinstance(payload, dict) and (
-            "candidates" in payload or "promptFeedback" in payload
-        )
+    def recognises_payload(cls, payload: dict[str, Any]) -> bool:
+        return "candidates" in payload or "promptFeedback" in payload
 
-    def classify(self, frame: Frame) -> frozenset[str]:
-        if frame.data is None:
-            return OTHER
-        payload = frame.json()
-        if not isinstance(payload, dict):
-            return TERMINAL if is_done_marker(frame) else OTHER
-        if payload.get("error"):
-            return ERROR
+    def classify_payload(self, payload: dict[str, Any]) -> frozenset[str]:
         candidates = payload.get("candidates")
         if not isinstance(candidates, list):
             return OTHER
@@ -100,17 +77,10 @@ class GeminiProfile(ProviderProfile):
             mask |= _candidate_kinds(candidate)
         return _BY_MASK[mask]
 
-    def content(self, frame: Frame) -> EventContent:
+    def content_payload(self, payload: dict[str, Any]) -> EventContent:
         """Text: the non-thought ``text`` parts, per candidate ``index``. Tool calls:
         each ``functionCall`` part is a whole call (its ``args`` as compact JSON, keyed by
         its ``id`` when it has one). Terminal: a candidate with ``finishReason``."""
-        if frame.data is None:
-            return NOTHING
-        payload = frame.json()
-        if not isinstance(payload, dict):
-            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
-        if payload.get("error"):
-            return ERROR_PIECE
         candidates = payload.get("candidates")
         if not isinstance(candidates, list):
             return NOTHING

@@ -15,25 +15,13 @@ The final object is ``{delta, terminal}`` if it still carries text, else ``termi
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import orjson
 
-from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers._wire import (
-    ERROR,
-    OTHER,
-    TERMINAL,
-    encode_event,
-    is_done_marker,
-    mask_table,
-)
-from chaosproxy.core.providers.base import (
-    ERROR_PIECE,
-    NOTHING,
-    TERMINAL_PIECE,
-    EventContent,
-    ProviderProfile,
-)
+from chaosproxy.core.frames import Format
+from chaosproxy.core.providers._wire import ERROR, encode_event, mask_table
+from chaosproxy.core.providers.base import ERROR_PIECE, NOTHING, EventContent, JsonProfile
 
 _ERROR_BODY = b'{"error":"an error was encountered while running the model"}'
 
@@ -42,28 +30,17 @@ _DELTA, _TOOL_DELTA, _TERMINAL = 1, 2, 4
 _BY_MASK = mask_table("delta", "tool_delta", "terminal")
 
 
-class OllamaProfile(ProviderProfile):
+class OllamaProfile(JsonProfile):
     name = "ollama"
     rank = 50
     paths = (re.compile(r"/api/(?:chat|generate)$"),)
 
     @classmethod
-    def recognises(cls, frame: Frame) -> bool:
-        payload = frame.json()
-        return (
-            isinstance(payload, dict)
-            and "model" in payload
-            and "created_at" in payload
-            and "done" in payload
-        )
+    def recognises_payload(cls, payload: dict[str, Any]) -> bool:
+        return "model" in payload and "created_at" in payload and "done" in payload
 
-    def classify(self, frame: Frame) -> frozenset[str]:
-        if frame.data is None:
-            return OTHER
-        payload = frame.json()
-        if not isinstance(payload, dict):
-            return TERMINAL if is_done_marker(frame) else OTHER
-        if "error" in payload:
+    def classify_payload(self, payload: dict[str, Any]) -> frozenset[str]:
+        if "error" in payload:  # whatever its value (a truthy one is JsonProfile's)
             return ERROR
         mask = 0
         message = payload.get("message")
@@ -81,15 +58,10 @@ class OllamaProfile(ProviderProfile):
             mask |= _TERMINAL
         return _BY_MASK[mask]
 
-    def content(self, frame: Frame) -> EventContent:
+    def content_payload(self, payload: dict[str, Any]) -> EventContent:
         """Text: ``message.content`` (chat) or ``response`` (generate). Tool calls: each
         of ``message.tool_calls`` is a whole call (``function.arguments`` as compact
         JSON). Terminal: ``"done": true``, with ``done_reason``."""
-        if frame.data is None:
-            return NOTHING
-        payload = frame.json()
-        if not isinstance(payload, dict):
-            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
         if "error" in payload:
             return ERROR_PIECE
         text: list[tuple[int, str]] = []

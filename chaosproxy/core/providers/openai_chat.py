@@ -23,23 +23,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers._wire import (
-    DONE_MARKER,
-    ERROR,
-    OTHER,
-    TERMINAL,
-    USAGE,
-    encode_event,
-    mask_table,
-)
-from chaosproxy.core.providers.base import (
-    ERROR_PIECE,
-    NOTHING,
-    TERMINAL_PIECE,
-    EventContent,
-    ProviderProfile,
-)
+from chaosproxy.core.frames import Format
+from chaosproxy.core.providers._wire import OTHER, USAGE, encode_event, mask_table
+from chaosproxy.core.providers.base import NOTHING, EventContent, JsonProfile
 
 _ERROR_BODY = (
     b'{"error": {"message": "The server had an error while processing your request. '
@@ -83,27 +69,16 @@ def _arguments(function: Any) -> str:
     return ""
 
 
-class OpenAIChatProfile(ProviderProfile):
+class OpenAIChatProfile(JsonProfile):
     name = "openai-chat"
     rank = 10
     paths = (re.compile(r"/chat/completions$"),)
 
     @classmethod
-    def recognises(cls, frame: Frame) -> bool:
-        payload = frame.json()
-        return isinstance(payload, dict) and payload.get("object") == "chat.completion.chunk"
+    def recognises_payload(cls, payload: dict[str, Any]) -> bool:
+        return payload.get("object") == "chat.completion.chunk"
 
-    def classify(self, frame: Frame) -> frozenset[str]:
-        data = frame.data
-        if data is None:
-            return OTHER
-        if data == DONE_MARKER or data.strip() == DONE_MARKER:  # is_done_marker, inlined
-            return TERMINAL
-        payload = frame.json()
-        if not isinstance(payload, dict):
-            return OTHER
-        if payload.get("error"):
-            return ERROR
+    def classify_payload(self, payload: dict[str, Any]) -> frozenset[str]:
         choices = payload.get("choices")
         if not isinstance(choices, list):
             return OTHER
@@ -116,21 +91,11 @@ class OpenAIChatProfile(ProviderProfile):
             mask |= _choice_kinds(choice)
         return _BY_MASK[mask]
 
-    def content(self, frame: Frame) -> EventContent:
+    def content_payload(self, payload: dict[str, Any]) -> EventContent:
         """Text: ``delta.content`` and ``delta.refusal`` per choice ``index``. Tool calls:
         ``delta.tool_calls[].function.arguments`` keyed ``"<choice>/<tool index>"`` (the
         legacy ``function_call``: ``"<choice>/fn"``); a choice's ``finish_reason`` ends its
-        calls. Terminal: ``[DONE]``."""
-        data = frame.data
-        if data is None:
-            return NOTHING
-        if data == DONE_MARKER or data.strip() == DONE_MARKER:
-            return TERMINAL_PIECE
-        payload = frame.json()
-        if not isinstance(payload, dict):
-            return NOTHING
-        if payload.get("error"):
-            return ERROR_PIECE
+        calls. Terminal: ``[DONE]`` (read by :class:`JsonProfile`)."""
         choices = payload.get("choices")
         if not isinstance(choices, list) or not choices:
             return NOTHING

@@ -30,15 +30,8 @@ from chaosproxy.core.providers._wire import (
     TERMINAL,
     TOOL_DELTA,
     encode_event,
-    is_done_marker,
 )
-from chaosproxy.core.providers.base import (
-    ERROR_PIECE,
-    NOTHING,
-    TERMINAL_PIECE,
-    EventContent,
-    ProviderProfile,
-)
+from chaosproxy.core.providers.base import ERROR_PIECE, NOTHING, EventContent, TypedProfile
 
 _KINDS: dict[str, frozenset[str]] = {
     "response.created": START,
@@ -87,7 +80,7 @@ def _call_key(payload: dict[str, object]) -> str:
     return item if isinstance(item, str) else str(payload.get("output_index"))
 
 
-class OpenAIResponsesProfile(ProviderProfile):
+class OpenAIResponsesProfile(TypedProfile):
     name = "openai-responses"
     rank = 20
     # POST /v1/responses, and GET /v1/responses/{id}?stream=true (which streams too).
@@ -103,25 +96,14 @@ class OpenAIResponsesProfile(ProviderProfile):
         payload = frame.json()
         return frame.type == "error" and isinstance(payload, dict) and "sequence_number" in payload
 
-    def classify(self, frame: Frame) -> frozenset[str]:
-        if frame.data is None:
-            return OTHER
-        kind = frame.type
-        if kind is None:
-            # Gateways that bolt a chat-style sentinel onto the stream.
-            return TERMINAL if is_done_marker(frame) else OTHER
+    def classify_type(self, kind: str, frame: Frame) -> frozenset[str]:
         return _KINDS.get(kind, OTHER)
 
-    def content(self, frame: Frame) -> EventContent:
+    def content_type(self, kind: str, frame: Frame) -> EventContent:
         """Text: ``response.output_text.delta`` (and ``response.refusal.delta``). Tool
         calls: the argument deltas keyed by ``item_id`` (else ``output_index``), ended by
         their ``.done``. Terminal: ``response.completed|incomplete|failed``, with the
         response's ``status`` as the finish reason."""
-        if frame.data is None:
-            return NOTHING
-        kind = frame.type
-        if kind is None:
-            return TERMINAL_PIECE if is_done_marker(frame) else NOTHING
         if kind == "error":
             return ERROR_PIECE
         if not (kind in TEXT_DELTAS or kind in TOOL_DELTAS or kind in TOOL_DONES):
