@@ -37,9 +37,11 @@ PHASES = 4
 STREAMS = 1000
 CONCURRENCY = 500
 TOKENS = 24
-#: How far the proxy's idle RSS may still climb between the last two phases: once the
-#: allocators hold the pages a phase's peak needs, what a phase leaves is gone before
-#: the next is done, and the level stays. Before the reclaimer, every phase added more.
+#: How far the proxy's idle RSS may still climb over the last two phases, from its
+#: level after the second: once the allocators hold the pages a phase's peak needs,
+#: what a phase leaves is gone before the next is done, and the level stays. Without
+#: the reclaimer every phase adds more: measured here, 65 MB before the load, then
+#: 123, 167, 212 and 214 MB (+46 over the last two); with it, 118, 117, 122, 121.
 RSS_CLIMB_MB = 15.0
 #: How far above its pre-load RSS the proxy may stay once idle after the phases: what
 #: the peak of 500 streams at once leaves in the allocators (CPython's small-object
@@ -135,7 +137,7 @@ async def test_rss_comes_back_after_phases_of_load(tmp_path: Path) -> None:
             assert await phase(port, STREAMS, CONCURRENCY) == STREAMS
             levels.append(await settled_rss(proc.pid))
         assert max(levels) <= before + RSS_MARGIN_MB, (before, levels)
-        assert levels[-1] <= levels[-2] + RSS_CLIMB_MB, (before, levels)
+        assert levels[-1] <= levels[1] + RSS_CLIMB_MB, (before, levels)
         print(f"RSS before the load {before:.1f} MB; once idle after each phase: {levels}")
     finally:
         if proc.returncode is None:
