@@ -574,20 +574,26 @@ COPY_ENV = "CHAOSPROXY_LOG_COPY"
 class LineCopy:
     """The observer :data:`COPY_ENV` adds: appends each line, as JSON, to the file of
     the process that logs it (one file a process, shared by its logs, looked up per
-    line: a forked worker writes its own)."""
+    line: a forked worker writes its own). The file is opened with the first log of
+    the process, not its first line, so that a test counting its descriptors around a
+    request does not count it."""
 
     __slots__ = ("_directory",)
 
     def __init__(self, directory: str) -> None:
         self._directory = directory
+        self._file()
 
     def __call__(self, line: LogLine) -> None:
+        self._file().write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+
+    def _file(self) -> IO[bytes]:
         key = (self._directory, os.getpid())
         out = _COPIES.get(key)
         if out is None:
             path = os.path.join(self._directory, f"{key[1]}.jsonl")
             out = _COPIES[key] = open(path, "ab", buffering=0)  # noqa: SIM115 (kept open)
-        out.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+        return out
 
 
 #: The open copy file of each (directory, process).
