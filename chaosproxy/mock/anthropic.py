@@ -26,9 +26,7 @@ def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
 ) -> MockResponse:
     """The mock's answer to one Messages request (``fixture``'s when given)."""
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        raise common.MockRequestError("messages: Field required")
+    messages = common.required_list(payload, "messages", "messages: Field required")
     limit = common.int_field(payload, "max_tokens")
     if limit is None:
         raise common.MockRequestError("max_tokens: Field required")

@@ -364,6 +364,15 @@ def strings_in(value: Any, skip: frozenset[str] = frozenset()) -> list[str]:
     return out
 
 
+def required_list(payload: Mapping[str, Any], name: str, message: str) -> list[Any]:
+    """``payload[name]``, a list the request must have; else a MockRequestError with the
+    provider's own ``message``."""
+    value = payload.get(name)
+    if not isinstance(value, list):
+        raise MockRequestError(message)
+    return value
+
+
 def int_field(payload: Mapping[str, Any], *names: str) -> int | None:
     """The first of ``names`` in ``payload`` that holds a non-negative integer."""
     for name in names:

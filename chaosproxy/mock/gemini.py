@@ -38,11 +38,9 @@ def respond(
 ) -> MockResponse:
     """The mock's answer to one ``generateContent``/``streamGenerateContent`` request
     (``fixture``'s when given)."""
-    contents = payload.get("contents")
-    if not isinstance(contents, list):
-        raise common.MockRequestError(
-            "* GenerateContentRequest.contents: contents is not specified"
-        )
+    contents = common.required_list(
+        payload, "contents", "* GenerateContentRequest.contents: contents is not specified"
+    )
     config = _field(payload, "generationConfig", "generation_config")
     tool_config = _field(
         _field(payload, "toolConfig", "tool_config"),

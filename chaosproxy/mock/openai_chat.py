@@ -23,9 +23,7 @@ def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
 ) -> MockResponse:
     """The mock's answer to one chat completion request (``fixture``'s when given)."""
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        raise common.MockRequestError("'messages' is a required property")
+    messages = common.required_list(payload, "messages", "'messages' is a required property")
     tools = common.tools_from(payload.get("tools"))
     if payload.get("tool_choice") == "none" or _answers_tool_result(messages):
         tools = []
