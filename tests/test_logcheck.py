@@ -8,22 +8,12 @@ import orjson
 import pytest
 
 from chaosproxy.observe.logs import COPY_ENV, FrameLog
+from tests.log_lines import FRAME
 from tests.logcheck import LineValidator, invalid_lines
 
 REPO = Path(__file__).resolve().parents[1]
 #: The inner run loads the check alone (not the package's own pytest plugin: not needed).
 PLUGINS = ("-p", "tests.logcheck", "-p", "no:randomly", "-p", "no:chaosproxy")
-
-FRAME = {
-    "request_id": "r-1",
-    "scenario": None,
-    "seq": 0,
-    "offset": 0,
-    "size": 5,
-    "t_ms": 1.5,
-    "event": "frame",
-    "ts": "2026-12-01T15:36:00.123Z",
-}
 
 
 def test_a_frame_log_copies_every_line_to_the_directory_named(

@@ -26,10 +26,8 @@ sys.exit(int(sys.argv[1]) if sys.argv[1:] and sys.argv[1].isdigit() else 0)
 def test_a_client_gets_its_argv_env_cwd_streams_and_exit_status(
     python_clients: ForkServer, tmp_path: Path
 ) -> None:
-    script = tmp_path / "client.py"
-    script.write_text(SCRIPT)
     done = subprocess.run(
-        python_clients.command(script, "3"),
+        _client(python_clients, tmp_path, "3"),
         shell=True,
         capture_output=True,
         text=True,
@@ -54,10 +52,8 @@ def test_a_client_gets_its_argv_env_cwd_streams_and_exit_status(
 def test_a_client_whose_shim_is_killed_is_killed(
     python_clients: ForkServer, tmp_path: Path
 ) -> None:
-    script = tmp_path / "client.py"
-    script.write_text(SCRIPT)
     shim = subprocess.Popen(
-        python_clients.command(script, "sleep"),
+        _client(python_clients, tmp_path, "sleep"),
         shell=True,
         stdout=subprocess.DEVNULL,
         start_new_session=True,
@@ -73,6 +69,13 @@ def test_a_client_whose_shim_is_killed_is_killed(
     while Path(f"/proc/{client}").exists() and "Z" not in _state(client):
         assert time.monotonic() < deadline + 30, "the client outlived its shim"
         time.sleep(0.01)
+
+
+def _client(python_clients: ForkServer, tmp_path: Path, arg: str) -> str:
+    """The shell command that runs SCRIPT, written to tmp_path/client.py, with ``arg``."""
+    script = tmp_path / "client.py"
+    script.write_text(SCRIPT)
+    return python_clients.command(script, arg)
 
 
 def _state(pid: int) -> str:

@@ -13,27 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chaosproxy.mock.common import (
-    DELTA,
-    OTHER,
-    START,
-    JsonObject,
-    Knobs,
-    MockRequestError,
-    MockResponse,
-    Plan,
-    Tagged,
-    compact,
-    forced_name,
-    int_field,
-    interrupted,
-    json_reply,
-    make_plan,
-    sse,
-    strings_in,
-    tools_from,
-    with_error,
-)
+from chaosproxy.mock import common
+from chaosproxy.mock.common import JsonObject, Knobs, MockResponse, Plan, Tag, Tagged, compact, sse
 from chaosproxy.scenario.fixtures import Fixture
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -45,35 +26,33 @@ def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
 ) -> MockResponse:
     """The mock's answer to one Messages request (``fixture``'s when given)."""
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        raise MockRequestError("messages: Field required")
-    limit = int_field(payload, "max_tokens")
+    messages = common.required_list(payload, "messages", "messages: Field required")
+    limit = common.int_field(payload, "max_tokens")
     if limit is None:
-        raise MockRequestError("max_tokens: Field required")
-    tools = tools_from(payload.get("tools"))
+        raise common.MockRequestError("max_tokens: Field required")
+    tools = common.tools_from(payload.get("tools"))
     choice = payload.get("tool_choice")
     if (isinstance(choice, dict) and choice.get("type") == "none") or _answers_tool_result(
         messages
     ):
         tools = []
-    plan = make_plan(
+    plan = common.make_plan(
         body,
         knobs,
         model=str(payload.get("model") or DEFAULT_MODEL),
-        prompt_texts=strings_in(
+        prompt_texts=common.strings_in(
             [payload.get("system"), messages], skip=frozenset({"role", "type"})
         ),
         limit=limit,
         tools=tools,
-        forced_tool=forced_name(choice),
+        forced_tool=common.forced_name(choice),
         fixture=fixture,
     )
     if payload.get("stream") is True:
         return MockResponse(CONTENT_TYPE, stream_events(plan))
     if plan.error is not None:
-        return interrupted(plan, error_body)
-    return json_reply(message(plan))
+        return common.interrupted(plan, error_body)
+    return common.json_reply(message(plan))
 
 
 def _answers_tool_result(messages: list[Any]) -> bool:
@@ -161,7 +140,7 @@ def stream_events(plan: Plan) -> list[bytes]:
         return sse(compact(body), event=str(body["type"]))
 
     events: list[Tagged] = [
-        (event({"type": "message_start", "message": _message(plan, [], None, 1)}), START)
+        (event({"type": "message_start", "message": _message(plan, [], None, 1)}), Tag.START)
     ]
     blocks: list[tuple[JsonObject, list[JsonObject]]] = []
     if _has_text(plan):
@@ -181,22 +160,22 @@ def stream_events(plan: Plan) -> list[bytes]:
         )
     for index, (block, deltas) in enumerate(blocks):
         start = {"type": "content_block_start", "index": index, "content_block": block}
-        events.append((event(start), START if index == 0 else OTHER))
+        events.append((event(start), Tag.START if index == 0 else Tag.OTHER))
         if index == 0:
-            events.append((PING, START))
+            events.append((PING, Tag.START))
         events += [
-            (event({"type": "content_block_delta", "index": index, "delta": d}), DELTA)
+            (event({"type": "content_block_delta", "index": index, "delta": d}), Tag.DELTA)
             for d in deltas
         ]
-        events.append((event({"type": "content_block_stop", "index": index}), OTHER))
+        events.append((event({"type": "content_block_stop", "index": index}), Tag.OTHER))
     delta = {
         "type": "message_delta",
         "delta": {"stop_reason": _stop_reason(plan), "stop_sequence": None},
         "usage": {"output_tokens": plan.completion_tokens(_all_fragments(plan)[0])},
     }
-    events.append((event(delta), OTHER))
-    events.append((event({"type": "message_stop"}), OTHER))
-    return with_error(events, plan, event(error_event(plan)))
+    events.append((event(delta), Tag.OTHER))
+    events.append((event({"type": "message_stop"}), Tag.OTHER))
+    return common.with_error(events, plan, event(error_event(plan)))
 
 
 def error_event(plan: Plan) -> JsonObject:

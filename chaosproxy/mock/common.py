@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import orjson
@@ -72,12 +73,17 @@ class StreamError:
     type: str | None = None
 
 
-#: What a rendered event is, for placing a StreamError: a delta (text or tool-call
-#: fragment), one of the events that open the stream, or anything else.
-DELTA = "delta"
-START = "start"
-OTHER = "other"
-Tagged = tuple[bytes, str]
+class Tag(StrEnum):
+    """What a rendered event is, for placing a StreamError: a delta (text or tool-call
+    fragment), one of the events that open the stream, or anything else."""
+
+    DELTA = "delta"
+    START = "start"
+    OTHER = "other"
+
+
+#: A rendered event and what it is.
+Tagged = tuple[bytes, Tag]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,20 +193,20 @@ def group(tokens: list[str], size: int) -> list[str]:
     return ["".join(tokens[i : i + size]) for i in range(0, len(tokens), size)]
 
 
-def with_error(events: list[tuple[T, str]], plan: Plan, error_event: T) -> list[T]:
+def with_error(events: list[tuple[T, Tag]], plan: Plan, error_event: T) -> list[T]:
     """The events of a stream, cut for the plan's in-stream error (if any): every event
     before its ``after + 1``-th delta (after the last delta when there are fewer; after
     the opening events when there are none), then ``error_event``, then nothing."""
     if plan.error is None:
         return [data for data, _ in events]
-    deltas = [i for i, (_, tag) in enumerate(events) if tag == DELTA]
+    deltas = [i for i, (_, tag) in enumerate(events) if tag == Tag.DELTA]
     after = plan.error.after
     if after < len(deltas):
         cut = deltas[after]
     elif deltas:
         cut = deltas[-1] + 1
     else:
-        cut = next((i for i, (_, tag) in enumerate(events) if tag != START), len(events))
+        cut = next((i for i, (_, tag) in enumerate(events) if tag != Tag.START), len(events))
     return [data for data, _ in events[:cut]] + [error_event]
 
 
@@ -356,6 +362,15 @@ def strings_in(value: Any, skip: frozenset[str] = frozenset()) -> list[str]:
         for sub in value:
             out.extend(strings_in(sub, skip))
     return out
+
+
+def required_list(payload: Mapping[str, Any], name: str, message: str) -> list[Any]:
+    """``payload[name]``, a list the request must have; else a MockRequestError with the
+    provider's own ``message``."""
+    value = payload.get(name)
+    if not isinstance(value, list):
+        raise MockRequestError(message)
+    return value
 
 
 def int_field(payload: Mapping[str, Any], *names: str) -> int | None:

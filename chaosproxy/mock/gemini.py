@@ -16,24 +16,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from chaosproxy.mock.common import (
-    DELTA,
-    OTHER,
-    JsonObject,
-    Knobs,
-    MockRequestError,
-    MockResponse,
-    Plan,
-    base64url_id,
-    google_json,
-    int_field,
-    interrupted,
-    make_plan,
-    sse,
-    strings_in,
-    tools_from,
-    with_error,
-)
+from chaosproxy.mock import common
+from chaosproxy.mock.common import JsonObject, Knobs, MockResponse, Plan, Tag, google_json, sse
 from chaosproxy.mock.corpus import count_tokens
 from chaosproxy.scenario.fixtures import Fixture
 
@@ -54,35 +38,35 @@ def respond(
 ) -> MockResponse:
     """The mock's answer to one ``generateContent``/``streamGenerateContent`` request
     (``fixture``'s when given)."""
-    contents = payload.get("contents")
-    if not isinstance(contents, list):
-        raise MockRequestError("* GenerateContentRequest.contents: contents is not specified")
+    contents = common.required_list(
+        payload, "contents", "* GenerateContentRequest.contents: contents is not specified"
+    )
     config = _field(payload, "generationConfig", "generation_config")
     tool_config = _field(
         _field(payload, "toolConfig", "tool_config"),
         "functionCallingConfig",
         "function_calling_config",
     )
-    tools = tools_from(payload.get("tools"))
+    tools = common.tools_from(payload.get("tools"))
     if str(tool_config.get("mode", "")).upper() == "NONE" or _answers_tool_result(contents):
         tools = []
     allowed = tool_config.get("allowedFunctionNames", tool_config.get("allowed_function_names"))
-    plan = make_plan(
+    plan = common.make_plan(
         body,
         knobs,
         model=model,
-        prompt_texts=strings_in(
+        prompt_texts=common.strings_in(
             [_field(payload, "systemInstruction", "system_instruction"), contents],
             skip=frozenset({"role"}),
         ),
-        limit=int_field(config, "maxOutputTokens", "max_output_tokens"),
+        limit=common.int_field(config, "maxOutputTokens", "max_output_tokens"),
         tools=tools,
         forced_tool=allowed[0] if isinstance(allowed, list) and allowed else None,
         fixture=fixture,
     )
     if action == "generateContent":
         if plan.error is not None:
-            return interrupted(plan, error_body)
+            return common.interrupted(plan, error_body)
         return MockResponse(JSON_CONTENT_TYPE, [_pretty(complete(plan))], streamed=False)
     chunks = stream_chunks(plan)
     if alt == "sse":
@@ -157,7 +141,7 @@ def _chunk(plan: Plan, parts: list[JsonObject], final: bool) -> JsonObject:
         "candidates": [candidate],
         "usageMetadata": _usage(plan, final),
         "modelVersion": plan.model,
-        "responseId": base64url_id(plan, "responseId", 23),
+        "responseId": common.base64url_id(plan, "responseId", 23),
     }
 
 
@@ -172,15 +156,15 @@ def stream_chunks(plan: Plan) -> list[JsonObject]:
     pieces = plan.choices[0]
     last = len(pieces) - (0 if plan.tools else 1)
     final = plan.error is None
-    chunks: list[tuple[JsonObject, str]] = [
-        (_chunk(plan, [{"text": piece}], final=final and i == last), DELTA)
+    chunks: list[tuple[JsonObject, Tag]] = [
+        (_chunk(plan, [{"text": piece}], final=final and i == last), Tag.DELTA)
         for i, piece in enumerate(pieces)
     ]
     if plan.tools:
-        chunks.append((_chunk(plan, _calls(plan), final=final), DELTA))
+        chunks.append((_chunk(plan, _calls(plan), final=final), Tag.DELTA))
     if not chunks:
-        chunks.append((_chunk(plan, [], final=final), OTHER))
-    return with_error(chunks, plan, error_event(plan))
+        chunks.append((_chunk(plan, [], final=final), Tag.OTHER))
+    return common.with_error(chunks, plan, error_event(plan))
 
 
 #: The HTTP status Google gives each error status (the default one: UNAVAILABLE).

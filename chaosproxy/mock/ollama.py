@@ -12,23 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from chaosproxy.mock.common import (
-    DELTA,
-    OTHER,
-    JsonObject,
-    Knobs,
-    MockRequestError,
-    MockResponse,
-    Plan,
-    compact,
-    int_field,
-    interrupted,
-    json_reply,
-    make_plan,
-    strings_in,
-    tools_from,
-    with_error,
-)
+from chaosproxy.mock import common
+from chaosproxy.mock.common import JsonObject, Knobs, MockResponse, Plan, Tag, compact
 from chaosproxy.mock.corpus import count_tokens
 from chaosproxy.scenario.fixtures import Fixture
 
@@ -47,28 +32,28 @@ def respond(
     (``fixture``'s when given)."""
     model = payload.get("model")
     if not isinstance(model, str) or not model:
-        raise MockRequestError("model is required")
+        raise common.MockRequestError("model is required")
     options = payload.get("options")
-    limit = int_field(options, "num_predict") if isinstance(options, dict) else None
+    limit = common.int_field(options, "num_predict") if isinstance(options, dict) else None
     if endpoint == "chat":
         messages = payload.get("messages")
         messages = messages if isinstance(messages, list) else []
-        tools = tools_from(payload.get("tools"))
+        tools = common.tools_from(payload.get("tools"))
         last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
         if last.get("role") == "tool":
             tools = []
-        prompt: list[str] = strings_in(messages, skip=frozenset({"role", "images"}))
+        prompt: list[str] = common.strings_in(messages, skip=frozenset({"role", "images"}))
     else:
         tools = []
-        prompt = strings_in([payload.get("system"), payload.get("prompt")])
-    plan = make_plan(
+        prompt = common.strings_in([payload.get("system"), payload.get("prompt")])
+    plan = common.make_plan(
         body, knobs, model=model, prompt_texts=prompt, limit=limit, tools=tools, fixture=fixture
     )
     objects = stream_objects(plan, knobs, endpoint=endpoint)
     if payload.get("stream", True) is False:
         if plan.error is not None:
-            return interrupted(plan, error_body)
-        return json_reply(_whole(plan, objects[-1], endpoint))
+            return common.interrupted(plan, error_body)
+        return common.json_reply(_whole(plan, objects[-1], endpoint))
     return MockResponse(CONTENT_TYPE, [compact(o) + b"\n" for o in objects])
 
 
@@ -111,9 +96,9 @@ def stream_objects(plan: Plan, knobs: Knobs, *, endpoint: str) -> list[JsonObjec
             "done": False,
         }
 
-    objects = [(piece(i, token), DELTA) for i, token in enumerate(plan.choices[0])]
+    objects = [(piece(i, token), Tag.DELTA) for i, token in enumerate(plan.choices[0])]
     if plan.tools and endpoint == "chat":
-        objects.append((piece(len(objects), "", _tool_calls(plan)), DELTA))
+        objects.append((piece(len(objects), "", _tool_calls(plan)), Tag.DELTA))
     eval_count = plan.output_tokens
     if eval_count is None:
         eval_count = len(plan.choices[0]) + sum(
@@ -147,8 +132,8 @@ def stream_objects(plan: Plan, knobs: Knobs, *, endpoint: str) -> list[JsonObjec
             "eval_duration": eval_duration,
         }
     )
-    objects.append((final, OTHER))
-    return with_error(objects, plan, error_event(plan))
+    objects.append((final, Tag.OTHER))
+    return common.with_error(objects, plan, error_event(plan))
 
 
 def error_event(plan: Plan) -> JsonObject:

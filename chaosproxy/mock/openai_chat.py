@@ -10,28 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaosproxy.mock.common import (
-    DELTA,
-    OTHER,
-    START,
-    JsonObject,
-    Knobs,
-    MockRequestError,
-    MockResponse,
-    Plan,
-    Tagged,
-    compact,
-    forced_name,
-    hex_id,
-    int_field,
-    interrupted,
-    json_reply,
-    make_plan,
-    sse,
-    strings_in,
-    tools_from,
-    with_error,
-)
+from chaosproxy.mock import common
+from chaosproxy.mock.common import JsonObject, Knobs, MockResponse, Plan, Tag, Tagged, compact, sse
 from chaosproxy.scenario.fixtures import Fixture
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -43,24 +23,22 @@ def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
 ) -> MockResponse:
     """The mock's answer to one chat completion request (``fixture``'s when given)."""
-    messages = payload.get("messages")
-    if not isinstance(messages, list):
-        raise MockRequestError("'messages' is a required property")
-    tools = tools_from(payload.get("tools"))
+    messages = common.required_list(payload, "messages", "'messages' is a required property")
+    tools = common.tools_from(payload.get("tools"))
     if payload.get("tool_choice") == "none" or _answers_tool_result(messages):
         tools = []
     n = payload.get("n", 1)
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 16:
-        raise MockRequestError("'n' must be an integer between 1 and 16")
-    plan = make_plan(
+        raise common.MockRequestError("'n' must be an integer between 1 and 16")
+    plan = common.make_plan(
         body,
         knobs,
         model=str(payload.get("model") or DEFAULT_MODEL),
-        prompt_texts=strings_in(messages, skip=frozenset({"role"})),
-        limit=int_field(payload, "max_completion_tokens", "max_tokens"),
+        prompt_texts=common.strings_in(messages, skip=frozenset({"role"})),
+        limit=common.int_field(payload, "max_completion_tokens", "max_tokens"),
         n=n,
         tools=tools,
-        forced_tool=forced_name(payload.get("tool_choice")),
+        forced_tool=common.forced_name(payload.get("tool_choice")),
         fixture=fixture,
     )
     if payload.get("stream") is True:
@@ -68,8 +46,8 @@ def respond(
         usage = isinstance(options, dict) and options.get("include_usage") is True
         return MockResponse(CONTENT_TYPE, stream_events(plan, include_usage=usage))
     if plan.error is not None:
-        return interrupted(plan, error_body)
-    return json_reply(completion(plan))
+        return common.interrupted(plan, error_body)
+    return common.json_reply(completion(plan))
 
 
 def _answers_tool_result(messages: list[Any]) -> bool:
@@ -77,7 +55,7 @@ def _answers_tool_result(messages: list[Any]) -> bool:
 
 
 def _ids(plan: Plan) -> tuple[str, str]:
-    return "chatcmpl-" + plan.ident("chatcmpl", 29), "fp_" + hex_id(plan, "fp", 10)
+    return "chatcmpl-" + plan.ident("chatcmpl", 29), "fp_" + common.hex_id(plan, "fp", 10)
 
 
 def _call_id(plan: Plan, choice: int, call: int) -> str:
@@ -150,13 +128,16 @@ def stream_events(plan: Plan, *, include_usage: bool) -> list[bytes]:
             first = {"role": "assistant", "content": None, "refusal": ""}
         else:
             first = {"role": "assistant", "content": "", "refusal": None}
-        step.append((chunk(index, first), START))
-        step += [(chunk(index, {text_field: piece}), DELTA) for piece in pieces]
+        step.append((chunk(index, first), Tag.START))
+        step += [(chunk(index, {text_field: piece}), Tag.DELTA) for piece in pieces]
         for j, (fragments, _) in enumerate(calls):
             if j or pieces:
-                step.append((chunk(index, {"tool_calls": [headers[j]]}), OTHER))
+                step.append((chunk(index, {"tool_calls": [headers[j]]}), Tag.OTHER))
             step += [
-                (chunk(index, {"tool_calls": [{"index": j, "function": {"arguments": p}}]}), DELTA)
+                (
+                    chunk(index, {"tool_calls": [{"index": j, "function": {"arguments": p}}]}),
+                    Tag.DELTA,
+                )
                 for p in fragments
             ]
         steps.append(step)
@@ -164,7 +145,7 @@ def stream_events(plan: Plan, *, include_usage: bool) -> list[bytes]:
     for position in range(max(len(s) for s in steps)):
         events.extend(s[position] for s in steps if position < len(s))
     finish = _finish(plan, calls)
-    events.extend((chunk(i, {}, finish), OTHER) for i in range(len(plan.choices)))
+    events.extend((chunk(i, {}, finish), Tag.OTHER) for i in range(len(plan.choices)))
     if include_usage:
         usage_chunk = {
             "id": chunk_id,
@@ -175,9 +156,9 @@ def stream_events(plan: Plan, *, include_usage: bool) -> list[bytes]:
             "choices": [],
             "usage": _usage(plan, calls),
         }
-        events.append((sse(compact(usage_chunk)), OTHER))
-    events.append((DONE, OTHER))
-    return with_error(events, plan, sse(compact(error_event(plan))))
+        events.append((sse(compact(usage_chunk)), Tag.OTHER))
+    events.append((DONE, Tag.OTHER))
+    return common.with_error(events, plan, sse(compact(error_event(plan))))
 
 
 def error_event(plan: Plan) -> JsonObject:

@@ -14,27 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaosproxy.mock.common import (
-    DELTA,
-    OTHER,
-    START,
-    JsonObject,
-    Knobs,
-    MockRequestError,
-    MockResponse,
-    Plan,
-    compact,
-    forced_name,
-    hex_id,
-    int_field,
-    interrupted,
-    json_reply,
-    make_plan,
-    sse,
-    strings_in,
-    tools_from,
-    with_error,
-)
+from chaosproxy.mock import common
+from chaosproxy.mock.common import JsonObject, Knobs, MockResponse, Plan, Tag, compact, sse
 from chaosproxy.mock.openai_chat import error_body
 from chaosproxy.scenario.fixtures import Fixture
 
@@ -51,18 +32,20 @@ def respond(
     """The mock's answer to one Responses request (``fixture``'s when given)."""
     given = payload.get("input")
     if not isinstance(given, str | list):
-        raise MockRequestError("'input' is a required property")
-    tools = tools_from(payload.get("tools"))
+        raise common.MockRequestError("'input' is a required property")
+    tools = common.tools_from(payload.get("tools"))
     if payload.get("tool_choice") == "none" or _answers_tool_result(given):
         tools = []
-    plan = make_plan(
+    plan = common.make_plan(
         body,
         knobs,
         model=str(payload.get("model") or DEFAULT_MODEL),
-        prompt_texts=strings_in([payload.get("instructions"), given], skip=frozenset({"role"})),
-        limit=int_field(payload, "max_output_tokens"),
+        prompt_texts=common.strings_in(
+            [payload.get("instructions"), given], skip=frozenset({"role"})
+        ),
+        limit=common.int_field(payload, "max_output_tokens"),
         tools=tools,
-        forced_tool=forced_name(payload.get("tool_choice")),
+        forced_tool=common.forced_name(payload.get("tool_choice")),
         fixture=fixture,
     )
     if payload.get("stream") is True:
@@ -70,8 +53,8 @@ def respond(
         obfuscate = not (isinstance(options, dict) and options.get("include_obfuscation") is False)
         return MockResponse(CONTENT_TYPE, stream_events(plan, payload, obfuscate=obfuscate))
     if plan.error is not None:
-        return interrupted(plan, error_body)
-    return json_reply(_response(plan, payload, final=True))
+        return common.interrupted(plan, error_body)
+    return common.json_reply(_response(plan, payload, final=True))
 
 
 def _answers_tool_result(given: Any) -> bool:
@@ -108,7 +91,7 @@ def _message_item(plan: Plan, *, done: bool) -> JsonObject:
     if done:
         status = "incomplete" if _status(plan)[0] == "incomplete" else "completed"
     return {
-        "id": "msg_" + hex_id(plan, "msg", 48),
+        "id": "msg_" + common.hex_id(plan, "msg", 48),
         "type": "message",
         "status": status,
         "content": [_part(plan, plan.text)] if done else [],
@@ -120,7 +103,7 @@ def _call_item(plan: Plan, call: int, *, done: bool) -> JsonObject:
     fragments, cut = _fragments(plan, call)
     given = plan.tools[call].id
     return {
-        "id": "fc_" + hex_id(plan, plan.label("fc", call), 48),
+        "id": "fc_" + common.hex_id(plan, plan.label("fc", call), 48),
         "type": "function_call",
         "status": ("incomplete" if cut else "completed") if done else "in_progress",
         "arguments": "".join(fragments) if done else "",
@@ -162,7 +145,7 @@ def _response(plan: Plan, payload: JsonObject, *, final: bool) -> JsonObject:
         }
     tools = payload.get("tools")
     return {
-        "id": "resp_" + hex_id(plan, "resp", 48),
+        "id": "resp_" + common.hex_id(plan, "resp", 48),
         "object": "response",
         "created_at": plan.created,
         "status": status,
@@ -197,11 +180,14 @@ def _response(plan: Plan, payload: JsonObject, *, final: bool) -> JsonObject:
 def stream_events(plan: Plan, payload: JsonObject, *, obfuscate: bool = True) -> list[bytes]:
     """Every event of the streamed answer, terminal event included (or the plan's
     in-stream error instead of the end)."""
-    bodies: list[tuple[JsonObject, str]] = [
-        ({"type": "response.created", "response": _response(plan, payload, final=False)}, START),
+    bodies: list[tuple[JsonObject, Tag]] = [
+        (
+            {"type": "response.created", "response": _response(plan, payload, final=False)},
+            Tag.START,
+        ),
         (
             {"type": "response.in_progress", "response": _response(plan, payload, final=False)},
-            START,
+            Tag.START,
         ),
     ]
     done_items = _items(plan, done=True)
@@ -221,7 +207,7 @@ def stream_events(plan: Plan, payload: JsonObject, *, obfuscate: bool = True) ->
         bodies.append(
             (
                 {"type": "response.output_item.added", "output_index": output_index, "item": added},
-                OTHER,
+                Tag.OTHER,
             )
         )
         if done_item["type"] == "function_call":
@@ -236,7 +222,7 @@ def stream_events(plan: Plan, payload: JsonObject, *, obfuscate: bool = True) ->
                         "delta": piece,
                         **pad(piece),
                     },
-                    DELTA,
+                    Tag.DELTA,
                 )
                 for piece in fragments
             ]
@@ -248,26 +234,29 @@ def stream_events(plan: Plan, payload: JsonObject, *, obfuscate: bool = True) ->
                         "name": plan.tools[call].name,
                         "arguments": done_item["arguments"],
                     },
-                    OTHER,
+                    Tag.OTHER,
                 )
             )
         else:
             where = {"item_id": item_id, "output_index": output_index, "content_index": 0}
             kind = "refusal" if plan.refusal else "output_text"
             bodies.append(
-                ({"type": "response.content_part.added", **where, "part": _part(plan, "")}, OTHER)
+                (
+                    {"type": "response.content_part.added", **where, "part": _part(plan, "")},
+                    Tag.OTHER,
+                )
             )
             for piece in plan.choices[0]:
                 delta: JsonObject = {"type": f"response.{kind}.delta", **where, "delta": piece}
                 if not plan.refusal:
                     delta["logprobs"] = []
-                bodies.append(({**delta, **pad(piece)}, DELTA))
+                bodies.append(({**delta, **pad(piece)}, Tag.DELTA))
             whole: JsonObject = {"type": f"response.{kind}.done", **where}
             if plan.refusal:
                 whole["refusal"] = plan.text
             else:
                 whole.update(text=plan.text, logprobs=[])
-            bodies.append((whole, OTHER))
+            bodies.append((whole, Tag.OTHER))
             bodies.append(
                 (
                     {
@@ -275,7 +264,7 @@ def stream_events(plan: Plan, payload: JsonObject, *, obfuscate: bool = True) ->
                         **where,
                         "part": _part(plan, plan.text),
                     },
-                    OTHER,
+                    Tag.OTHER,
                 )
             )
         bodies.append(
@@ -285,13 +274,13 @@ def stream_events(plan: Plan, payload: JsonObject, *, obfuscate: bool = True) ->
                     "output_index": output_index,
                     "item": done_item,
                 },
-                OTHER,
+                Tag.OTHER,
             )
         )
     final = _response(plan, payload, final=True)
-    bodies.append(({"type": f"response.{final['status']}", "response": final}, OTHER))
+    bodies.append(({"type": f"response.{final['status']}", "response": final}, Tag.OTHER))
     events = []
-    for number, body in enumerate(with_error(bodies, plan, _ERROR)):
+    for number, body in enumerate(common.with_error(bodies, plan, _ERROR)):
         if body is _ERROR:
             events.append(sse(compact(error_event(plan, number)), event="error"))
             continue

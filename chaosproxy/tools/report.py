@@ -891,20 +891,9 @@ def render_report(
     ``omitted`` counts requests already left out of ``records`` (by :func:`load_newest`).
     Each record is checked first (:func:`~chaosproxy.observe.reading.check_line`): one
     that is no line of the log is left out, and the page says so."""
-    requests, dropped, folded = _group(records, limit)
-    return "".join(
-        _page(
-            requests,
-            omitted + dropped,
-            list(folded.rejected),
-            folded.rejected_count,
-            folded.unread,
-            matrix,
-            title=title,
-            gap_ms=gap_ms,
-            stall_ms=stall_ms,
-        )
-    )
+    _, dropped, folded = _group(records, limit)
+    page = _page(folded, omitted + dropped, matrix, title=title, gap_ms=gap_ms, stall_ms=stall_ms)
+    return "".join(page)
 
 
 def write_report(
@@ -932,33 +921,23 @@ def write_report(
         folded = _Requests(reader.line, keep)
         if folded.unread.nothing(reader.fold(folded, keep)):
             raise _not_json(path)
-        for part in _page(
-            list(folded.requests.values()),
-            omitted,
-            list(folded.rejected),
-            folded.rejected_count,
-            folded.unread,
-            matrix,
-            title=title,
-            gap_ms=gap_ms,
-            stall_ms=stall_ms,
-        ):
+        for part in _page(folded, omitted, matrix, title=title, gap_ms=gap_ms, stall_ms=stall_ms):
             out.write(part)
 
 
 def _page(
-    requests: list[DrawnRequest],
+    folded: _Requests,
     omitted: int,
-    rejected: list[RejectedLine],
-    rejected_count: int,
-    unread: _Unread,
     matrix: Mapping[str, Any] | None,
     *,
     title: str,
     gap_ms: float,
     stall_ms: float,
 ) -> Iterator[str]:
-    """The page, in parts (one request's section at a time)."""
+    """The page of the ``folded`` requests (and their rejected and unread lines), in
+    parts (one request's section at a time)."""
+    requests = list(folded.requests.values())
+    rejected_count, unread = folded.rejected_count, folded.unread
     by_request: dict[str, Mapping[str, Any]] = {}
     for result in _list((matrix or {}).get("results")):
         if isinstance(result, dict) and isinstance(result.get("request_id"), str):
@@ -1023,7 +1002,7 @@ def _page(
         rows = "".join(
             f"<tr><td>{_e(r['ts'], 40)}</td><td>{_e(r['status'], 10)}</td>"
             f"<td>{_e(r['reason'])}</td><td>{_e(r['peer'], 80)}</td></tr>"
-            for r in rejected[-MAX_REJECTED:]
+            for r in list(folded.rejected)[-MAX_REJECTED:]
         )
         yield (
             f'\n<section class="rejected"><h1>Rejected ({rejected_count})</h1>'

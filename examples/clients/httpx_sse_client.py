@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 
 import httpx
-from httpx_sse import connect_sse
+from httpx_sse import ServerSentEvent, connect_sse
 
 #: Per read, not for the whole answer: a slow stream is fine, a silent one is not.
 TIMEOUT = httpx.Timeout(10.0)
@@ -26,7 +26,9 @@ class StreamError(Exception):
     """The stream said something went wrong, or ended before it said it was done."""
 
 
-def stream_text(url: str) -> str:
+def stream_text(url: str, on_event: Callable[[ServerSentEvent], object] | None = None) -> str:
+    """The answer's text, streamed from the proxy at ``url``. ``on_event``, when given,
+    sees each event before it is read (a variant of this client can hook in there)."""
     body = {
         "model": "gpt-4o-mini",
         "stream": True,
@@ -39,6 +41,8 @@ def stream_text(url: str) -> str:
     ):
         source.response.raise_for_status()
         for event in source.iter_sse():
+            if on_event is not None:
+                on_event(event)
             if event.data == "[DONE]":
                 return "".join(parts)
             chunk = json.loads(event.data)

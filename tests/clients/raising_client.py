@@ -9,13 +9,12 @@ for a reason of timing: on a stream that was clean up to its fifth event it is a
 
 from __future__ import annotations
 
-import json
+import itertools
 import sys
 
-import httpx
-from httpx_sse import connect_sse
+from httpx_sse import ServerSentEvent
 
-from examples.clients.httpx_sse_client import main
+from examples.clients import httpx_sse_client as careful
 
 #: The event it raises on (1-based).
 RAISE_AT = 5
@@ -26,31 +25,16 @@ class ClientBug(Exception):
 
 
 def stream_text(url: str) -> str:
-    body = {
-        "model": "gpt-4o-mini",
-        "stream": True,
-        "messages": [{"role": "user", "content": "Plan my week, please."}],
-    }
-    parts: list[str] = []
-    with (
-        httpx.Client(timeout=httpx.Timeout(10.0)) as client,
-        connect_sse(client, "POST", url + "/v1/chat/completions", json=body) as source,
-    ):
-        source.response.raise_for_status()
-        for n, event in enumerate(source.iter_sse(), start=1):
-            if n == RAISE_AT:
-                raise ClientBug(f"a bug on event {n}")
-            if event.data == "[DONE]":
-                return "".join(parts)
-            chunk = json.loads(event.data)
-            if "error" in chunk:
-                raise RuntimeError(f"the provider reported an error: {chunk['error']}")
-            for choice in chunk.get("choices", []):
-                content = (choice.get("delta") or {}).get("content")
-                if content:
-                    parts.append(content)
-    raise RuntimeError("the stream ended without [DONE]")
+    """The careful client's reading, with the bug hooked in before each event."""
+    numbers = itertools.count(1)
+
+    def bug(event: ServerSentEvent) -> None:
+        n = next(numbers)
+        if n == RAISE_AT:
+            raise ClientBug(f"a bug on event {n}")
+
+    return careful.stream_text(url, on_event=bug)
 
 
 if __name__ == "__main__":
-    sys.exit(main(stream_text))
+    sys.exit(careful.main(stream_text))

@@ -27,6 +27,7 @@ from chaosproxy.observe.reading import (
     read_lines,
     read_log,
 )
+from tests.log_lines import FRAME
 
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -82,19 +83,6 @@ def test_read_log_and_read_lines_skip_and_tell_what_is_unreadable(
     assert list(read_lines(t.decode() for t in real_log)) == lines
 
 
-FRAME: dict[str, Any] = {
-    "request_id": "r-1",
-    "scenario": None,
-    "seq": 0,
-    "offset": 0,
-    "size": 5,
-    "t_ms": 1.5,
-    "events": [1],
-    "kinds": ["delta"],
-    "faults": [],
-    "event": "frame",
-    "ts": "2026-01-01T00:00:00.000Z",
-}
 END: dict[str, Any] = {
     "request_id": "r-1",
     "scenario": "s",
