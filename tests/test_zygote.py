@@ -5,11 +5,10 @@ status; and a client whose shim is killed (the matrix's time out) is killed too.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
+from chaosproxy.tools.matrix import run_command
 from tests.clients.zygote import ForkServer
 
 SCRIPT = """\
@@ -26,48 +25,30 @@ sys.exit(int(sys.argv[1]) if sys.argv[1:] and sys.argv[1].isdigit() else 0)
 def test_a_client_gets_its_argv_env_cwd_streams_and_exit_status(
     python_clients: ForkServer, tmp_path: Path
 ) -> None:
-    done = subprocess.run(
-        _client(python_clients, tmp_path, "3"),
-        shell=True,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"PATH": os.environ["PATH"], "ZYGOTE_TEST": "yes"},
-        timeout=30,
-    )
-    assert done.returncode == 3
+    # As the matrix runs a client (in a shell, its own process group).
+    env = {"PATH": os.environ["PATH"], "ZYGOTE_TEST": "yes"}
+    done = run_command(f"cd {tmp_path} && {_client(python_clients, tmp_path, '3')}", env, 30)
+    assert done.exit_code == 3
     assert done.stdout == f"argv ['3'] env yes cwd {tmp_path}\n"
     assert done.stderr == "to stderr\n"
-    module = subprocess.run(
-        python_clients.command("-m", "tests.clients.record", tmp_path, "true"),
-        shell=True,
-        capture_output=True,
-        env={"PATH": os.environ["PATH"], "CHAOSPROXY_SCENARIO": "s"},
-        timeout=30,
+    env = {"PATH": os.environ["PATH"], "CHAOSPROXY_SCENARIO": "s"}
+    module = run_command(
+        python_clients.command("-m", "tests.clients.record", tmp_path, "true"), env, 30
     )
-    assert module.returncode == 0, module.stderr
+    assert module.exit_code == 0, module.stderr
     assert (tmp_path / "s.json").read_text() == '[{"stdout": "", "exit": 0}]'
 
 
 def test_a_client_whose_shim_is_killed_is_killed(
     python_clients: ForkServer, tmp_path: Path
 ) -> None:
-    shim = subprocess.Popen(
-        _client(python_clients, tmp_path, "sleep"),
-        shell=True,
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    pid_file = tmp_path / "client.py.pid"
+    # The matrix's time out kills the shim's process group; the server kills the client.
+    timed_out = run_command(_client(python_clients, tmp_path, "sleep"), dict(os.environ), 3.0)
+    assert timed_out.exit_code is None
+    client = int((tmp_path / "client.py.pid").read_text())
     deadline = time.monotonic() + 30
-    while not pid_file.exists() or not pid_file.read_text():
-        assert time.monotonic() < deadline, "the client never started"
-        time.sleep(0.01)
-    client = int(pid_file.read_text())
-    os.killpg(shim.pid, signal.SIGKILL)
-    shim.wait(10)
     while Path(f"/proc/{client}").exists() and "Z" not in _state(client):
-        assert time.monotonic() < deadline + 30, "the client outlived its shim"
+        assert time.monotonic() < deadline, "the client outlived its shim"
         time.sleep(0.01)
 
 
