@@ -158,9 +158,22 @@ def _sound(
     violations: Sequence[Mapping[str, Any]],
     what: Sent,
 ) -> bool:
-    """Whether the last connection was sound up to the moment the client gave up."""
+    """Whether the last connection was sound up to the moment the client gave up, and
+    up to its first ``[DONE]``: what comes after it is no part of the answer."""
     if last.get("status") != 200 or "headers" in (last.get("faults_applied") or {}):
         return what.complete and last.get("resume_answer") in ("204", "404")
+    # The frames up to the one that completes the first [DONE], and its place among
+    # the connection's events (re-parsed from the bytes sent).
+    body = b""
+    done_at = 0
+    for count, frame in enumerate(frames, 1):
+        body += base64.b64decode(frame["raw"])
+        datas = [data for _, data in sse_events(body)]
+        if "[DONE]" in datas:
+            done_at = datas.index("[DONE]") + 1
+            frames = frames[:count]
+            break
+    violations = [v for v in violations if not done_at or v["at_event"] <= done_at]
     high = 0
     for frame in frames:
         if not set(frame.get("faults") or ()) <= BENIGN:

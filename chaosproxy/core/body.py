@@ -58,9 +58,12 @@ def _in_group(ev: Event, ordinal: int) -> bool:
 
 
 class Soundness:
-    """Whether what the client was sent is sound: the first defect, if any."""
+    """Whether what the client was sent is sound: the first defect, if any. Judged up
+    to the first terminal event written whole: what comes after it (a second terminal,
+    a late delta) is no part of the answer a correct client reads (docs/verdicts.md,
+    "What the client was sent"), so it makes no defect."""
 
-    __slots__ = ("_high", "_open", "defect")
+    __slots__ = ("_high", "_open", "_past_terminal", "defect")
 
     def __init__(self) -> None:
         #: The first thing sent to the client that a correct client may object to: a
@@ -71,6 +74,8 @@ class Soundness:
         #: first bytes were written but not their last, in order.
         self._high = 0
         self._open: dict[int, Event] = {}
+        #: Whether a terminal event was written whole: nothing after it is judged.
+        self._past_terminal = False
 
     def flaw(self, what: str) -> None:
         """``what`` was sent: the defect, unless there was one before."""
@@ -79,6 +84,8 @@ class Soundness:
 
     def wrote(self, send: Send) -> None:
         """A write of events: its faults, and the order its events end in."""
+        if self._past_terminal:
+            return
         if send.faults and self.defect is None:
             for name in send.faults:
                 if name not in BENIGN:
@@ -104,6 +111,8 @@ class Soundness:
         another (0: not an upstream event: a comment, a made-up event), except inside a
         group a content fault sent as one (a merge, interleaved calls, the pieces of
         one event), where they may come in any order."""
+        if self._past_terminal:
+            return
         ordinal = ev.ordinal
         if ordinal:
             high = self._high
@@ -115,6 +124,8 @@ class Soundness:
                 self._high = ordinal
             elif not _in_group(ev, high):
                 self.flaw("events out of order")
+        if "terminal" in ev.kinds:
+            self._past_terminal = True
 
 
 class BodyPath:

@@ -161,6 +161,7 @@ class Side:
         "errors",
         "events",
         "finish",
+        "first_terminal",
         "late",
         "name",
         "terminals",
@@ -179,8 +180,9 @@ class Side:
         self._peers: tuple[Side, ...] = ()
         #: Events seen on this side.
         self.events = 0
-        #: Terminal events seen.
+        #: Terminal events seen, and the 1-based ordinal of the first (0: none yet).
         self.terminals = 0
+        self.first_terminal = 0
         #: In-stream error events seen.
         self.errors = 0
         #: Events carrying text or tool arguments after the first terminal event (a
@@ -337,6 +339,8 @@ class Side:
                 self._end_calls(tuple(self._open), n)
             if self.terminals:
                 self._breach("terminal_twice", n)
+            else:
+                self.first_terminal = n
             self.terminals += 1
 
     def _end_calls(self, ends: Iterable[str], n: int) -> None:

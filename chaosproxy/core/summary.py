@@ -191,9 +191,14 @@ def answer_fields(s: SessionParts, state: AnswerState) -> AnswerFields:
     content = s.content
     defect = None if body is None else body.soundness.defect
     if defect is None and content is not None:
-        for violation in content.sent.violations:
-            if violation.rule != "terminal_missing":  # (said by the end, below)
-                defect = f"contract: {violation.rule}"
+        # What came after the first terminal event the client was sent is no part of
+        # its answer (a second terminal, a late delta): a client that stops there never
+        # reads it (docs/verdicts.md, "What the client was sent").
+        sent = content.sent
+        last = sent.first_terminal or sent.events
+        for violation in sent.violations:
+            if violation.rule != "terminal_missing" and violation.at_event <= last:
+                defect = f"contract: {violation.rule}"  # (a missing one: said below)
                 break
     outcome = s.outcome
     if defect is None and outcome != "client_gone" and not state.sent.terminal:
