@@ -23,6 +23,7 @@ from chaosproxy.core.records import (
     RequestSummary,
     RunVerdict,
 )
+from chaosproxy.observe.journal import VerificationError
 
 CHAT = {
     "model": "gpt-4o",
@@ -150,3 +151,11 @@ def test_a_request_in_flight_is_an_in_flight_summary(proxy: ChaosProxy) -> None:
         check(AdminSummary, shown)
         with pytest.raises(KeyError):  # not finished: no RequestSummary yet
             ChaosClient(proxy.admin_url).summary(request_id, timeout=0)
+
+
+def test_verify_lists_a_request_whose_body_was_not_kept(
+    proxy: ChaosProxy, ran: dict[str, str]
+) -> None:
+    # Its request's messages are a count then (it raised TypeError listing it).
+    with pytest.raises(VerificationError, match=ran["large"]):
+        proxy.verify(model="no-such-model")
