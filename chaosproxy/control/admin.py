@@ -37,11 +37,11 @@ from aiohttp import web
 from chaosproxy._build import __version__, build
 from chaosproxy.control.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
-from chaosproxy.core.records import VerdictLine
+from chaosproxy.core.records import RunVerdict, VerdictLine
 from chaosproxy.core.verdict import (
     ClientReport,
     VerdictInputError,
-    judge,
+    judge_run,
     run_ids,
     verdict_line,
 )
@@ -384,8 +384,7 @@ async def _post_verdict(request: web.Request) -> web.Response:
             return _error(
                 409, "in_flight", f"request {rid!r} has not ended yet; ask again when it has"
             )
-    run = state.requests.run(request_id, others)
-    verdict = {**judge(run, report), "requests": [s["request_id"] for s in run]}
+    verdict = judge_run(state.requests.run(request_id, others), report)
     record_verdict(state.log, state.requests, request_id, verdict)
     return _json(verdict)
 
@@ -417,7 +416,7 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 
 def record_verdict(
-    log: FrameLog | None, store: RequestStore | None, request_id: str, verdict: dict[str, Any]
+    log: FrameLog | None, store: RequestStore | None, request_id: str, verdict: RunVerdict
 ) -> None:
     """Log the ``verdict`` line (the store, traces and ``--log`` see it through the log's
     observers), or, without a log, give it to ``store`` directly."""

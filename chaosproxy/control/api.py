@@ -36,10 +36,11 @@ import orjson
 
 from chaosproxy.control.admin import NO_MOCK, RequestStore
 from chaosproxy.control.start import CLOSE_MARGIN, RunningProxy, start_proxy
-from chaosproxy.core.records import LogLine
-from chaosproxy.core.verdict import ClientReport, chain, judge, verdict_line
+from chaosproxy.core.records import LogLine, RequestLine, RequestSummary, RunVerdict
+from chaosproxy.core.verdict import ClientReport, judge_run, run_of, verdict_line
 from chaosproxy.observe.journal import Criteria, matches, verify
 from chaosproxy.observe.logs import FrameLog
+from chaosproxy.observe.store import recorded_verdict, request_summary
 from chaosproxy.scenario import (
     NAME_PATTERN,
     Fixture,
@@ -114,10 +115,11 @@ class RequestQueries:
         contains: str | None = None,
         tool: str | None = None,
         settle: float = SETTLE,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RequestSummary]:
         """Summaries of the finished requests, oldest first, each as :meth:`summary`
-        gives it, with the parsed ``request`` (docs/mock.md, The request journal) while
-        the journal keeps it (the last ``history`` requests).
+        gives it (:class:`~chaosproxy.core.records.RequestSummary`), with the parsed
+        ``request`` (docs/mock.md, The request journal) while the journal keeps it (the
+        last ``history`` requests).
 
         Only those that meet every filter given: ``scenario`` (its name), ``model`` and
         ``path`` (``fnmatch`` globs; a plain name is exact), ``contains`` (a substring of
@@ -136,7 +138,7 @@ class RequestQueries:
         tool: str | None = None,
         scenario: str | None = None,
         settle: float = SETTLE,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RequestSummary]:
         """The finished requests that meet the filters (as :meth:`requests` takes them),
         asserting there are exactly ``count`` of them (None: at least one), as WireMock's
         ``verify``. Raises :class:`~chaosproxy.observe.journal.VerificationError` (an
@@ -144,7 +146,7 @@ class RequestQueries:
         criteria = Criteria(model, path, contains, tool, scenario)
         return verify(self.requests(settle=settle), criteria, count)
 
-    def last(self, *, settle: float = SETTLE) -> dict[str, Any]:
+    def last(self, *, settle: float = SETTLE) -> RequestSummary:
         """The summary of the most recently finished request (after waiting, as
         :meth:`requests` does, for those in flight); LookupError when none has."""
         finished = self.requests(settle=settle)
@@ -161,7 +163,7 @@ class RequestQueries:
         timed_out: bool = False,
         requests: Sequence[str] = (),
         timeout: float = SETTLE,
-    ) -> dict[str, Any]:
+    ) -> RunVerdict:
         """Record what the client concluded about an answer (the text it assembled, the
         error it raised, or that it timed out) and judge it (docs/verdicts.md):
         ``{"verdict", "integrity", "content", "reason", "text_matches", "requests"}``.
@@ -180,13 +182,13 @@ class RequestQueries:
         report = ClientReport(text=text, error=error, timed_out=timed_out)
         return self._record_verdict(request_id, report, requests, timeout)
 
-    def _finished_requests(self, criteria: Criteria, settle: float) -> list[dict[str, Any]]:
+    def _finished_requests(self, criteria: Criteria, settle: float) -> list[RequestSummary]:
         """:meth:`requests`: the finished ones that meet ``criteria``, oldest first."""
         raise NotImplementedError
 
     def _record_verdict(
         self, request_id: str, report: ClientReport, requests: Sequence[str], timeout: float
-    ) -> dict[str, Any]:
+    ) -> RunVerdict:
         """:meth:`verdict`, with the error already a string."""
         raise NotImplementedError
 
@@ -242,9 +244,9 @@ class ChaosProxy(RequestQueries):
         #: Every frame-log line of every request, as dicts, in order.
         self.lines: list[dict[str, Any]] = []
         #: The ``request`` lines of the requests in flight, by id.
-        self._started: dict[str, dict[str, Any]] = {}
+        self._started: dict[str, RequestLine] = {}
         #: Finished requests: the request line merged with the response_end line.
-        self._finished: list[dict[str, Any]] = []
+        self._finished: list[RequestSummary] = []
         #: Every request's place in the order requests began (a run is judged in it).
         self._began: dict[str, int] = {}
         self._blocks = itertools.count(1)
@@ -274,51 +276,46 @@ class ChaosProxy(RequestQueries):
     def _keep(self, record: LogLine) -> None:
         # Called on the proxy's thread; every reader takes the same lock.
         with self._changed:
-            line: dict[str, Any] = dict(record)
-            self.lines.append(line)
+            self.lines.append(dict(record))
             if record["event"] == "request":
-                self._started[record["request_id"]] = line
+                self._started[record["request_id"]] = record
                 self._began[record["request_id"]] = len(self._began)
             elif record["event"] == "response_end":
-                started = self._started.pop(record["request_id"], {})
-                merged = {**started, **line}
-                merged.pop("event", None)
-                self._finished.append(merged)
+                started = self._started.pop(record["request_id"], None)
+                self._finished.append(request_summary(started, record))
             elif record["event"] == "verdict":
-                for summary in reversed(self._finished):
-                    if summary.get("request_id") == record["request_id"]:
-                        summary["verdict"] = {
-                            k: v for k, v in line.items() if k not in ("event", "request_id")
-                        }
+                for summary in self._finished[::-1]:
+                    if summary["request_id"] == record["request_id"]:
+                        summary["verdict"] = recorded_verdict(record)
                         break
             self._changed.notify_all()
 
-    def summary(self, request_id: str, timeout: float = SETTLE) -> dict[str, Any]:
+    def summary(self, request_id: str, timeout: float = SETTLE) -> RequestSummary:
         """The summary of a finished request (from its ``X-Chaos-Request-Id``): the
-        fields of its ``response_end`` line plus those of its ``request`` line.
+        fields of its ``response_end`` line plus those of its ``request`` line
+        (:class:`~chaosproxy.core.records.RequestSummary`).
 
         A client can see the last byte a moment before the proxy logs the end, so this
         waits up to ``timeout`` seconds for it (from sync code only); KeyError if the
         request has not ended by then."""
 
-        def find() -> dict[str, Any] | None:
-            summary: dict[str, Any]
-            for summary in reversed(self._finished):
-                if summary.get("request_id") == request_id:
-                    return summary
+        def find() -> RequestSummary | None:
+            for finished in self._finished[::-1]:  # (reversed() gives mypy Any here)
+                if finished["request_id"] == request_id:
+                    return finished
             return None
 
         with self._changed:
-            found: dict[str, Any] | None = self._changed.wait_for(find, timeout)
+            found: RequestSummary | None = self._changed.wait_for(find, timeout)
         if found is None:
             raise KeyError(request_id)
         return self._with_request(found)
 
-    def _with_request(self, summary: dict[str, Any]) -> dict[str, Any]:
+    def _with_request(self, summary: RequestSummary) -> RequestSummary:
         """A copy of ``summary`` with the parsed ``request`` the journal kept of it."""
-        out = dict(summary)
+        out = summary.copy()
         store = self._store
-        record = store.get(str(summary.get("request_id"))) if store is not None else None
+        record = store.get(summary["request_id"]) if store is not None else None
         if record is not None and record.request is not None:
             out["request"] = record.request.as_dict()
         return out
@@ -332,35 +329,32 @@ class ChaosProxy(RequestQueries):
                 if line.get("request_id") == request_id and line["event"] == "frame"
             ]
 
-    def _finished_requests(self, criteria: Criteria, settle: float) -> list[dict[str, Any]]:
+    def _finished_requests(self, criteria: Criteria, settle: float) -> list[RequestSummary]:
         with self._changed:
             self._changed.wait_for(lambda: not self._started, settle)
-            finished = [dict(s) for s in self._finished]
+            finished = [s.copy() for s in self._finished]
         summaries = [self._with_request(s) for s in finished]
         return [s for s in summaries if matches(s, criteria)]
 
     def _record_verdict(
         self, request_id: str, report: ClientReport, requests: Sequence[str], timeout: float
-    ) -> dict[str, Any]:
+    ) -> RunVerdict:
         # On the proxy's own event loop, judges what has ended without waiting.
         wait = self._wait(timeout)
         for rid in (request_id, *requests):
             self.summary(rid, timeout=wait)
-        run = self._run(request_id, requests)
-        verdict = {**judge(run, report), "requests": [s["request_id"] for s in run]}
+        verdict = judge_run(self._run(request_id, requests), report)
         line = verdict_line(request_id, verdict)
         self._on_loop(lambda: self._log.for_request().info("verdict", **line))
         return verdict
 
-    def _run(self, request_id: str, requests: Sequence[str]) -> list[dict[str, Any]]:
+    def _run(self, request_id: str, requests: Sequence[str]) -> list[RequestSummary]:
         """The finished requests of the answer of ``request_id`` plus ``requests``, in
         the order they began."""
         with self._changed:
             order = self._began
             finished = sorted(self._finished, key=lambda s: order.get(s["request_id"], -1))
-        members = {id(s) for s in chain(finished, request_id)}
-        wanted = set(requests)
-        return [dict(s) for s in finished if id(s) in members or s["request_id"] in wanted]
+        return [s.copy() for s in run_of(finished, request_id, requests)]
 
     def _wait(self, timeout: float) -> float:
         """``timeout``, or 0 on the proxy's own event loop (waiting there would block

@@ -22,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -33,6 +33,7 @@ from chaosproxy.control.api import (
     is_scenario_name,
     scenario_text,
 )
+from chaosproxy.core.records import AdminSummary, DoneSummary, RequestSummary, RunVerdict
 from chaosproxy.core.verdict import ClientReport
 from chaosproxy.observe.journal import Criteria
 from chaosproxy.scenario import Fixture
@@ -168,13 +169,13 @@ class ChaosClient(RequestQueries):
 
     # ------------------------------------------------------------------ requests
 
-    def _finished_requests(self, criteria: Criteria, settle: float) -> list[dict[str, Any]]:
+    def _finished_requests(self, criteria: Criteria, settle: float) -> list[RequestSummary]:
         # The proxy filters; this waits for those in flight, polling.
         query = {"limit": str(ALL)}
         query.update(criteria.given())
         deadline = time.monotonic() + settle
         while True:
-            recent = self._call("GET", "/requests", query=query)["requests"]
+            recent: list[AdminSummary] = self._call("GET", "/requests", query=query)["requests"]
             if all(r["state"] == "done" for r in recent) or time.monotonic() >= deadline:
                 break
             time.sleep(POLL)
@@ -193,10 +194,13 @@ class ChaosClient(RequestQueries):
         """``DELETE /mock/fixtures``: remove the fixtures added at run time."""
         self._call("DELETE", "/mock/fixtures")
 
-    def summary(self, request_id: str, timeout: float = SETTLE) -> dict[str, Any]:
+    def summary(self, request_id: str, timeout: float = SETTLE) -> RequestSummary:
         """The summary of a finished request, waiting up to ``timeout`` seconds for it
         to end; KeyError when the proxy does not know it or it has not ended."""
-        return _summary(self._detail(request_id, timeout)["summary"])
+        shown: AdminSummary = self._detail(request_id, timeout)["summary"]
+        if shown["state"] != "done":  # (timeout 0: not waited for)
+            raise KeyError(request_id)
+        return _summary(shown)
 
     def frames(self, request_id: str) -> list[dict[str, Any]]:
         """The ``frame`` lines the proxy kept of a request (``--history-frames``)."""
@@ -205,7 +209,7 @@ class ChaosClient(RequestQueries):
 
     def _record_verdict(
         self, request_id: str, report: ClientReport, requests: Sequence[str], timeout: float
-    ) -> dict[str, Any]:
+    ) -> RunVerdict:
         # POST /requests/{id}/verdict
         for rid in (request_id, *requests):
             self._detail(rid, timeout)
@@ -218,7 +222,7 @@ class ChaosClient(RequestQueries):
             fields["requests"] = list(requests)
         body = orjson.dumps(fields)
         try:
-            verdict: dict[str, Any] = self._call(
+            verdict: RunVerdict = self._call(
                 "POST", "/requests/" + _quote(request_id) + "/verdict", body
             )
         except ChaosClientError as exc:
@@ -268,8 +272,9 @@ def _error(status: int, body: bytes, method: str, url: str, token: str | None) -
     return ChaosClientError(message, status, problems)
 
 
-def _summary(view: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in view.items() if k != "state"}
+def _summary(view: DoneSummary) -> RequestSummary:
+    """A finished request's summary as ``GET /requests`` shows it, without ``state``."""
+    return cast("RequestSummary", {k: v for k, v in view.items() if k != "state"})
 
 
 def _quote(part: str) -> str:

@@ -13,6 +13,13 @@ A line is what the proxy logs plus the fields the log adds: ``event`` (the kind)
 frame fields, the ``response_end`` summary); the ``...Line`` types are whole lines as a
 reader gets them.
 
+The last section types what the admin API (``GET /requests``) and the Python API
+(``proxy.requests()``, ``last()``, ``summary()``, ``verdict()``) show of a request,
+made of its lines: :class:`RequestSummary` (a finished request: its ``request`` line
+merged with its ``response_end`` line), :class:`AdminSummary` (``GET /requests``' item,
+in flight or done) and the verdict records (:class:`Judgement`, :class:`RunVerdict`,
+:class:`RecordedVerdict`).
+
 TypedDicts cost nothing at run time (a line is still a plain dict, built on the hot
 path without any construction of its own); this module has no code, only types, and is
 not compiled (pydantic reads it to generate the schema). Keys marked ``NotRequired``
@@ -21,7 +28,7 @@ appear only when they apply; the docstrings say when.
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired
+from typing import Any, Literal, NotRequired
 
 # (typing_extensions: pydantic reads only its TypedDict before Python 3.12)
 from typing_extensions import TypedDict
@@ -71,11 +78,11 @@ class _Bound(TypedDict):
 # --------------------------------------------------------------------------- request
 
 
-class RequestLine(_Bound):
-    """``request``: one per request, first; what was asked and how it was chosen."""
+class RequestFields(_Bound):
+    """What a request asked and how it was chosen (the ``request`` line without
+    ``event`` and ``ts``): the part of every :class:`RequestSummary` that its
+    ``request`` line gives."""
 
-    event: Literal["request"]
-    ts: str
     #: The request's seed (``X-Chaos-Seed``, the scenario's, or derived).
     seed: int
     method: str
@@ -102,6 +109,13 @@ class RequestLine(_Bound):
     body_sha256: NotRequired[str]
     #: The body's text, credentials masked (``--log-content`` only).
     body: NotRequired[str]
+
+
+class RequestLine(RequestFields):
+    """``request``: one per request, first; what was asked and how it was chosen."""
+
+    event: Literal["request"]
+    ts: str
 
 
 # --------------------------------------------------------------------------- frame
@@ -295,16 +309,39 @@ class ResponseEndLine(ResponseEnd, _Bound):
 # --------------------------------------------------------------------------- others
 
 
-class VerdictFields(TypedDict):
-    """A recorded verdict (``POST /requests/{id}/verdict``, ``proxy.verdict``)."""
+class Judgement(TypedDict):
+    """What a client run is judged (:func:`chaosproxy.core.verdict.judge`,
+    docs/verdicts.md): the part every verdict record shares."""
 
-    request_id: str
     verdict: Verdict
+    #: The judged request's ``integrity`` (None: an unframed answer).
     integrity: Integrity | None
+    #: Its answer's ``content`` (None: an unframed answer).
     content: AnswerContent | None
+    #: Why, in a sentence.
     reason: str
+    #: Whether the client's text is the clean answer's (None: no text, or nothing to
+    #: compare it with).
     text_matches: bool | None
-    #: Every request of the client run judged together, in the order they began.
+
+
+class RunVerdict(Judgement):
+    """A verdict as it is recorded and answered (``POST /requests/{id}/verdict``,
+    ``proxy.verdict(...)``)."""
+
+    #: Every request of the client run judged together, in the order they began (the
+    #: last is the one judged).
+    requests: list[str]
+
+
+class VerdictFields(Judgement):
+    """A recorded verdict (``POST /requests/{id}/verdict``, ``proxy.verdict``), as
+    logged (:func:`chaosproxy.core.verdict.verdict_line`)."""
+
+    #: The request the verdict was recorded on.
+    request_id: str
+    #: Every request of the client run judged together, in the order they began
+    #: (absent when the run named none).
     requests: NotRequired[list[str]]
 
 
@@ -338,21 +375,120 @@ LogLine = (
     | RejectedLine
 )
 
+
+# --------------------------------------------------------------------------- summaries
+# What the admin API (docs/admin-api.md) and the Python API (docs/python-api.md) show of
+# a request: made of its lines, by chaosproxy.observe.store.
+
+
+class JournalMessage(TypedDict):
+    """One message of a request, as the journal reads it (a system prompt is one)."""
+
+    role: str
+    text: str
+
+
+class JournalRequest(TypedDict):
+    """What a client sent, parsed (docs/mock.md, The request journal): a summary's
+    ``request`` (:meth:`chaosproxy.observe.journal.RequestEntry.as_dict`), credentials
+    masked (``***``) wherever they are. The keys after ``headers`` are there only when
+    the proxy read the body whole."""
+
+    method: str
+    #: The path and query, credential-like query values masked.
+    path: str
+    #: Names lower case, repeats joined by ``, ``.
+    headers: dict[str, str]
+    model: NotRequired[str | None]
+    stream: NotRequired[bool | None]
+    #: The names of the tools offered.
+    tools: NotRequired[list[str]]
+    #: Role and text each; only how many, when the body was too large to keep.
+    messages: NotRequired[list[JournalMessage] | int]
+    #: The body's JSON value (its text, when it is no JSON); absent when it was too
+    #: large to keep (``body_omitted``).
+    body: NotRequired[Any]
+    body_omitted: NotRequired[bool]
+    body_bytes: NotRequired[int]
+    body_sha256: NotRequired[str]
+
+
+class RecordedVerdict(Judgement):
+    """A summary's ``verdict``: the last verdict recorded on the request (its
+    ``verdict`` line without ``event`` and ``request_id``)."""
+
+    #: When it was logged (absent when it reached the store without a log).
+    ts: NotRequired[str]
+    requests: NotRequired[list[str]]
+
+
+class RequestSummary(RequestFields, ResponseEnd):
+    """A finished request: its ``request`` line merged with its ``response_end`` line,
+    without ``event`` (:func:`chaosproxy.observe.store.request_summary`). What
+    ``proxy.requests()``, ``last()``, ``summary()`` and ``verify()`` return
+    (``ChaosProxy`` and ``ChaosClient`` alike), and what a verdict judges.
+
+    Its keys are those of :class:`RequestFields` and :class:`ResponseEnd`, required
+    and ``NotRequired`` as there, plus ``ts`` and the two below."""
+
+    #: When it ended (the ``response_end`` line's).
+    ts: str
+    #: What the client sent, parsed, while the journal keeps it (the last ``history``
+    #: requests), and when the proxy read the body.
+    request: NotRequired[JournalRequest]
+    #: Once a verdict was recorded on it.
+    verdict: NotRequired[RecordedVerdict]
+
+
+class DoneSummary(RequestSummary):
+    """``GET /requests``' summary of a finished request: its :class:`RequestSummary`
+    and ``state``."""
+
+    state: Literal["done"]
+
+
+class InFlightSummary(RequestFields):
+    """``GET /requests``' summary of a request in flight: its ``request`` line without
+    ``event``, ``state``, and what was sent so far."""
+
+    #: When it began (the ``request`` line's).
+    ts: str
+    state: Literal["in_flight"]
+    #: Body bytes written so far, and in how many writes.
+    bytes: int
+    frames: int
+    request: NotRequired[JournalRequest]
+
+
+#: A request as the admin API shows it (``GET /requests``, ``GET /requests/{id}``'s
+#: ``summary``): told apart by ``state``.
+AdminSummary = InFlightSummary | DoneSummary
+
 __all__ = [
     "LINE_KINDS",
     "ActionLine",
+    "AdminSummary",
     "AnswerFields",
+    "DoneSummary",
     "FrameContent",
     "FrameFields",
     "FrameLine",
+    "InFlightSummary",
     "Integrity",
+    "JournalMessage",
+    "JournalRequest",
+    "Judgement",
     "LogLine",
     "Outcome",
+    "RecordedVerdict",
     "RejectedLine",
+    "RequestFields",
     "RequestLine",
+    "RequestSummary",
     "ResponseEnd",
     "ResponseEndLine",
     "Rule",
+    "RunVerdict",
     "SideName",
     "SkippedFault",
     "Verdict",

@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from chaosproxy.core.answer import text_sha256
-from chaosproxy.core.records import Verdict
+from chaosproxy.core.records import (
+    AnswerFields,
+    Judgement,
+    RequestSummary,
+    RunVerdict,
+    Verdict,
+    VerdictFields,
+)
 
 #: Every verdict, from the worst a CI gate can find to the best.
 VERDICTS: tuple[Verdict, ...] = (
@@ -93,7 +100,7 @@ def run_ids(body: Mapping[str, Any]) -> list[str]:
     return list(ids)
 
 
-def text_matches(summary: Mapping[str, Any], text: str | None) -> bool | None:
+def text_matches(summary: RequestSummary, text: str | None) -> bool | None:
     """Whether ``text`` is the clean answer's text (trailing whitespace aside); None
     when there is no text or nothing to compare it with (an unframed request)."""
     if text is None:
@@ -102,41 +109,37 @@ def text_matches(summary: Mapping[str, Any], text: str | None) -> bool | None:
     return None if clean is None else text_sha256(text) == clean
 
 
-def _clean_hash(summary: Mapping[str, Any]) -> str | None:
+def _clean_hash(summary: RequestSummary) -> str | None:
     answer = summary.get("answer")
-    if isinstance(answer, Mapping):
-        hashes = answer.get("text_sha256")
-        if isinstance(hashes, Mapping) and isinstance(hashes.get("clean"), str):
-            return str(hashes["clean"])
+    if answer is not None:
+        return answer["text_sha256"]["clean"]
     hashes = summary.get("text_sha256")
-    if isinstance(hashes, Mapping) and isinstance(hashes.get("upstream"), str):
-        return str(hashes["upstream"])
-    return None
+    return None if hashes is None else hashes["upstream"]
 
 
-def stream_state(summary: Mapping[str, Any]) -> tuple[bool, str]:
+def stream_state(summary: RequestSummary) -> tuple[bool, str]:
     """Whether a response that carries no ``answer`` (the proxy did not frame it: no
     scenario, or an answer the proxy made itself, such as an injected 429) reached the
     client as the upstream meant it, and how to say what it was: intact when it
     completed with a status below 400."""
     integrity = summary.get("integrity")
-    if isinstance(integrity, str):
+    if integrity is not None:
         return integrity == INTACT, f"a stream that was {integrity}"
-    outcome = summary.get("outcome")
-    status = summary.get("status")
-    if isinstance(status, int) and status >= 400:
+    outcome = summary["outcome"]
+    status = summary["status"]
+    if status >= 400:
         return False, f"an HTTP {status} answer"
     if outcome == "completed":
         return True, "an unframed answer passed through unchanged"
-    return False, f"an answer that ended as {outcome or 'unknown'}"
+    return False, f"an answer that ended as {outcome}"
 
 
-def chain(summaries: Sequence[Mapping[str, Any]], request_id: str) -> list[Mapping[str, Any]]:
+def chain(summaries: Sequence[RequestSummary], request_id: str) -> list[RequestSummary]:
     """The requests (of ``summaries``, in the order they began) that belong to the same
     answer as ``request_id``: its generation's connections, the reconnects that resumed
     it, and, transitively, the generations those started (``new_stream``)."""
     linked = {request_id}
-    members: dict[int, Mapping[str, Any]] = {}
+    members: dict[int, RequestSummary] = {}
     grew = True
     while grew:
         grew = False
@@ -151,19 +154,29 @@ def chain(summaries: Sequence[Mapping[str, Any]], request_id: str) -> list[Mappi
     return [members[i] for i in sorted(members)]
 
 
-def _links(summary: Mapping[str, Any]) -> set[str]:
-    keys = set()
-    for value in (
-        summary.get("request_id"),
-        summary.get("resumes"),
-        (summary.get("answer") or {}).get("generation"),
-    ):
-        if isinstance(value, str):
-            keys.add(value)
+def run_of(
+    summaries: Sequence[RequestSummary], request_id: str, others: Iterable[str] = ()
+) -> list[RequestSummary]:
+    """The finished requests (of ``summaries``, in the order they began) that a verdict
+    on ``request_id`` judges: those of its answer (:func:`chain`) and ``others`` (the
+    other requests of the client run, such as retries), in that order."""
+    members = {id(s) for s in chain(summaries, request_id)}
+    wanted = set(others)
+    return [s for s in summaries if id(s) in members or s["request_id"] in wanted]
+
+
+def _links(summary: RequestSummary) -> set[str]:
+    keys = {summary["request_id"]}
+    resumes = summary.get("resumes")
+    if resumes is not None:
+        keys.add(resumes)
+    answer = summary.get("answer")
+    if answer is not None:
+        keys.add(answer["generation"])
     return keys
 
 
-def exercised(run: Iterable[Mapping[str, Any]]) -> bool | None:
+def exercised(run: Iterable[RequestSummary]) -> bool | None:
     """Whether the scenario's faults fired for the run: True when a fault applied or a
     reconnect was answered by the resume policy, False when the scenario had faults and
     none fired, None when no request of the run ran under faults."""
@@ -176,23 +189,20 @@ def exercised(run: Iterable[Mapping[str, Any]]) -> bool | None:
     return False if under_faults else None
 
 
-def judge(run: Sequence[Mapping[str, Any]], report: ClientReport) -> dict[str, Any]:
+def judge(run: Sequence[RequestSummary], report: ClientReport) -> Judgement:
     """The verdict on one client run: the summaries of its requests, in the order they
-    began (the last one's ``answer`` is the answer judged). Returns ``{"verdict",
-    "integrity", "content", "reason", "text_matches"}``."""
+    began (the last one's ``answer`` is the answer judged)."""
     if not run:
         raise VerdictInputError("a run without requests cannot be judged")
     last = run[-1]
     answer = last.get("answer")
-    answer = answer if isinstance(answer, Mapping) else None
-    integrity = last.get("integrity")
     matches = text_matches(last, report.text)
 
-    def result(verdict: Verdict, reason: str) -> dict[str, Any]:
+    def result(verdict: Verdict, reason: str) -> Judgement:
         return {
             "verdict": verdict,
-            "integrity": integrity if isinstance(integrity, str) else None,
-            "content": answer.get("content") if answer is not None else None,
+            "integrity": last.get("integrity"),
+            "content": answer["content"] if answer is not None else None,
             "reason": reason,
             "text_matches": matches,
         }
@@ -210,14 +220,20 @@ def judge(run: Sequence[Mapping[str, Any]], report: ClientReport) -> dict[str, A
     return result(verdict, reason)
 
 
+def judge_run(run: Sequence[RequestSummary], report: ClientReport) -> RunVerdict:
+    """:func:`judge`, with the run's request ids (``requests``): the verdict as it is
+    recorded and answered (``POST /requests/{id}/verdict``, ``proxy.verdict``)."""
+    return {**judge(run, report), "requests": [s["request_id"] for s in run]}
+
+
 def _answered(
-    answer: Mapping[str, Any],
-    last: Mapping[str, Any],
+    answer: AnswerFields,
+    last: RequestSummary,
     report: ClientReport,
     matches: bool | None,
 ) -> tuple[Verdict, str]:
-    content = answer.get("content")
-    connections = answer.get("connections") or 1
+    content = answer["content"]
+    connections = answer["connections"]
     over = f" over {connections} connections" if connections > 1 else ""
     if report.timed_out:
         return "hung", f"the client timed out on an answer that was {content}{over}"
@@ -231,7 +247,7 @@ def _answered(
                 f"the client was sent the clean answer{over} but accepted a different text",
             )
         if content == "incomplete":
-            status = last.get("status")
+            status = last["status"]
             if last.get("resume_answer") in ("204", "404"):
                 how = f"after the proxy's {status}: the answer had no terminal event"
             else:
@@ -239,17 +255,17 @@ def _answered(
             also = "; its text is the clean answer's" if matches else ""
             return "silent_corruption", f"the client accepted an answer {how}{over}{also}"
         also = "; its text is the clean answer's" if matches else ""
-        defect = answer.get("defect")
+        defect = answer["defect"]
         what = f" ({defect})" if defect else ""
         return "silent_corruption", f"the client accepted an altered answer{what}{over}{also}"
-    if answer.get("sound") and answer.get("prefix"):
+    if answer["sound"] and answer["prefix"]:
         return (
             "false_alarm",
             "the client raised although all it had been sent was the clean answer so far, "
             f"on a sound stream{over}",
         )
-    defect = answer.get("defect")
-    if not answer.get("prefix"):
+    defect = answer["defect"]
+    if not answer["prefix"]:
         why = "it had been sent an altered answer" + (f" ({defect})" if defect else "")
     else:
         why = f"the stream was not sound ({defect})"
@@ -257,7 +273,7 @@ def _answered(
 
 
 def _unframed(
-    last: Mapping[str, Any], report: ClientReport, matches: bool | None
+    last: RequestSummary, report: ClientReport, matches: bool | None
 ) -> tuple[Verdict, str]:
     intact, what = stream_state(last)
     if report.timed_out:
@@ -276,22 +292,23 @@ def _unframed(
     return "tolerated", f"the client accepted {what}"
 
 
-def classify(summary: Mapping[str, Any], report: ClientReport) -> dict[str, Any]:
+def classify(summary: RequestSummary, report: ClientReport) -> Judgement:
     """The verdict on a run of one request (:func:`judge`)."""
     return judge([summary], report)
 
 
-def verdict_line(request_id: str, verdict: Mapping[str, Any]) -> dict[str, Any]:
-    """The frame-log line of a recorded verdict (its ``event`` is ``verdict``)."""
-    line = {
+def verdict_line(request_id: str, verdict: RunVerdict) -> VerdictFields:
+    """The frame-log line of a recorded verdict, but for ``event`` (``verdict``) and
+    ``ts``."""
+    line: VerdictFields = {
         "request_id": request_id,
         "verdict": verdict["verdict"],
         "integrity": verdict["integrity"],
-        "content": verdict.get("content"),
+        "content": verdict["content"],
         "reason": verdict["reason"],
         "text_matches": verdict["text_matches"],
     }
-    if verdict.get("requests"):
+    if verdict["requests"]:
         line["requests"] = list(verdict["requests"])
     return line
 
@@ -307,7 +324,9 @@ __all__ = [
     "classify",
     "exercised",
     "judge",
+    "judge_run",
     "run_ids",
+    "run_of",
     "stream_state",
     "text_matches",
     "text_sha256",

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from chaosproxy.core.llm_request import NOTHING, RequestView, read_request
+from chaosproxy.core.records import InFlightSummary, JournalMessage, JournalRequest, RequestSummary
 from chaosproxy.core.tenancy import CREDENTIAL_HEADERS
 from chaosproxy.observe.logs import SECRET_PARAMS, redact_path, redact_text
 
@@ -141,18 +142,18 @@ class RequestEntry:
             fields["body"] = body_text(content)
         return fields
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JournalRequest:
         """The parsed request, as the admin API and ``proxy.requests()`` show it:
         ``method``, ``path``, ``headers``, ``model``, ``stream``, ``messages`` (role and
         text each), ``tools`` (names), ``body`` (the JSON value, else the text), and
         ``body_sha256``/``body_bytes``; a body larger than the journal keeps has no
         ``messages`` nor ``body``, and ``body_omitted: true``."""
-        out: dict[str, Any] = {
+        out: JournalRequest = {
             "method": self.method,
             "path": self.path,
             "headers": masked_headers(self.headers),
         }
-        if self.size is None:
+        if self.size is None or self.sha256 is None:
             return out
         out["model"] = self.view.model
         out["stream"] = self.view.stream
@@ -163,11 +164,15 @@ class RequestEntry:
         else:
             parsed = _parse(self.body)
             body = masked_body(parsed) if parsed is not None else body_text(self.body)
-            out["messages"] = read_request(self.path, body).as_dict()["messages"]
+            out["messages"] = _messages(read_request(self.path, body))
             out["body"] = body
         out["body_bytes"] = self.size
         out["body_sha256"] = self.sha256
         return out
+
+
+def _messages(view: RequestView) -> list[JournalMessage]:
+    return [{"role": m.role, "text": m.text} for m in view.messages]
 
 
 def body_text(body: bytes) -> str:
@@ -209,32 +214,40 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
-def misses(summary: Mapping[str, Any], criteria: Criteria) -> list[str]:
+#: A summary :func:`matches` reads: a finished request's, or one ``GET /requests`` shows.
+_Summary = RequestSummary | InFlightSummary
+
+
+def misses(summary: _Summary, criteria: Criteria) -> list[str]:
     """What of ``criteria`` a request's summary (with its ``request``) does not meet,
     one phrase each (empty: it matches)."""
-    request = summary.get("request") or {}
+    request: JournalRequest | None = summary.get("request")
     out: list[str] = []
-    model = summary.get("model", request.get("model"))
-    if criteria.model is not None and not fnmatchcase(str(model or ""), criteria.model):
+    model = summary.get("model", request.get("model") if request is not None else None)
+    if criteria.model is not None and not fnmatchcase(model or "", criteria.model):
         out.append(f"model is {model!r}")
-    path = str(summary.get("path", request.get("path", ""))).split("?", 1)[0]
+    path = summary["path"].split("?", 1)[0]
     if criteria.path is not None and not fnmatchcase(path, criteria.path):
         out.append(f"path is {path!r}")
-    tools = summary.get("tools", request.get("tools")) or []
+    tools = summary.get("tools", request.get("tools", []) if request is not None else [])
     if criteria.tool is not None and criteria.tool not in tools:
-        out.append(f"tools are {list(tools)!r}" if tools else "no tools offered")
+        out.append(f"tools are {tools!r}" if tools else "no tools offered")
     if criteria.contains is not None:
-        texts = _strings([request.get("messages"), request.get("body")])
+        texts = _strings([request.get("messages"), request.get("body")] if request else [])
         if not any(criteria.contains in text for text in texts):
-            what = "its body" if "body" in request else "its request (not kept)"
+            what = (
+                "its body"
+                if request is not None and "body" in request
+                else "its request (not kept)"
+            )
             out.append(f"{criteria.contains!r} is not in {what}")
-    scenario = summary.get("scenario")
+    scenario = summary["scenario"]
     if criteria.scenario is not None and scenario != criteria.scenario:
         out.append(f"scenario is {scenario!r}")
     return out
 
 
-def matches(summary: Mapping[str, Any], criteria: Criteria) -> bool:
+def matches(summary: _Summary, criteria: Criteria) -> bool:
     """Whether the request meets every given criterion: ``model`` and ``path`` are
     ``fnmatch`` globs (an exact name is one), ``contains`` a substring of any text of the
     request (its messages, its system prompt, its tools' names and descriptions),
@@ -252,11 +265,11 @@ SHOWN = 10
 
 
 def verify(
-    summaries: Sequence[Mapping[str, Any]], criteria: Criteria, count: int | None = None
-) -> list[dict[str, Any]]:
+    summaries: Sequence[RequestSummary], criteria: Criteria, count: int | None = None
+) -> list[RequestSummary]:
     """The summaries that match (oldest first); VerificationError unless there are
     ``count`` of them (None: at least one)."""
-    found = [dict(s) for s in summaries if matches(s, criteria)]
+    found = [s.copy() for s in summaries if matches(s, criteria)]
     if (count is None and found) or (count is not None and len(found) == count):
         return found
     wanted = "at least 1" if count is None else f"exactly {count}"
@@ -269,16 +282,21 @@ def verify(
     near = sorted(summaries, key=lambda s: len(misses(s, criteria)))[:SHOWN]
     for summary in near:
         what = misses(summary, criteria)
-        request = summary.get("request") or {}
-        last = next(
-            (m["text"] for m in reversed(request.get("messages") or []) if m.get("role") == "user"),
-            None,
+        request = summary.get("request")
+        messages = request.get("messages") if request is not None else None
+        last = (
+            next(
+                (m["text"] for m in messages[::-1] if m["role"] == "user"),
+                None,
+            )
+            if isinstance(messages, list)
+            else None
         )
         head = (
-            f"  {summary.get('request_id')} {summary.get('method', '')} {summary.get('path', '')}"
+            f"  {summary['request_id']} {summary['method']} {summary['path']}"
             f" model={summary.get('model')!r} tools={summary.get('tools', [])!r}"
         )
-        if isinstance(last, str):
+        if last is not None:
             head += f" last user message={_short(last)!r}"
         lines.append(head + (": " + "; ".join(what) if what else ": matches"))
     if len(summaries) > SHOWN:

@@ -18,8 +18,20 @@ from typing import Any, cast
 
 import orjson
 
-from chaosproxy.core.records import FrameFields, LogLine, ViolationLine
-from chaosproxy.core.verdict import chain
+from chaosproxy.core.records import (
+    AdminSummary,
+    DoneSummary,
+    FrameFields,
+    InFlightSummary,
+    LogLine,
+    RecordedVerdict,
+    RequestLine,
+    RequestSummary,
+    ResponseEndLine,
+    VerdictLine,
+    ViolationLine,
+)
+from chaosproxy.core.verdict import run_of
 from chaosproxy.observe.journal import Criteria, RequestEntry, matches
 
 #: Recent requests kept by default (in flight and finished).
@@ -44,8 +56,10 @@ class RequestRecord:
     orjson's ``bytes``: each of those keeps orjson's whole initial buffer, about
     4 KB, however short the line.)"""
 
-    #: The ``request`` line merged with the ``response_end`` line (when it came).
-    summary: dict[str, Any]
+    #: Its ``request`` line, as logged.
+    line: RequestLine
+    #: Its summary (:func:`request_summary`), once its ``response_end`` line came.
+    summary: RequestSummary | None = None
     #: Frame lines, each its JSON text (:meth:`detail` decodes them).
     frames: list[str] = field(default_factory=list)
     #: Action lines, likewise.
@@ -59,27 +73,38 @@ class RequestRecord:
     #: Frames and bytes sent so far (the summary of a request in flight shows them).
     sent_frames: int = 0
     sent_bytes: int = 0
-    done: bool = False
-    #: The last verdict recorded (``POST /requests/{id}/verdict``), as logged.
-    verdict: dict[str, Any] | None = None
+    #: The last verdict recorded (``POST /requests/{id}/verdict``), as logged
+    #: (:func:`recorded_verdict`).
+    verdict: RecordedVerdict | None = None
     #: What the client sent (the journal), when its body was read.
     request: RequestEntry | None = None
     #: ``time.monotonic()`` when its request line came: the order requests began in,
     #: across the processes of one machine too (``serve --workers N``).
     started: float = field(default_factory=time.monotonic)
 
-    def view(self) -> dict[str, Any]:
+    @property
+    def done(self) -> bool:
+        """Whether it has ended (its ``response_end`` line came)."""
+        return self.summary is not None
+
+    def view(self) -> AdminSummary:
         """The summary, as ``GET /requests`` shows it (with the parsed ``request``)."""
-        view = {k: v for k, v in self.summary.items() if k != "event"}
+        summary = self.summary
+        if summary is None:
+            flight = cast("InFlightSummary", {k: v for k, v in self.line.items() if k != "event"})
+            if self.request is not None:
+                flight["request"] = self.request.as_dict()
+            flight["state"] = "in_flight"
+            flight["bytes"] = self.sent_bytes
+            flight["frames"] = self.sent_frames
+            return flight
+        done = cast("DoneSummary", summary.copy())
         if self.request is not None:
-            view["request"] = self.request.as_dict()
-        if self.done:
-            view["state"] = "done"
-        else:
-            view.update(state="in_flight", bytes=self.sent_bytes, frames=self.sent_frames)
+            done["request"] = self.request.as_dict()
+        done["state"] = "done"
         if self.verdict is not None:
-            view["verdict"] = self.verdict
-        return view
+            done["verdict"] = self.verdict
+        return done
 
     def detail(self) -> dict[str, Any]:
         """Summary, frames, actions and violations, as ``GET /requests/{id}`` shows them."""
@@ -94,6 +119,20 @@ class RequestRecord:
 
 def _strip(line: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in line.items() if k not in _FRAME_SKIP}
+
+
+def request_summary(request: RequestLine | None, end: ResponseEndLine) -> RequestSummary:
+    """The summary of a finished request: its ``request`` line (None: not seen) merged
+    with its ``response_end`` line, without ``event`` (so its ``ts`` is the end's)."""
+    merged = {**(request or {}), **end}
+    del merged["event"]
+    return cast("RequestSummary", merged)
+
+
+def recorded_verdict(line: VerdictLine) -> RecordedVerdict:
+    """A ``verdict`` line as a summary shows it: without ``event``, ``request_id`` (and
+    ``scenario``, which a verdict line does not carry)."""
+    return cast("RecordedVerdict", {k: v for k, v in line.items() if k not in _FRAME_SKIP})
 
 
 class RequestStore:
@@ -125,7 +164,7 @@ class RequestStore:
             return
         request_id = line["request_id"]
         if line["event"] == "request":
-            self._records[request_id] = RequestRecord(cast("dict[str, Any]", line))
+            self._records[request_id] = RequestRecord(line)
             while len(self._records) > self.history:
                 self._records.popitem(last=False)
             return
@@ -137,10 +176,9 @@ class RequestStore:
             record.sent_bytes += line["size"]
             self._keep(record, record.frames, dict(line))
         elif line["event"] == "response_end":
-            record.summary = {**record.summary, **line}
-            record.done = True
+            record.summary = request_summary(record.line, line)
         elif line["event"] == "verdict":
-            record.verdict = _strip(dict(line))
+            record.verdict = recorded_verdict(line)
         elif line["event"] == "violation":
             record.violations.append(line)
         else:
@@ -209,15 +247,15 @@ class RequestStore:
 
     def recent(
         self, limit: int, scenario: str | None = None, criteria: Criteria | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[AdminSummary]:
         """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when
         given, and only those that meet ``criteria``: :func:`chaosproxy.observe.journal.matches`),
         newest first."""
-        out: list[dict[str, Any]] = []
+        out: list[AdminSummary] = []
         for record in reversed(self._records.values()):
             if len(out) >= limit:
                 break
-            if scenario is None or record.summary.get("scenario") == scenario:
+            if scenario is None or record.line.get("scenario") == scenario:
                 view = record.view()
                 if criteria is None or matches(view, criteria):
                     out.append(view)
@@ -226,14 +264,16 @@ class RequestStore:
     def get(self, request_id: str) -> RequestRecord | None:
         return self._records.get(request_id)
 
-    def run(self, request_id: str, others: Iterable[str] = ()) -> list[dict[str, Any]]:
+    def run(self, request_id: str, others: Iterable[str] = ()) -> list[RequestSummary]:
         """The summaries of the finished requests that belong to the answer of
         ``request_id`` (:func:`~chaosproxy.core.verdict.chain`) and of ``others``, in the
         order they began: what a verdict judges."""
-        done = [r.summary for r in self._records.values() if r.done]
-        members = {id(s) for s in chain(done, request_id)}
-        wanted = set(others)
-        return [s for s in done if id(s) in members or s.get("request_id") in wanted]
+        done: list[RequestSummary] = []
+        for record in self._records.values():
+            summary = record.summary
+            if summary is not None:
+                done.append(summary)
+        return run_of(done, request_id, others)
 
     def in_flight(self) -> int:
         """Requests begun and not ended: those kept here, or :attr:`elsewhere`."""
@@ -260,4 +300,6 @@ __all__ = [
     "DEFAULT_MAX_FRAMES",
     "RequestRecord",
     "RequestStore",
+    "recorded_verdict",
+    "request_summary",
 ]

@@ -257,17 +257,17 @@ def run_scenario(
             timeout=SETTLE,
         )
     except KeyError:  # still in flight after SETTLE: judged on what is known
-        verdict = {
-            "verdict": "hung" if outcome.timed_out else NO_REQUEST,
-            "integrity": None,
-            "content": None,
-            "reason": f"request {last} had not ended {SETTLE:g}s after the client did",
-            "text_matches": None,
-        }
+        return Run(
+            verdict="hung" if outcome.timed_out else NO_REQUEST,
+            integrity=None,
+            reason=f"request {last} had not ended {SETTLE:g}s after the client did",
+            request_id=last,
+            **base,
+        )
     return Run(
         verdict=verdict["verdict"],
         integrity=verdict["integrity"],
-        content=verdict.get("content"),
+        content=verdict["content"],
         reason=verdict["reason"],
         request_id=last,
         text_matches=verdict["text_matches"],

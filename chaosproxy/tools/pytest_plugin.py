@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from chaosproxy.core.records import RunVerdict
 from chaosproxy.core.verdict import FAILING
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RESULTS] = []
 
 
-_RESULTS = pytest.StashKey[list[tuple[str, str, dict[str, Any]]]]()
+#: The verdicts the session's terminal summary lists: (test, scenario, verdict, reason).
+_RESULTS = pytest.StashKey[list[tuple[str, str, str, str]]]()
 
 
 def _matrix_scenarios(config: pytest.Config, marker: pytest.Mark) -> list[str]:
@@ -139,6 +141,15 @@ def chaos_matrix_scenario(request: pytest.FixtureRequest) -> str | None:
     return getattr(request, "param", None)
 
 
+class ChaosTestVerdict(RunVerdict):
+    """A verdict ``chaos_verdict`` recorded: ``proxy.verdict(...)``'s answer, with the
+    request judged and the test's scenario."""
+
+    request_id: str
+    #: The scenario the test ran under (``@pytest.mark.chaos``, the matrix's), if any.
+    scenario: str | None
+
+
 @dataclass
 class VerdictRun:
     """What ``chaos_verdict.run()`` collects: add the client's text to ``text``; an
@@ -146,8 +157,8 @@ class VerdictRun:
 
     text: str = ""
     error: str | None = None
-    #: The verdict recorded when the block ended.
-    verdict: dict[str, Any] = field(default_factory=dict)
+    #: The verdict recorded when the block ended (None before).
+    verdict: ChaosTestVerdict | None = None
 
 
 class ChaosVerdict:
@@ -164,7 +175,7 @@ class ChaosVerdict:
         self.fail_on = frozenset(fail_on)
         self._node = node
         #: Every verdict recorded in this test, in order.
-        self.verdicts: list[dict[str, Any]] = []
+        self.verdicts: list[ChaosTestVerdict] = []
         #: Where this run's requests begin in the proxy's lines (``chaos_explore`` runs
         #: the test many times over one proxy, each run judged alone).
         self.since = 0
@@ -178,7 +189,7 @@ class ChaosVerdict:
         *,
         timed_out: bool = False,
         request_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ChaosTestVerdict:
         """Record the verdict on the test's answer and return it, with ``scenario`` added:
         every request the test made is one client run (retries, reconnects), and the
         last of them (or ``request_id``, with the requests that belong to its answer) is
@@ -196,16 +207,21 @@ class ChaosVerdict:
                 )
             request_id = requests[-1]
         run = requests if requests and request_id == requests[-1] else []
-        verdict = self.proxy.verdict(
+        judged = self.proxy.verdict(
             request_id, text=text, error=error, timed_out=timed_out, requests=run
         )
-        verdict = {**verdict, "request_id": request_id}
-        verdict["scenario"] = self.scenario
+        verdict: ChaosTestVerdict = {
+            **judged,
+            "request_id": request_id,
+            "scenario": self.scenario,
+        }
         self.verdicts.append(verdict)
         if not self.gate:
             return verdict
         self._node.user_properties.append(("chaos_verdict", verdict["verdict"]))
-        self._node.config.stash[_RESULTS].append((self._node.nodeid, self.scenario or "", verdict))
+        self._node.config.stash[_RESULTS].append(
+            (self._node.nodeid, self.scenario or "", verdict["verdict"], verdict["reason"])
+        )
         if verdict["verdict"] in self.fail_on:
             pytest.fail(
                 f"{verdict['verdict']} under {self.scenario or 'no scenario'}: "
@@ -301,7 +317,7 @@ def _explore_test(item: pytest.Function, marker: pytest.Mark) -> None:
         check=f'pytest {item.nodeid} --chaos-scenarios FILE, marked @pytest.mark.chaos("{{name}}")',
     )
 
-    def call(start: int) -> dict[str, Any]:
+    def call(start: int) -> ChaosTestVerdict:
         recorded = len(verdicts.verdicts)
         verdicts.since = start
         function(**kwargs)
@@ -328,8 +344,7 @@ def _explore_test(item: pytest.Function, marker: pytest.Mark) -> None:
         write_outputs(exploration, Path(kw["out"]), fail_on)
     results = item.config.stash[_RESULTS]
     for found in exploration.found:
-        verdict = {"verdict": found.verdict, "reason": found.reason}
-        results.append((item.nodeid, found.name, verdict))
+        results.append((item.nodeid, found.name, found.verdict, found.reason))
         item.user_properties.append(("chaos_explore_found", found.name))
     failing = [f for f in exploration.found if f.verdict in fail_on]
     if failing:
@@ -351,12 +366,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not results:
         return
     terminalreporter.section("chaosproxy verdicts")
-    width = max(len(scenario) for _, scenario, _ in results)
-    for nodeid, scenario, verdict in results:
+    width = max(len(scenario) for _, scenario, _, _ in results)
+    for nodeid, scenario, verdict, reason in results:
         test = nodeid.split("[")[0]
-        terminalreporter.write_line(
-            f"{scenario or '-':<{width}}  {verdict['verdict']:<17}  {test}: {verdict['reason']}"
-        )
+        terminalreporter.write_line(f"{scenario or '-':<{width}}  {verdict:<17}  {test}: {reason}")
 
 
 def _start(config: pytest.Config) -> ChaosProxy:

@@ -47,6 +47,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from chaosproxy.control import admin as admin_api
+from chaosproxy.core.records import AdminSummary, RequestSummary
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.scenario import Fixture, Scenario
 from chaosproxy.server.config import Config
@@ -150,7 +151,7 @@ class Workers:
 
     async def recent(
         self, limit: int, scenario: str | None, criteria: Any | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[AdminSummary]:
         given = None
         if criteria is not None:
             given = {k: getattr(criteria, k) for k in ("model", "path", "contains", "tool")}
@@ -159,9 +160,13 @@ class Workers:
         found.sort(key=lambda pair: pair[0], reverse=True)
         return [view for _, view in found[:limit]]
 
-    async def records(self) -> list[tuple[float, dict[str, Any], bool]]:
+    async def records(self) -> list[tuple[float, str, RequestSummary | None]]:
+        """Every request the workers keep, in the order they began: (when it began, its
+        id, its summary; None while in flight)."""
         answers = await self.ask_all("records")
-        out = [(float(s), summary, bool(done)) for a in answers for s, summary, done in a]
+        out: list[tuple[float, str, RequestSummary | None]] = [
+            (float(s), str(request_id), summary) for a in answers for s, request_id, summary in a
+        ]
         out.sort(key=lambda record: record[0])
         return out
 
@@ -226,11 +231,11 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
         return admin_api.json_response(detail)
 
     async def post_verdict(request: web.Request) -> web.Response:
-        from chaosproxy.core.verdict import chain, judge
+        from chaosproxy.core.verdict import judge_run, run_of
 
         request_id = request.match_info["id"]
         records = await workers.records()
-        known = {summary.get("request_id"): done for _, summary, done in records}
+        known = {rid: summary is not None for _, rid, summary in records}
         if request_id not in known:
             return admin_api.not_found(request_id)
         parsed = await admin_api.verdict_body(request)
@@ -242,11 +247,8 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
                 return admin_api.not_found(rid)
             if not known[rid]:
                 return admin_api.in_flight_answer(rid)
-        done = [summary for _, summary, finished in records if finished]
-        members = {id(s) for s in chain(done, request_id)}
-        wanted = set(others)
-        run = [s for s in done if id(s) in members or s.get("request_id") in wanted]
-        verdict = {**judge(run, report), "requests": [s["request_id"] for s in run]}
+        done = [summary for _, _, summary in records if summary is not None]
+        verdict = judge_run(run_of(done, request_id, others), report)
         owner = owner_of(request_id)
         if owner is not None and owner < len(workers.workers):
             await workers.ask(owner, "verdict", request_id=request_id, verdict=verdict)

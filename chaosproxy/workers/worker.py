@@ -251,7 +251,7 @@ class _Answers:
         views = store.recent(int(message["limit"]), message.get("scenario"), criteria)
         out: list[list[Any]] = []
         for view in views:
-            record = store.get(view.get("request_id", ""))
+            record = store.get(view["request_id"])
             out.append([record.started if record is not None else 0.0, view])
         return out
 
@@ -260,8 +260,9 @@ class _Answers:
         return None if record is None else record.detail()
 
     def op_records(self, message: dict[str, Any]) -> list[list[Any]]:
-        """Every request kept: [started, summary, done]."""
-        return [[r.started, r.summary, r.done] for r in self.proxy.requests.records()]
+        """Every request kept: [started, request id, summary (None: in flight)]."""
+        records = self.proxy.requests.records()
+        return [[r.started, r.line["request_id"], r.summary] for r in records]
 
     def op_verdict(self, message: dict[str, Any]) -> None:
         from chaosproxy.control.admin import record_verdict
