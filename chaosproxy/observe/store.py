@@ -194,18 +194,10 @@ class RequestStore:
         """The same as calling it with a ``frame`` line, given the parts the line is made
         of and its JSON text and a newline (the frame log makes it once, for itself and
         for this store; no dict of the line is made)."""
-        request_id = context.get("request_id")
-        record = self._records.get(request_id) if isinstance(request_id, str) else None
-        if record is None:  # no request line (or forgotten)
-            return
-        record.sent_frames += 1
-        record.sent_bytes += fields.get("size", 0)
-        if len(record.frames) + len(record.actions) >= self.max_frames:
-            record.omitted += 1
-        elif "raw" not in fields:
-            record.frames.append(text[:-1].decode())  # the usual line: kept as it is
-        else:  # with content, which the store may have to leave out
-            self._keep(record, record.frames, orjson.loads(text), text)
+        record = self._record_of(context)
+        if record is not None:
+            record.sent_frames += 1
+            self._frame(record, fields, text)
 
     def frames_json(
         self, context: dict[str, Any], fields: list[FrameFields], texts: list[bytes]
@@ -213,19 +205,26 @@ class RequestStore:
         """The same as calling it with each ``frame`` line of a batch, given the parts
         the lines are made of and their JSON texts, each with a newline (the frame log
         makes them once, for itself and for this store; no dict of a line is made)."""
+        record = self._record_of(context)
+        if record is not None:
+            record.sent_frames += len(fields)
+            for f, text in zip(fields, texts, strict=True):
+                self._frame(record, f, text)
+
+    def _record_of(self, context: dict[str, Any]) -> RequestRecord | None:
+        """The record of the request a line is bound to (None: no request line, or
+        forgotten)."""
         request_id = context.get("request_id")
-        record = self._records.get(request_id) if isinstance(request_id, str) else None
-        if record is None:  # no request line (or forgotten)
-            return
-        record.sent_frames += len(fields)
-        for f, text in zip(fields, texts, strict=True):
-            record.sent_bytes += f.get("size", 0)
-            if len(record.frames) + len(record.actions) >= self.max_frames:
-                record.omitted += 1
-            elif "raw" not in f:
-                record.frames.append(text[:-1].decode())  # the usual line: kept as it is
-            else:  # with content, which the store may have to leave out
-                self._keep(record, record.frames, orjson.loads(text), text)
+        return self._records.get(request_id) if isinstance(request_id, str) else None
+
+    def _frame(self, record: RequestRecord, fields: FrameFields, text: bytes) -> None:
+        record.sent_bytes += fields.get("size", 0)
+        if len(record.frames) + len(record.actions) >= self.max_frames:
+            record.omitted += 1
+        elif "raw" not in fields:
+            record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+        else:  # with content, which the store may have to leave out
+            self._keep(record, record.frames, orjson.loads(text), text)
 
     def _keep(
         self, record: RequestRecord, into: list[str], line: dict[str, Any], text: bytes = b""
