@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 import orjson
 import pytest
 
@@ -78,18 +79,27 @@ class LineValidator:
 
 
 def invalid_lines(directory: Path) -> Iterator[Invalid]:
-    """Every line of the copies in ``directory`` that does not validate, in order."""
-    check = LineValidator()
+    """Every line of the copies in ``directory`` that does not validate, in order.
+
+    Each line is checked by jsonschema-rs (half a microsecond a line: a run of the
+    suite logs some 400,000), and one that fails is checked again by jsonschema, whose
+    ``best_match`` says why in the terms of the line's kind."""
+    fast = jsonschema_rs.validator_for(shipped("log"))
+    check: LineValidator | None = None
     for path in sorted(directory.glob("*.jsonl")):
         with path.open("rb") as lines:
             for number, raw in enumerate(lines, 1):
-                text = raw.decode("utf-8", "replace").rstrip("\n")
                 try:
-                    reason = check.reason(orjson.loads(raw))
+                    line = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
-                    reason = f"not JSON: {exc}"
-                if reason is not None:
-                    yield Invalid(path, number, text, reason)
+                    reason: str | None = f"not JSON: {exc}"
+                else:
+                    if fast.is_valid(line):
+                        continue
+                    check = check or LineValidator()
+                    reason = check.reason(line) or "invalid (jsonschema-rs; jsonschema: valid)"
+                text = raw.decode("utf-8", "replace").rstrip("\n")
+                yield Invalid(path, number, text, reason)
 
 
 def count_lines(directory: Path) -> int:
