@@ -36,12 +36,12 @@ FRAMED = "name: framed\nfaults:\n  - duplicate: {probability: 0}\n"
 PHASES = 4
 STREAMS = 1000
 CONCURRENCY = 500
-TOKENS = 24
+TOKENS = 12
 #: How far the proxy's idle RSS may still climb over the last two phases, from its
 #: level after the second: once the allocators hold the pages a phase's peak needs,
 #: what a phase leaves is gone before the next is done, and the level stays. Without
-#: the reclaimer every phase adds more: measured here, 65 MB before the load, then
-#: 123, 167, 212 and 214 MB (+46 over the last two); with it, 118, 117, 122, 121.
+#: the reclaimer every phase adds more: measured here, 127 MB after the second phase
+#: and 176 after the fourth (+49); with it, 64 MB before the load, then 98 after each.
 RSS_CLIMB_MB = 15.0
 #: How far above its pre-load RSS the proxy may stay once idle after the phases: what
 #: the peak of 500 streams at once leaves in the allocators (CPython's small-object
