@@ -12,7 +12,8 @@ argument), exactly as tests/node/eventsource-matrix.mjs:
 
 It stops (closing the EventSource) at the first ``[DONE]``. Prints the text on stdout
 and exits 0, or the error on stderr and exits 1. Reads CHAOSPROXY_URL; needs Chromium
-(tests/browser.py finds it).
+(tests/browser.py finds it), or ``CHAOSPROXY_TEST_CHROMIUM``: the DevTools URL of one
+running, where it opens its page in a browser context of its own.
 
     chaosproxy matrix --client "python -m tests.clients.chromium_eventsource dedup"
 """
@@ -29,6 +30,9 @@ import orjson
 from tests.browser import Chromium, find_chromium
 
 PROMPT = "Plan my week, please."
+#: The DevTools URL of a running Chromium (tests/browser.py's ``shared_chromium``,
+#: started with --disable-web-security) to open the page in.
+SHARED = "CHAOSPROXY_TEST_CHROMIUM"
 MODES = ("naive", "dedup", "lenient")
 
 PAGE = """<!doctype html>
@@ -92,7 +96,10 @@ async def run(mode: str, base: str) -> dict[str, object]:
         "mode": orjson.dumps(mode).decode(),
         "url": orjson.dumps(f"{base}/v1/chat/completions?{query}").decode(),
     }
-    async with Chromium(executable=executable, disable_web_security=True) as browser:
+    # A browser context of its own in the suite's running Chromium when it names one
+    # (SHARED), else a Chromium of its own.
+    attach = os.environ.get(SHARED) or None
+    async with Chromium(executable=executable, disable_web_security=True, attach=attach) as browser:
         tab = await browser.write(page)
         await tab.wait_for("window.result !== null", limit=3600)
         result: dict[str, object] = await tab.evaluate("window.result")

@@ -15,12 +15,13 @@ Skipped without Chromium (fails instead under ``CHAOSPROXY_REQUIRE_CHROMIUM=1``)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.browser import Chromium, chromium_path
+from tests.browser import Chromium, chromium_path, require_chromium, shared_chromium
 from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_resume_live import PLAIN, WORDS
 from tests.e2e.test_resume_node import POLICIES, check, scenario
@@ -54,9 +55,18 @@ es.onerror = () => {
 """
 
 
-async def browser_run(chromium_path: str, url: str, log_capture: LogCapture) -> dict[str, Any]:
-    async with Chromium(executable=chromium_path) as browser:
-        page = await browser.open(url + "/page")
+@pytest.fixture(scope="module")
+def browser() -> Iterator[str]:
+    """One Chromium for the module (its DevTools URL): each run opens its page in a
+    browser context of its own."""
+    require_chromium()
+    with shared_chromium() as devtools:
+        yield devtools
+
+
+async def browser_run(browser: str, url: str, log_capture: LogCapture) -> dict[str, Any]:
+    async with Chromium(attach=browser) as chromium:
+        page = await chromium.open(url + "/page")
         await page.wait_for("window.rec && window.rec.done", limit=20)
         run: dict[str, Any] = await page.evaluate("window.rec")
         assert page.errors == []
@@ -79,14 +89,14 @@ async def test_chromium_eventsource_for_each_policy(
     make_proxy: ProxyFactory,
     upstream: ScriptedUpstream,
     log_capture: LogCapture,
-    chromium_path: str,
+    browser: str,
     policy: str,
 ) -> None:
     upstream.route("/stream", Script.events(PLAIN, gap=0.01))
     upstream.route("/page", Script(writes=[(PAGE, 0)], headers={"Content-Type": "text/html"}))
     cut = "{after: 3, position: after_id, how: reset}"
     proxy = await make_proxy(upstream=upstream.url, scenarios={"s": scenario(policy, cut)})
-    run = await browser_run(chromium_path, proxy.url, log_capture)
+    run = await browser_run(browser, proxy.url, log_capture)
     check(run, policy, WORDS, 3)
 
 
@@ -94,7 +104,7 @@ async def test_chromium_eventsource_resumes_after_a_mid_line_cut(
     make_proxy: ProxyFactory,
     upstream: ScriptedUpstream,
     log_capture: LogCapture,
-    chromium_path: str,
+    browser: str,
 ) -> None:
     """``resume`` with a cut half-way into a line: the complete text, each event once,
     then the 204 of the finished stream stops it."""
@@ -102,7 +112,7 @@ async def test_chromium_eventsource_resumes_after_a_mid_line_cut(
     upstream.route("/page", Script(writes=[(PAGE, 0)], headers={"Content-Type": "text/html"}))
     cut = "{after: 5, position: mid_line, how: abort}"
     proxy = await make_proxy(upstream=upstream.url, scenarios={"s": scenario("resume", cut)})
-    run = await browser_run(chromium_path, proxy.url, log_capture)
+    run = await browser_run(browser, proxy.url, log_capture)
     ids = [i for c in run["connections"] for i in c["ids"]]
     datas = [d for c in run["connections"] for d in c["datas"]]
     assert datas == WORDS and len(set(ids)) == len(ids) == len(WORDS)

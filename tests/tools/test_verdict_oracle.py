@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ import pytest
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import load_library
 from chaosproxy.tools.matrix import Matrix, run_command, run_matrix
-from tests.browser import require_chromium
+from tests.browser import require_chromium, shared_chromium
+from tests.clients.chromium_eventsource import SHARED as CHROMIUM_SHARED
 from tests.clients.zygote import ForkServer
 from tests.conftest import REPO
 from tests.verdict_oracle import expected
@@ -139,12 +140,24 @@ def test_npm_eventsource_over_the_resume_scenarios(
     assert verdicts["history-expired"] == verdicts["unsupported-after-cut"] == after_204
 
 
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[str]:
+    """One Chromium for the module's browser runs, each page in a context of its own."""
+    require_chromium()
+    with shared_chromium(disable_web_security=True) as devtools:
+        yield devtools
+
+
 @pytest.mark.browser
 @pytest.mark.parametrize("mode", ["naive", "dedup", "lenient"])
 def test_chromium_eventsource_over_the_resume_scenarios(
-    mode: str, tmp_path: Path, python_clients: ForkServer
+    mode: str,
+    tmp_path: Path,
+    python_clients: ForkServer,
+    chromium: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    require_chromium()
+    monkeypatch.setenv(CHROMIUM_SHARED, chromium)
     results = judged((*CHROMIUM_ES, mode), RESUME, tmp_path, python_clients)
     assert disagreements(results) == []
     verdicts = {scenario: verdict for scenario, verdict, _ in results}
