@@ -16,6 +16,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -24,7 +25,8 @@ from aiohttp import web
 
 from chaosproxy.control.api import EMBEDDED, ChaosProxy
 from chaosproxy.server.net import StartupError
-from chaosproxy.upstream.tls import tls_context, upstream_warnings
+from chaosproxy.upstream.factory import pool_for
+from chaosproxy.upstream.tls import check_upstream_tls, tls_context, upstream_warnings
 from tests.conftest import LogCapture, ProxyFactory, run_cli
 
 
@@ -279,6 +281,30 @@ async def test_bad_settings_raise_from_start_proxy_even_for_http(
 ) -> None:
     with pytest.raises(StartupError, match="cannot read --upstream-ca"):
         await make_proxy(upstream_ca=str(tmp_path / "missing.pem"))  # the mock: http
+
+
+def test_a_context_is_built_only_for_https_or_to_check_files(
+    monkeypatch: pytest.MonkeyPatch, ca_file: str
+) -> None:
+    """Loading the system store costs some 20 ms of CPU: an http upstream without TLS
+    files never pays it (every ``ChaosProxy`` in front of the mock did)."""
+    built: list[str] = []
+    real = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append("context")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    pool_for("http://127.0.0.1:9/v1", EMBEDDED)
+    check_upstream_tls(EMBEDDED)
+    assert built == []
+    pool_for("https://localhost:9/v1", EMBEDDED)  # (its use: the tests above)
+    assert built == ["context"]
+    with_files = EMBEDDED.replace(upstream_ca=ca_file, upstream_insecure=True)
+    pool_for("http://127.0.0.1:9/v1", with_files)
+    check_upstream_tls(with_files)
+    assert built == ["context"] * 3  # built to check the file, both times
 
 
 async def test_bad_settings_raise_from_chaos_proxy(tmp_path: Path) -> None:
