@@ -399,7 +399,7 @@ async def test_a_stop_under_load_beside_busy_processes_ends_every_request_in_tim
     signal (measured by a thread of the test's own, not by its busy loop), and every
     request has exactly one response_end."""
     count = 210
-    processes = [spin(), spin()]
+    processes: list[subprocess.Popen[bytes]] = []
     proc: asyncio.subprocess.Process | None = None
     try:
         flood, upstream = start_flood(tmp_path, count)
@@ -413,6 +413,10 @@ async def test_a_stop_under_load_beside_busy_processes_ends_every_request_in_tim
         while not all(r.bytes for r in readers):  # every stream under way
             assert time.monotonic() < started + SETTLE_LIMIT, "streams still waiting"
             await asyncio.sleep(0.05)
+        # The spinners run from here to the exit: the stop is what they load (from the
+        # start they took two cores' worth of CPU from the rest of the suite for the
+        # seconds the streams take to get going).
+        processes += [spin(), spin()]
         under_way = sum(r.bytes for r in readers)
         while sum(r.bytes for r in readers) < 2 * under_way + 2**20:  # and flowing
             assert time.monotonic() < started + SETTLE_LIMIT, "streams not flowing"
