@@ -264,7 +264,19 @@ ProxyFactory = Callable[..., Awaitable[RunningProxy]]
 
 
 #: What the fork server imports before it forks a client: the Python matrix clients' libraries.
-CLIENT_LIBRARIES = ("httpx", "httpx_sse", "openai", "orjson", "tests.browser")
+#: (With what they import lazily, at their first request: the openai SDK's chat
+#: resources, 2.5 s of pydantic models over a library run, were imported by every fork.)
+CLIENT_LIBRARIES = (
+    "httpx",
+    "httpx_sse",
+    "openai",
+    "openai.resources.chat",
+    "httpcore2",
+    "encodings.idna",
+    "orjson",
+    "examples.clients.httpx_sse_client",
+    "tests.browser",
+)
 
 
 @pytest.fixture(scope="session")
