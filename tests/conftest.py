@@ -65,6 +65,7 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
+from tests.clients.node import NodeRunner
 from tests.clients.zygote import ForkServer
 from tests.scripted_upstream import BigUpstream, ScriptedUpstream, scripted_upstream
 from tests.scripted_upstream import big_upstream as serve_big_upstream
@@ -288,6 +289,16 @@ def python_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkSer
     server = ForkServer(list(CLIENT_LIBRARIES), tmp_path_factory.mktemp("clients"))
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def node_runner() -> Iterator[NodeRunner]:
+    """Node client runs (tests/node/*.mjs) through one long-lived Node process
+    (tests/clients/node.py): the SDKs are imported once, not once a run; each run still
+    has its own settings, connection pool and deadline. One per xdist worker, started
+    the first time a test asks (the tests that ask are skipped without Node)."""
+    with NodeRunner() as runner:
+        yield runner
 
 
 @pytest.fixture

@@ -3,9 +3,11 @@ Responses stream helper), ``@anthropic-ai/sdk`` (the ``messages.stream()`` helpe
 Vercel ``ai`` SDK with ``@ai-sdk/openai``, and npm ``eventsource``.
 
 Each client is a small script in tests/node/ (see lib.mjs there) that streams one answer
-through the proxy, with the scenario named in ``X-Chaos-Scenario``, and prints one JSON
-line: the text it assembled, what it yielded, its error (the cause chain), whether it
-ended, and whether it was still waiting when the run's hard deadline passed (``hung``).
+through the proxy, with the scenario named in ``X-Chaos-Scenario``; the runs go through
+one Node process (tests/node/runner.mjs, ``node_runner``), each with its own settings,
+connection pool and deadline. A run gives one JSON line: the text it assembled, what it
+yielded, its error (the cause chain), whether it ended, and whether it was still waiting
+when the run's hard deadline passed (``hung``).
 The assertions are what each client was seen to do, compared with the same client's
 passthrough run (the mock answers identical requests with identical bytes); they are the
 "Node" cells of docs/scenario-library.md and docs/providers.md.
@@ -16,10 +18,7 @@ installs them with ``npm ci --prefix tests/node``.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +28,7 @@ import httpx
 import pytest
 
 from chaosproxy import ChaosProxy
+from tests.clients.node import NodeRunner
 from tests.conftest import LIBRARY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,8 +64,9 @@ Run = dict[str, Any]
 
 
 class Lab:
-    def __init__(self, proxy: ChaosProxy) -> None:
+    def __init__(self, proxy: ChaosProxy, node: NodeRunner) -> None:
         self.proxy = proxy
+        self.node = node
         self._passthrough: dict[str, Run] = {}
 
     def run(
@@ -75,24 +76,14 @@ class Lab:
         deadline_ms: int = DEADLINE_MS,
         sdk_timeout_ms: int = SDK_TIMEOUT_MS,
     ) -> Run:
-        env = {
-            **os.environ,
+        settings = {
             "CHAOS_URL": self.proxy.url,
             "CHAOS_SCENARIO": scenario,
             "CHAOS_TIMEOUT_MS": str(deadline_ms),
             "CHAOS_SDK_TIMEOUT_MS": str(sdk_timeout_ms),
         }
-        done = subprocess.run(
-            ["node", str(NODE_DIR / f"{client}.mjs")],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=deadline_ms / 1000 + 30,  # the script's own deadline comes first
-            check=False,
-        )
-        lines = done.stdout.strip().splitlines()
-        assert done.returncode == 0 and lines, (done.returncode, done.stdout, done.stderr)
-        run: Run = json.loads(lines[-1])
+        # (the run's own deadline comes first)
+        run = self.node.run(client, settings, timeout=deadline_ms / 1000 + 30)
         assert run["client"] == client and run["scenario"] == scenario
         return run
 
@@ -110,9 +101,9 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
+def lab(node_runner: NodeRunner) -> Iterator[Lab]:
     with ChaosProxy(scenarios=[LIBRARY], mock_tokens=12, mock_interval=0.002) as proxy:
-        yield Lab(proxy)
+        yield Lab(proxy, node_runner)
 
 
 def texts(run: Run) -> list[str]:

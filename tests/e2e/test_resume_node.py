@@ -14,8 +14,6 @@ Skipped when ``node`` or tests/node/node_modules is absent (as tests/e2e/test_no
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from typing import Any
 import pytest
 
 from chaosproxy.control.start import RunningProxy
+from tests.clients.node import NodeRunner
 from tests.conftest import ProxyFactory
 from tests.e2e.test_resume_live import PLAIN, WORDS, mock_reference, text_of
 from tests.scripted_upstream import Script, ScriptedUpstream
@@ -60,9 +59,10 @@ def scenario(policy: str, cut: str) -> str:
     )
 
 
-async def eventsource(proxy: RunningProxy, path: str, method: str) -> dict[str, Any]:
-    env = {
-        **os.environ,
+async def eventsource(
+    node: NodeRunner, proxy: RunningProxy, path: str, method: str
+) -> dict[str, Any]:
+    settings = {
         "CHAOS_URL": proxy.url,
         "CHAOS_SCENARIO": "s",
         "CHAOS_PATH": path,
@@ -70,17 +70,7 @@ async def eventsource(proxy: RunningProxy, path: str, method: str) -> dict[str, 
         "CHAOS_OPENS": "6",
         "CHAOS_TIMEOUT_MS": "15000",
     }
-    proc = await asyncio.create_subprocess_exec(
-        "node",
-        str(NODE_DIR / "eventsource-resume.mjs"),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 45)
-    lines = out.decode().strip().splitlines()
-    assert proc.returncode == 0 and lines, (proc.returncode, out, err)
-    run: dict[str, Any] = json.loads(lines[-1])
+    run = await asyncio.to_thread(node.run, "eventsource-resume", settings, 45)
     assert run["error"] is None and not run["hung"], run
     return run
 
@@ -132,27 +122,29 @@ def check(run: dict[str, Any], policy: str, reference: list[str], cut_at: int) -
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-async def test_eventsource_in_front_of_the_mock(make_proxy: ProxyFactory, policy: str) -> None:
+async def test_eventsource_in_front_of_the_mock(
+    make_proxy: ProxyFactory, node_runner: NodeRunner, policy: str
+) -> None:
     cut = "{after: 4, position: mid_line, how: abort}"
     proxy = await make_proxy(scenarios={"s": scenario(policy, cut)})
     reference = await mock_reference(proxy, NODE_CHAT)
-    run = await eventsource(proxy, "/v1/chat/completions", "POST")
+    run = await eventsource(node_runner, proxy, "/v1/chat/completions", "POST")
     check(run, policy, reference, 4)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 async def test_eventsource_in_front_of_a_plain_upstream(
-    make_proxy: ProxyFactory, upstream: ScriptedUpstream, policy: str
+    make_proxy: ProxyFactory, upstream: ScriptedUpstream, node_runner: NodeRunner, policy: str
 ) -> None:
     upstream.route("/stream", Script.events(PLAIN, gap=0.01))
     cut = "{after: 3, position: after_id, how: reset}"
     proxy = await make_proxy(upstream=upstream.url, scenarios={"s": scenario(policy, cut)})
-    run = await eventsource(proxy, "/stream", "GET")
+    run = await eventsource(node_runner, proxy, "/stream", "GET")
     check(run, policy, WORDS, 3)
 
 
 async def test_done_means_the_complete_answer_each_event_once(
-    make_proxy: ProxyFactory,
+    make_proxy: ProxyFactory, node_runner: NodeRunner
 ) -> None:
     """The issue's "done means": an EventSource in front of the mock with ``resume:
     {policy: resume}`` and a mid-stream cut ends with the complete answer, each event
@@ -163,7 +155,7 @@ async def test_done_means_the_complete_answer_each_event_once(
     )
     proxy = await make_proxy(scenarios={"s": text})
     reference = await mock_reference(proxy, NODE_CHAT)
-    run = await eventsource(proxy, "/v1/chat/completions", "POST")
+    run = await eventsource(node_runner, proxy, "/v1/chat/completions", "POST")
     ids = all_ids(run)
     assert len(ids) == len(set(ids)) == len(reference)
     assert all_datas(run) == reference

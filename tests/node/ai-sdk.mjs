@@ -1,10 +1,15 @@
 // The Vercel `ai` SDK with `@ai-sdk/openai` (Chat Completions): streamText().fullStream.
 import { createOpenAI } from "@ai-sdk/openai";
 import { streamText } from "ai";
-import { HEADERS, PROMPT, URL_, describeError, run } from "./lib.mjs";
+import { PROMPT, describeError, main } from "./lib.mjs";
 
-await run("ai-sdk", async (rec) => {
-  const provider = createOpenAI({ baseURL: `${URL_}/v1`, apiKey: "test", headers: HEADERS });
+export async function body(rec, ctx) {
+  const provider = createOpenAI({
+    baseURL: `${ctx.url}/v1`,
+    apiKey: "test",
+    headers: ctx.headers,
+    fetch: ctx.fetch,
+  });
   const result = streamText({
     model: provider.chat("gpt-4o-mini"),
     prompt: PROMPT,
@@ -24,5 +29,6 @@ await run("ai-sdk", async (rec) => {
       rec.events.push(part.type);
     }
   }
-});
+}
 
+await main(import.meta.url, "ai-sdk", body);

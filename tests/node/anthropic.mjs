@@ -1,9 +1,9 @@
 // `@anthropic-ai/sdk`: the messages.stream() helper, then finalMessage().
 import Anthropic from "@anthropic-ai/sdk";
-import { PROMPT, URL_, run, sdkOptions } from "./lib.mjs";
+import { PROMPT, main, sdkOptions } from "./lib.mjs";
 
-await run("anthropic", async (rec) => {
-  const client = new Anthropic(sdkOptions(URL_));
+export async function body(rec, ctx) {
+  const client = new Anthropic(sdkOptions(ctx.url, ctx));
   const stream = client.messages.stream({
     model: "claude-sonnet-4",
     max_tokens: 256,
@@ -21,4 +21,6 @@ await run("anthropic", async (rec) => {
   const final = await stream.finalMessage();
   rec.final_text = final.content.map((b) => (b.type === "text" ? b.text : "")).join("");
   rec.stop_reason = final.stop_reason;
-});
+}
+
+await main(import.meta.url, "anthropic", body);

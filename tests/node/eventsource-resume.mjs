@@ -7,30 +7,30 @@
 //   CHAOS_OPENS   stop after this many connections (default 8): a server that never
 //                 answers 204 would otherwise be reconnected to for ever
 import { EventSource } from "eventsource";
-import { HEADERS, PROMPT, URL_, run } from "./lib.mjs";
+import { PROMPT, main } from "./lib.mjs";
 
-const PATH = process.env.CHAOS_PATH || "/v1/chat/completions";
-const METHOD = process.env.CHAOS_METHOD || "POST";
-const OPENS = Number(process.env.CHAOS_OPENS || 8);
 const BODY = JSON.stringify({
   model: "gpt-4o-mini",
   messages: [{ role: "user", content: PROMPT }],
   stream: true,
 });
 
-await run("eventsource-resume", async (rec) => {
+export async function body(rec, ctx) {
+  const path = ctx.env.CHAOS_PATH || "/v1/chat/completions";
+  const method = ctx.env.CHAOS_METHOD || "POST";
+  const opens = Number(ctx.env.CHAOS_OPENS || 8);
   rec.connections = [];
   rec.sent = [];
   rec.stopped = null;
   await new Promise((resolve) => {
-    const es = new EventSource(`${URL_}${PATH}`, {
+    const es = new EventSource(`${ctx.url}${path}`, {
       fetch: (input, init) => {
         rec.sent.push(init.headers["Last-Event-ID"] ?? null);
-        return fetch(input, {
+        return ctx.fetch(input, {
           ...init,
-          method: METHOD,
-          ...(METHOD === "POST" ? { body: BODY } : {}),
-          headers: { ...init.headers, ...HEADERS, "Content-Type": "application/json" },
+          method,
+          ...(method === "POST" ? { body: BODY } : {}),
+          headers: { ...init.headers, ...ctx.headers, "Content-Type": "application/json" },
         });
       },
     });
@@ -47,11 +47,13 @@ await run("eventsource-resume", async (rec) => {
         // Failed for good (a 204, a non-200): EventSource does not reconnect.
         rec.stopped = { code: ev.code ?? null, message: ev.message ?? "" };
         resolve();
-      } else if (rec.sent.length >= OPENS) {
+      } else if (rec.sent.length >= opens) {
         rec.stopped = { code: null, message: "gave up: too many connections" };
         es.close();
         resolve();
       }
     };
   });
-});
+}
+
+await main(import.meta.url, "eventsource-resume", body);

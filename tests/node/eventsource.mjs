@@ -1,7 +1,7 @@
 // npm `eventsource` (the WHATWG EventSource), POSTing through its `fetch` option; the
 // application closes it on `[DONE]`, as an EventSource user must (it would reconnect).
 import { EventSource } from "eventsource";
-import { HEADERS, PROMPT, URL_, run } from "./lib.mjs";
+import { PROMPT, main } from "./lib.mjs";
 
 class EventSourceError extends Error {
   constructor(message, code) {
@@ -16,15 +16,15 @@ const BODY = JSON.stringify({
   stream: true,
 });
 
-await run("eventsource", async (rec) => {
+export async function body(rec, ctx) {
   await new Promise((resolve, reject) => {
-    const es = new EventSource(`${URL_}/v1/chat/completions`, {
+    const es = new EventSource(`${ctx.url}/v1/chat/completions`, {
       fetch: (input, init) =>
-        fetch(input, {
+        ctx.fetch(input, {
           ...init,
           method: "POST",
           body: BODY,
-          headers: { ...init.headers, ...HEADERS, "Content-Type": "application/json" },
+          headers: { ...init.headers, ...ctx.headers, "Content-Type": "application/json" },
         }),
     });
     es.onmessage = (ev) => {
@@ -63,4 +63,6 @@ await run("eventsource", async (rec) => {
       reject(err);
     };
   });
-});
+}
+
+await main(import.meta.url, "eventsource", body);

@@ -1,5 +1,8 @@
-// Shared by the client scripts: read the run's settings from the environment, give the
-// run a hard deadline, and print exactly one JSON line describing what the client did.
+// Shared by the client scripts. Each script exports `body(rec, ctx)`, what the client
+// does in one run, and runs it once when it is started itself (`node openai-chat.mjs`):
+// read the run's settings from the environment, give the run a hard deadline, print
+// exactly one JSON line describing what the client did, exit 0. tests/node/runner.mjs
+// runs many of them in one process instead, each with settings of its own.
 //
 //   CHAOS_URL          the proxy's base URL (http://127.0.0.1:PORT), required
 //   CHAOS_SCENARIO     the scenario name, sent as X-Chaos-Scenario ("none": passthrough)
@@ -16,25 +19,42 @@
 //   ended   the client's stream/iteration finished normally (no error, no hang)
 //   hung    the deadline passed while the client was still waiting
 
-export const URL_ = required("CHAOS_URL").replace(/\/+$/, "");
-export const SCENARIO = process.env.CHAOS_SCENARIO || "none";
-export const TIMEOUT_MS = Number(process.env.CHAOS_TIMEOUT_MS || 3000);
-export const SDK_TIMEOUT_MS = Number(process.env.CHAOS_SDK_TIMEOUT_MS || 1000);
-export const HEADERS = { "X-Chaos-Scenario": SCENARIO };
+import { realpathSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
 export const PROMPT = "Plan my week, please.";
 
-/** An SDK client's options: no retries, the SDK's own timeout, the scenario header. */
-export function sdkOptions(baseURL, defaultHeaders = HEADERS) {
-  return { baseURL, apiKey: "test", maxRetries: 0, timeout: SDK_TIMEOUT_MS, defaultHeaders };
+/**
+ * One run's settings, read from `env` (the process's environment, or a runner job's):
+ * {url, scenario, headers, timeoutMs, sdkTimeoutMs, env, fetch}. `fetch` is what the
+ * client fetches with (the runner gives each run one with a connection pool of its own).
+ */
+export function settings(env, fetchImpl = globalThis.fetch) {
+  if (!env.CHAOS_URL) throw new SettingsError("CHAOS_URL is not set");
+  const scenario = env.CHAOS_SCENARIO || "none";
+  return {
+    url: env.CHAOS_URL.replace(/\/+$/, ""),
+    scenario,
+    headers: { "X-Chaos-Scenario": scenario },
+    timeoutMs: Number(env.CHAOS_TIMEOUT_MS || 3000),
+    sdkTimeoutMs: Number(env.CHAOS_SDK_TIMEOUT_MS || 1000),
+    env,
+    fetch: fetchImpl,
+  };
 }
 
-function required(name) {
-  const value = process.env[name];
-  if (!value) {
-    process.stderr.write(`${name} is not set\n`);
-    process.exit(2);
-  }
-  return value;
+export class SettingsError extends Error {}
+
+/** An SDK client's options: no retries, the SDK's own timeout, the scenario header. */
+export function sdkOptions(baseURL, ctx, defaultHeaders = ctx.headers) {
+  return {
+    baseURL,
+    apiKey: "test",
+    maxRetries: 0,
+    timeout: ctx.sdkTimeoutMs,
+    defaultHeaders,
+    fetch: ctx.fetch,
+  };
 }
 
 export function describeError(err, depth = 0) {
@@ -48,27 +68,56 @@ export function describeError(err, depth = 0) {
   return out;
 }
 
-/** Run `body(rec)` once; print the record when it returns, throws, or the deadline passes. */
-export async function run(client, body) {
+/**
+ * Run `body(rec, ctx)` once: the record's JSON line, as it stood when the body returned
+ * or threw, or when the deadline passed (what the body does after that is not seen).
+ */
+export async function execute(client, body, ctx) {
   const started = Date.now();
-  const rec = { client, scenario: SCENARIO, text: "", events: [], error: null, ended: false, hung: false };
-  let printed = false;
-  const finish = () => {
-    if (printed) return;
-    printed = true;
-    rec.ms = Date.now() - started;
-    process.stdout.write(JSON.stringify(rec) + "\n", () => process.exit(0));
+  const rec = {
+    client,
+    scenario: ctx.scenario,
+    text: "",
+    events: [],
+    error: null,
+    ended: false,
+    hung: false,
   };
-  const timer = setTimeout(() => {
-    rec.hung = true;
-    finish();
-  }, TIMEOUT_MS);
-  try {
-    await body(rec);
-    rec.ended = true;
-  } catch (err) {
-    rec.error = describeError(err);
-  }
+  let timer;
+  const deadline = new Promise((resolve) => {
+    timer = setTimeout(() => resolve("hung"), ctx.timeoutMs);
+  });
+  const work = (async () => {
+    try {
+      await body(rec, ctx);
+      return "ended";
+    } catch (err) {
+      return { error: err };
+    }
+  })();
+  const how = await Promise.race([work, deadline]);
   clearTimeout(timer);
-  finish();
+  if (how === "hung") rec.hung = true;
+  else if (how === "ended") rec.ended = true;
+  else rec.error = describeError(how.error);
+  rec.ms = Date.now() - started;
+  return JSON.stringify(rec);
+}
+
+/**
+ * When the module at `moduleUrl` is the one Node was started with: run `body` once with
+ * the process's environment, print its line, exit 0 (2 when the settings are missing).
+ */
+export async function main(moduleUrl, client, body) {
+  if (!process.argv[1] || fileURLToPath(moduleUrl) !== realpathSync(process.argv[1])) return;
+  let ctx;
+  try {
+    ctx = settings(process.env);
+  } catch (err) {
+    if (!(err instanceof SettingsError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exit(2);
+  }
+  const line = await execute(client, body, ctx);
+  process.stdout.write(line + "\n", () => process.exit(0));
 }

@@ -1,10 +1,10 @@
 // The `openai` package, Chat Completions: chat.completions.create({stream: true}).
 import OpenAI from "openai";
-import { PROMPT, URL_, run, sdkOptions } from "./lib.mjs";
+import { PROMPT, main, sdkOptions } from "./lib.mjs";
 
-await run("openai-chat", async (rec) => {
+export async function body(rec, ctx) {
   // sdkOptions sets the SDK's own timeout: does it cover the body? (it does not)
-  const client = new OpenAI(sdkOptions(`${URL_}/v1`));
+  const client = new OpenAI(sdkOptions(`${ctx.url}/v1`, ctx));
   const stream = await client.chat.completions.create({
     model: "gpt-4o-mini",
     messages: [{ role: "user", content: PROMPT }],
@@ -23,4 +23,6 @@ await run("openai-chat", async (rec) => {
     }
     if (choice.finish_reason) rec.events.push(`finish:${choice.finish_reason}`);
   }
-});
+}
+
+await main(import.meta.url, "openai-chat", body);

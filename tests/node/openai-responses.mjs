@@ -1,9 +1,9 @@
 // The `openai` package, Responses: the responses.stream() helper, then finalResponse().
 import OpenAI from "openai";
-import { PROMPT, URL_, run, sdkOptions } from "./lib.mjs";
+import { PROMPT, main, sdkOptions } from "./lib.mjs";
 
-await run("openai-responses", async (rec) => {
-  const client = new OpenAI(sdkOptions(`${URL_}/v1`));
+export async function body(rec, ctx) {
+  const client = new OpenAI(sdkOptions(`${ctx.url}/v1`, ctx));
   const stream = client.responses.stream({ model: "gpt-4o-mini", input: PROMPT });
   for await (const event of stream) {
     if (event.type === "response.output_text.delta") {
@@ -16,4 +16,6 @@ await run("openai-responses", async (rec) => {
   rec.final_iteration_done = true;
   const final = await stream.finalResponse();
   rec.final_text = final.output_text;
-});
+}
+
+await main(import.meta.url, "openai-responses", body);

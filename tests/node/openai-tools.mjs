@@ -4,10 +4,11 @@
 // arguments are not JSON is an error. The record's `calls` holds {index: {name, arguments,
 // parsed}}. Without CHAOS_SCENARIO it sends no X-Chaos-Scenario: the proxy's default applies.
 import OpenAI from "openai";
-import { HEADERS, URL_, run, sdkOptions } from "./lib.mjs";
+import { main, sdkOptions } from "./lib.mjs";
 
-await run("openai-tools", async (rec) => {
-  const client = new OpenAI(sdkOptions(`${URL_}/v1`, process.env.CHAOS_SCENARIO ? HEADERS : {}));
+export async function body(rec, ctx) {
+  const headers = ctx.env.CHAOS_SCENARIO ? ctx.headers : {};
+  const client = new OpenAI(sdkOptions(`${ctx.url}/v1`, ctx, headers));
   const stream = await client.chat.completions.create({
     model: "gpt-4o",
     messages: [{ role: "user", content: "What's the weather in Paris and in Tokyo?" }],
@@ -36,4 +37,6 @@ await run("openai-tools", async (rec) => {
     if (choice.finish_reason) rec.events.push(`finish:${choice.finish_reason}`);
   }
   for (const entry of Object.values(calls)) entry.parsed = JSON.parse(entry.arguments);
-});
+}
+
+await main(import.meta.url, "openai-tools", body);
