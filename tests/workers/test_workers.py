@@ -33,8 +33,9 @@ from chaosproxy.workers.control import (
 )
 from chaosproxy.workers.counters import SharedCounters, Slots, TooManyScenarios
 from chaosproxy.workers.handover import WorkerHandover, token_prefix
-from chaosproxy.workers.logfile import LineWriter, Relay, open_append
+from chaosproxy.workers.logfile import Relay
 from chaosproxy.workers.supervisor import _Merged, owner_of
+from tests.workers import spawned
 
 # --------------------------------------------------------------------------- control
 
@@ -144,16 +145,9 @@ def test_ids_are_tagged_in_the_worker_not_at_import(tmp_path: Path) -> None:
     Spawned workers each set their own."""
     context = multiprocessing.get_context("spawn")
     with context.Pool(2) as pool:
-        ids = pool.map(_id_in_worker, [0, 1])
+        ids = pool.map(spawned.id_in_worker, [0, 1])
     assert ids[0] != ids[1]
     assert [owner_of(i) for i in ids] == [0, 1]
-
-
-def _id_in_worker(worker: int) -> str:
-    from chaosproxy.server import proxy
-
-    proxy.set_process_tag(f"beefw{worker}")
-    return proxy.next_request_id()
 
 
 # --------------------------------------------------------------------------- counters
@@ -164,11 +158,6 @@ def _counters(slots: int = 8) -> SharedCounters:
     return SharedCounters(context.RawArray("q", slots + 1), context.Lock())
 
 
-def _count(array: Any, lock: Any, slots: dict[str, int], n: int, out: Any) -> None:
-    counters = SharedCounters(array, lock, slots)
-    out.put([(counters.next_request(), counters.next_ordinal("s") or 0) for _ in range(n)])
-
-
 @pytest.mark.slow
 def test_counters_count_once_per_request_across_processes() -> None:
     context = multiprocessing.get_context("spawn")
@@ -176,7 +165,8 @@ def test_counters_count_once_per_request_across_processes() -> None:
     lock = context.Lock()
     out = context.Queue()
     processes = [
-        context.Process(target=_count, args=(array, lock, {"s": 3}, 2000, out)) for _ in range(4)
+        context.Process(target=spawned.count, args=(array, lock, {"s": 3}, 2000, out))
+        for _ in range(4)
     ]
     for process in processes:
         process.start()
@@ -275,19 +265,11 @@ def test_line_writers_of_two_processes_append_whole_lines(tmp_path: Path) -> Non
     path = tmp_path / "frames.log"
     context = multiprocessing.get_context("spawn")
     with context.Pool(2) as pool:
-        pool.starmap(_append_lines, [(str(path), w) for w in (0, 1)])
+        pool.starmap(spawned.append_lines, [(str(path), w) for w in (0, 1)])
     lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert Counter(line["w"] for line in lines) == {0: 3000, 1: 3000}
     for worker in (0, 1):  # each worker's lines in its own order
         assert [line["n"] for line in lines if line["w"] == worker] == list(range(3000))
-
-
-def _append_lines(path: str, worker: int) -> None:
-    writer = LineWriter(open_append(path), name=path)
-    pad = "x" * (100 + 900 * worker)  # lines of two lengths: a torn one would show
-    for n in range(3000):
-        writer.write(orjson.dumps({"w": worker, "n": n, "pad": pad}) + b"\n")
-    writer.close()
 
 
 async def test_the_relay_passes_whole_lines_only() -> None:
