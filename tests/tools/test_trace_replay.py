@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import itertools
 import os
 import re
 import signal
@@ -28,8 +27,13 @@ from chaosproxy.tools.replay import Trace, TraceError, load_trace, parse_trace, 
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.scripted_upstream import Script, ScriptedUpstream
 
-#: Allowed difference between a recorded gap and the replayed one.
-GAP_TOLERANCE_MS = 25.0
+#: A replayed write is served at its recorded time (from the request's arrival), never
+#: sooner (but for what the client's clock started earlier: the request's way in), and
+#: at most this much later: what a busy machine adds to a sleep. A replay that ignored
+#: the gaps is early (the waits here are 30 to 120 ms); one that added them up, or
+#: served them twice as long, is late by more.
+EARLY_MS = 10.0
+LATE_MS = 250.0
 
 
 # --------------------------------------------------------------------------- a raw client
@@ -53,10 +57,6 @@ class RawResponse:
     @property
     def sizes(self) -> list[int]:
         return [len(c) for _, c in self.chunks]
-
-    def gaps(self) -> list[float]:
-        times = [t for t, _ in self.chunks]
-        return [b - a for a, b in itertools.pairwise(times)]
 
 
 async def fetch_chunks(url: str, *, headers: dict[str, str] | None = None) -> RawResponse:
@@ -141,10 +141,13 @@ async def replaying(trace: Trace) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-def assert_gaps_match(recorded: list[float], replayed: list[float]) -> None:
-    assert len(recorded) == len(replayed)
-    for i, (a, b) in enumerate(zip(recorded, replayed, strict=True)):
-        assert abs(a - b) <= GAP_TOLERANCE_MS, (i, recorded, replayed)
+def assert_served_on_time(recorded: list[float], served: list[float]) -> None:
+    """Each write ``served`` (ms from the request) at its ``recorded`` time: no sooner,
+    and no more than LATE_MS later (a sleep is never early, and late only by what the
+    machine's load adds, which gaps between two late writes would count twice)."""
+    assert len(recorded) == len(served)
+    for i, (want, got) in enumerate(zip(recorded, served, strict=True)):
+        assert want - EARLY_MS <= got <= want + LATE_MS, (i, recorded, served)
 
 
 SSE = b"".join(b'data: {"n": %d, "text": "h\xc3\xa9llo"}\n\n' % i for i in range(5)) + (
@@ -262,12 +265,10 @@ async def test_replay_serves_the_recorded_bytes_boundaries_and_gaps(
     assert replayed.headers["x-chaos-replay"] == request_id
     assert replayed.ended
     assert [c for _, c in replayed.chunks] == [c for _, c in original.chunks]
+    # Scheduled from the request's arrival: each write, the first one too, comes when
+    # it came.
     t_ms = [x["t_ms"] for x in recorded if x["event"] == "frame"]
-    recorded_gaps = [b - a for a, b in itertools.pairwise(t_ms)]
-    assert_gaps_match(recorded_gaps, replayed.gaps())
-    assert_gaps_match(original.gaps(), replayed.gaps())
-    # Scheduled from the request's arrival: the first byte comes as late as it did.
-    assert abs(replayed.chunks[0][0] - t_ms[0]) <= GAP_TOLERANCE_MS
+    assert_served_on_time(t_ms, [t for t, _ in replayed.chunks])
 
 
 @pytest.mark.parametrize("how", ["close", "abort", "reset"])
