@@ -326,6 +326,8 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[ScriptedUpstream]:
+    """A scripted upstream on a port of its own (tests/scripted_upstream.py): the test
+    routes each path to what it should answer, and reads what it was sent."""
     async with scripted_upstream() as up:
         yield up
 

@@ -19,7 +19,6 @@ import subprocess
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
@@ -107,10 +106,5 @@ class NodeRunner:
     def __enter__(self) -> NodeRunner:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
