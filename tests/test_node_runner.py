@@ -107,6 +107,7 @@ async def test_a_run_past_its_deadline_is_hung_cut_off_and_the_runner_goes_on(
         node_runner.run, "openai-chat", settings(upstream.url, timeout_ms=300), 30
     )
     assert run["hung"] and not run["ended"] and run["error"] is None, run
+    assert run["ms"] >= 300, run  # hung means the deadline had passed, not nearly
     assert run["events"] == ["role:assistant"]
     await until(lambda: upstream.connections[0].closed)  # as when its process exited
     upstream.hold = False

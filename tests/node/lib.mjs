@@ -73,7 +73,8 @@ export function describeError(err, depth = 0) {
  * or threw, or when the deadline passed (what the body does after that is not seen).
  */
 export async function execute(client, body, ctx) {
-  const started = Date.now();
+  const started = performance.now();
+  const elapsed = () => Math.floor(performance.now() - started);
   const rec = {
     client,
     scenario: ctx.scenario,
@@ -83,9 +84,16 @@ export async function execute(client, body, ctx) {
     ended: false,
     hung: false,
   };
+  // A timer counts from the loop's cached time, which can be a few ms old: it may fire
+  // before `timeoutMs` has passed since `started`. The deadline is not reached until then.
   let timer;
   const deadline = new Promise((resolve) => {
-    timer = setTimeout(() => resolve("hung"), ctx.timeoutMs);
+    const check = () => {
+      const left = ctx.timeoutMs - elapsed();
+      if (left > 0) timer = setTimeout(check, left);
+      else resolve("hung");
+    };
+    timer = setTimeout(check, ctx.timeoutMs);
   });
   const work = (async () => {
     try {
@@ -100,7 +108,7 @@ export async function execute(client, body, ctx) {
   if (how === "hung") rec.hung = true;
   else if (how === "ended") rec.ended = true;
   else rec.error = describeError(how.error);
-  rec.ms = Date.now() - started;
+  rec.ms = elapsed();
   return JSON.stringify(rec);
 }
 
