@@ -29,18 +29,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, TypeAdapter
-from pydantic.json_schema import models_json_schema
-
-from chaosproxy.core import records
-
 SchemaName = Literal["log", "scenario"]
 SCHEMA_NAMES: tuple[SchemaName, ...] = get_args(SchemaName)
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 #: ``ts``: ISO 8601 UTC with milliseconds (``2026-12-01T15:36:00.123Z``).
 TS_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
-
-_LINE = Annotated[records.LogLine, Field(discriminator="event")]
 
 
 def file_name(name: SchemaName) -> str:
@@ -49,7 +42,14 @@ def file_name(name: SchemaName) -> str:
 
 def log_schema() -> dict[str, Any]:
     """The JSON Schema of one frame-log line."""
-    schema = TypeAdapter(_LINE).json_schema(ref_template="#/$defs/{model}")
+    # (Imported here: ``chaosproxy serve`` builds the ``schema`` subcommand's parser,
+    # and pydantic's schema generation is no part of starting a proxy.)
+    from pydantic import Field, TypeAdapter
+
+    from chaosproxy.core import records
+
+    line = Annotated[records.LogLine, Field(discriminator="event")]
+    schema = TypeAdapter(line).json_schema(ref_template="#/$defs/{model}")
     for definition in schema["$defs"].values():
         if definition.get("type") == "object":
             definition["additionalProperties"] = False
@@ -75,6 +75,8 @@ def _closed(definition: dict[str, Any]) -> dict[str, Any]:
 
 def scenario_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file (YAML read as JSON)."""
+    from pydantic.json_schema import models_json_schema
+
     from chaosproxy.core.faults import registry
     from chaosproxy.scenario.model import Scenario
 
