@@ -144,14 +144,24 @@ def run_cli(
     )
 
 
+def chaosproxy_argv() -> list[str]:
+    """The command line of ``python -m chaosproxy``, forked from :func:`cli_server`: a
+    process of its own, as one the test started (its argv, environment, working
+    directory, standard streams, signals and exit status), without a third of a second
+    of imports. A test that measures the process itself (its memory, its file
+    descriptors, its exit under load) starts a fresh interpreter instead."""
+    return [*cli_server().argv(), "-m", "chaosproxy"]
+
+
 async def start_serve(
-    *args: str, cwd: Path = REPO, command: Sequence[str] = (sys.executable, "-m", "chaosproxy")
+    *args: str, cwd: Path = REPO, command: Sequence[str] | None = None
 ) -> tuple[asyncio.subprocess.Process, str]:
     """``chaosproxy serve ARGS`` as a process (stdout dropped, stderr piped) and the first
     line it wrote on stderr: its start-up line, or why it did not start. ``command``
-    stands for ``chaosproxy`` (a script that starts it otherwise)."""
+    stands for ``chaosproxy`` (default :func:`chaosproxy_argv`; a script that starts it
+    otherwise)."""
     proc = await asyncio.create_subprocess_exec(
-        *command, "serve", *args,
+        *(command or chaosproxy_argv()), "serve", *args,
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=asyncio.subprocess.DEVNULL,

@@ -12,7 +12,7 @@ import pytest
 
 from chaosproxy.cli.main import build_parser
 from chaosproxy.scenario import load_library
-from tests.conftest import LIBRARY, REPO, busy_port, run_cli
+from tests.conftest import LIBRARY, REPO, busy_port, chaosproxy_argv, run_cli
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -220,7 +220,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
     read, write = os.pipe()
     fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chaosproxy", "scenarios"],
+        [*chaosproxy_argv(), "scenarios"],
         stdout=write,
         stderr=subprocess.PIPE,
         cwd=REPO,

@@ -11,7 +11,6 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 from chaosproxy.cli import main as cli
 from chaosproxy.server.config import flags, from_environment
 from tests.cli.test_cli import one_line_error
-from tests.conftest import LIBRARY, REPO, run_cli
+from tests.conftest import LIBRARY, REPO, chaosproxy_argv, run_cli
 
 MINE = "description: Mine, from CHAOSPROXY_SCENARIOS.\nfaults:\n  - drop: {kind: delta, nth: 1}\n"
 LIBRARY_SIZE = len(list(LIBRARY.glob("*.yaml")))
@@ -116,7 +115,7 @@ def test_mock_takes_its_address_and_tokens_from_the_settings() -> None:
         "CHAOSPROXY_MOCK_INTERVAL_MS": "1",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chaosproxy", "mock"], env=env, stderr=subprocess.PIPE, text=True
+        [*chaosproxy_argv(), "mock"], env=env, stderr=subprocess.PIPE, text=True
     )
     try:
         banner = read_until(proc, "listening on")

@@ -83,6 +83,7 @@ def fork_client(conn: socket.socket, listener: socket.socket) -> int | None:
     if pid == 0:  # the client
         code = 1
         try:
+            os.setsid()  # no controlling terminal: nothing it runs can prompt on one
             listener.close()
             conn.close()
             for target, fd in enumerate(fds):

@@ -25,7 +25,7 @@ from chaosproxy.control.admin import RequestStore
 from chaosproxy.control.start import RunningProxy, StartupError
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server.config import Config
-from tests.conftest import REPO, LogCapture, ProxyFactory, run_cli
+from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv, run_cli
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 ADMIN = ("127.0.0.1", 0)
@@ -470,7 +470,7 @@ async def test_serve_prints_where_it_listens_and_stops_cleanly_on_sigterm(
 ) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "CHAOSPROXY_ADMIN_TOKEN": "tok-123"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "serve",
+        *chaosproxy_argv(), "serve",
         "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--seed", "7",
         "--mock-interval-ms", "0",
         cwd=tmp_path, env=env,
@@ -673,7 +673,7 @@ async def serve_until_started(
     """``chaosproxy serve`` as a process; its stderr lines up to the start-up line and
     the notices after it (read until a short quiet)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "serve", *args,
+        *chaosproxy_argv(), "serve", *args,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         stdout=asyncio.subprocess.DEVNULL,

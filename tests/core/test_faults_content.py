@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from chaosproxy.core import segment
 from chaosproxy.core.jsonspan import SpanError, encode_string, replace_at, span
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.tools.simulate import Simulation, simulate
-from tests.conftest import examples
+from tests.conftest import chaosproxy_argv, examples
 from tests.content_streams import FORMATS, FRAGMENTS, PATHS, PROVIDERS, parse, render
 
 CAPTURES = Path(__file__).parents[1] / "fixtures" / "providers"
@@ -150,7 +149,7 @@ def test_validate_refuses_a_fault_the_provider_cannot_carry(
     path = tmp_path / "bad.yaml"
     path.write_text(f"name: bad\nprovider: {provider}\nfaults:\n  - {fault}\n")
     done = subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "validate", str(path)],
+        [*chaosproxy_argv(), "validate", str(path)],
         capture_output=True,
         text=True,
         timeout=30,
@@ -400,7 +399,7 @@ def test_the_simulate_command_shows_the_rewritten_stream(tmp_path: Path) -> None
     scenario.write_text("name: s\nfaults:\n  - resegment: {at: codepoints}\n")
     body = (CAPTURES / "anthropic_docs_basic.sse").read_bytes()
     done = subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "simulate", str(scenario), "--provider", "anthropic"],
+        [*chaosproxy_argv(), "simulate", str(scenario), "--provider", "anthropic"],
         input=body,
         capture_output=True,
         timeout=30,

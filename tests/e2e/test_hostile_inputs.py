@@ -15,7 +15,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -25,7 +24,7 @@ from cryptography.hazmat.primitives import serialization
 
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.server.config import ConfigError
-from tests.conftest import REPO, LogCapture, ProxyFactory, run_cli
+from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv, run_cli
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 HUGE = "9" * 5000
@@ -147,7 +146,7 @@ async def serve_until_exit(*args: str) -> tuple[int, str, bool]:
     It gets 15 s to exit on its own; then a SIGTERM, and 5 s more, and then it is
     killed (a start-up that ignores SIGTERM fails the test, never hangs it)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+        *chaosproxy_argv(), "serve", "--listen", "127.0.0.1:0",
         "--admin", "off", *args,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -47,7 +46,7 @@ from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.mock import MOCK_REQUESTS
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
-from tests.conftest import LIBRARY, LogCapture
+from tests.conftest import LIBRARY, LogCapture, chaosproxy_argv
 from tests.e2e.test_resume_live import token_of
 from tests.resume_client import Run, resume_loop
 
@@ -467,7 +466,7 @@ def test_library_files_are_valid_named_described_and_commented(
 
 def test_cli_validate_accepts_the_library() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "validate", str(LIBRARY)],
+        [*chaosproxy_argv(), "validate", str(LIBRARY)],
         capture_output=True,
         text=True,
         timeout=30,

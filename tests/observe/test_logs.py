@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from chaosproxy.observe import logs
 from chaosproxy.observe.logs import FrameLog, redact_path, redact_text, redact_url
+from tests.conftest import chaosproxy_argv
 
 #: The least a line of each kind carries (the shipped schema requires it: tests/logcheck.py).
 REQUEST = {"seed": 1, "method": "GET", "path": "/"}
@@ -324,7 +325,7 @@ def test_serve_with_log_level_requests_writes_no_frame_lines(tmp_path: Any) -> N
 
     path = tmp_path / "frames.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+        [*chaosproxy_argv(), "serve", "--listen", "127.0.0.1:0",
          "--admin", "off", "--log", str(path), "--log-level", "requests",
          "--mock-interval-ms", "0"],
         stderr=subprocess.PIPE, text=True,
@@ -425,7 +426,7 @@ def test_serve_goes_on_when_the_reader_of_its_log_leaves() -> None:
     read, write = os.pipe()
     fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 4096)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chaosproxy", "serve", "--listen", "127.0.0.1:0",
+        [*chaosproxy_argv(), "serve", "--listen", "127.0.0.1:0",
          "--admin", "127.0.0.1:0", "--log", "-", "--mock-interval-ms", "0"],
         stdout=write, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -30,7 +30,7 @@ from chaosproxy.tools.matrix import (
     run_matrix,
     telling_line,
 )
-from tests.conftest import LIBRARY, REPO
+from tests.conftest import LIBRARY, REPO, chaosproxy_argv
 
 CLIENT = f"{sys.executable} {REPO / 'tests' / 'fixtures' / 'matrix' / 'chat_client.py'}"
 FAST = {"mock_interval": 0.001, "mock_tokens": 8}
@@ -306,7 +306,7 @@ def test_every_matrix_flag_has_help() -> None:
 
 def test_a_bad_fail_on_is_a_usage_error() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "matrix", "--client", "x", "--fail-on", "hung,nope"],
+        [*chaosproxy_argv(), "matrix", "--client", "x", "--fail-on", "hung,nope"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -322,9 +322,7 @@ def test_the_command_writes_four_files_and_gates(scenarios: Path, tmp_path: Path
     for name in ("stall-forever", "one-event-per-read", "cut-before-terminal-reset"):
         (scenarios / f"{name}.yaml").unlink()
     args = [
-        sys.executable,
-        "-m",
-        "chaosproxy",
+        *chaosproxy_argv(),
         "matrix",
         "--client",
         CLIENT,

@@ -10,7 +10,6 @@ import os
 import re
 import struct
 import subprocess
-import sys
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -39,7 +38,7 @@ from chaosproxy.tools.report import (
     render_report,
 )
 from tests.browser import Chromium, chromium_path
-from tests.conftest import examples
+from tests.conftest import chaosproxy_argv, examples
 from tests.scripted_upstream import until
 
 __all__ = ["chromium_path"]  # the fixture, imported for the browser test
@@ -664,7 +663,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path: Path, args: list[str], message
     write_lines(log, stream("r-1", SIMPLE))
     argv = [str(log) if a == "LOG" else a for a in args]
     result = subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "report", *argv],
+        [*chaosproxy_argv(), "report", *argv],
         capture_output=True,
         text=True,
         timeout=30,
@@ -746,7 +745,7 @@ def verdict_of(scenario: str, raised: bool) -> str:
 
 def report_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "report", *args],
+        [*chaosproxy_argv(), "report", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from chaosproxy.tools.schema import (
     shipped,
     shipped_path,
 )
-from tests.conftest import LIBRARY, REPO
+from tests.conftest import LIBRARY, REPO, chaosproxy_argv
 
 LIBRARY_FILES = sorted(LIBRARY.glob("*.yaml"))
 SCENARIO_FILES = sorted(
@@ -47,16 +46,14 @@ def test_the_shipped_file_is_what_the_code_generates_now(name: SchemaName) -> No
 def test_the_schema_command_prints_the_shipped_files() -> None:
     for name in SCHEMA_NAMES:
         out = subprocess.run(
-            [sys.executable, "-m", "chaosproxy", "schema", name],
+            [*chaosproxy_argv(), "schema", name],
             cwd=REPO,
             capture_output=True,
             text=True,
             check=True,
         ).stdout
         assert out == shipped_path(name).read_text(encoding="utf-8")
-    bare = subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "schema"], cwd=REPO, capture_output=True, text=True
-    )
+    bare = subprocess.run([*chaosproxy_argv(), "schema"], cwd=REPO, capture_output=True, text=True)
     assert bare.returncode == 2
     assert bare.stderr == "chaosproxy: error: schema: name one: log or scenario\n"
 

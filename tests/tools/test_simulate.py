@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from chaosproxy.core.actions import Cut, Respond, Send, Sleep
 from chaosproxy.core.faults.base import fault_rng
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.tools.simulate import Simulation, simulate
+from tests.conftest import chaosproxy_argv
 from tests.e2e.test_faults_live import BODY, E1, E2, E3, EVENTS, PATH, upto, without
 
 
@@ -26,7 +26,7 @@ def run_cli(
     path = tmp_path / "s.yaml"
     path.write_text(scenario)
     proc = subprocess.run(
-        [sys.executable, "-m", "chaosproxy", "simulate", str(path), *args],
+        [*chaosproxy_argv(), "simulate", str(path), *args],
         input=stdin,
         capture_output=True,
         timeout=30,

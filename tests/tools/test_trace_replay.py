@@ -9,7 +9,6 @@ import base64
 import os
 import re
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,7 +23,7 @@ import pytest
 from chaosproxy.cli.main import main
 from chaosproxy.observe.trace import TraceWriter
 from chaosproxy.tools.replay import Trace, TraceError, load_trace, parse_trace, start_replay
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 #: A replayed write is served at its recorded time (from the request's arrival), never
@@ -401,7 +400,7 @@ async def test_replay_command_serves_until_sigterm(tmp_path: Path) -> None:
     path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chaosproxy", "replay", str(path), "--listen", "127.0.0.1:0",
+        *chaosproxy_argv(), "replay", str(path), "--listen", "127.0.0.1:0",
         env=env, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None
