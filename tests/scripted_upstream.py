@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ class ScriptedUpstream:
     def __init__(self) -> None:
         self.scripts: dict[str, Script] = {}
         self.seen: list[Seen] = []
+        #: When each scripted write began (time.monotonic(), the clock of the test's
+        #: own clients): what came after it at a client cannot have come before it.
+        self.wrote_at: list[float] = []
         self.disconnected = asyncio.Event()
         self.url = ""
 
@@ -77,6 +81,7 @@ class ScriptedUpstream:
             for data, wait in script.writes:
                 if wait:
                     await asyncio.sleep(wait)
+                self.wrote_at.append(time.monotonic())
                 await resp.write(data)
             if script.end == "die":
                 assert request.transport is not None
