@@ -103,16 +103,25 @@ CLI_MODULES = (
     "uvloop",
 )
 _cli_server: ForkServer | None = None
+#: Where pytest-xdist's workers find the fork servers their controller started, one of
+#: each for the whole run (:func:`pytest_configure`), in place of one each a worker.
+SHARED_CLI_SERVER = "CHAOSPROXY_TESTS_CLI_SERVER"
+SHARED_CLIENT_SERVER = "CHAOSPROXY_TESTS_CLIENT_SERVER"
 
 
 def cli_server() -> ForkServer:
-    """This process's fork server for :func:`run_cli` (started when first asked)."""
+    """The run's fork server for :func:`run_cli`: its controller's, or this process's
+    own (started when first asked)."""
     global _cli_server
     if _cli_server is None:
-        directory = Path(tempfile.mkdtemp(prefix="chaosproxy-cli-"))
-        _cli_server = ForkServer(list(CLI_MODULES), directory)
-        atexit.register(shutil.rmtree, directory, True)
-        atexit.register(_cli_server.close)
+        shared = os.environ.get(SHARED_CLI_SERVER)
+        if shared:
+            _cli_server = ForkServer.attach(shared)
+        else:
+            directory = Path(tempfile.mkdtemp(prefix="chaosproxy-cli-"))
+            _cli_server = ForkServer(list(CLI_MODULES), directory)
+            atexit.register(shutil.rmtree, directory, True)
+            atexit.register(_cli_server.close)
     return _cli_server
 
 
@@ -224,6 +233,27 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> Generator[None, int,
     return cores if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") else 2 * cores
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller starts the run's two fork servers (the CLI's,
+    the Python clients'), and its workers, which inherit its environment, use them: one
+    of each for the run instead of one each a worker (a second or two of imports
+    each). They listen at once and import while the workers collect; a client that
+    comes earlier waits in the backlog."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    directory = Path(tempfile.mkdtemp(prefix="chaosproxy-forks-"))
+    config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))  # (runs last)
+    for variable, preload in (
+        (SHARED_CLI_SERVER, CLI_MODULES),
+        (SHARED_CLIENT_SERVER, CLIENT_LIBRARIES),
+    ):
+        (directory / variable).mkdir()
+        server = ForkServer(list(preload), directory / variable, wait=False)
+        config.add_cleanup(server.close)
+        config.add_cleanup(lambda variable=variable: os.environ.pop(variable, None))
+        os.environ[variable] = server.path
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
     """What collection makes (every test module, the SDKs' thousands of types, some
@@ -326,7 +356,12 @@ def python_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkSer
     """Python matrix clients run as processes forked from one that imported their
     libraries (tests/clients/zygote.py): ``python_clients.command(SCRIPT, ...)`` is the
     shell command for ``python SCRIPT ...``, and costs a fork instead of a second of
-    imports. One per xdist worker, started the first time a test asks."""
+    imports. Under pytest-xdist, the one the controller started for the run; else
+    started the first time a test asks."""
+    shared = os.environ.get(SHARED_CLIENT_SERVER)
+    if shared:
+        yield ForkServer.attach(shared)
+        return
     server = ForkServer(list(CLIENT_LIBRARIES), tmp_path_factory.mktemp("clients"))
     yield server
     server.close()

@@ -18,6 +18,8 @@ nothing that starts a thread; it waits on its socket, its shims' connections and
 children's pidfds with one selector.
 
     python -m tests.clients.zygote SOCKET MODULE...   (serves until stdin closes)
+
+It says ``listening`` once it listens, and ``ready`` once it has imported MODULE...
 """
 
 from __future__ import annotations
@@ -109,12 +111,14 @@ def status_of(wait_status: int) -> int:
 
 
 def serve(path: str, preload: list[str]) -> None:
-    for name in preload:  # (what is not installed, a client imports itself, and fails)
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+    # Listening before the imports: a shim that comes meanwhile waits in the backlog.
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
     listener.listen(64)
+    print("listening", flush=True)
+    for name in preload:  # (what is not installed, a client imports itself, and fails)
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, ("accept",))
     selector.register(sys.stdin, selectors.EVENT_READ, ("stdin",))
@@ -164,9 +168,11 @@ class ForkServer:
     """A running fork server (``python -m tests.clients.zygote``) that has imported
     ``preload``; :meth:`command` is the shell command that runs a client through it."""
 
-    def __init__(self, preload: list[str], directory: Path) -> None:
+    def __init__(self, preload: list[str], directory: Path, *, wait: bool = True) -> None:
+        """Start one in ``directory``; ``wait``: until it has imported ``preload`` (a
+        client that comes before waits in its backlog meanwhile, once it listens)."""
         self.path = str(directory / "zygote.sock")
-        self._process = subprocess.Popen(
+        self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
             [sys.executable, "-m", "tests.clients.zygote", self.path, *preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -174,8 +180,25 @@ class ForkServer:
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         assert self._process.stdout is not None
+        said = self._process.stdout.readline()
+        assert said == b"listening\n", f"the fork server did not start: {said!r}"
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the server has imported what it preloads (it says ``ready``)."""
+        assert self._process is not None and self._process.stdout is not None
         ready = self._process.stdout.readline()
         assert ready == b"ready\n", f"the fork server did not start: {ready!r}"
+
+    @classmethod
+    def attach(cls, path: str) -> ForkServer:
+        """A handle on the server another process started, listening at ``path`` (a
+        pytest-xdist worker's, on its controller's): closing it leaves the server be."""
+        server = cls.__new__(cls)
+        server.path = path
+        server._process = None
+        return server
 
     def argv(self, *argv: str | Path) -> list[str]:
         """The command line of ``python ARGV...``, forked from the server."""
@@ -186,6 +209,8 @@ class ForkServer:
         return shlex.join(self.argv(*argv))
 
     def close(self) -> None:
+        if self._process is None:
+            return  # (attached: its starter closes it)
         assert self._process.stdin is not None
         self._process.stdin.close()
         try:
