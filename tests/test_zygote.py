@@ -1,12 +1,16 @@
 """The suite's fork server for Python clients (tests/clients/zygote.py) runs a client as
 ``python SCRIPT`` would: its argv, environment, working directory, streams and exit
-status; and a client whose shim is killed (the matrix's time out) is killed too."""
+status, in a session of its own; a client whose shim is killed (the matrix's time out)
+is killed too; and a client that comes while the server still imports waits for it."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from chaosproxy.tools.matrix import run_command
 from tests.clients.zygote import ForkServer
@@ -64,3 +68,40 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return "Z"
+
+
+def test_a_client_has_a_session_of_its_own(python_clients: ForkServer, tmp_path: Path) -> None:
+    # No controlling terminal: nothing a client runs can prompt on the suite's terminal.
+    script = tmp_path / "session.py"
+    script.write_text("import os\nprint(os.getsid(0) == os.getpid())\n")
+    done = run_command(python_clients.command(script), dict(os.environ), 30)
+    assert (done.exit_code, done.stdout) == (0, "True\n"), done.stderr
+
+
+def test_a_client_that_comes_before_the_imports_are_done_is_served(tmp_path: Path) -> None:
+    # A server whose import waits for a file: it listens meanwhile, and this client's
+    # request waits in its backlog until the import is done (it runs after the file is
+    # there); had the server not listened yet, its shim would have failed to connect.
+    opened = tmp_path / "open"
+    (tmp_path / "blocking_import.py").write_text(
+        f"import os, time\nwhile not os.path.exists({str(opened)!r}):\n    time.sleep(0.01)\n"
+    )
+    after = tmp_path / "after.py"
+    after.write_text(f"import os\nprint(os.path.exists({str(opened)!r}))\n")
+    (tmp_path / "server").mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", str(tmp_path))
+        server = ForkServer(["blocking_import"], tmp_path / "server", wait=False)
+    try:
+        early = subprocess.Popen(server.argv(after), stdout=subprocess.PIPE, text=True)
+        opened.touch()
+        out, _ = early.communicate(timeout=30)
+        assert (early.returncode, out) == (0, "True\n")
+        server.wait_ready()
+        handle = ForkServer.attach(server.path)
+        again = subprocess.run(handle.argv(after), capture_output=True, text=True, timeout=30)
+        assert again.stdout == "True\n"
+        handle.close()  # (a handle: the server goes on)
+        assert subprocess.run(server.argv(after), capture_output=True, timeout=30).returncode == 0
+    finally:
+        server.close()

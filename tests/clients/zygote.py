@@ -177,7 +177,12 @@ class ForkServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+                ),
+            },
         )
         assert self._process.stdout is not None
         said = self._process.stdout.readline()
