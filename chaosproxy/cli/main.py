@@ -279,6 +279,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     quiet_terminal = _terminal_default_level(config, args)
     if quiet_terminal:
         config = config.replace(log_level="requests")
+    if config.replica_id is None:  # a served proxy is a replica: the host's name
+        config = config.replace(replica_id=config.replica)
     try:
         # Before anything starts, and before the event loop runs: a TLS file that could
         # block (a FIFO) or prompt (an encrypted key) is refused here, in one line.

@@ -119,8 +119,18 @@ def _startup_line(config: Config, proxy: RunningProxy, *, names: str) -> str:
         f"{_addresses(proxy.bound or [proxy.url])} "
         f"→ {upstream}; scenarios: {names}; default: {config.scenario or 'passthrough'}; "
         f"seed: {config.seed if config.seed is not None else 'random'}; "
-        f"{_client_choices(config)}; admin: {admin}{extras}"
+        f"{_client_choices(config)}; admin: {admin}{extras}; replica: {config.replica}; "
+        f"state: {_state(config)}"
     )
+
+
+def _state(config: Config) -> str:
+    """Where what spans requests is kept (``--state``: docs/fleet.md)."""
+    from chaosproxy.observe.logs import redact_url
+
+    if not config.shared:
+        return "memory (this process alone: replicas behind a balancer share nothing)"
+    return f"{redact_url(config.state)}, fleet {config.fleet} (shared by its replicas)"
 
 
 def _client_choices(config: Config) -> str:

@@ -420,8 +420,11 @@ async def start_proxy(
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise StartupError(f"cannot use --trace-dir {config.trace_dir}: {reason}") from None
+    if log.replica is None:  # serve names every replica (ChaosProxy: when asked)
+        log.replica = config.replica_id
     store = RequestStore(history=config.history, max_frames=config.history_frames)
     metrics = Metrics()
+    metrics.replica = config.replica_id
     observers: list[Observer] = [store, metrics]
     if traces is not None:
         observers.append(traces)
@@ -455,6 +458,8 @@ async def start_proxy(
                 config.scenario,
                 config.seed,
                 trust_client=config.trust_client_scenarios,
+                # a shared request number makes the fleet's seeds its own
+                salt=None if config.shared else config.replica_id,
             ),
             log=log,
             upstream_factory=upstream_factory,

@@ -73,6 +73,9 @@ class _Bound(TypedDict):
     request_id: str
     #: The scenario the request chose (None: none, passthrough).
     scenario: str | None
+    #: The replica that wrote the line (``--replica-id``, default the host name;
+    #: docs/fleet.md). Every line a proxy writes carries it.
+    replica: NotRequired[str]
 
 
 # --------------------------------------------------------------------------- request
@@ -350,6 +353,8 @@ class VerdictLine(VerdictFields):
 
     event: Literal["verdict"]
     ts: str
+    #: The replica that wrote the line (``--replica-id``).
+    replica: NotRequired[str]
 
 
 class RejectedLine(TypedDict):
@@ -358,6 +363,8 @@ class RejectedLine(TypedDict):
 
     event: Literal["rejected"]
     ts: str
+    #: The replica that wrote the line (``--replica-id``).
+    replica: NotRequired[str]
     status: int
     reason: str
     #: The client's address (``host:port``).

@@ -268,6 +268,9 @@ class FrameLog:
     ) -> None:
         self.content = content
         self.level = level
+        #: Added to every line (``--replica-id``: docs/fleet.md); None: no such field.
+        #: Set before the first :meth:`for_request`.
+        self.replica: str | None = None
         self._stream = stream
         self._listeners: list[Callable[[bytes], None]] = []
         self._observers: list[Observer] = []
@@ -402,7 +405,9 @@ class FrameLog:
 
     def for_request(self, **bound: Any) -> RequestLog:
         """The log of one request: every line carries ``bound`` (``request_id``,
-        ``scenario``) first."""
+        ``scenario``) first, then ``replica`` when the log has one."""
+        if self.replica is not None:
+            bound["replica"] = self.replica
         return RequestLog(self, bound)
 
     def _frame(self, context: dict[str, Any], fields: FrameFields, prefix: bytes) -> None:

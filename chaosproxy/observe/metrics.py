@@ -174,9 +174,41 @@ class Metrics:
         """Expose the counts of the proxy's client guard (``chaosproxy_empty_connections``)."""
         self.registry.register(GuardCollector(guard))
 
+    #: Added as a label to every sample :meth:`render` gives (``--replica-id``:
+    #: docs/fleet.md); None: no such label.
+    replica: str | None = None
+
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""
-        return generate_latest(self.registry)
+        return with_replica(generate_latest(self.registry), self.replica)
 
 
-__all__ = ["CONTENT_TYPE_LATEST", "NO_SCENARIO", "Metrics"]
+def with_replica(exposition: bytes, replica: str | None) -> bytes:
+    """A Prometheus text exposition with ``replica="NAME"`` on every sample: a
+    fleet's replicas scraped through one Service stay apart (docs/fleet.md)."""
+    if replica is None:
+        return exposition
+    label = b'replica="' + _label_value(replica) + b'"'
+    out: list[bytes] = []
+    for line in exposition.split(b"\n"):
+        if line and not line.startswith(b"#"):
+            brace, space = line.find(b"{"), line.find(b" ")
+            if 0 <= brace < space:  # name{labels} value
+                line = (
+                    line[: brace + 1]
+                    + label
+                    + (b"," if line[brace + 1] != ord("}") else b"")
+                    + line[brace + 1 :]
+                )
+            else:  # name value
+                line = line[:space] + b"{" + label + b"}" + line[space:]
+        out.append(line)
+    return b"\n".join(out)
+
+
+def _label_value(value: str) -> bytes:
+    """A label value as the exposition format escapes it."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").encode()
+
+
+__all__ = ["CONTENT_TYPE_LATEST", "NO_SCENARIO", "Metrics", "with_replica"]

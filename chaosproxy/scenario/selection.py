@@ -89,10 +89,16 @@ class ScenarioSet:
         base_seed: int | None = None,
         *,
         trust_client: bool = True,
+        salt: str | None = None,
     ) -> None:
         self._scenarios: dict[str, Scenario] = dict(scenarios or {})
         self._view = MappingProxyType(self._scenarios)
         self._base_seed = base_seed
+        #: Mixed into the seeds and draws derived from ``base_seed``: the replica's
+        #: name under ``--state memory``, so that replicas given the same ``--seed``
+        #: never repeat each other (docs/fleet.md). None: none (a shared request
+        #: number already makes them the fleet's own).
+        self.salt = salt
         self.trust_client = trust_client
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -257,7 +263,7 @@ class ScenarioSet:
         elif scenario is not None and scenario.seed is not None:
             seed = scenario.seed
         elif self._base_seed is not None:
-            seed = derive_seed(self._base_seed, number)
+            seed = derive_seed(self._base_seed, number, self.salt)
         else:
             seed = self._random.randrange(SEED_LIMIT)
         return Choice(scenario, active, ordinal, seed, path_qs, ignored)
@@ -307,7 +313,7 @@ class ScenarioSet:
         if header_seed is not None:
             basis: int = header_seed
         elif self._base_seed is not None:
-            basis = derive_seed(self._base_seed, number)
+            basis = derive_seed(self._base_seed, number, self.salt)
         else:
             return self._random.random()
         return random.Random(f"{basis}:rate").random()
@@ -321,9 +327,11 @@ class SharedCounterSource(Protocol):
     def next_ordinal(self, name: str) -> int | None: ...
 
 
-def derive_seed(base_seed: int, n: int) -> int:
-    """The seed of the ``n``-th request (1-based) under base seed ``base_seed``."""
-    digest = hashlib.sha256(f"{base_seed}:{n}".encode()).digest()
+def derive_seed(base_seed: int, n: int, salt: str | None = None) -> int:
+    """The seed of the ``n``-th request (1-based) under base seed ``base_seed`` (and
+    ``salt``, a replica's name: docs/fleet.md)."""
+    basis = f"{base_seed}:{n}" if salt is None else f"{base_seed}:{salt}:{n}"
+    digest = hashlib.sha256(basis.encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 11  # 53 bits: exact as a JSON number
 
 

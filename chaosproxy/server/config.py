@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import os
 import re
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from typing import Any, Literal
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE
 from chaosproxy.core.integrity import Envelope
 from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
+from chaosproxy.core.redact import redact_url
 from chaosproxy.core.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
 from chaosproxy.observe.logs import LogFormat, LogLevel
 from chaosproxy.observe.store import DEFAULT_HISTORY, DEFAULT_MAX_FRAMES
@@ -77,6 +79,41 @@ def parse_seed(value: str) -> int:
         return parse_seed_text(value)
     except SeedError:
         raise ConfigError(f"expected {SEED_TEXT}, got {shown(value)}") from None
+
+
+#: A fleet's or a replica's name: what Redis keys and log fields carry.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")
+
+
+def parse_state(value: str) -> str:
+    """``--state``: ``memory`` (one process), or a Redis URL (``redis://`` or
+    ``rediss://``, docs/fleet.md). The message never shows the URL's password."""
+    from urllib.parse import urlsplit
+
+    text = value.strip()
+    if text == "memory":
+        return text
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ConfigError(
+            f"expected memory or a Redis URL (redis://HOST:PORT/DB, rediss:// for TLS), "
+            f"got {redact_url(text)!r}"
+        )
+    return text
+
+
+def parse_name(value: str) -> str:
+    """``--fleet`` and ``--replica-id``: letters, digits, ``_ . : -``, at most 63."""
+    if not _NAME.fullmatch(value):
+        raise ConfigError(
+            f"expected a name of letters, digits, _ . : - (at most 63, a letter or "
+            f"digit first), got {shown(value)}"
+        )
+    return value
 
 
 def parse_workers(value: str) -> int:
@@ -538,6 +575,51 @@ class Config:
             "NAME",
         ),
     )
+    #: Where what spans requests is kept (docs/fleet.md): ``memory``, this process
+    #: alone, or a Redis URL that every replica of a fleet names.
+    state: str = field(
+        default="memory",
+        metadata=option(
+            "--state",
+            "memory (default: this process alone) or redis://[user:password@]host:port/db "
+            "(rediss:// for TLS): replicas naming one Redis and --fleet share request "
+            "numbers, ordinals, seeds and admin changes (docs/fleet.md)",
+            parse_state,
+            "memory|URL",
+        ),
+    )
+    fleet: str = field(
+        default="chaosproxy",
+        metadata=option(
+            "--fleet",
+            "the fleet's name in --state's Redis: fleets with other names share nothing "
+            "(default {default})",
+            parse_name,
+            "NAME",
+        ),
+    )
+    #: This replica's name on every log line and metric; None: the host's name.
+    replica_id: str | None = field(
+        default=None,
+        metadata=option(
+            "--replica-id",
+            "this replica's name on every log line and metric, and in its seeds under "
+            "--state memory (default: the host name; a pod's name in Kubernetes)",
+            parse_name,
+            "NAME",
+        ),
+    )
+    state_timeout: float = field(
+        default=0.05,
+        metadata=option(
+            "--state-timeout",
+            "the longest a request waits for --state's Redis before it uses this "
+            "replica's own state (default {default})",
+            parse_duration,
+            "DURATION",
+            show=show_duration,
+        ),
+    )
     #: ``serve`` only (docs/operations.md, Workers): processes sharing the port, the
     #: admin in one of them obeyed by all; 1 is one process as ever. The Python API
     #: runs one proxy in its own process whatever this says.
@@ -567,6 +649,11 @@ class Config:
         envelope: Any = self.envelope
         if isinstance(envelope, str):  # ChaosProxy(envelope="stream=/id,...")
             object.__setattr__(self, "envelope", parse_envelope(envelope))
+        # ChaosProxy(state=..., fleet=..., replica_id=...): checked as the flags are.
+        object.__setattr__(self, "state", parse_state(self.state))
+        object.__setattr__(self, "fleet", parse_name(self.fleet))
+        if self.replica_id is not None:
+            object.__setattr__(self, "replica_id", parse_name(self.replica_id))
         if self.tenant_header is not None:  # ChaosProxy(tenant_header="X-User")
             object.__setattr__(self, "tenant_header", parse_header_name(self.tenant_header))
         fixtures: Any = self.mock_fixtures
@@ -580,6 +667,19 @@ class Config:
         except RouteError as exc:
             raise ConfigError(f"--upstream: {exc}") from None
         object.__setattr__(self, "upstream", tuple(r.text for r in routes))
+
+    @property
+    def replica(self) -> str:
+        """This replica's name: ``--replica-id``, else the host's name (a pod's)."""
+        if self.replica_id is not None:
+            return self.replica_id
+        host = socket.gethostname().split(".", 1)[0]
+        return host[:63] if _NAME.fullmatch(host[:63]) else "replica"
+
+    @property
+    def shared(self) -> bool:
+        """Whether ``--state`` names a Redis that a fleet shares."""
+        return self.state != "memory"
 
     @property
     def routes(self) -> tuple[Route, ...]:

@@ -88,9 +88,9 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
             await upstream.close()
 
 
-#: Request ids are ``r-<process tag>-<n>``: short, ordered within a run, and unique
-#: across restarts, so trace files of two runs never collide.
-_PROCESS_TAG = secrets.token_hex(2)
+#: Request ids are ``r-<process tag>-<n>``: ordered within a run, and unique across
+#: restarts and replicas (a 64-bit tag), so trace files and a log store never mix two.
+_PROCESS_TAG = secrets.token_hex(8)
 _ids = itertools.count(1)
 
 

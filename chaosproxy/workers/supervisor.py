@@ -48,7 +48,7 @@ from prometheus_client.registry import Collector
 
 from chaosproxy.control import admin as admin_api
 from chaosproxy.core.records import AdminSummary, RequestSummary
-from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
+from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics, with_replica
 from chaosproxy.scenario import Fixture, Scenario
 from chaosproxy.server.config import Config
 from chaosproxy.workers.control import Channel, ControlError
@@ -98,6 +98,8 @@ class Workers:
         self.workers = list(workers)
         self.slots = slots
         self._changing = asyncio.Lock()
+        #: The label on every merged metric (``--replica-id``).
+        self.replica: str | None = None
 
     async def ask_all(self, op: str, **fields: Any) -> list[Any]:
         """Ask every worker (sent at once, in call order); their answers, in order.
@@ -178,7 +180,7 @@ class Workers:
         answers = await self.ask_all("metrics")
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Merged(answers))
-        return generate_latest(registry)
+        return with_replica(generate_latest(registry), self.replica)
 
 
 class _Merged(Collector):
@@ -380,7 +382,7 @@ async def _supervise(
     lock = context.Lock()
     counters = SharedCounters(array, lock)
     slots = Slots(counters, library)
-    tag = secrets.token_hex(2)
+    tag = secrets.token_hex(8)
     secret = secrets.token_bytes(32)
     worker_config = config.replace(listen=(host, port), admin=None)
     inboxes = [inbox_pair() for _ in range(count)]
@@ -472,7 +474,11 @@ async def _supervise(
         return 0
     # The admin API: here, obeyed by every worker.
     scenario_set = ScenarioSet(
-        library, config.scenario, config.seed, trust_client=config.trust_client_scenarios
+        library,
+        config.scenario,
+        config.seed,
+        trust_client=config.trust_client_scenarios,
+        salt=None if config.shared else config.replica_id,
     )
     mirror = None
     if uses_mock(config):
@@ -484,6 +490,7 @@ async def _supervise(
     warnings += [str(w) for w in first.get("warnings", []) if w != admin_warning]
     warnings += [w for w in cross_tenant_warnings(library.values()) if w not in warnings]
     group = Workers(workers, slots)
+    group.replica = config.replica_id
     admin_runner = None
     admin_url = None
     admin_bound: list[str] = []

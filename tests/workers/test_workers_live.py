@@ -46,6 +46,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 CHAT = "/v1/chat/completions"
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 SEED = 4242
+#: Every line and metric of the served proxy names it; its derived seeds are salted with it.
+REPLICA = "pool-a"
 GRACE = 1.0
 LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+) .*admin: http://([0-9.]+):(\d+)")
 WORKER = re.compile(r"r-[0-9a-f]+w(\d+)-\d+")
@@ -112,6 +114,8 @@ def start(tmp: Path, *extra: str, log: bool = True, stdout: Any = None) -> Serve
         "5",
         "--seed",
         str(SEED),
+        "--replica-id",
+        REPLICA,
         "--grace",
         f"{GRACE:g}s",
         *(["--log", str(log_path)] if log_path is not None else []),
@@ -274,7 +278,7 @@ async def test_ordinals_and_seeds_count_the_whole_proxy(
     assert [r.headers.get("X-Once") for r, _ in answers].count("hit") == 1
     # Derived seeds: request numbers 1..30 of the whole proxy since the reset, each once.
     seeds = {int(r.headers["X-Chaos-Seed"]) for r, _ in answers}
-    assert seeds == {derive_seed(SEED, n) for n in range(1, 31)}
+    assert seeds == {derive_seed(SEED, n, REPLICA) for n in range(1, 31)}
 
 
 async def test_requests_metrics_and_verdicts_answer_for_every_worker(
@@ -383,7 +387,11 @@ async def test_a_reconnect_on_the_other_worker_is_answered_from_history(
 async def handed_over(admin: aiohttp.ClientSession) -> float:
     """The proxy's ``chaosproxy_connections_handed_over_total``, over the admin API."""
     async with admin.get("/metrics") as r:
-        found = re.search(r"^chaosproxy_connections_handed_over_total (\S+)$", await r.text(), re.M)
+        found = re.search(
+            r"^chaosproxy_connections_handed_over_total\{replica=\"pool-a\"\} (\S+)$",
+            await r.text(),
+            re.M,
+        )
     assert found is not None
     return float(found.group(1))
 
