@@ -28,6 +28,7 @@ import asyncio
 import hmac
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -59,6 +60,7 @@ from chaosproxy.scenario import ScenarioError, parse_fixtures, parse_scenario
 from chaosproxy.scenario.selection import ScenarioSet, UnknownScenario
 
 if TYPE_CHECKING:
+    from chaosproxy.fleet import SharedState
     from chaosproxy.mock.fixtures import MockFixtures
     from chaosproxy.server.resume import ResumeManager
 
@@ -101,16 +103,25 @@ class AdminState:
     #: Told of every change once it is made here, and awaited before the call answers
     #: (``serve --workers N``: every worker makes it too). A change is a dict: ``op``
     #: (add_scenario, remove_scenario, set_default, reset, add_fixtures,
-    #: clear_fixtures) and its arguments.
-    changed: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    #: clear_fixtures) and its arguments. What it returns, when a dict, is the
+    #: answer's ``fleet`` (``--state redis``: which replicas applied it).
+    changed: Callable[[dict[str, Any]], Awaitable[Any]] | None = None
+    #: The fleet's shared state (``--state redis://…``): ``/health`` says how it is.
+    shared: SharedState | None = None
 
 
 ADMIN = web.AppKey("admin", AdminState)
 
 
+#: What the fleet said of the change the request made (the answer's ``fleet``).
+_FLEET: ContextVar[dict[str, Any] | None] = ContextVar("chaosproxy_admin_fleet", default=None)
+
+
 async def _tell(state: AdminState, op: str, **fields: Any) -> None:
     if state.changed is not None:
-        await state.changed({"op": op, **fields})
+        said = await state.changed({"op": op, **fields})
+        if isinstance(said, dict):
+            _FLEET.set(said)
 
 
 WebHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -201,7 +212,14 @@ async def _guard(request: web.Request, handler: WebHandler) -> web.StreamRespons
         if refusal is not None:
             return _refused(request, 403, "forbidden", refusal)
     try:
-        return await handler(request)
+        answered = await handler(request)
+        fleet = _FLEET.get()
+        if fleet is not None and isinstance(answered, web.Response) and answered.body:
+            # A change in a fleet: the answer says which replicas applied it.
+            answer = orjson.loads(cast(bytes, answered.body))
+            if isinstance(answer, dict):
+                answered.body = orjson.dumps({**answer, "fleet": fleet})
+        return answered
     except web.HTTPRequestEntityTooLarge:  # a chunked body that went over MAX_BODY
         return _refused(request, 413, "too_large", TOO_LARGE)
     except web.HTTPException as exc:
@@ -246,6 +264,13 @@ async def _health(request: web.Request) -> web.Response:
     if state.log is not None and state.log.write_error is not None:
         warnings.append(state.log.write_error)
     health: dict[str, Any] = {"status": "ok", "warnings": warnings}
+    shared = state.shared
+    if shared is not None and shared.status == "local":  # its fleet's Redis is away
+        health["status"] = "degraded"
+        warnings.append(
+            f"state: {shared.label} is not answering ({shared.reason}): this replica "
+            "uses its own state"
+        )
     if state.token is not None:
         details = _authorized(request.headers.get("Authorization"), state.token)
     else:  # open to anyone, but a web page (or a name not its own) gets no details
@@ -259,6 +284,8 @@ async def _health(request: web.Request) -> web.Response:
             default=state.scenarios.default,
             in_flight=state.requests.in_flight(),
         )
+        if shared is not None:
+            health["fleet"] = shared.health()
     return _json(health)
 
 

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chaosproxy.control.admin import AdminState, RequestStore, create_admin_app
+from chaosproxy.control.changes import Target
+from chaosproxy.core.tenancy import TenantKeys
 from chaosproxy.observe import looplag
 from chaosproxy.observe.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.observe.metrics import Metrics
@@ -32,12 +34,13 @@ from chaosproxy.observe.trace import TraceWriter
 from chaosproxy.scenario import (
     Fixture,
     Scenario,
+    ScenarioError,
     cross_tenant_warnings,
     load_fixture_files,
     load_scenarios,
     with_library,
 )
-from chaosproxy.scenario.selection import ScenarioSet
+from chaosproxy.scenario.selection import ScenarioSet, UnknownScenario
 from chaosproxy.server.config import Config
 from chaosproxy.server.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.server.proxy import STATE, ProxyState, create_proxy_app
@@ -47,6 +50,7 @@ from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.tls import upstream_warnings
 
 if TYPE_CHECKING:
+    from chaosproxy.fleet import SharedState
     from chaosproxy.mock.fixtures import MockFixtures
 
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
@@ -165,6 +169,8 @@ class RunningProxy:
     fixtures: MockFixtures | None = None
     _in_flight: _InFlight = field(default_factory=_InFlight)
     _closing: asyncio.Future[list[str]] | None = None
+    #: The fleet's shared state (``--state redis://…``), None under ``memory``.
+    shared: SharedState | None = None
 
     @property
     def config(self) -> Config:
@@ -271,6 +277,8 @@ class RunningProxy:
             self.log.flush()
         if self._lag_probe is not None:
             self._lag_probe.stop()
+        if self.shared is not None:
+            await self.shared.close()
         return problems
 
     def last_words(self, within: float = LAST_WORDS) -> int:
@@ -433,6 +441,7 @@ async def start_proxy(
     runners: list[web.BaseRunner] = []
     admin_url: str | None = None
     mock_fixtures: MockFixtures | None = None
+    shared: SharedState | None = None
     try:
         resolve: dict[str, str] = {}
         if uses_mock(config):  # one mock, however many routes lead to it
@@ -468,6 +477,8 @@ async def start_proxy(
         state.journal = store.keep_request  # what each client sent, kept with its request
         if mock_fixtures is not None:  # a scenario's mock: fixtures, by its name
             mock_fixtures.scenarios = _scenario_fixtures(state.scenarios)
+        if config.shared:  # before the first request: the fleet's set, its secret
+            shared = await _join_fleet(config, state, store, mock_fixtures, metrics)
         host, port = config.listen
         app = create_proxy_app(state)
         metrics.count_connections(app[CLIENT_GUARD])
@@ -503,7 +514,10 @@ async def start_proxy(
                 log=log,
                 host=admin_host,
                 fixtures=mock_fixtures,
+                shared=shared,
             )
+            if shared is not None:
+                admin.changed = shared_changes(shared)
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),
                 admin_host,
@@ -518,6 +532,8 @@ async def start_proxy(
     except BaseException:
         for r in reversed(runners):
             await r.cleanup()
+        if shared is not None:
+            await shared.close()
         for observer in observers:
             log.remove_observer(observer)
         if traces is not None:
@@ -541,10 +557,57 @@ async def start_proxy(
         warnings=warnings,
         fixtures=mock_fixtures,
         _in_flight=in_flight,
+        shared=shared,
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     proxy._lag_probe = looplag.probe_from_environment()
     return proxy
+
+
+async def _join_fleet(
+    config: Config,
+    state: ProxyState,
+    store: RequestStore,
+    fixtures: MockFixtures | None,
+    metrics: Metrics,
+) -> SharedState:
+    """Reach the fleet's Redis (``--state``), take its tenant secret and its current
+    set, and start applying its changes here; a StartupError when it cannot be reached
+    (a replica never starts apart from its fleet)."""
+    from chaosproxy.fleet import SharedState
+    from chaosproxy.fleet.shared import StateCollector
+
+    shared = SharedState(config.state, config.fleet, config.replica, config.state_timeout)
+    target = Target(state, store, fixtures)
+    try:
+        startup = await shared.start(target.apply)
+        secret = await shared.tenant_secret()
+        await target.load(startup)
+    except (OSError, TimeoutError) as exc:
+        await shared.close()
+        raise StartupError(str(exc) or f"--state {shared.label}: no answer in time") from None
+    except (ScenarioError, UnknownScenario) as exc:
+        await shared.close()
+        raise StartupError(f"--state {shared.label}: the fleet's current set: {exc}") from None
+    state.tenants = TenantKeys(secret, config.tenant_header)
+    state.scenarios.fallback_salt = config.replica
+    state.fleet = shared
+    metrics.registry.register(StateCollector(shared))
+    return shared
+
+
+def shared_changes(shared: SharedState) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    """The admin's ``changed`` hook in a fleet: store the change and wait until every
+    live replica applied it; what the answer says of it (``fleet``)."""
+
+    async def changed(change: dict[str, Any]) -> dict[str, Any]:
+        try:
+            pending = await shared.publish(change)
+        except OSError as exc:
+            return {"applied": "here only", "reason": str(exc)}
+        return {"applied": "everywhere" if not pending else "not everywhere", "pending": pending}
+
+    return changed
 
 
 def _scenario_fixtures(scenarios: ScenarioSet) -> Callable[[str], Sequence[Fixture]]:

@@ -267,6 +267,11 @@ class ResponseEnd(TypedDict):
     """The summary of a request (the ``response_end`` line without the bound fields,
     ``event`` and ``ts``), built once, when it ended."""
 
+    #: ``local`` when the fleet's state (``--state redis://…``) did not answer in
+    #: time and this replica numbered the request alone (docs/fleet.md). Not
+    #: ``state``, which a summary uses for ``in_flight``/``done``.
+    fleet_state: NotRequired[Literal["local"]]
+
     outcome: Outcome
     #: The status the client was sent (0: none).
     status: int

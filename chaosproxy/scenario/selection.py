@@ -15,6 +15,7 @@ which is forwarded as sent), each one noted in :attr:`Choice.ignored`.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import random
@@ -62,6 +63,9 @@ class Choice:
     #: What the client asked for and was ignored, clients not being trusted:
     #: ``header``, ``seed``, ``path`` (empty when trusted).
     ignored: tuple[str, ...] = ()
+    #: True when the fleet's state (``--state redis``) could not be reached in time
+    #: and this replica's own counters numbered the request (docs/fleet.md).
+    local: bool = False
 
 
 class UnknownScenario(Exception):
@@ -99,6 +103,9 @@ class ScenarioSet:
         #: never repeat each other (docs/fleet.md). None: none (a shared request
         #: number already makes them the fleet's own).
         self.salt = salt
+        #: The salt of the seeds a fleet's replica derives alone, its fleet away
+        #: (:meth:`choose_in_fleet`).
+        self.fallback_salt = salt
         self.trust_client = trust_client
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -186,6 +193,11 @@ class ScenarioSet:
         prefix names a scenario that is not loaded, and ValueError for a bad
         ``X-Chaos-Seed``; neither counts as a request. Clients not trusted, none of
         them is even read: only ``match:``, ``rate`` and the default choose."""
+        return self._choose(method, path_qs, headers, self.salt)
+
+    def _choose(
+        self, method: str, path_qs: str, headers: Mapping[str, str], salt: str | None
+    ) -> Choice:
         ignored: tuple[str, ...] = ()
         if self.trust_client:
             header_seed = _parse_seed(headers)
@@ -206,14 +218,75 @@ class ScenarioSet:
             elif chosen is not None:
                 scenario = self._get(chosen)  # an explicit choice ignores rate
             else:
-                draw = self._draw(header_seed, number) if self._partial else None
+                draw = self._draw(header_seed, number, salt) if self._partial else None
                 scenario = self._matching(method, path_qs, headers, draw)
             self._requests = number
             ordinal = 0
             if scenario is not None:
                 ordinal = self._counts.get(scenario.name, 0) + 1
                 self._counts[scenario.name] = ordinal
-        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored)
+        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored, salt)
+
+    async def choose_in_fleet(
+        self, method: str, path_qs: str, headers: Mapping[str, str], fleet: FleetCounterSource
+    ) -> Choice:
+        """:meth:`choose` with the fleet's counters (``--state redis``: docs/fleet.md):
+        the request's number and its scenario's ordinal in one round trip, or two when
+        a ``rate`` draw derived from ``--seed`` must know the number before the match.
+        When the fleet does not answer in time, :meth:`choose` with this replica's own
+        counters (its seeds salted with :attr:`fallback_salt`), marked ``local``."""
+        if self.trust_client:
+            header_seed = _parse_seed(headers)
+            chosen = _first(headers, SCENARIO_HEADER)
+            prefixed, stripped = _strip_prefix(path_qs)
+            chosen = chosen or prefixed
+            ignored: tuple[str, ...] = ()
+        else:
+            ignored = _asked(path_qs, headers)
+            header_seed, chosen, stripped = None, None, path_qs
+        scenario: Scenario | None = None  # PASSTHROUGH: explicitly none
+        number_first = False
+        with self._lock:
+            if chosen is not None and chosen != PASSTHROUGH:
+                scenario = self._get(chosen)  # an explicit choice ignores rate
+            elif chosen is None:
+                number_first = self._partial and header_seed is None and self._base_seed is not None
+                if not number_first:
+                    draw = self._draw(header_seed, 0) if self._partial else None
+                    scenario = self._matching(method, stripped, headers, draw)
+        if not number_first:
+            counts = await fleet.counts(scenario.name if scenario is not None else None)
+            if counts is None:
+                return self._fallback(method, path_qs, headers)
+            number, ordinal = counts
+        else:
+            counts = await fleet.counts(None)
+            if counts is None:
+                return self._fallback(method, path_qs, headers)
+            number = counts[0]
+            with self._lock:
+                scenario = self._matching(
+                    method, stripped, headers, self._draw(None, number, self.salt)
+                )
+            ordinal = 0
+            if scenario is not None:
+                shared = await fleet.ordinal(scenario.name)
+                if shared is None:  # numbered by the fleet, counted here
+                    with self._lock:
+                        shared = self._counts.get(scenario.name, 0) + 1
+                        self._counts[scenario.name] = shared
+                    choice = self._choice(
+                        scenario, shared, number, header_seed, stripped, ignored, self.salt
+                    )
+                    return dataclasses.replace(choice, local=True)
+                ordinal = shared
+        return self._choice(scenario, ordinal, number, header_seed, stripped, ignored, self.salt)
+
+    def _fallback(self, method: str, path_qs: str, headers: Mapping[str, str]) -> Choice:
+        """:meth:`choose` by this replica alone, its derived seeds salted apart from
+        the fleet's (whose numbers its own repeat)."""
+        choice = self._choose(method, path_qs, headers, self.fallback_salt)
+        return dataclasses.replace(choice, local=True)
 
     def _choose_shared(
         self,
@@ -234,7 +307,7 @@ class ScenarioSet:
                 scenario = self._get(chosen)  # an explicit choice ignores rate
             number = counters.next_request()
             if chosen is None:
-                draw = self._draw(header_seed, number) if self._partial else None
+                draw = self._draw(header_seed, number, self.salt) if self._partial else None
                 scenario = self._matching(method, path_qs, headers, draw)
         ordinal = 0
         if scenario is not None:
@@ -244,7 +317,7 @@ class ScenarioSet:
                     shared = self._counts.get(scenario.name, 0) + 1
                     self._counts[scenario.name] = shared
             ordinal = shared
-        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored)
+        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored, self.salt)
 
     def _choice(
         self,
@@ -254,6 +327,7 @@ class ScenarioSet:
         header_seed: int | None,
         path_qs: str,
         ignored: tuple[str, ...],
+        salt: str | None = None,
     ) -> Choice:
         active = scenario is not None and (
             scenario.requests is None or ordinal in scenario.requests
@@ -263,7 +337,7 @@ class ScenarioSet:
         elif scenario is not None and scenario.seed is not None:
             seed = scenario.seed
         elif self._base_seed is not None:
-            seed = derive_seed(self._base_seed, number, self.salt)
+            seed = derive_seed(self._base_seed, number, salt)
         else:
             seed = self._random.randrange(SEED_LIMIT)
         return Choice(scenario, active, ordinal, seed, path_qs, ignored)
@@ -307,16 +381,25 @@ class ScenarioSet:
         """Whether any scenario takes only a fraction of its requests."""
         return any(s.rate < 1.0 for s in self._scenarios.values())
 
-    def _draw(self, header_seed: int | None, number: int) -> float:
+    def _draw(self, header_seed: int | None, number: int, salt: str | None = None) -> float:
         """The request's draw for ``rate``: from its ``X-Chaos-Seed``, else from the
         base seed and its number (the same split for the same ``--seed``), else random."""
         if header_seed is not None:
             basis: int = header_seed
         elif self._base_seed is not None:
-            basis = derive_seed(self._base_seed, number, self.salt)
+            basis = derive_seed(self._base_seed, number, salt)
         else:
             return self._random.random()
         return random.Random(f"{basis}:rate").random()
+
+
+class FleetCounterSource(Protocol):
+    """A fleet's counters (:class:`chaosproxy.fleet.shared.SharedState`): None when
+    they could not be had in time."""
+
+    async def counts(self, scenario: str | None) -> tuple[int, int] | None: ...
+
+    async def ordinal(self, scenario: str) -> int | None: ...
 
 
 class SharedCounterSource(Protocol):

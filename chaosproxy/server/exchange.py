@@ -509,6 +509,8 @@ class Exchange:
             if not session.ended:  # every path above ends it: a guard against a bug
                 session.internal_error("internal error: the request ended without an outcome")
             line = session.summary(time.monotonic())
+            if self.choice.local:  # numbered by this replica alone: its fleet was away
+                line["fleet_state"] = "local"
             for violation in session.violations():
                 self.log.info("violation", **violation.fields())
             self.log.info("response_end", **line)

@@ -114,7 +114,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     try:
         # The upstream URL may have a path prefix: ``..`` must never climb above it.
         path_qs = normalise_path(path_qs)
-        choice = state.scenarios.choose(request.method, path_qs, request.headers)
+        if state.fleet is None:
+            choice = state.scenarios.choose(request.method, path_qs, request.headers)
+        else:  # the fleet's counters: one round trip, --state-timeout at most
+            choice = await state.scenarios.choose_in_fleet(
+                request.method, path_qs, request.headers, state.fleet
+            )
     except (UnknownScenario, BadTarget, ValueError) as exc:
         # Answered by the proxy itself, never forwarded; still logged and labelled.
         refusal = str(exc)

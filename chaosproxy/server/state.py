@@ -19,7 +19,7 @@ from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.tenancy import TenantKeys
 from chaosproxy.observe.journal import RequestEntry
 from chaosproxy.observe.logs import FrameLog, redact_url
-from chaosproxy.scenario.selection import ScenarioSet
+from chaosproxy.scenario.selection import FleetCounterSource, ScenarioSet
 from chaosproxy.server.config import Config
 from chaosproxy.server.resume import ResumeManager, reader_share
 from chaosproxy.server.routes import Route, RouteTable
@@ -73,6 +73,9 @@ class ProxyState:
     #: Given each request's journal entry once its request line is logged (the admin
     #: store keeps it); None: not kept.
     journal: Callable[[str, RequestEntry], None] | None = None
+    #: The fleet's counters (``--state redis://…``: docs/fleet.md); None: this
+    #: process's own (``memory``).
+    fleet: FleetCounterSource | None = None
 
     def __post_init__(self) -> None:
         self.resume.max_event_size = self.config.max_event_size
