@@ -10,6 +10,7 @@ interface) reaches the upstream.
 from __future__ import annotations
 
 import itertools
+import os
 import secrets
 from collections.abc import AsyncIterator
 
@@ -92,6 +93,17 @@ async def _upstream_client(app: web.Application) -> AsyncIterator[None]:
 #: restarts and replicas (a 64-bit tag), so trace files and a log store never mix two.
 _PROCESS_TAG = secrets.token_hex(8)
 _ids = itertools.count(1)
+
+
+def _new_process_tag() -> None:
+    """A forked process is another process: a tag of its own, ids from 1 (a fork
+    server's children, a supervisor's forks, would otherwise write the same ids)."""
+    global _PROCESS_TAG, _ids
+    _PROCESS_TAG = secrets.token_hex(8)
+    _ids = itertools.count(1)
+
+
+os.register_at_fork(after_in_child=_new_process_tag)
 
 
 def next_request_id() -> str:

@@ -431,3 +431,75 @@ def test_untrusted_the_rate_draw_and_the_seeds_come_from_the_base_seed_alone() -
             assert names(g) == names(w), i
     share = sum(names(g) == "cut" for g in got) / len(got)
     assert share == pytest.approx(0.05 * 3 / 4, abs=0.02)  # the mix's rate, no more
+
+
+# --------------------------------------------------------------------------- a fleet
+
+
+class ScriptedFleet:
+    """A fleet's counters as :meth:`ScenarioSet.choose_in_fleet` asks them: the calls
+    made, in order, answered from a script (None: Redis did not answer in time)."""
+
+    def __init__(self, number: int, ordinal: int, *, away: bool = False) -> None:
+        self.number, self.next_ordinal, self.away = number, ordinal, away
+        self.calls: list[tuple[str, str | None]] = []
+
+    async def counts(self, scenario: str | None) -> tuple[int, int] | None:
+        self.calls.append(("counts", scenario))
+        if self.away:
+            return None
+        return self.number, self.next_ordinal if scenario is not None else 0
+
+    async def ordinal(self, scenario: str) -> int | None:
+        self.calls.append(("ordinal", scenario))
+        return None if self.away else self.next_ordinal
+
+
+async def test_a_fleet_numbers_a_named_request_in_one_round_trip(
+    library: dict[str, Scenario],
+) -> None:
+    chooser = ScenarioSet(library, base_seed=9)
+    fleet = ScriptedFleet(number=41, ordinal=2)
+    choice = await chooser.choose_in_fleet(
+        "POST", CHAT, CIMultiDict({"X-Chaos-Scenario": "second-and-fourth"}), fleet
+    )
+    assert fleet.calls == [("counts", "second-and-fourth")]
+    assert (names(choice), choice.ordinal, choice.active) == ("second-and-fourth", 2, True)
+    assert choice.seed == derive_seed(9, 41)  # the fleet's number: no salt
+    assert not choice.local
+
+
+async def test_a_rate_drawn_from_the_seed_needs_the_number_first() -> None:
+    """``rate`` with a ``--seed``: the draw comes from the fleet's request number, so
+    the number is asked before the match, then the chosen scenario's ordinal."""
+    rated = {"cut": scenario("cut", 'match: {path: "/v1/*"}\nrate: 0.5')}
+    chooser = ScenarioSet(rated, base_seed=3)
+    number = next(
+        n for n in range(1, 100) if random.Random(f"{derive_seed(3, n)}:rate").random() < 0.5
+    )
+    fleet = ScriptedFleet(number=number, ordinal=7)
+    choice = await chooser.choose_in_fleet("POST", CHAT, CIMultiDict(), fleet)
+    assert fleet.calls == [("counts", None), ("ordinal", "cut")]
+    assert (names(choice), choice.ordinal, choice.seed) == ("cut", 7, derive_seed(3, number))
+
+
+async def test_a_fleet_away_numbers_the_request_here_salted_apart(
+    library: dict[str, Scenario],
+) -> None:
+    chooser = ScenarioSet(library, base_seed=9)
+    chooser.fallback_salt = "r2"
+    fleet = ScriptedFleet(number=41, ordinal=2, away=True)
+    headers = CIMultiDict({"X-Chaos-Scenario": "first-only"})
+    first = await chooser.choose_in_fleet("POST", CHAT, headers, fleet)
+    second = await chooser.choose_in_fleet("POST", CHAT, headers, fleet)
+    assert [first.local, second.local] == [True, True]
+    assert [first.ordinal, second.ordinal] == [1, 2]  # this replica's own count
+    assert [first.active, second.active] == [True, False]
+    assert [first.seed, second.seed] == [derive_seed(9, 1, "r2"), derive_seed(9, 2, "r2")]
+
+
+def test_derived_seeds_with_a_salt_are_another_sequence() -> None:
+    assert derive_seed(5, 1, None) == derive_seed(5, 1)
+    salted = [derive_seed(5, n, "pod-a") for n in range(1, 50)]
+    assert not set(salted) & {derive_seed(5, n) for n in range(1, 50)}
+    assert not set(salted) & {derive_seed(5, n, "pod-b") for n in range(1, 50)}

@@ -1,0 +1,216 @@
+"""A fleet that behaves as one proxy (docs/fleet.md): three replicas of ``chaosproxy
+serve`` naming one real ``redis-server``, behind a real HAProxy that sends each request
+to the next replica, pass the tests one process passes: ``requests:`` ordinals, derived
+seeds, admin changes, a late replica; and a Redis that stalls (SIGSTOP) never stalls a
+stream past ``--state-timeout``. Under ``--state memory`` replicas repeat nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from chaosproxy.scenario.selection import derive_seed
+from tests.fleet_parts import (
+    Replica,
+    haproxy,
+    needs_haproxy,
+    needs_redis,
+    redis_server,
+    replicas,
+    start_replica,
+)
+
+pytestmark = [needs_redis, needs_haproxy, pytest.mark.slow, pytest.mark.xdist_group("fleet")]
+
+CHAT = "/v1/chat/completions"
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+NAMES = ["r1", "r2", "r3"]
+SEED = 77
+THIRD = "name: third\nrequests: [3]\nfaults:\n  - status: {code: 429}\n"
+
+
+async def post_chat(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes, float]:
+    """One streamed chat request on a connection of its own: status, headers (names in
+    lower case: HAProxy sends them so), body, and
+    the seconds to its response head."""
+    began = time.monotonic()
+    async with session.post(
+        url + CHAT, json=BODY, headers={"Connection": "close", **(headers or {})}
+    ) as r:
+        head = time.monotonic() - began
+        headers_seen = {k.lower(): v for k, v in r.headers.items()}
+        return r.status, headers_seen, await r.read(), head
+
+
+def lines(replica: Replica, event: str) -> list[dict[str, Any]]:
+    return [
+        line
+        for raw in replica.log.read_bytes().splitlines()
+        if (line := orjson.loads(raw)).get("event") == event
+    ]
+
+
+async def admin(
+    session: aiohttp.ClientSession, replica: Replica, method: str, path: str, **kw: Any
+) -> tuple[int, Any]:
+    async with session.request(method, replica.admin + path, **kw) as r:
+        return r.status, await r.json()
+
+
+async def test_a_fleet_counts_ordinals_and_seeds_as_one_process(tmp_path: Path) -> None:
+    with redis_server(tmp_path) as redis:
+        async with replicas(
+            tmp_path, NAMES, "--state", redis.url, "--seed", str(SEED), "--mock-interval-ms", "1"
+        ) as fleet:
+            with haproxy(tmp_path, [r.port for r in fleet]) as balancer:
+                async with aiohttp.ClientSession() as session:
+                    status, added = await admin(
+                        session, fleet[1], "POST", "/scenarios", data=THIRD,
+                        headers={"Content-Type": "application/yaml"},
+                    )  # fmt: skip
+                    assert status == 201
+                    # Answered once every live replica applied it.
+                    assert added["fleet"] == {"applied": "everywhere", "pending": []}
+                    answers = [
+                        await post_chat(session, balancer, {"X-Chaos-Scenario": "third"})
+                        for _ in range(9)
+                    ]
+    statuses = [a[0] for a in answers]
+    assert statuses == [200, 200, 429, 200, 200, 200, 200, 200, 200]
+    served = {a[1]["x-chaos-request-id"].split("-")[1] for a in answers}
+    assert len(served) == 3  # every replica answered some: the balancer spread them
+    # The fleet's ordinals 1..9, each once, wherever it was served; the seeds derived
+    # from the fleet's request numbers: the same split as one process.
+    requests = [line for r in fleet for line in lines(r, "request")]
+    assert sorted(line["ordinal"] for line in requests) == list(range(1, 10))
+    assert {line["replica"] for line in requests} == set(NAMES)
+    assert {int(a[1]["x-chaos-seed"]) for a in answers} == {
+        derive_seed(SEED, n) for n in range(1, 10)
+    }
+    assert all("fleet_state" not in line for r in fleet for line in lines(r, "response_end"))
+
+
+async def test_an_admin_change_on_one_replica_applies_to_all_before_it_answers(
+    tmp_path: Path,
+) -> None:
+    with redis_server(tmp_path) as redis:
+        async with (
+            replicas(tmp_path, NAMES, "--state", redis.url) as fleet,
+            aiohttp.ClientSession() as session,
+        ):
+            status, _ = await admin(
+                    session, fleet[0], "POST", "/scenarios", data=THIRD,
+                    headers={"Content-Type": "application/yaml"},
+                )  # fmt: skip
+            assert status == 201
+            status, answer = await admin(
+                session, fleet[2], "PUT", "/default", json={"scenario": "third"}
+            )
+            assert (status, answer["fleet"]["pending"]) == (200, [])
+            for replica in fleet:  # at once, with no wait: already applied
+                _, listing = await admin(session, replica, "GET", "/scenarios")
+                assert listing["default"] == "third", replica.name
+                assert "third" in {s["name"] for s in listing["scenarios"]}
+            # A replica that starts later loads the current set.
+            late = await start_replica("r4", tmp_path, "--state", redis.url)
+            try:
+                _, listing = await admin(session, late, "GET", "/scenarios")
+                assert listing["default"] == "third"
+                assert listing["scenarios"][-1]["requests"] == [3]
+                status, removed = await admin(session, late, "DELETE", "/scenarios/third")
+                assert status == 200
+                assert removed["fleet"]["pending"] == []
+                for replica in fleet:
+                    status, _ = await admin(session, replica, "GET", "/scenarios/third")
+                    assert status == 404, replica.name
+                # POST /reset on one re-arms every replica: ordinals from 1 again.
+                await admin(session, fleet[1], "POST", "/scenarios", data=THIRD,
+                                headers={"Content-Type": "application/yaml"})  # fmt: skip
+                for replica in fleet:
+                    await post_chat(session, replica.url, {"X-Chaos-Scenario": "third"})
+                status, reset = await admin(session, fleet[0], "POST", "/reset")
+                assert (status, reset["fleet"]["pending"]) == (200, [])
+                for replica in fleet:
+                    status, _ = await admin(session, replica, "GET", "/scenarios/third")
+                    assert status == 404, replica.name  # a runtime scenario: gone
+                assert redis.command("GET", "chaosproxy:chaosproxy:requests") == ""
+            finally:
+                from tests.conftest import stop_serve
+
+                await stop_serve(late.process)
+
+
+async def test_replicas_under_memory_repeat_no_seed(tmp_path: Path) -> None:
+    """The same ``--seed`` on every replica (a Deployment's environment) and no Redis:
+    each replica's derived seeds are salted with its name, so none repeats another's."""
+    async with (
+        replicas(tmp_path, NAMES, "--seed", str(SEED)) as fleet,
+        aiohttp.ClientSession() as session,
+    ):
+        seeds = {
+            replica.name: [
+                int((await post_chat(session, replica.url))[1]["x-chaos-seed"]) for _ in range(3)
+            ]
+            for replica in fleet
+        }
+    for name, drawn in seeds.items():
+        assert drawn == [derive_seed(SEED, n, name) for n in (1, 2, 3)]
+    assert len({s for drawn in seeds.values() for s in drawn}) == 9
+
+
+async def test_a_stalled_redis_never_stalls_a_stream(tmp_path: Path) -> None:
+    """Redis SIGSTOPped with streams in flight and new requests arriving: the streams
+    go on, each new request waits ``--state-timeout`` at most and is served with this
+    replica's own counters (``fleet_state: local``), ``/health`` says ``degraded``;
+    SIGCONT, and the replicas share again."""
+    with redis_server(tmp_path) as redis:
+        async with replicas(
+            tmp_path, NAMES, "--state", redis.url, "--state-timeout", "50ms",
+            "--mock-interval-ms", "20",
+        ) as fleet:  # fmt: skip
+            with haproxy(tmp_path, [r.port for r in fleet]) as balancer:
+                async with aiohttp.ClientSession() as session:
+                    in_flight = [
+                        asyncio.create_task(post_chat(session, balancer)) for _ in range(3)
+                    ]
+                    await asyncio.sleep(0)  # (they are sent; Redis stops under them)
+                    redis.pause()
+                    try:
+                        during = [await post_chat(session, balancer) for _ in range(6)]
+                        _, health = await admin(session, fleet[0], "GET", "/health")
+                    finally:
+                        redis.resume()
+                    done = await asyncio.gather(*in_flight)
+                    shared_again = await _until_shared(session, fleet)
+    assert [a[0] for a in done + during] == [200] * 9
+    assert all(a[2].endswith(b"data: [DONE]\n\n") for a in done + during)
+    # Each new request waited for Redis 50 ms at most (then none at all: the state
+    # stays local until a probe reaches Redis); the head came well within a second.
+    assert max(a[3] for a in during) < 1.0, [round(a[3], 3) for a in during]
+    assert health["status"] == "degraded"
+    assert health["fleet"]["state"] == "local"
+    local = [line for r in fleet for line in lines(r, "response_end") if line.get("fleet_state")]
+    assert len(local) >= 6  # every request numbered during the stop said so
+    assert shared_again
+    assert any("shared again" in "".join(r.stderr) for r in fleet)
+
+
+async def _until_shared(session: aiohttp.ClientSession, fleet: list[Replica]) -> bool:
+    """Whether every replica's ``/health`` says its state is shared again (its probe
+    backs off to 2 s at most), within 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = [(await admin(session, r, "GET", "/health"))[1]["fleet"]["state"] for r in fleet]
+        if states == ["shared"] * len(fleet):
+            return True
+        await asyncio.sleep(0.1)
+    return False
