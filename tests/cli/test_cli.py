@@ -12,7 +12,7 @@ import pytest
 
 from chaosproxy.cli.main import build_parser
 from chaosproxy.scenario import load_library
-from tests.conftest import LIBRARY, REPO, busy_port, chaosproxy_argv, run_cli
+from tests.conftest import LIBRARY, REPO, busy_port, chaosproxy_argv, refused_port, run_cli
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -246,3 +246,35 @@ def test_the_parser_is_built_without_the_fault_space() -> None:
     )
     assert done.stdout == "[]\n"
     assert build_parser().parse_args(["explore", "--client", "true"]).shrink_runs == 30
+
+
+# --------------------------------------------------------------------------- --state
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--state", "mysql://x"], "argument --state: expected memory or a Redis URL"),
+        (["--state", "redis://user:hunter2@"], "got 'redis://user:***@'"),
+        (["--replica-id", "a b"], "argument --replica-id: expected a name of letters"),
+        (["--fleet", ""], "argument --fleet: expected a name of letters"),
+        (["--workers", "2", "--state", "redis://127.0.0.1:1/0"], "do not go together yet"),
+    ],
+)
+def test_fleet_flags_refuse_bad_values_in_one_line(args: list[str], message: str) -> None:
+    result = run_cli("serve", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "hunter2" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # usage, then the one line
+
+
+def test_a_replica_whose_redis_cannot_be_reached_does_not_start() -> None:
+    with refused_port() as port:
+        result = run_cli(
+            "serve", "--listen", "127.0.0.1:0", "--admin", "off",
+            "--state", f"redis://:secret@127.0.0.1:{port}/0",
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"chaosproxy: error: --state redis://:***@127.0.0.1:{port}/0: ")
+    assert "secret" not in result.stderr
