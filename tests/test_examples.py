@@ -33,10 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 COMPOSE = EXAMPLES / "docker-compose.yml"
 COMPOSE_ADMIN = EXAMPLES / "docker-compose.admin.yml"
+COMPOSE_FLEET = EXAMPLES / "docker-compose.fleet.yml"
 WORKFLOW = EXAMPLES / "github-actions.yml"
 KUBE = EXAMPLES / "kubernetes"
 POD = KUBE / "pod.yaml"
 CONFIGMAP = KUBE / "configmap.yaml"
+FLEET = KUBE / "fleet.yaml"
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
 #: The oldest Kubernetes the Pod is meant for (native sidecars), and the newest schema.
 KUBE_VERSIONS = ("1.29.0", "1.37.0")
@@ -73,7 +75,7 @@ def check_jsonschema(schema: str, *paths: Path) -> subprocess.CompletedProcess[s
 @pytest.mark.parametrize(
     ("schema", "paths"),
     [
-        ("vendor.compose-spec", (COMPOSE, COMPOSE_ADMIN)),
+        ("vendor.compose-spec", (COMPOSE, COMPOSE_ADMIN, COMPOSE_FLEET)),
         ("vendor.github-workflows", (WORKFLOW,)),
         ("custom.github-workflows-require-timeout", (WORKFLOW,)),
     ],
@@ -109,7 +111,7 @@ def kube_validate(data: dict[str, Any], version: str) -> None:
 
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
-@pytest.mark.parametrize("path", [POD, CONFIGMAP], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [POD, CONFIGMAP, FLEET], ids=lambda p: p.name)
 def test_kubernetes_manifests_are_valid(path: Path, version: str) -> None:
     for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
         kube_validate(document, version)
@@ -158,7 +160,7 @@ def test_every_chaosproxy_variable_set_is_a_real_setting() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [COMPOSE, COMPOSE_ADMIN, WORKFLOW, POD, CONFIGMAP, DEPLOY_DOC],
+    [COMPOSE, COMPOSE_ADMIN, COMPOSE_FLEET, WORKFLOW, POD, CONFIGMAP, FLEET, DEPLOY_DOC],
     ids=lambda p: p.name,
 )
 def test_every_chaosproxy_variable_mentioned_is_a_real_setting(path: Path) -> None:
