@@ -34,6 +34,7 @@ import gc
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -289,20 +290,26 @@ async def test_a_forged_last_event_id_reads_nothing_of_another_answer(
     ("way", "cookie"), [("key", SESSION), ("cookie", SESSION), ("cookie", "*")]
 )
 async def test_a_leaked_stream_id_gives_another_user_nothing(
-    users: Users, make_proxy: ProxyFactory, log_capture: LogCapture, way: str, cookie: str
+    users: Users,
+    make_proxy: ProxyFactory,
+    log_capture: LogCapture,
+    tmp_path: Path,
+    way: str,
+    cookie: str,
 ) -> None:
     """The audit: a leaked first event id gave another cookie user (one tenant with every
     anonymous client, then) 20 of the victim's 20 events and its ``Set-Cookie``. Now a
     cookie user is a tenant (``--tenant-cookie sid``, or ``*``: the whole ``Cookie``), as
     a keyed user is: the victim's real id, presented by another user, is ``missing``
     (204): nothing of the victim's, no cookie, no link in the log. The id is shown
-    nowhere whole: neither in the log nor in the admin's answers. The control: the
-    victim itself resumes with it."""
+    nowhere whole: neither in the log, nor in the traces, nor in the admin's answers.
+    The control: the victim itself resumes with it."""
     proxy = await make_proxy(
         upstream=users.url,
         scenarios={"kept": RESUMABLE % "resume"},
         tenant_cookie=cookie,
         admin=("127.0.0.1", 0),
+        trace_dir=str(tmp_path),
     )
     pick = {"X-Chaos-Scenario": "kept"}
     victim = await ask(proxy, as_user("victim", way, **pick))
@@ -320,8 +327,13 @@ async def test_a_leaked_stream_id_gives_another_user_nothing(
     assert back.cookie == "session=victim"
     await log_capture.wait_end(back.request_id)
     assert log_capture.for_request(back.request_id)[0]["resumes"] == victim.request_id
-    # Shown nowhere whole: every line logged, and every admin answer about the requests.
+    # Shown nowhere whole: every line logged, every trace, every admin answer about them.
+    for got in (victim, stolen):
+        await log_capture.wait_end(got.request_id)  # (its trace is whole then)
     assert token not in orjson.dumps(log_capture.lines).decode()
+    traces = await asyncio.to_thread(lambda: {p.name: p.read_text() for p in tmp_path.iterdir()})
+    assert {f"{g.request_id}.jsonl" for g in (victim, stolen, back)} <= set(traces)
+    assert all(token not in text for text in traces.values())
     assert proxy.admin_url is not None
     async with aiohttp.ClientSession() as admin:
         for path in ["/requests", *(f"/requests/{g.request_id}" for g in (stolen, back))]:
