@@ -26,7 +26,6 @@ from aiohttp import web
 
 from chaosproxy.control.admin import AdminState, RequestStore, create_admin_app
 from chaosproxy.control.changes import Target
-from chaosproxy.core.tenancy import TenantKeys
 from chaosproxy.observe import looplag
 from chaosproxy.observe.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.observe.metrics import Metrics
@@ -46,6 +45,7 @@ from chaosproxy.server.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, ho
 from chaosproxy.server.proxy import STATE, ProxyState, create_proxy_app
 from chaosproxy.server.routes import MOCK as MOCK_UPSTREAM
 from chaosproxy.server.routes import RouteTable
+from chaosproxy.server.state import tenant_keys
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.tls import upstream_warnings
 
@@ -589,7 +589,7 @@ async def _join_fleet(
     except (ScenarioError, UnknownScenario) as exc:
         await shared.close()
         raise StartupError(f"--state {shared.label}: the fleet's current set: {exc}") from None
-    state.tenants = TenantKeys(secret, config.tenant_header)
+    state.tenants = tenant_keys(config, secret)
     state.scenarios.fallback_salt = config.replica
     state.fleet = shared
     metrics.registry.register(StateCollector(shared))

@@ -15,8 +15,12 @@ was cut. Time is data: every call that needs it takes ``now`` (seconds, monotoni
 * :class:`HistoryStore` keeps the streams of each scenario, bounded (``streams`` per
   scenario, ``max_bytes`` per stream, ``retention`` after the last activity), each
   belonging to a tenant (:mod:`chaosproxy.core.tenancy`): a ``Last-Event-ID`` is looked
-  up among its tenant's streams only, by map, never by a scan.
+  up among its tenant's streams only, by map, never by a scan. An anonymous request
+  kept apart (:data:`~chaosproxy.core.tenancy.STRANGER`) finds a stream by its token
+  only, never by an upstream's id, which another anonymous user could name as well.
   :meth:`HistoryStore.decide` answers a reconnect by the policy.
+* :func:`shown_event_id` is how a ``Last-Event-ID`` is shown (the log, the admin API):
+  a proxy id's token is a capability, so only its first characters are.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError
 from chaosproxy.core.framing.encode import field_name, newline_of, split_bom, split_lines
 from chaosproxy.core.framing.sse import SseFramer
 from chaosproxy.core.providers import Profile, choose_profile, get_profile, provider_for_event
-from chaosproxy.core.tenancy import ANONYMOUS
+from chaosproxy.core.tenancy import ANONYMOUS, apart
 
 Policy = Literal["resume", "replay_last", "restart", "new_stream", "unsupported", "expired"]
 IdSource = Literal["proxy", "upstream"]
@@ -259,6 +263,10 @@ class Fresh:
 
 Decision = Resume | Refuse | Fresh
 
+#: Why a reconnect is ``missing`` when it is anonymous (kept apart) under ``ids:
+#: upstream``: nothing tells its stream from another anonymous user's of the same ids.
+ANONYMOUS_UPSTREAM_ID = "anonymous upstream id"
+
 #: Seconds between two sweeps of the store for streams past their retention (a
 #: lookup checks the stream it finds itself; the sweep only frees memory).
 SWEEP_EVERY = 1.0
@@ -332,6 +340,8 @@ class HistoryStore:
             self.on_drop(stream)
 
     def _id_seen(self, stream: StreamHistory, event_id: str) -> None:
+        if apart(stream.tenant):  # found by its token only: never by a shared name
+            return
         holders = self._ids.setdefault((stream.scenario, stream.tenant, event_id), OrderedDict())
         holders[stream] = None
         holders.move_to_end(stream)
@@ -388,6 +398,8 @@ class HistoryStore:
                 index = stream.index_of(event_id)
                 if index is not None:
                     return stream, index
+        if apart(tenant):  # an upstream's id names no anonymous user's stream
+            return None
         holders = self._ids.get((scenario, tenant, event_id))
         if holders:
             stream = next(reversed(holders))
@@ -416,7 +428,12 @@ class HistoryStore:
         if config.policy == "unsupported":
             return Refuse(204, "resume unsupported", stream)
         if found is None or config.policy == "expired":
-            why = "history expired" if config.policy == "expired" else "unknown event id"
+            if config.policy == "expired":
+                why = "history expired"
+            elif config.ids == "upstream" and apart(tenant):
+                why = ANONYMOUS_UPSTREAM_ID
+            else:
+                why = "unknown event id"
             if config.missing == "new_stream":
                 return Fresh(why, stream)
             return Refuse(config.missing, why, stream)
@@ -428,6 +445,26 @@ class HistoryStore:
             return Fresh("new generation", stream)
         start = {"resume": index + 1, "replay_last": index, "restart": stream.first}[policy]
         return Resume(stream, start)
+
+
+# --------------------------------------------------------------------------- showing
+
+#: Characters of a stream token shown (``9GkT0v…``): 36 of its 128 random bits at
+#: most, so what is shown names a stream to whoever holds its id, and opens none.
+SHOWN_TOKEN = 6
+
+
+def shown_event_id(event_id: str) -> str:
+    """A ``Last-Event-ID`` as the log and the admin API show it: a proxy id's token
+    (``<token>.<n>``: the stream's capability) cut to its first :data:`SHOWN_TOKEN`
+    characters and ``…``, the event's number kept (``9GkT0v….7``); an id without a
+    dot, the same way. At most 200 characters of what the client sent."""
+    token, dot, n = event_id.rpartition(".")
+    if not dot:
+        token, n = event_id, ""
+    if len(token) > SHOWN_TOKEN:
+        token = token[:SHOWN_TOKEN] + "\u2026"
+    return (token + dot + n)[:200]
 
 
 # --------------------------------------------------------------------------- recording
@@ -522,6 +559,8 @@ class Recorder:
 
 
 __all__ = [
+    "ANONYMOUS_UPSTREAM_ID",
+    "SHOWN_TOKEN",
     "ByteSize",
     "Decision",
     "Fresh",
@@ -533,5 +572,6 @@ __all__ = [
     "ResumeConfig",
     "StreamHistory",
     "parse_bytes",
+    "shown_event_id",
     "with_id",
 ]

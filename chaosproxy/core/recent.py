@@ -9,7 +9,10 @@ outcome; the last stream closed is the *previous* one, and each tenant's last st
 closed is that tenant's previous one. ``splice`` reads it: ``from: previous`` its
 tenant's previous stream as it stood when its own request started, ``from:
 concurrent`` its tenant's streams running at the moment it splices (every tenant's,
-with ``across_tenants: true``).
+with ``across_tenants: true``). An anonymous request kept apart (the
+:data:`~chaosproxy.core.tenancy.STRANGER` tenant) has no tenant to share with: it is
+nobody's previous stream and finds none, and no running stream is its tenant's (only
+``across_tenants: true`` takes from it, as from anyone).
 
 Memory is bounded four ways: a stream keeps at most ``max_events`` events and
 ``max_bytes`` bytes of them (the oldest are forgotten first; an event larger than
@@ -25,7 +28,7 @@ from collections import OrderedDict, deque
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.tenancy import ANONYMOUS
+from chaosproxy.core.tenancy import ANONYMOUS, apart
 
 #: Events a stream keeps at most (every kind together).
 DEFAULT_MAX_EVENTS = 256
@@ -158,9 +161,12 @@ class RecentStreams:
         return record
 
     def close(self, record: StreamRecord) -> None:
-        """Its request ended: the stream becomes the previous one (its tenant's too)."""
+        """Its request ended: the stream becomes the previous one (its tenant's too,
+        unless its request was anonymous and kept apart: nobody's)."""
         if self._running.pop(record.request_id, None) is record:
             self._previous = record
+            if apart(record.tenant):
+                return
             previous = self._previous_of
             previous[record.tenant] = record
             previous.move_to_end(record.tenant)
@@ -173,12 +179,16 @@ class RecentStreams:
         return self._previous
 
     def previous_of(self, tenant: str) -> StreamRecord | None:
-        """The framed stream of ``tenant`` that finished last, or None."""
+        """The framed stream of ``tenant`` that finished last, or None (always for an
+        anonymous request kept apart)."""
         return self._previous_of.get(tenant)
 
     def running(self, exclude: str | None = None, tenant: str | None = None) -> list[StreamRecord]:
         """The recorded streams running now (but ``exclude``; only ``tenant``'s when
-        given), oldest first. At most ``max_running`` to look at."""
+        given; none of an anonymous tenant kept apart), oldest first. At most
+        ``max_running`` to look at."""
+        if tenant is not None and apart(tenant):
+            return []
         return [
             r
             for rid, r in self._running.items()

@@ -100,6 +100,8 @@ class RequestFields(_Bound):
     #: ``X-Chaos-*`` choices ignored under ``--trust-client-scenarios no``.
     client_choices_ignored: NotRequired[list[str]]
     # A reconnect (``Last-Event-ID``) under ``resume:`` (docs/reconnection.md).
+    #: The ``Last-Event-ID`` it sent, a stream token cut to its first 6 characters
+    #: (``9GkT0v….7``: the token is the stream's capability), at most 200 characters.
     last_event_id: NotRequired[str]
     resumes: NotRequired[str]
     resume_answer: NotRequired[str]

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from chaosproxy.core.history import shown_event_id
 from chaosproxy.core.llm_request import NOTHING, RequestView, read_request
 from chaosproxy.core.records import InFlightSummary, JournalMessage, JournalRequest, RequestSummary
 from chaosproxy.core.tenancy import CREDENTIAL_HEADERS
@@ -45,12 +46,15 @@ def _secret_header(lower: str) -> bool:
 
 def masked_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The headers as a mapping (names lower case, repeats joined by ``, ``), the
-    values of those that carry credentials masked."""
+    values of those that carry credentials masked, and a ``Last-Event-ID`` shown as the
+    log shows it (a stream's token is a capability: its first characters only)."""
     out: dict[str, str] = {}
     for name, value in headers:
         lower = name.lower()
         if _secret_header(lower):
             value = MASK
+        elif lower == "last-event-id":
+            value = shown_event_id(value)
         out[lower] = f"{out[lower]}, {value}" if lower in out else value
     return out
 

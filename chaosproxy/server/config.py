@@ -29,6 +29,7 @@ from chaosproxy.core.integrity import Envelope
 from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
 from chaosproxy.core.redact import redact_url
 from chaosproxy.core.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
+from chaosproxy.core.tenancy import AnonymousRequests
 from chaosproxy.observe.logs import LogFormat, LogLevel
 from chaosproxy.observe.store import DEFAULT_HISTORY, DEFAULT_MAX_FRAMES
 from chaosproxy.server.routes import (
@@ -149,6 +150,14 @@ def parse_header_name(value: str) -> str:
     name = value.strip()
     if not _TOKEN.fullmatch(name):
         raise ConfigError(f"expected a header name, got {value!r}")
+    return name
+
+
+def parse_cookie_name(value: str) -> str:
+    """A cookie's name (RFC 6265: a token), as given, or ``*`` (every cookie)."""
+    name = value.strip()
+    if not _TOKEN.fullmatch(name):
+        raise ConfigError(f"expected a cookie name, or * for every cookie, got {value!r}")
     return name
 
 
@@ -620,6 +629,22 @@ class Config:
             show=show_duration,
         ),
     )
+    tenant_cookie: str | None = field(
+        default=None,
+        metadata=option(
+            "--tenant-cookie",
+            "a cookie whose value is added to the tenant key (a browser's session cookie; "
+            "* for the whole Cookie header): cookie users are tenants as keyed users are "
+            "(docs/reconnection.md)",
+            parse_cookie_name,
+            "NAME|*",
+        ),
+    )
+    #: Requests with no credentials, tenant header or tenant cookie: ``apart`` (each
+    #: its own tenant for ``splice`` and ``ids: upstream``; its stream's token alone
+    #: finds its history) or ``shared`` (one anonymous tenant: the proxies of ``matrix``
+    #: and ``explore``, which serve one client). Python API only (docs/reconnection.md).
+    anonymous_requests: AnonymousRequests = field(default="apart")
     #: ``serve`` only (docs/operations.md, Workers): processes sharing the port, the
     #: admin in one of them obeyed by all; 1 is one process as ever. The Python API
     #: runs one proxy in its own process whatever this says.
@@ -656,6 +681,12 @@ class Config:
             object.__setattr__(self, "replica_id", parse_name(self.replica_id))
         if self.tenant_header is not None:  # ChaosProxy(tenant_header="X-User")
             object.__setattr__(self, "tenant_header", parse_header_name(self.tenant_header))
+        if self.tenant_cookie is not None:  # ChaosProxy(tenant_cookie="session")
+            object.__setattr__(self, "tenant_cookie", parse_cookie_name(self.tenant_cookie))
+        if self.anonymous_requests not in ("apart", "shared"):
+            raise ConfigError(
+                f"anonymous_requests: expected apart or shared, got {self.anonymous_requests!r}"
+            )
         fixtures: Any = self.mock_fixtures
         if isinstance(fixtures, str | os.PathLike):  # ChaosProxy(mock_fixtures="dir/")
             fixtures = (fixtures,)

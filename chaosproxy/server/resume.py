@@ -42,8 +42,9 @@ from chaosproxy.core.history import (
     Resume,
     ResumeConfig,
     StreamHistory,
+    shown_event_id,
 )
-from chaosproxy.core.tenancy import ANONYMOUS
+from chaosproxy.core.tenancy import ANONYMOUS, apart
 from chaosproxy.upstream import Reply, UpstreamClosed, UpstreamError
 
 if TYPE_CHECKING:
@@ -110,8 +111,10 @@ class ResumeManager:
     ) -> Reply:
         """Record ``reply`` (an SSE body from the client ``upstream``) as a kept stream of
         ``tenant``; the reply to pump instead. ``provider`` and ``path`` say how its
-        events are read for its generation's clean answer."""
-        if self.closed:
+        events are read for its generation's clean answer. An anonymous request kept
+        apart is not kept under ``ids: upstream``: only the upstream's ids would find
+        its stream, and those name no anonymous user's (chaosproxy.core.tenancy)."""
+        if self.closed or (config.ids == "upstream" and apart(tenant)):
             return reply
         stream = self.store.begin(
             scenario,
@@ -454,11 +457,12 @@ class ResumePlan:
     tenant: str = ANONYMOUS
 
     def log_fields(self) -> dict[str, object]:
-        """The ``request`` line's fields of a reconnect."""
+        """The ``request`` line's fields of a reconnect (its id shown as
+        :func:`~chaosproxy.core.history.shown_event_id` shows it: never a whole token)."""
         if self.last_event_id is None:
             return {}
         decision = self.decision
-        fields: dict[str, object] = {"last_event_id": self.last_event_id[:200]}
+        fields: dict[str, object] = {"last_event_id": shown_event_id(self.last_event_id)}
         stream = getattr(decision, "stream", None)
         if stream is not None:
             fields["resumes"] = stream.request_id

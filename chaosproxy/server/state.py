@@ -37,6 +37,12 @@ class Running(Protocol):
         """Write its ``response_end`` from the exit's watchdog; whether it wrote one."""
 
 
+def tenant_keys(config: Config, secret: bytes) -> TenantKeys:
+    """The tenant keys of a proxy with these settings, under ``secret`` (drawn once per
+    proxy; one for every worker of ``serve --workers N``)."""
+    return TenantKeys(secret, config.tenant_header, config.tenant_cookie, config.anonymous_requests)
+
+
 @dataclass(slots=True)
 class ProxyState:
     """What every request of one proxy shares: its settings and its live parts."""
@@ -67,8 +73,8 @@ class ProxyState:
     streams: RecentStreams = field(default_factory=RecentStreams)
     #: The kept streams of scenarios with ``resume:`` (docs/reconnection.md).
     resume: ResumeManager = field(default_factory=ResumeManager)
-    #: Whose each request is (its credentials, ``--tenant-header``), under a key drawn
-    #: once per proxy: what it keeps across requests is kept per tenant.
+    #: Whose each request is (its credentials, ``--tenant-header``, ``--tenant-cookie``),
+    #: under a key drawn once per proxy: what it keeps across requests is kept per tenant.
     tenants: TenantKeys = None  # type: ignore[assignment]
     #: Given each request's journal entry once its request line is logged (the admin
     #: store keeps it); None: not kept.
@@ -81,7 +87,7 @@ class ProxyState:
         self.resume.max_event_size = self.config.max_event_size
         self.resume.max_readers = reader_share(self.config.upstream_max_connections)
         if cast("TenantKeys | None", self.tenants) is None:
-            self.tenants = TenantKeys(secrets.token_bytes(32), self.config.tenant_header)
+            self.tenants = tenant_keys(self.config, secrets.token_bytes(32))
         if cast("RouteTable | None", self.routes) is None:
             self.routes = RouteTable([Route("", self.upstream_url)])
 
@@ -94,4 +100,4 @@ class ProxyState:
 STATE = web.AppKey("state", ProxyState)
 
 
-__all__ = ["STATE", "ProxyState", "Running"]
+__all__ = ["STATE", "ProxyState", "Running", "tenant_keys"]

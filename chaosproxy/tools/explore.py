@@ -67,7 +67,7 @@ from chaosproxy.tools.fault_space import (
     shape_of,
     validated,
 )
-from chaosproxy.tools.matrix import Matrix, Run, run_one
+from chaosproxy.tools.matrix import ONE_CLIENT, Matrix, Run, run_one
 from chaosproxy.tools.shrink import MAX_TESTS, Candidate, Shrunk, faults_key, shrink
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ class CommandRunner:
         self.upstream = upstream
         self._jobs = max(1, jobs)
         self.timeout = timeout
-        self.settings = dict(settings or {})
+        self.settings = {**ONE_CLIENT, **(settings or {})}
         self._stack = ExitStack()
         self._free: queue.Queue[ChaosProxy] = queue.Queue()
         self._started = False

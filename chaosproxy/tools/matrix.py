@@ -367,7 +367,8 @@ def run_matrix(
     def worker() -> None:
         nonlocal running
         try:
-            with ChaosProxy(upstream=upstream, scenarios=list(paths), **(settings or {})) as proxy:
+            chosen = {**ONE_CLIENT, **(settings or {})}
+            with ChaosProxy(upstream=upstream, scenarios=list(paths), **chosen) as proxy:
                 while True:
                     with lock:
                         if not queue or failures:
@@ -638,9 +639,15 @@ def add_parser(sub: Any) -> None:
     add_flags(matrix, ["seed", "mock_interval"], PROXY_FLAGS)
 
 
+#: What the proxies of the matrix and of ``explore`` are: each serves one client command,
+#: one run at a time, so its requests without credentials are one user (one anonymous
+#: tenant): the warm-up answer a ``splice: {from: previous}`` takes from is that client's
+#: own (docs/reconnection.md, Tenants).
+ONE_CLIENT: dict[str, Any] = {"anonymous_requests": "shared"}
+
 #: The settings of ``serve`` that the matrix's proxies also take from their
 #: ``CHAOSPROXY_*`` variables (with ``upstream``): the upstream's and the mock's, the
-#: seed, the envelope and the tenant header. Their address, admin API, log and scenarios
+#: seed, the envelope and the tenant header and cookie. Their address, admin API, log and scenarios
 #: are the matrix's own.
 ENVIRONMENT_SETTINGS = (
     "seed",
@@ -656,6 +663,7 @@ ENVIRONMENT_SETTINGS = (
     "upstream_max_connections",
     "envelope",
     "tenant_header",
+    "tenant_cookie",
 )
 
 
@@ -747,6 +755,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 __all__ = [
     "NO_REQUEST",
+    "ONE_CLIENT",
     "CommandResult",
     "Matrix",
     "MatrixInputError",

@@ -95,11 +95,11 @@ def _open_log(spec: WorkerSpec) -> Any:
 async def _serve(spec: WorkerSpec) -> int:
     from chaosproxy.control.process import EXIT_MARGIN, _Stop, settle_gc
     from chaosproxy.control.start import StartupError, start_proxy
-    from chaosproxy.core.tenancy import TenantKeys
     from chaosproxy.scenario import ScenarioError
     from chaosproxy.server.memory import IdleReclaimer
     from chaosproxy.server.net import CLIENT_GUARD
     from chaosproxy.server.proxy import STATE, set_process_tag
+    from chaosproxy.server.state import tenant_keys
     from chaosproxy.workers.control import WorkerEnd
     from chaosproxy.workers.counters import SharedCounters
     from chaosproxy.workers.handover import Inbox, WorkerHandover, token_prefix
@@ -124,7 +124,7 @@ async def _serve(spec: WorkerSpec) -> int:
         return 2
     state = proxy.state
     state.resume.token_prefix = token_prefix(spec.index)
-    state.tenants = TenantKeys(spec.tenant_secret, config.tenant_header)
+    state.tenants = tenant_keys(config, spec.tenant_secret)
     counters = SharedCounters(spec.counters, spec.lock, spec.slots)
     state.scenarios.counters = counters
     runner = next(r for r in proxy.runners if STATE in getattr(r, "app", {}))

@@ -36,7 +36,7 @@ from chaosproxy.core.recent import (
     StreamRecord,
 )
 from chaosproxy.core.session import Session
-from chaosproxy.core.tenancy import ANONYMOUS
+from chaosproxy.core.tenancy import ANONYMOUS, STRANGER
 from chaosproxy.scenario import parse_scenario
 from tests.conftest import LogCapture, ProxyFactory
 from tests.core import test_faults_event
@@ -546,6 +546,46 @@ def test_across_tenants_takes_any_tenants_stream(source: str) -> None:
     assert r.spliced == [(chosen, "r-theirs")]
 
 
+ANONYMOUS_APART = (
+    "an anonymous request (no credentials, tenant header or tenant cookie) takes from no "
+    "other stream: nothing tells its user apart"
+)
+
+
+@pytest.mark.parametrize("source", ["previous", "concurrent"])
+def test_an_anonymous_request_kept_apart_neither_takes_nor_gives(source: str) -> None:
+    """Anonymous requests kept apart (the default tenant of a request with no
+    credentials, tenant header or cookie) are each their own tenant for ``splice``:
+    one anonymous user's answer, finished or running, is no source for another's, and
+    none is filed as anyone's previous stream (so many of them push out no keyed
+    user's). A keyed user's own stream is still its source; ``across_tenants`` takes
+    the anonymous one as it takes anyone's."""
+    streams = RecentStreams(max_previous=2)
+    record(streams, "r-keyed", A, close=source == "previous", tenant="keyed")
+    for i in range(5):
+        record(streams, f"r-anon-{i}", chat_stream(str(i), ["N1", "N2"]), tenant=STRANGER)
+    theirs = chat_stream("s", ["S1", "S2", "S3"])
+    record(streams, "r-stranger", theirs, close=source == "previous", tenant=STRANGER)
+    assert streams.previous_of(STRANGER) is None
+    assert streams.running(tenant=STRANGER) == []
+    spec = [("splice", splice(**{"from": source, "after": 1}))]
+    r = run(spec, B, streams=streams, tenant=STRANGER)
+    assert r.data == B and r.applied == {}
+    assert r.skipped[0]["reason"] == f"from: {source}: {ANONYMOUS_APART}"
+    # The keyed user's stream was kept (previous: not pushed out by the anonymous ones).
+    mine = run(spec, B, streams=streams, tenant="keyed")
+    deltas = A_DELTAS if source == "previous" else A[1:5]
+    assert mine.spliced == [(deltas[pick(7, 4, streams=source == "concurrent")], "r-keyed")]
+    across = [("splice", splice(**{"from": source, "after": 1, "across_tenants": True}))]
+    taken = run(across, B, streams=streams, tenant="keyed")
+    if source == "previous":  # the proxy's last stream, whoever's
+        assert taken.spliced == [(theirs[1:4][pick(7, 3)], "r-stranger")]
+    else:  # the running streams in the order they opened, one chosen by the seed
+        rng = fault_rng(7, 0, "splice")
+        chosen, events = [("r-keyed", A[1:5]), ("r-stranger", theirs[1:4])][rng.randrange(2)]
+        assert taken.spliced == [(events[rng.randrange(len(events))], chosen)]
+
+
 def test_the_previous_streams_of_many_tenants_stay_bounded() -> None:
     streams = RecentStreams(max_events=4, max_bytes=4096, max_previous=3)
     for i in range(100):
@@ -795,6 +835,10 @@ def test_simulate_reports_the_library_scenarios_skipped(stem: str) -> None:
 
 CHAT = "/v1/chat/completions"
 CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+#: The live proxies below serve one client, which sends no credentials: its requests are
+#: one user, as in the matrix (by default each would be apart: tests/e2e/
+#: test_hostile_tenancy.py).
+ONE_USER = {"anonymous_requests": "shared"}
 
 
 async def post(
@@ -823,7 +867,9 @@ def delta_blocks(body: bytes) -> list[bytes]:
 async def test_live_the_second_request_gets_a_delta_of_the_first(
     make_proxy: ProxyFactory, log_capture: LogCapture
 ) -> None:
-    proxy = await make_proxy(library=True, content=True, mock_tokens=6, mock_interval=0.001)
+    proxy = await make_proxy(
+        library=True, content=True, mock_tokens=6, mock_interval=0.001, **ONE_USER
+    )
     other = {**CHAT_BODY, "messages": [{"role": "user", "content": "something else"}]}
     first_id, first = await post(proxy.url, {"X-Chaos-Scenario": "one-event-per-read"}, other)
     await log_capture.wait_end(first_id)
@@ -850,7 +896,9 @@ async def test_live_the_second_request_gets_a_delta_of_the_first(
 async def test_live_a_stream_running_now_is_a_concurrent_source(
     make_proxy: ProxyFactory, log_capture: LogCapture
 ) -> None:
-    proxy = await make_proxy(library=True, content=True, mock_tokens=5, mock_interval=0.001)
+    proxy = await make_proxy(
+        library=True, content=True, mock_tokens=5, mock_interval=0.001, **ONE_USER
+    )
     other = {**CHAT_BODY, "messages": [{"role": "user", "content": "another user"}]}
     got = bytearray()
     seed = 5
@@ -884,7 +932,7 @@ async def test_live_a_stream_running_now_is_a_concurrent_source(
 async def test_live_concurrent_with_no_other_stream_is_skipped(
     make_proxy: ProxyFactory, log_capture: LogCapture
 ) -> None:
-    proxy = await make_proxy(library=True, mock_tokens=3, mock_interval=0.001)
+    proxy = await make_proxy(library=True, mock_tokens=3, mock_interval=0.001, **ONE_USER)
     rid, body = await post(proxy.url, {"X-Chaos-Scenario": "splice-concurrent-delta"})
     _, reference = await post(proxy.url, {})
     end = await log_capture.wait_end(rid)
@@ -917,6 +965,7 @@ async def test_live_ndjson_stream_gets_an_sse_streams_delta_as_a_json_line(
             "s": "faults:\n  - splice: {from: previous, after: 1}",
         },
         content=True,
+        **ONE_USER,
     )
     first_id, _ = await post(proxy.url, {"X-Chaos-Scenario": "framed"})
     await log_capture.wait_end(first_id)
@@ -949,6 +998,7 @@ async def test_live_plain_sse_upstream_previous_stream_is_the_source(
         upstream=upstream.url,
         scenarios={"s": "faults:\n  - splice: {from: previous, after: 2, kind: other}"},
         default="s",
+        **ONE_USER,
     )
     seed = 3
     async with aiohttp.ClientSession() as client:
@@ -991,7 +1041,7 @@ async def test_live_admin_reset_forgets_the_sources(
     make_proxy: ProxyFactory, log_capture: LogCapture
 ) -> None:
     proxy = await make_proxy(
-        library=True, mock_tokens=3, mock_interval=0.001, admin=("127.0.0.1", 0)
+        library=True, mock_tokens=3, mock_interval=0.001, admin=("127.0.0.1", 0), **ONE_USER
     )
     first_id, _ = await post(proxy.url, {"X-Chaos-Scenario": "one-event-per-read"})
     await log_capture.wait_end(first_id)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from chaosproxy.core.history import (
+    ANONYMOUS_UPSTREAM_ID,
     Fresh,
     HistoryStore,
     Kept,
@@ -30,7 +31,9 @@ from chaosproxy.core.history import (
     ResumeConfig,
     StreamHistory,
     parse_bytes,
+    shown_event_id,
 )
+from chaosproxy.core.tenancy import STRANGER
 from chaosproxy.scenario import ScenarioError, load_scenarios, parse_scenario
 
 SSE = [("Content-Type", "text/event-stream")]
@@ -358,6 +361,55 @@ def test_upstream_ids_that_collide_across_tenants_stay_each_tenants() -> None:
     assert store.find("s", "4", tenant="b") == (b, 3)
     assert store.find("s", "4", tenant="c") is None
     assert store.decide("s", config, "4", 2.0, tenant="a") == Resume(a, 4)
+
+
+def test_anonymous_requests_kept_apart_find_their_stream_by_its_token_only() -> None:
+    """Anonymous requests kept apart share the stranger tenant: a stream of theirs is
+    found by its token (the capability a reconnecting EventSource holds), never by an
+    upstream's id, which every anonymous user of an upstream numbering 1, 2, … names
+    alike: those are ``missing``, with the reason said, whatever the policy asks."""
+    proxy_ids = ResumeConfig()
+    store = HistoryStore()
+    mine = store.begin("s", proxy_ids, "r-1", SSE, 0.0, tenant=STRANGER, token="tm")
+    Recorder(mine).feed(E1 + E2 + E3, 1.0)
+    assert store.decide("s", proxy_ids, "tm.1", 2.0, tenant=STRANGER) == Resume(mine, 1)
+    config = ResumeConfig(ids="upstream")
+    body = b"".join(b"id: %d\ndata: e%d\n\n" % (i, i) for i in range(1, 6))
+    theirs = store.begin("s", config, "r-2", SSE, 0.0, tenant=STRANGER, token="tt")
+    Recorder(theirs).feed(body, 1.0)
+    assert theirs.ids == {"1": 0, "2": 1, "3": 2, "4": 3, "5": 4}  # kept, but not indexed
+    assert store.find("s", "4", tenant=STRANGER) is None
+    assert store.decide("s", config, "4", 2.0, tenant=STRANGER) == Refuse(
+        204, ANONYMOUS_UPSTREAM_ID
+    )
+    fresh = ResumeConfig(ids="upstream", missing="new_stream")
+    assert store.decide("s", fresh, "4", 2.0, tenant=STRANGER) == Fresh(ANONYMOUS_UPSTREAM_ID)
+    # A keyed tenant's upstream ids are still found (the control).
+    keyed, a, _ = two_tenants(config, body)
+    assert keyed.find("s", "4", tenant="a") == (a, 3)
+
+
+@pytest.mark.parametrize(
+    ("sent", "shown"),
+    [
+        ("9GkT0vR2b6Xq1mZcJ4hLwA.7", "9GkT0v\u2026.7"),
+        ("w1_9GkT0vR2b6Xq1mZcJ4hLwA.12", "w1_9Gk\u2026.12"),
+        ("9GkT0vR2b6Xq1mZcJ4hLwA", "9GkT0v\u2026"),
+        ("r-3f9a-1.1", "r-3f9a\u2026.1"),
+        ("short.1", "short.1"),
+        ("r-3f9aw1-17.1", "r-3f9a\u2026.1"),
+        ("5", "5"),
+        ("chatcmpl-1.2.3", "chatcm\u2026.3"),
+        ("", ""),
+        ("x" * 5000, "xxxxxx\u2026"),
+        ("a." + "9" * 5000, "a." + "9" * 198),
+    ],
+)
+def test_a_last_event_id_is_shown_with_its_token_cut(sent: str, shown: str) -> None:
+    """What the log and the admin API show of a ``Last-Event-ID``: the token of a proxy
+    id is the stream's capability, so only its first 6 characters (36 of 128 bits) and
+    the event's number; never more than 200 characters."""
+    assert shown_event_id(sent) == shown
 
 
 def test_an_upstream_id_names_the_tenants_stream_whose_event_came_last() -> None:

@@ -1,14 +1,23 @@
 """Hostile peers against what the proxy keeps across requests (issue 21: tenancy of
-resume history and splice sources, and bounded resume readers), through the live proxy.
+resume history and splice sources, and bounded resume readers; issue 39: browser users
+kept apart), through the live proxy.
 
-Each test replays one case of the audit as a script, with clients that hold different
-API keys (different tenants) in front of an upstream that answers each user with text
-only that user should ever see (``<user:n>``) and a cookie of its own:
+Each test replays one case of the audits as a script, with clients that are different
+users in front of an upstream that answers each user with text only that user should
+ever see (``<user:n>``) and a cookie of its own. A user is told apart by the proxy in one
+of three ways (:data:`WAYS`): an API key, a session cookie (``--tenant-cookie sid``),
+or not at all: an anonymous user, whom only the upstream knows (by a header the proxy
+does not key on), as a browser's ``EventSource`` without a session is:
 
 * a forged ``Last-Event-ID`` built from the sequential request id another client was
   shown reads nothing of the victim's (header-chosen scenario, staging ``match:``);
-* two users of an upstream whose ids collide (``ids: upstream``) each resume their own;
-* ``splice`` takes neither the previous user's answer nor those of users streaming now;
+* a leaked stream id (the victim's real first event id) read by another keyed or cookie
+  user gives nothing of the victim's, nor its cookie, and the id is shown nowhere whole;
+* two users of an upstream whose ids collide (``ids: upstream``) each resume their own,
+  and anonymous users never resume into each other's (nor into their own: nothing tells
+  them apart);
+* ``splice`` takes neither the previous user's answer nor those of users streaming now,
+  whether users are keyed, cookie users or anonymous;
 * 200 clients that leave a resumable stream leave at most ``streams`` readers, upstream
   connections and histories behind, and the proxy serves others meanwhile;
 * with ``--upstream-max-connections 50``, 50 clients that leave never starve others.
@@ -25,6 +34,8 @@ import gc
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -47,11 +58,21 @@ TEXT = re.compile(r"<([\w-]+):[\w]+>")
 # ---------------------------------------------------------------------- the upstream
 
 
+#: How the proxy tells users apart: an API key, a session cookie (every proxy here has
+#: ``--tenant-cookie sid``), or nothing (anonymous: the user is named to the upstream
+#: only, in ``X-Test-User``).
+WAYS = ["key", "cookie", "anonymous"]
+#: The session cookie every proxy here keys tenants on.
+SESSION = "sid"
+
+
 def user_of(request: web.Request) -> str:
     auth = request.headers.get("Authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
-    return request.headers.get("x-api-key", "anonymous")
+    if SESSION in request.cookies:
+        return request.cookies[SESSION]
+    return request.headers.get("x-api-key") or request.headers.get("X-Test-User", "anonymous")
 
 
 def chunk(text: str, *, role: bool = False) -> bytes:
@@ -152,11 +173,23 @@ def parse(body: bytes) -> list[tuple[str | None, str]]:
     return events
 
 
-def as_user(key: str | None, **headers: str) -> dict[str, str]:
-    """Request headers of a client holding ``key`` (None: no credentials)."""
-    sent = {"Authorization": f"Bearer {key}"} if key is not None else {}
+def as_user(who: str | None, way: str = "key", **headers: str) -> dict[str, str]:
+    """Request headers of the client of user ``who`` (None: no credentials at all, the
+    upstream's "anonymous"), told apart by the proxy ``way`` (:data:`WAYS`)."""
+    sent: dict[str, str] = {}
+    if who is not None:
+        sent = {
+            "key": {"Authorization": f"Bearer {who}"},
+            "cookie": {"Cookie": f"theme=dark; {SESSION}={who}"},
+            "anonymous": {"X-Test-User": who},
+        }[way]
     sent.update(headers)
     return sent
+
+
+async def tenancy_proxy(make_proxy: ProxyFactory, **options: Any) -> RunningProxy:
+    """A proxy whose tenants are keyed on credentials and the ``sid`` cookie."""
+    return await make_proxy(tenant_cookie=SESSION, **options)
 
 
 async def ask(
@@ -215,106 +248,234 @@ STAGING = 'match: {path: "/v1/chat/*"}\nresume: {policy: %s}\nfaults: []\n'
 
 @pytest.mark.parametrize("chosen", ["header", "match"])
 @pytest.mark.parametrize("policy", ["restart", "resume"])
-@pytest.mark.parametrize("attacker", ["mallory", None])
+@pytest.mark.parametrize("way", WAYS)
 async def test_a_forged_last_event_id_reads_nothing_of_another_answer(
     users: Users,
     make_proxy: ProxyFactory,
     log_capture: LogCapture,
     chosen: str,
     policy: str,
-    attacker: str | None,
+    way: str,
 ) -> None:
     """Request ids are sequential and every response shows one: the audit's attacker
     asked once, took its own id minus one, and sent ``Last-Event-ID: <that>.1``: 20 of
     20 of the victim's events and its cookie came back, under a header-chosen scenario
     and under a staging ``match:`` the victim never asked for. Now: ``missing`` (204),
-    nothing of the victim's, no link to its stream in the log; also when neither has
-    credentials (one anonymous tenant: it is the token that cannot be guessed)."""
+    nothing of the victim's, no link to its stream in the log; for keyed users, cookie
+    users, and anonymous ones (their shared tenant for history: it is the token that
+    cannot be guessed)."""
     text = (RESUMABLE if chosen == "header" else STAGING) % policy
-    proxy = await make_proxy(upstream=users.url, scenarios={"kept": text})
+    proxy = await tenancy_proxy(make_proxy, upstream=users.url, scenarios={"kept": text})
     pick = {"X-Chaos-Scenario": "kept"} if chosen == "header" else {}
-    victim = None if attacker is None else "victim"
-    theirs = await ask(proxy, as_user(victim, **pick))
+    theirs = await ask(proxy, as_user("victim", way, **pick))
     assert theirs.status == 200 and len(theirs.owners) == 20  # the victim's whole answer
-    assert set(theirs.owners) == {victim or "anonymous"}
-    mine = await ask(proxy, as_user(attacker, **pick))
+    assert set(theirs.owners) == {"victim"}
+    mine = await ask(proxy, as_user("mallory", way, **pick))
     victim_id = forged_from(mine.request_id)
     assert victim_id == theirs.request_id  # the audit's arithmetic
     # The control: the attacker's own stream resumes (the ids it was shown work).
     first_id = mine.events[0][0]
     assert first_id is not None
-    own = await ask(proxy, as_user(attacker, **pick, **{"Last-Event-ID": first_id}))
+    own = await ask(proxy, as_user("mallory", way, **pick, **{"Last-Event-ID": first_id}))
     assert own.status == 200 and own.owners == mine.owners
-    forged = await ask(proxy, as_user(attacker, **pick, **{"Last-Event-ID": f"{victim_id}.1"}))
+    forged = await ask(
+        proxy, as_user("mallory", way, **pick, **{"Last-Event-ID": f"{victim_id}.1"})
+    )
     assert (forged.status, forged.events, forged.cookie) == (204, [], "")
     request = log_capture.for_request(forged.request_id)[0]
     assert request["resume_reason"] == "unknown event id" and "resumes" not in request
 
 
-async def test_upstream_ids_that_collide_never_hand_one_users_events_to_another(
+@pytest.mark.parametrize(
+    ("way", "cookie"), [("key", SESSION), ("cookie", SESSION), ("cookie", "*")]
+)
+async def test_a_leaked_stream_id_gives_another_user_nothing(
+    users: Users,
+    make_proxy: ProxyFactory,
+    log_capture: LogCapture,
+    tmp_path: Path,
+    way: str,
+    cookie: str,
+) -> None:
+    """The audit: a leaked first event id gave another cookie user (one tenant with every
+    anonymous client, then) 20 of the victim's 20 events and its ``Set-Cookie``. Now a
+    cookie user is a tenant (``--tenant-cookie sid``, or ``*``: the whole ``Cookie``), as
+    a keyed user is: the victim's real id, presented by another user, is ``missing``
+    (204): nothing of the victim's, no cookie, no link in the log. The id is shown
+    nowhere whole: neither in the log, nor in the traces, nor in the admin's answers.
+    The control: the victim itself resumes with it."""
+    proxy = await make_proxy(
+        upstream=users.url,
+        scenarios={"kept": RESUMABLE % "resume"},
+        tenant_cookie=cookie,
+        admin=("127.0.0.1", 0),
+        trace_dir=str(tmp_path),
+    )
+    pick = {"X-Chaos-Scenario": "kept"}
+    victim = await ask(proxy, as_user("victim", way, **pick))
+    leaked = victim.events[0][0]
+    assert leaked is not None and victim.owners == ["victim"] * 20
+    token = leaked.rpartition(".")[0]
+    stolen = await ask(proxy, as_user("mallory", way, **pick, **{"Last-Event-ID": leaked}))
+    assert (stolen.status, stolen.events, stolen.cookie) == (204, [], "")
+    request = log_capture.for_request(stolen.request_id)[0]
+    assert request["resume_reason"] == "unknown event id" and "resumes" not in request
+    assert request["last_event_id"] == f"{token[:6]}\u2026.1"
+    # The control: the victim's own reconnect (its cookies as they were) is its answer.
+    back = await ask(proxy, as_user("victim", way, **pick, **{"Last-Event-ID": leaked}))
+    assert back.status == 200 and back.owners == ["victim"] * 20
+    assert back.cookie == "session=victim"
+    await log_capture.wait_end(back.request_id)
+    assert log_capture.for_request(back.request_id)[0]["resumes"] == victim.request_id
+    # Shown nowhere whole: every line logged, every trace, every admin answer about them.
+    for got in (victim, stolen):
+        await log_capture.wait_end(got.request_id)  # (its trace is whole then)
+    assert token not in orjson.dumps(log_capture.lines).decode()
+    traces = await asyncio.to_thread(lambda: {p.name: p.read_text() for p in tmp_path.iterdir()})
+    assert {f"{g.request_id}.jsonl" for g in (victim, stolen, back)} <= set(traces)
+    assert all(token not in text for text in traces.values())
+    assert proxy.admin_url is not None
+    async with aiohttp.ClientSession() as admin:
+        for path in ["/requests", *(f"/requests/{g.request_id}" for g in (stolen, back))]:
+            async with admin.get(proxy.admin_url + path) as resp:
+                assert resp.status == 200
+                assert token not in await resp.text()
+
+
+async def test_the_whole_cookie_is_the_tenant_with_a_star(
     users: Users, make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    """``--tenant-cookie '*'``: every cookie is part of the key, so the victim's own
+    reconnect with one cookie changed (a theme) is another tenant's, and ``missing``;
+    with ``--tenant-cookie sid`` only the session counts, and it resumes."""
+    for cookie, resumes in (("*", False), (SESSION, True)):
+        proxy = await make_proxy(
+            upstream=users.url, scenarios={"kept": RESUMABLE % "resume"}, tenant_cookie=cookie
+        )
+        pick = {"X-Chaos-Scenario": "kept"}
+        first = await ask(proxy, {"Cookie": f"theme=dark; {SESSION}=victim", **pick})
+        assert first.owners == ["victim"] * 20
+        seen = first.events[4][0]
+        assert seen is not None
+        headers = {"Cookie": f"{SESSION}=victim; theme=light", "Last-Event-ID": seen, **pick}
+        again = await ask(proxy, headers)
+        if resumes:
+            assert again.status == 200 and again.owners == ["victim"] * 16
+        else:
+            assert (again.status, again.events) == (204, [])
+            assert log_capture.for_request(again.request_id)[0]["resume_reason"] == (
+                "unknown event id"
+            )
+
+
+@pytest.mark.parametrize("way", WAYS)
+async def test_upstream_ids_that_collide_never_hand_one_users_events_to_another(
+    users: Users, make_proxy: ProxyFactory, log_capture: LogCapture, way: str
 ) -> None:
     """``ids: upstream`` with an upstream that numbers every answer 1, 2, …: the audit's
     user, cut after 5 events, reconnected with its own last id and got 15 of another
     user's events and that user's cookie, none of its own (the lookup was "newest
-    stream with that id", across all clients). Now each user resumes its own."""
+    stream with that id", across all clients). Now each keyed or cookie user resumes its
+    own; an anonymous user, whom nothing tells from another, resumes nobody's (``missing``,
+    saying why), never another's."""
     text = "resume: {ids: upstream}\nrequests: [1]\nfaults:\n  - cut: {after: 5}\n"
-    proxy = await make_proxy(upstream=users.url, scenarios={"s": text}, default="s")
+    proxy = await tenancy_proxy(make_proxy, upstream=users.url, scenarios={"s": text}, default="s")
     numbered = {"X-Test-Ids": "1"}
-    alice = await ask(proxy, as_user("alice", **numbered))  # request 1: cut after 5
+    alice = await ask(proxy, as_user("alice", way, **numbered))  # request 1: cut after 5
     assert [i for i, _ in alice.events] == ["1", "2", "3", "4", "5"]
-    bob = await ask(proxy, as_user("bob", **numbered))  # request 2: whole, ids 1..21
+    bob = await ask(proxy, as_user("bob", way, **numbered))  # request 2: whole, ids 1..21
     assert bob.last_id == "21" and set(bob.owners) == {"bob"}
-    again = await ask(proxy, as_user("alice", **numbered, **{"Last-Event-ID": "5"}))
+    again = await ask(proxy, as_user("alice", way, **numbered, **{"Last-Event-ID": "5"}))
+    request = log_capture.for_request(again.request_id)[0]
+    if way == "anonymous":
+        assert (again.status, again.events, again.cookie) == (204, [], "")
+        assert request["resume_reason"] == "anonymous upstream id" and "resumes" not in request
+        # The control: the same ids under a key find the keyed user's own stream.
+        keyed = await ask(proxy, as_user("carol", "key", **numbered))
+        assert keyed.last_id == "21"
+        his = await ask(proxy, as_user("carol", "key", **numbered, **{"Last-Event-ID": "5"}))
+        assert his.cookie == "session=carol" and his.owners == ["carol"] * 16
+        return
     assert again.status == 200
     assert again.cookie == "session=alice"
     assert again.owners == ["alice"] * 16  # <alice:5> .. <alice:20>
     assert [i for i, _ in again.events] == [*map(str, range(6, 22)), None]  # [DONE]: no id
-    request = log_capture.for_request(again.request_id)[0]
     assert request["resumes"] == alice.request_id
     # The control: Bob's reconnect from the same id is found, and is his.
-    his = await ask(proxy, as_user("bob", **numbered, **{"Last-Event-ID": "5"}))
+    his = await ask(proxy, as_user("bob", way, **numbered, **{"Last-Event-ID": "5"}))
     assert his.cookie == "session=bob" and his.owners == ["bob"] * 16
 
 
+LEAKY_PREVIOUS = "faults:\n  - splice: {from: previous, after: 1, across_tenants: true}\n"
+
+
+@pytest.mark.parametrize("way", WAYS)
 async def test_splice_previous_never_takes_the_previous_users_answer(
-    users: Users, make_proxy: ProxyFactory, log_capture: LogCapture
+    users: Users, make_proxy: ProxyFactory, log_capture: LogCapture, way: str
 ) -> None:
     """The audit: 40 parallel ``splice-previous-delta`` requests right after another
-    user's answer recovered 18 of its 20 deltas. Now none: a user's own previous
-    answer is the only source (its text is the control)."""
-    proxy = await make_proxy(
-        upstream=users.url, scenarios={"framed": "faults: []"}, library=True, seed=1
+    user's answer recovered 18 of its 20 deltas; anonymous and cookie users were one
+    tenant, so mixed. Now none, however users are told apart: a keyed or cookie user's
+    own previous answer is its only source (its text is the control); an anonymous
+    request takes none (the control: a scenario that says ``across_tenants`` finds the
+    victim's answer there to take)."""
+    proxy = await tenancy_proxy(
+        make_proxy,
+        upstream=users.url,
+        scenarios={"framed": "faults: []", "leaky": LEAKY_PREVIOUS},
+        library=True,
+        seed=1,
     )
-    victim = await ask(proxy, as_user("victim", **{"X-Chaos-Scenario": "framed"}))
+    victim = await ask(proxy, as_user("victim", way, **{"X-Chaos-Scenario": "framed"}))
     assert victim.owners == ["victim"] * 20
     await log_capture.wait_end(victim.request_id)
     splice = {"X-Chaos-Scenario": "splice-previous-delta"}
-    got = await asyncio.gather(*(ask(proxy, as_user("mallory", **splice)) for _ in range(40)))
+    got = await asyncio.gather(*(ask(proxy, as_user("mallory", way, **splice)) for _ in range(40)))
     assert "victim" not in [o for g in got for o in g.owners]
     for g in got:
         await log_capture.wait_end(g.request_id)
     sources = {f.get("splice_from") for g in got for f in log_capture.frames(g.request_id)}
     assert victim.request_id not in sources
+    if way == "anonymous":
+        assert sources == {None}
+        assert {log_capture.end(g.request_id)["faults_skipped"][0]["reason"] for g in got} == {
+            "from: previous: an anonymous request (no credentials, tenant header or tenant "
+            "cookie) takes from no other stream: nothing tells its user apart"
+        }
+        again = await ask(proxy, as_user("victim", way, **{"X-Chaos-Scenario": "framed"}))
+        await log_capture.wait_end(again.request_id)
+        taken = await ask(proxy, as_user("mallory", way, **{"X-Chaos-Scenario": "leaky"}))
+        assert taken.owners.count("victim") == 1 and taken.owners.count("mallory") == 20
+        return
     # The control: once the attacker's own answer has finished, its text is spliced.
-    own = await ask(proxy, as_user("mallory", **{"X-Chaos-Scenario": "framed"}))
+    own = await ask(proxy, as_user("mallory", way, **{"X-Chaos-Scenario": "framed"}))
     await log_capture.wait_end(own.request_id)
-    spliced = await ask(proxy, as_user("mallory", **splice))
+    spliced = await ask(proxy, as_user("mallory", way, **splice))
     assert spliced.owners.count("mallory") == 21 and "victim" not in spliced.owners
 
 
+LEAKY_CONCURRENT = "faults:\n  - splice: {from: concurrent, after: 1, across_tenants: true}\n"
+
+
+@pytest.mark.parametrize("way", WAYS)
 async def test_splice_concurrent_never_takes_users_streaming_now(
-    users: Users, make_proxy: ProxyFactory, log_capture: LogCapture
+    users: Users, make_proxy: ProxyFactory, log_capture: LogCapture, way: str
 ) -> None:
     """The audit: ``splice-concurrent-delta`` gave 4 deltas from the 4 users streaming at
-    that moment. Now none of theirs; a user's own running stream is still a source."""
-    proxy = await make_proxy(
-        upstream=users.url, scenarios={"framed": "faults: []"}, library=True, seed=1
+    that moment. Now none of theirs, however users are told apart; a keyed or cookie
+    user's own running stream is still a source; an anonymous request has none (the
+    control: ``across_tenants`` finds theirs there to take)."""
+    proxy = await tenancy_proxy(
+        make_proxy,
+        upstream=users.url,
+        scenarios={"framed": "faults: []", "leaky": LEAKY_CONCURRENT},
+        library=True,
+        seed=1,
     )
     running: list[aiohttp.ClientResponse] = []
     async with aiohttp.ClientSession() as session:
         for i in range(4):
-            headers = as_user(f"v{i}", **{"X-Chaos-Scenario": "framed", "X-Test-Then": "hold"})
+            headers = as_user(f"v{i}", way, **{"X-Chaos-Scenario": "framed", "X-Test-Then": "hold"})
             resp = await session.post(proxy.url + CHAT, json=BODY, headers=headers)
             seen = b""
             async with asyncio.timeout(5):
@@ -322,17 +483,29 @@ async def test_splice_concurrent_never_takes_users_streaming_now(
                     seen += await resp.content.readany()
             running.append(resp)
         splice = {"X-Chaos-Scenario": "splice-concurrent-delta"}
-        got = [await ask(proxy, as_user("mallory", **splice)) for _ in range(4)]
+        got = [await ask(proxy, as_user("mallory", way, **splice)) for _ in range(4)]
         assert [g.owners for g in got] == [["mallory"] * 20] * 4  # nothing of theirs
+        why = (
+            "an anonymous request (no credentials, tenant header or tenant cookie) takes "
+            "from no other stream: nothing tells its user apart"
+            if way == "anonymous"
+            else "no other framed stream of this tenant was running"
+        )
         for g in got:
             end = await log_capture.wait_end(g.request_id)
             assert end["faults_applied"] == {}
-            assert end["faults_skipped"][0]["reason"] == (
-                "from: concurrent: no other framed stream of this tenant was running"
-            )
-        # The control: the first user, streaming still, is spliced into its own answer.
-        own = await ask(proxy, as_user("v0", **splice))
-        assert own.owners.count("v0") == 21 and set(own.owners) == {"v0"}
+            assert end["faults_skipped"][0]["reason"] == f"from: concurrent: {why}"
+        if way == "anonymous":
+            # The control: their streams are there to take, for a scenario that says so.
+            own = await ask(proxy, as_user("v0", way, **splice))
+            assert own.owners == ["v0"] * 20  # not even an anonymous user's "own"
+            taken = await ask(proxy, as_user("mallory", way, **{"X-Chaos-Scenario": "leaky"}))
+            stolen = [o for o in taken.owners if o != "mallory"]
+            assert len(stolen) == 1 and stolen[0] in {"v0", "v1", "v2", "v3"}
+        else:
+            # The control: the first user, streaming still, is spliced into its own answer.
+            own = await ask(proxy, as_user("v0", way, **splice))
+            assert own.owners.count("v0") == 21 and set(own.owners) == {"v0"}
         for resp in running:
             resp.close()
 

@@ -58,6 +58,7 @@ SAMPLES: dict[str, str | None] = {
     "--mock-fixtures": "examples/mock-fixtures",
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
     "--tenant-header": "X-User-Id",
+    "--tenant-cookie": "session",
     "--workers": "2",
 }
 
@@ -176,6 +177,30 @@ def test_a_tenant_header_must_be_a_header_name(bad: str) -> None:
     assert proc.stderr.strip().splitlines()[-1] == (
         f"chaosproxy serve: error: argument --tenant-header: expected a header name, got {bad!r}"
     )
+
+
+@pytest.mark.parametrize("bad", ["my session", "sid=", "ünïcode", "a;b"])
+def test_a_tenant_cookie_must_be_a_cookie_name(bad: str) -> None:
+    why = "expected a cookie name, or \\* for every cookie"
+    with pytest.raises(ConfigError, match=f"CHAOSPROXY_TENANT_COOKIE: {why}"):
+        from_environment({"CHAOSPROXY_TENANT_COOKIE": bad})
+    with pytest.raises(ConfigError, match=why):
+        ChaosProxy(tenant_cookie=bad)
+    proc = run_cli("serve", "--tenant-cookie", bad)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "chaosproxy serve: error: argument --tenant-cookie: "
+        f"expected a cookie name, or * for every cookie, got {bad!r}"
+    )
+
+
+def test_every_cookie_is_a_star_and_anonymous_requests_apart_or_shared() -> None:
+    assert from_cli("--tenant-cookie", "*").tenant_cookie == "*"
+    assert from_cli("--tenant-cookie", " __Host-sid ").tenant_cookie == "__Host-sid"
+    assert Config().anonymous_requests == "apart"
+    assert ChaosProxy(anonymous_requests="shared").config.anonymous_requests == "shared"
+    with pytest.raises(ConfigError, match="anonymous_requests: expected apart or shared"):
+        ChaosProxy(anonymous_requests="together")
 
 
 def test_mock_interval_ms_is_an_argument_in_milliseconds() -> None:

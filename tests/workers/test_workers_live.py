@@ -36,6 +36,7 @@ import aiohttp
 import orjson
 import pytest
 
+from chaosproxy.core.history import shown_event_id
 from chaosproxy.observe.logs import COPY_ENV
 from chaosproxy.scenario.selection import derive_seed
 from tests.conftest import REPO, busy_port
@@ -164,7 +165,8 @@ def stop(served: Served) -> float:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    served = start(tmp_path_factory.mktemp("workers"))
+    # Cookie users are tenants too (``sid``): test_cookie_and_anonymous_users_across_workers.
+    served = start(tmp_path_factory.mktemp("workers"), "--tenant-cookie", "sid")
     try:
         yield served
     finally:
@@ -424,6 +426,46 @@ async def test_tenants_stay_isolated_across_workers(
         {"json": BODY, "headers": {**bob, "Authorization": "Bearer alice"}},
     )
     assert status == 200 and resumed.endswith(b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("way", ["cookie", "anonymous"])
+async def test_cookie_and_anonymous_users_across_workers(
+    served: Served, admin: aiohttp.ClientSession, way: str
+) -> None:
+    """Issue 39 across the hand-over: a cookie user is a tenant in every worker (one
+    secret, one ``--tenant-cookie``), so Bob's cookie with Alice's real id, from a
+    connection of the other worker, is handed over and ``missing`` there; Alice's own
+    reconnect, and an anonymous EventSource's (its stream's token is its capability),
+    get the rest of their stream from the worker that keeps it. The id is logged with
+    its token cut, in the workers' one log."""
+    async with admin.post("/reset", json={}) as r:  # requests: [1] counts from here
+        assert r.status == 200
+    alice = {"Cookie": "theme=dark; sid=alice"} if way == "cookie" else {}
+    first, body = await one(served.url, {"X-Chaos-Scenario": "resumable", **alice})
+    owner = worker_of(first.headers["X-Chaos-Request-Id"])
+    seen = last_id(body)
+    assert seen.startswith(f"w{owner}_") and seen.endswith(".3")  # cut after the third
+    resume = {"X-Chaos-Scenario": "resumable", "Last-Event-ID": seen}
+    if way == "cookie":
+        bob = {**resume, "Cookie": "theme=dark; sid=bob"}
+        request_id, status, resumed, probe_id = await on_worker(
+            served.url, 1 - owner, {"json": BODY, "headers": bob}
+        )
+        assert worker_of(probe_id) == 1 - owner and worker_of(request_id) == owner
+        assert (status, resumed) == (204, b"")
+    # The control: the stream's own client gets the rest of it, from the other worker.
+    request_id, status, resumed, probe_id = await on_worker(
+        served.url, 1 - owner, {"json": BODY, "headers": {**resume, **alice}}
+    )
+    assert worker_of(probe_id) == 1 - owner and worker_of(request_id) == owner
+    assert status == 200 and resumed.endswith(b"data: [DONE]\n\n")
+    assert re.findall(rb"^id: ?(\S+)", resumed, re.MULTILINE)[0].decode() == seen[:-1] + "4"
+    await until_logged(served, {request_id}, "request")
+    [line] = [
+        x for x in served.lines() if x.get("request_id") == request_id and x["event"] == "request"
+    ]
+    assert line["last_event_id"] == shown_event_id(seen)
+    assert seen.rpartition(".")[0] not in served.log.read_text()  # type: ignore[union-attr]
 
 
 def test_sigterm_stops_every_worker_and_ends_every_request(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ answer's text. ``from: previous`` takes from the framed stream of the same tenan
 (whatever its scenario), ``from: concurrent`` from one of the same tenant's running at
 the moment of the splice (another one than this); with ``across_tenants: true`` from
 any tenant's (another user's text: a scenario says so, and ``validate`` and ``serve``
-warn). ``count`` consecutive events of ``kind`` (as the source's provider classified
+warn). An anonymous request kept apart (no credentials, tenant header or tenant cookie:
+nothing tells its user from another's) takes from no stream but with ``across_tenants``.
+``count`` consecutive events of ``kind`` (as the source's provider classified
 them) are chosen with the fault's own generator — the same seed and the same source give
 the same events — and sent right ``after`` the upstream event named, re-framed for this
 stream: SSE with this stream's line endings (the source's ``event:`` name kept, its
@@ -32,6 +34,7 @@ from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import data_bytes, ndjson_terminator, newline_of
 from chaosproxy.core.recent import StreamRecord
+from chaosproxy.core.tenancy import apart
 
 _NEWLINES = re.compile(rb"\r\n|\r|\n")
 
@@ -120,6 +123,12 @@ class SpliceFault(Fault[SpliceConfig], name="splice", stage="event"):
             return None
         rng = self.ctx.rng
         tenant = self._tenant
+        if tenant is not None and apart(tenant):
+            self._why = (
+                f"from: {cfg.from_}: an anonymous request (no credentials, tenant header or "
+                "tenant cookie) takes from no other stream: nothing tells its user apart"
+            )
+            return None
         whose = "" if tenant is None else " of this tenant"
         if cfg.from_ == "previous":
             source = self._previous
