@@ -590,7 +590,7 @@ class Config:
         default="memory",
         metadata=option(
             "--state",
-            "memory (default: this process alone) or redis://[user:password@]host:port/db "
+            "memory (the default: this process alone) or redis://[user:password@]host:port/db "
             "(rediss:// for TLS): replicas naming one Redis and --fleet share request "
             "numbers, ordinals, seeds and admin changes (docs/fleet.md)",
             parse_state,
@@ -613,7 +613,7 @@ class Config:
         metadata=option(
             "--replica-id",
             "this replica's name on every log line and metric, and in its seeds under "
-            "--state memory (default: the host name; a pod's name in Kubernetes)",
+            "--state memory (the host name unless given; a pod's name in Kubernetes)",
             parse_name,
             "NAME",
         ),

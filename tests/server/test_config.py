@@ -28,6 +28,10 @@ from tests.conftest import run_cli
 #: A valid command-line value for each flag (a new flag without one fails the test).
 SAMPLES: dict[str, str | None] = {
     "--listen": "127.0.0.2:9000",
+    "--state": "redis://redis.example:6379/2",
+    "--fleet": "staging",
+    "--replica-id": "pod-7",
+    "--state-timeout": "80ms",
     "--upstream": "https://api.example.com/v1",
     "--scenarios": "tests",
     "--scenario": "dup",
