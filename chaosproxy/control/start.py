@@ -20,7 +20,7 @@ import ipaddress
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
@@ -51,6 +51,7 @@ from chaosproxy.upstream.tls import upstream_warnings
 
 if TYPE_CHECKING:
     from chaosproxy.fleet import SharedState
+    from chaosproxy.fleet.history import HistoryMirror
     from chaosproxy.mock.fixtures import MockFixtures
 
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
@@ -171,6 +172,8 @@ class RunningProxy:
     _closing: asyncio.Future[list[str]] | None = None
     #: The fleet's shared state (``--state redis://…``), None under ``memory``.
     shared: SharedState | None = None
+    #: The fleet's shared history (its last writes are made when the proxy stops).
+    _mirror: HistoryMirror | None = None
 
     @property
     def config(self) -> Config:
@@ -278,6 +281,8 @@ class RunningProxy:
         if self._lag_probe is not None:
             self._lag_probe.stop()
         if self.shared is not None:
+            if self._mirror is not None:  # what this replica's streams became, written
+                await self._mirror.close()
             await self.shared.close()
         return problems
 
@@ -559,6 +564,7 @@ async def start_proxy(
         _in_flight=in_flight,
         shared=shared,
     )
+    proxy._mirror = cast("HistoryMirror | None", state.resume.mirror)
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     proxy._lag_probe = looplag.probe_from_environment()
     return proxy
@@ -575,6 +581,7 @@ async def _join_fleet(
     set, and start applying its changes here; a StartupError when it cannot be reached
     (a replica never starts apart from its fleet)."""
     from chaosproxy.fleet import SharedState
+    from chaosproxy.fleet.history import HistoryMirror
     from chaosproxy.fleet.shared import StateCollector
 
     shared = SharedState(config.state, config.fleet, config.replica, config.state_timeout)
@@ -592,6 +599,7 @@ async def _join_fleet(
     state.tenants = tenant_keys(config, secret)
     state.scenarios.fallback_salt = config.replica
     state.fleet = shared
+    state.resume.mirror = HistoryMirror(shared)
     metrics.registry.register(StateCollector(shared))
     return shared
 

@@ -323,6 +323,10 @@ class HistoryStore:
             self._drop(next(iter(kept.values())))
         return stream
 
+    def drop(self, stream: StreamHistory) -> None:
+        """Forget ``stream`` (a fleet's copy of another replica's, being replaced)."""
+        self._drop(stream)
+
     def _drop(self, stream: StreamHistory) -> None:
         kept = self._streams.get(stream.scenario)
         if kept is None or kept.get(stream.token) is not stream:

@@ -137,6 +137,21 @@ class SharedState:
         self._mine: set[str] = set()
 
     @property
+    def prefix(self) -> str:
+        """Every key of the fleet starts with this."""
+        return f"chaosproxy:{self.fleet}:"
+
+    @property
+    def redis(self) -> Any:
+        """The client of commands a request may wait for (short timeouts)."""
+        return self._redis
+
+    @property
+    def reader(self) -> Any:
+        """The client of blocking reads (``XREAD BLOCK``)."""
+        return self._reader
+
+    @property
     def label(self) -> str:
         """The Redis URL as it may be shown (no password)."""
         return redact_url(self.url)
@@ -203,7 +218,7 @@ class SharedState:
         """The fleet's next request number and ``scenario``'s next ordinal (0 for
         none), in one round trip; None when Redis did not answer in time (the state
         is then local until it answers again)."""
-        answer = await self._call(
+        answer = await self.call(
             self._count(
                 keys=[self._keys["requests"], self._keys["ordinals"]], args=[scenario or ""]
             )
@@ -215,10 +230,12 @@ class SharedState:
 
     async def ordinal(self, scenario: str) -> int | None:
         """``scenario``'s next ordinal alone (after :meth:`counts` of no scenario)."""
-        answer = await self._call(self._redis.hincrby(self._keys["ordinals"], scenario, 1))
+        answer = await self.call(self._redis.hincrby(self._keys["ordinals"], scenario, 1))
         return None if answer is None else int(answer)
 
-    async def _call(self, command: Awaitable[Any]) -> Any:
+    async def call(self, command: Awaitable[Any]) -> Any:
+        """``command``'s answer, or None when Redis did not give it within
+        ``--state-timeout`` (the state is then local until a probe reaches it)."""
         if self.status == "local":
             if asyncio.iscoroutine(command):
                 command.close()  # never sent

@@ -110,6 +110,8 @@ class Exchange:
         self.resume = resume
         #: The kept stream this response's events come from (for ``upstream_ids``).
         self._kept: StreamHistory | None = None
+        #: The kept stream whose generation this response belongs to (its ledger).
+        self._joined: StreamHistory | None = None
         #: Whether the request line was logged; the action lines waiting for it.
         self._logged = False
         self._held_lines: list[dict[str, Any]] = []
@@ -275,10 +277,12 @@ class Exchange:
         if isinstance(decision, Refuse):  # the proxy answers itself: 204 or 404
             if decision.stream is not None:  # (an answer about that generation)
                 session.join(decision.stream.ledger)
+                self._joined = decision.stream
             return await self._respond(Respond(decision.status, {}, b""))
         if isinstance(decision, Resume):  # from history, then live
             self._kept = decision.stream
             session.join(decision.stream.ledger)
+            self._joined = decision.stream
             replay = self.state.resume.replay(decision.stream, decision.start)
             try:
                 return await self._stream(replay)
@@ -333,6 +337,7 @@ class Exchange:
             if isinstance(upstream, KeptReply):
                 self._kept = upstream.stream
                 session.join(upstream.stream.ledger)
+                self._joined = upstream.stream
         try:
             return await self._stream(upstream)
         finally:
@@ -511,6 +516,9 @@ class Exchange:
             line = session.summary(time.monotonic())
             if self.choice.local:  # numbered by this replica alone: its fleet was away
                 line["fleet_state"] = "local"
+            joined, content = self._joined, session.content
+            if joined is not None and content is not None:  # (a fleet's other replicas)
+                self.state.resume.sent(joined, content.sent.trail)
             for violation in session.violations():
                 self.log.info("violation", **violation.fields())
             self.log.info("response_end", **line)

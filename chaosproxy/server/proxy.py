@@ -157,6 +157,15 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         tenant = state.tenants.of(request.headers.items(), request.query_string)
     if refusal is None and scenario is not None and scenario.resume is not None:
         last_id = request.headers.get("Last-Event-ID")
+        if last_id and state.fleet is not None:  # the stream as the fleet has it, here
+            await state.resume.refresh(
+                scenario.name,
+                scenario.resume,
+                last_id,
+                tenant,
+                provider=scenario.provider,
+                path=path,
+            )
         resume = plan_for(state.resume, scenario.name, scenario.resume, last_id, tenant)
     session = Session(
         next_request_id(),

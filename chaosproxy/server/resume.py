@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from multidict import CIMultiDict
 
@@ -44,6 +45,7 @@ from chaosproxy.core.history import (
     StreamHistory,
     shown_event_id,
 )
+from chaosproxy.core.providers.base import EventContent
 from chaosproxy.core.tenancy import ANONYMOUS, apart
 from chaosproxy.upstream import Reply, UpstreamClosed, UpstreamError
 
@@ -54,6 +56,37 @@ if TYPE_CHECKING:
 #: Random bytes in a stream's token (``<token>.<n>`` ids): 128 bits, never derived
 #: from anything the proxy shows (request ids are sequential).
 TOKEN_BYTES = 16
+
+
+class Mirror(Protocol):
+    """A fleet's shared history (:class:`chaosproxy.fleet.history.HistoryMirror`):
+    what this replica keeps is mirrored, what another keeps is brought here before a
+    reconnect is decided (docs/fleet.md)."""
+
+    def begin(self, stream: StreamHistory) -> None: ...
+
+    def appended(self, stream: StreamHistory) -> None: ...
+
+    def ended(self, stream: StreamHistory) -> None: ...
+
+    def dropped(self, stream: StreamHistory) -> None: ...
+
+    def sent(
+        self, stream: StreamHistory, trail: Sequence[tuple[str | None, EventContent]]
+    ) -> None: ...
+
+    async def refresh(
+        self,
+        store: HistoryStore,
+        scenario: str,
+        config: ResumeConfig,
+        last_event_id: str,
+        tenant: str,
+        *,
+        provider: str,
+        path: str,
+        notify: Callable[[StreamHistory], None],
+    ) -> bool | None: ...
 
 
 def reader_share(max_connections: int) -> int:
@@ -91,6 +124,8 @@ class ResumeManager:
         #: stream (``w1_``, ``serve --workers N``), so a reconnect to another worker is
         #: handed to it (chaosproxy.workers.handover). Empty in one process.
         self.token_prefix = ""
+        #: The fleet's shared history (``--state redis://…``); None: this process's.
+        self.mirror: Mirror | None = None
 
     def decide(
         self, scenario: str, config: ResumeConfig, last_event_id: str, tenant: str = ANONYMOUS
@@ -125,7 +160,41 @@ class ResumeManager:
             tenant=tenant,
             token=self.token_prefix + secrets.token_urlsafe(TOKEN_BYTES),
         )
+        if self.mirror is not None:
+            self.mirror.begin(stream)
         return KeptReply(self, reply, stream, upstream, provider=provider, path=path)
+
+    async def refresh(
+        self,
+        scenario: str,
+        config: ResumeConfig,
+        last_event_id: str,
+        tenant: str = ANONYMOUS,
+        *,
+        provider: str = "auto",
+        path: str = "",
+    ) -> bool | None:
+        """Before a reconnect is decided: the stream its id names, as the fleet has it,
+        brought here (:meth:`Mirror.refresh`); None without a fleet, or when Redis did
+        not answer in time."""
+        if self.mirror is None or not last_event_id or self.closed:
+            return None
+        return await self.mirror.refresh(
+            self.store,
+            scenario,
+            config,
+            last_event_id,
+            tenant,
+            provider=provider,
+            path=path,
+            notify=self.notify,
+        )
+
+    def sent(self, stream: StreamHistory, trail: Sequence[tuple[str | None, EventContent]]) -> None:
+        """A connection of ``stream``'s generation ended, having sent ``trail`` (in its
+        ledger already): the fleet's other replicas learn it too."""
+        if self.mirror is not None:
+            self.mirror.sent(stream, trail)
 
     def replay(self, stream: StreamHistory, start: int) -> HistoryReply:
         return HistoryReply(self, stream, start)
@@ -184,6 +253,8 @@ class ResumeManager:
         reader = self._readers.get(stream)
         if reader is not None and not self.following(stream):
             reader.stop()
+        if self.mirror is not None:
+            self.mirror.dropped(stream)
 
     @property
     def readers(self) -> int:
@@ -208,6 +279,7 @@ class ResumeManager:
         for followers in list(self._followers.values()):
             for follower in list(followers):
                 follower.close()
+        self.mirror = None  # the fleet keeps what this replica mirrored
         self.store.clear()
 
 
@@ -298,7 +370,10 @@ class KeptReply:
     def body_data(self, data: bytes) -> None:
         now = time.monotonic()
         out = self.recorder.feed(data, now)
-        self.manager.notify(self.stream)
+        manager = self.manager
+        manager.notify(self.stream)
+        if manager.mirror is not None:  # (queued: written by the mirror's own task)
+            manager.mirror.appended(self.stream)
         sink = self._sink
         if sink is not None:
             if out:
@@ -316,6 +391,8 @@ class KeptReply:
         tail = self.recorder.eof(now)
         self.stream.end("completed" if error is None else "failed", now)
         self.manager.notify(self.stream)
+        if self.manager.mirror is not None:
+            self.manager.mirror.ended(self.stream)
         sink = self._sink
         if sink is not None:
             if tail:
@@ -353,6 +430,8 @@ class KeptReply:
         self.stream.end("abandoned", time.monotonic())
         self.upstream.close()  # (its body_end comes back here; the stream has ended)
         self.manager.notify(self.stream)
+        if self.manager.mirror is not None:
+            self.manager.mirror.ended(self.stream)
         self._finish()
 
     def _finish(self) -> None:
@@ -496,6 +575,7 @@ __all__ = [
     "TOKEN_BYTES",
     "HistoryReply",
     "KeptReply",
+    "Mirror",
     "ResumeManager",
     "ResumePlan",
     "plan_for",
