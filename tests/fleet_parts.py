@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -210,5 +209,10 @@ async def replicas(tmp: Path, names: list[str], *args: str) -> AsyncIterator[lis
             replica.stderr.append(stderr)
 
 
-def environment_has_fleet_parts() -> bool:
-    return REDIS is not None and HAPROXY is not None and "CHAOSPROXY_NO_FLEET" not in os.environ
+async def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
+    """Whether ``check()`` holds within ``within`` seconds (asked every 50 ms)."""
+    for _ in range(max(int(within / 0.05), 1)):
+        if check():
+            return True
+        await asyncio.sleep(0.05)
+    return check()

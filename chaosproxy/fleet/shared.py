@@ -274,6 +274,8 @@ class SharedState:
                 continue
             away = time.monotonic() - self._since
             self.status, self.reason = "shared", None
+            with contextlib.suppress(Exception):  # live again, for the fleet's changes
+                await self._beat()
             self._say(f"state: {self.label} answers again after {away:.1f} s: shared again")
             return
 

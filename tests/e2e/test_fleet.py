@@ -8,6 +8,7 @@ stream past ``--state-timeout``. Under ``--state memory`` replicas repeat nothin
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,10 @@ import pytest
 
 from chaosproxy.scenario.selection import derive_seed
 from tests.fleet_parts import (
+    RedisServer,
     Replica,
+    eventually,
+    free_port,
     haproxy,
     needs_haproxy,
     needs_redis,
@@ -214,3 +218,86 @@ async def _until_shared(session: aiohttp.ClientSession, fleet: list[Replica]) ->
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+async def test_redis_memory_is_bounded_by_the_history_limits(tmp_path: Path) -> None:
+    """What the fleet keeps in Redis of its streams is what each owner's history keeps
+    (``streams`` per scenario): 40 streams of a scenario that keeps 4 leave the keys of
+    4 in Redis, whatever replica served them."""
+    kept = "name: kept\nresume: {policy: resume, streams: 4}\nfaults:\n  - ids: {retry: 50}\n"
+    with redis_server(tmp_path) as redis:
+        async with (
+            replicas(tmp_path, NAMES, "--state", redis.url, "--mock-interval-ms", "0") as fleet,
+            aiohttp.ClientSession() as session,
+        ):
+            await admin(session, fleet[0], "POST", "/scenarios", data=kept,
+                        headers={"Content-Type": "application/yaml"})  # fmt: skip
+            for i in range(40):
+                replica = fleet[i % 3]
+                status, _, body, _ = await post_chat(
+                    session, replica.url, {"X-Chaos-Scenario": "kept"}
+                )
+                assert status == 200 and body.endswith(b"data: [DONE]\n\n")
+            streams = await _settled_key_count(redis, "chaosproxy:chaosproxy:h:kept:*")
+            used = int(redis.command("MEMORY", "USAGE", "chaosproxy:chaosproxy:changes") or 0)
+    # Each replica keeps its last 4 (events, end state, connections: three keys each).
+    assert streams == 3 * 4 * 3
+    assert used < 64 * 1024  # the changes stream: one entry
+
+
+async def _settled_key_count(redis: RedisServer, pattern: str) -> int:
+    """How many keys match ``pattern`` once the mirrors' writes have landed (the same
+    count twice, 50 ms apart, within 5 s)."""
+    last = -1
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        count = len([k for k in redis.command("--scan", "--pattern", pattern).split() if k])
+        if count == last:
+            return count
+        last = count
+        await asyncio.sleep(0.05)
+    return last
+
+
+async def test_redis_restarted_empty_mid_run(tmp_path: Path) -> None:
+    """Redis killed and started again on its port, empty, with streams in flight: the
+    streams complete, requests meanwhile are served (local), the replicas share again,
+    and an admin change made after the restart reaches all of them."""
+    port = free_port()
+    with redis_server(tmp_path, port) as first:
+        async with (
+            replicas(tmp_path, NAMES, "--state", first.url, "--mock-interval-ms", "20") as fleet,
+            aiohttp.ClientSession() as session,
+        ):
+            in_flight = [asyncio.create_task(post_chat(session, r.url)) for r in fleet]
+            await asyncio.sleep(0)
+            first.stop()
+            during = [await post_chat(session, r.url) for r in fleet]
+            with redis_server(tmp_path, port):
+                done = await asyncio.gather(*in_flight)
+                assert await _until_shared(session, fleet)
+                # Every replica has said it is live to the new Redis (a beat a second).
+                assert await eventually(lambda: redis_replicas(port) == 3)
+                status, added = await admin(
+                    session, fleet[2], "POST", "/scenarios", data=THIRD,
+                    headers={"Content-Type": "application/yaml"},
+                )  # fmt: skip
+                assert (status, added["fleet"]["pending"]) == (201, [])
+                statuses = [
+                    (await post_chat(session, r.url, {"X-Chaos-Scenario": "third"}))[0]
+                    for r in fleet
+                ]
+    assert [a[0] for a in done + during] == [200] * 6
+    assert all(a[2].endswith(b"data: [DONE]\n\n") for a in done + during)
+    assert statuses == [200, 200, 429]  # the fleet's counts, from 1 after the restart
+
+
+def redis_replicas(port: int) -> int:
+    """How many replicas the fleet's Redis on ``port`` knows (their heartbeats)."""
+    out = subprocess.run(
+        ["redis-cli", "-p", str(port), "HLEN", "chaosproxy:chaosproxy:replicas"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return int(out.strip() or 0)
