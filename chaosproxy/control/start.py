@@ -596,7 +596,7 @@ async def _join_fleet(
     except (ScenarioError, UnknownScenario) as exc:
         await shared.close()
         raise StartupError(f"--state {shared.label}: the fleet's current set: {exc}") from None
-    state.tenants = tenant_keys(config, secret)
+    state.tenants = tenant_keys(config, secret)  # (--tenant-secret wins, when given)
     state.scenarios.fallback_salt = config.replica
     state.fleet = shared
     state.resume.mirror = HistoryMirror(shared)

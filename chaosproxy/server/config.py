@@ -107,6 +107,14 @@ def parse_state(value: str) -> str:
     return text
 
 
+def parse_secret(value: str) -> str:
+    """``--tenant-secret``: at least 16 characters (what a replica derives tenant keys
+    from: a guessable one would let a client forge another tenant's)."""
+    if len(value) < 16:
+        raise ConfigError("expected a secret of at least 16 characters")
+    return value
+
+
 def parse_name(value: str) -> str:
     """``--fleet`` and ``--replica-id``: letters, digits, ``_ . : -``, at most 63."""
     if not _NAME.fullmatch(value):
@@ -618,6 +626,19 @@ class Config:
             "NAME",
         ),
     )
+    #: What tenant keys are derived from, the same on every replica (docs/fleet.md);
+    #: None: drawn per process, or the fleet's from Redis. Never shown.
+    tenant_secret: str | None = field(
+        default=None,
+        repr=False,
+        metadata=option(
+            "--tenant-secret",
+            "a secret every replica is given: tenant keys derived from it are the same on "
+            "each (with --state redis, the fleet draws one itself; never logged)",
+            parse_secret,
+            "TEXT",
+        ),
+    )
     state_timeout: float = field(
         default=0.05,
         metadata=option(
@@ -679,6 +700,8 @@ class Config:
         object.__setattr__(self, "fleet", parse_name(self.fleet))
         if self.replica_id is not None:
             object.__setattr__(self, "replica_id", parse_name(self.replica_id))
+        if self.tenant_secret is not None:
+            parse_secret(self.tenant_secret)
         if self.tenant_header is not None:  # ChaosProxy(tenant_header="X-User")
             object.__setattr__(self, "tenant_header", parse_header_name(self.tenant_header))
         if self.tenant_cookie is not None:  # ChaosProxy(tenant_cookie="session")

@@ -7,6 +7,7 @@ exchange can know its proxy's state without importing the module that makes it.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import threading
 from collections.abc import Callable
@@ -39,7 +40,12 @@ class Running(Protocol):
 
 def tenant_keys(config: Config, secret: bytes) -> TenantKeys:
     """The tenant keys of a proxy with these settings, under ``secret`` (drawn once per
-    proxy; one for every worker of ``serve --workers N``)."""
+    proxy; one for every worker of ``serve --workers N``; the fleet's, from Redis), or
+    under ``--tenant-secret`` when it is given (replicas that share no Redis)."""
+    if config.tenant_secret is not None:
+        secret = hashlib.sha256(
+            b"chaosproxy tenant secret\0" + config.tenant_secret.encode()
+        ).digest()
     return TenantKeys(secret, config.tenant_header, config.tenant_cookie, config.anonymous_requests)
 
 

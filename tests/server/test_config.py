@@ -32,6 +32,7 @@ SAMPLES: dict[str, str | None] = {
     "--fleet": "staging",
     "--replica-id": "pod-7",
     "--state-timeout": "80ms",
+    "--tenant-secret": "correct horse battery staple",
     "--upstream": "https://api.example.com/v1",
     "--scenarios": "tests",
     "--scenario": "dup",
