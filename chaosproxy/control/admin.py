@@ -38,6 +38,7 @@ from chaosproxy._build import __version__, build
 from chaosproxy.control.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.records import RunVerdict, VerdictLine
+from chaosproxy.core.redact import redact_text
 from chaosproxy.core.verdict import (
     ClientReport,
     VerdictInputError,
@@ -45,6 +46,7 @@ from chaosproxy.core.verdict import (
     run_ids,
     verdict_line,
 )
+from chaosproxy.mock.fixtures import TooManyFixtures
 from chaosproxy.observe.journal import Criteria
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -208,6 +210,26 @@ async def _guard(request: web.Request, handler: WebHandler) -> web.StreamRespons
         if exc.status < 400:
             raise
         return _error(exc.status, "http_error", exc.reason)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # a bug: one JSON line, never a traceback
+        return _internal(request, exc)
+
+
+def _internal(request: web.Request, exc: BaseException) -> web.Response:
+    """The answer to a request a handler failed on (a bug): 500, what failed in one
+    line (credentials masked), no traceback; the connection is closed."""
+    text = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+    message = f"{request.method} {request.path} failed: {redact_text(text)[:300]}"
+    response = _error(500, "internal_error", message)
+    response.force_close()
+    return response
+
+
+def _json_problem(exc: orjson.JSONDecodeError, wanted: str) -> web.Response:
+    """400 for a body that is not JSON, saying where (orjson: ``… line L column C (char
+    N)``, a lone surrogate escape included) and what was wanted."""
+    return _error(400, "bad_request", f"expected a JSON body ({wanted}); this one is not: {exc}")
 
 
 def create_admin_app(
@@ -313,8 +335,8 @@ async def _put_default(request: web.Request) -> web.Response:
     scenarios = state.scenarios
     try:
         body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError:
-        return _error(400, "bad_request", 'expected a JSON body: {"scenario": NAME or null}')
+    except orjson.JSONDecodeError as exc:
+        return _json_problem(exc, '{"scenario": NAME or null}')
     if not isinstance(body, dict) or "scenario" not in body:
         return _error(400, "bad_request", 'expected a JSON body: {"scenario": NAME or null}')
     name = body["scenario"]
@@ -395,8 +417,8 @@ async def verdict_body(request: web.Request) -> tuple[ClientReport, list[str]] |
     try:
         body = orjson.loads(await request.read())
         return ClientReport.from_json(body), run_ids(body)
-    except orjson.JSONDecodeError:
-        return _error(400, "bad_request", "expected a JSON body")
+    except orjson.JSONDecodeError as exc:
+        return _json_problem(exc, '{"text": ..., "error": null or ...}')
     except VerdictInputError as exc:
         return _error(400, "bad_request", str(exc))
 
@@ -457,7 +479,12 @@ async def _add_fixtures(request: web.Request) -> web.Response:
             added = await asyncio.to_thread(parse_fixtures, body, BODY_SOURCE)
     except ScenarioError as exc:
         return _invalid("invalid_fixture", "fixtures", exc)
-    state.fixtures.add(added)
+    try:
+        state.fixtures.add(added)
+    except TooManyFixtures as exc:
+        if exc.alone:
+            return _error(413, "too_many_fixtures", str(exc))
+        return _error(409, "too_many_fixtures", str(exc))
     await _tell(state, "add_fixtures", body=body)
     return _json({"added": [f.as_dict() for f in added]}, 201)
 

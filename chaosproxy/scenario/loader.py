@@ -50,6 +50,10 @@ MAX_FAULTS = 32
 #: A UTF-16 surrogate: YAML decodes each ``\uD83D`` escape alone (a JSON body encoded
 #: with ASCII escapes, as Python's ``json.dumps`` does, has pairs of them).
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a JSON string may hold raw that YAML reads otherwise: DEL and beyond ASCII.
+_NOT_YAML_AS_IS = re.compile("[^\x00-\x7e]")
+#: What makes a JSON text need that (or a tab: see _json_for_yaml).
+_NOT_PLAIN = re.compile("[^\x00-\x08\x0a-\x7e]")
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -383,19 +387,28 @@ def _document_text(text: str | bytes, source: str) -> str | Problem:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             return Problem(source, data.count(b"\n", 0, exc.start) + 1, "not UTF-8 text")
-    if "\t" in text and text.lstrip().startswith("{"):
-        text = _untab_json(text)
+    if text.lstrip()[:1] in ("{", "[") and _NOT_PLAIN.search(text) is not None:
+        text = _json_for_yaml(text)
     return text
 
 
-def _untab_json(text: str) -> str:
-    """JSON indented with tabs is not YAML. In valid JSON a raw tab can only be
-    whitespace between tokens, so spaces can take its place (lines stay the same)."""
+def _json_for_yaml(text: str) -> str:
+    """JSON text as the YAML reader must see it to read what JSON means (lines stay the
+    same). Valid JSON only (anything else is YAML's to judge):
+
+    - indented with tabs, it is not YAML; in valid JSON a raw tab can only be whitespace
+      between tokens, so spaces can take its place;
+    - DEL and any character outside ASCII can only be inside a string, where YAML reads
+      some of them otherwise than JSON (U+0085, U+2028 and U+2029 are line breaks to
+      YAML, folded into a space; DEL and C1 controls are refused): each is written as
+      JSON's own escape (``\\u0085``; a pair for an astral character, joined again by
+      the validator)."""
     try:
         json.loads(text)
     except ValueError:
         return text
-    return text.replace("\t", " ")
+    text = text.replace("\t", " ")
+    return _NOT_YAML_AS_IS.sub(lambda m: json.dumps(m.group())[1:-1], text)
 
 
 class _Loader(yaml.SafeLoader):
