@@ -59,6 +59,8 @@ from chaosproxy.observe.store import (
 )
 from chaosproxy.scenario import ScenarioError, parse_fixtures, parse_scenario
 from chaosproxy.scenario.selection import ScenarioSet, UnknownScenario
+from chaosproxy.server.guard import ClientGuard
+from chaosproxy.server.net import CLIENT_GUARD
 
 if TYPE_CHECKING:
     from chaosproxy.mock.fixtures import MockFixtures
@@ -100,6 +102,12 @@ class AdminState:
     parsing: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: The built-in mock's fixtures (None: no upstream is the mock).
     fixtures: MockFixtures | None = None
+    #: The admin port's client limits (``--admin-client-timeout``,
+    #: ``--admin-max-connections``): a client that sends no request head (or an idle
+    #: keep-alive connection) that long is closed; connections beyond the cap are
+    #: answered 503 at once.
+    client_timeout: float = 60.0
+    max_connections: int = 256
     #: Told of every change once it is made here, and awaited before the call answers
     #: (``serve --workers N``: every worker makes it too). A change is a dict: ``op``
     #: (add_scenario, remove_scenario, set_default, reset, add_fixtures,
@@ -238,8 +246,22 @@ def create_admin_app(
     """The admin app; ``overrides`` answers some routes, by (method, path), otherwise
     (``serve --workers N`` asks its workers about requests and metrics)."""
     # client_max_size: a chunked body is refused as soon as it passes MAX_BODY.
-    app = web.Application(middlewares=[_guard], client_max_size=MAX_BODY)
+    app = web.Application(
+        middlewares=[_guard],
+        client_max_size=MAX_BODY,
+        # The guard closes idle keep-alive connections after client_timeout; aiohttp's
+        # own timer is only a backstop behind it.
+        handler_args={"keepalive_timeout": 2 * state.client_timeout + 1},
+    )
     app[ADMIN] = state
+    # Its connections guarded as the proxy's are (server/guard.py): a head-read and idle
+    # timeout, a connection cap. Refusals are counted there, not logged: the frame log
+    # is the proxy's traffic.
+    app[CLIENT_GUARD] = ClientGuard(
+        client_timeout=state.client_timeout,
+        max_connections=state.max_connections,
+        reject=_not_logged,
+    )
     routes: list[tuple[str, str, WebHandler]] = [
         ("GET", "/health", _health),
         ("GET", "/scenarios", _list_scenarios),
@@ -260,6 +282,16 @@ def create_admin_app(
         handler = (overrides or {}).get((method, path), handler)
         app.router.add_route(method, path, handler)
     return app
+
+
+def _not_logged(status: int, reason: str, peer: str) -> None:
+    """An admin connection refused or timed out: the guard counts it (:func:`admin_guard`)."""
+
+
+def admin_guard(app: web.Application) -> ClientGuard:
+    """The guard of an admin app's connections (its counters: ``open``, ``refused``,
+    ``rejected``)."""
+    return app[CLIENT_GUARD]
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -526,6 +558,7 @@ __all__ = [
     "AdminState",
     "RequestRecord",
     "RequestStore",
+    "admin_guard",
     "create_admin_app",
     "in_flight_answer",
     "json_response",

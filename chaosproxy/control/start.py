@@ -498,6 +498,8 @@ async def start_proxy(
                 log=log,
                 host=admin_host,
                 fixtures=mock_fixtures,
+                client_timeout=config.admin_client_timeout,
+                max_connections=config.admin_max_connections,
             )
             admin_runner, admin_port_bound = await listen(
                 create_admin_app(admin),

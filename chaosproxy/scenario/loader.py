@@ -646,8 +646,8 @@ class _Validator:
         provider = data.get("provider")
         configs: list[tuple[str, FaultConfig]] = []
         if isinstance(faults, list) and len(faults) > MAX_FAULTS:
-            faults_node = self.child(root, "faults")
-            line = _line(faults_node) if faults_node is not None else _line(root)
+            lines = [_line(k) for k, _ in root.value if getattr(k, "value", None) == "faults"]
+            line = lines[-1] if lines else _line(root)  # the key's (the last one wins)
             self.problem(
                 line,
                 ("faults",),

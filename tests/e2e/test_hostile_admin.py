@@ -13,14 +13,22 @@ changed.
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
+from aiohttp import web
+
+from chaosproxy.control.admin import ADMIN as ADMIN_STATE
+from chaosproxy.control.admin import admin_guard
 from chaosproxy.control.client import ChaosClient
 from chaosproxy.control.start import RunningProxy
+from chaosproxy.scenario import MAX_FAULTS
+from chaosproxy.server.guard import ClientGuard
 from tests.conftest import LogCapture, ProxyFactory
 from tests.scripted_upstream import Script, ScriptedUpstream
 
@@ -347,11 +355,96 @@ async def test_a_chunked_body_is_refused_once_it_passes_256_kib(make_proxy: Prox
 
 
 @pytest.mark.slow
-async def test_a_body_just_under_the_bound_is_taken(make_proxy: ProxyFactory) -> None:
+async def test_a_body_just_under_the_bound_is_read_and_judged(make_proxy: ProxyFactory) -> None:
+    """Under 256 KiB the body is read whole: 10,869 faults are refused at their list
+    (each is asked about every event: docs/scenarios.md, Limits), a long description
+    is taken."""
     proxy = await make_proxy(admin=ADMIN)
     scenario = yaml_of_size(250_000)
     assert len(scenario) <= 256 * 1024
     status, body = await admin(
         proxy, "POST", "/scenarios", headers={"Content-Type": "application/yaml"}, body=scenario
     )
-    assert status == 201 and len(body["faults"]) > 10_000
+    assert (status, body["problems"]) == (
+        400,
+        [
+            f"body:2: faults: at most {MAX_FAULTS} faults per scenario (this one has 10869): "
+            "every fault is asked about every event"
+        ],
+    )
+    long = b"name: long\nfaults: [bom]\ndescription: " + b"x" * 250_000 + b"\n"
+    status, body = await admin(
+        proxy, "POST", "/scenarios", headers={"Content-Type": "application/yaml"}, body=long
+    )
+    assert status == 201 and len(body["description"]) == 250_000
+
+
+# --------------------------------------------------------------------------- connections
+
+
+def _admin_guard(proxy: RunningProxy) -> ClientGuard:
+    (guard,) = [
+        admin_guard(r.app)
+        for r in proxy.runners
+        if isinstance(r, web.AppRunner) and ADMIN_STATE in r.app
+    ]
+    return guard
+
+
+async def _closed(reader: asyncio.StreamReader) -> bytes:
+    """What the admin sends before it closes the connection (b"<reset>": a reset)."""
+    try:
+        return await reader.read()
+    except ConnectionResetError:
+        return b"<reset>"
+
+
+async def test_idle_admin_connections_are_closed_at_the_admin_timeout_and_capped(
+    make_proxy: ProxyFactory,
+) -> None:
+    """The audit: 3,000 idle connections to the admin port were all open 62 s later.
+    Bounded here: hundreds of idle connections (and some that sent half a head) are
+    closed at ``--admin-client-timeout``; past ``--admin-max-connections`` a connection
+    is answered 503 at once; the admin answers throughout and every descriptor is
+    given back."""
+    timeout, idle, half, cap = 1.0, 300, 20, 320
+    proxy = await make_proxy(admin=ADMIN, admin_client_timeout=timeout, admin_max_connections=cap)
+    port = admin_port(proxy)
+    guard = _admin_guard(proxy)
+    fds = len(os.listdir("/proc/self/fd"))
+    streams: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    started = time.monotonic()
+    for i in range(idle + half):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        if i >= idle:
+            writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Par")
+        streams.append((reader, writer))
+    async with asyncio.timeout(5):
+        while guard.open < idle + half:  # (accepted: the loop has seen each)
+            await asyncio.sleep(0.01)
+    opened = time.monotonic() - started
+    # Over the cap: a 503 at once, then the close, long before the timeout.
+    over = []
+    for _ in range(5):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        async with asyncio.timeout(timeout / 2):
+            over.append(await _closed(reader))
+        writer.close()
+    assert [a.split(b"\r\n", 1)[0] for a in over] == [b"HTTP/1.1 503 Service Unavailable"] * 5
+    assert guard.refused == 5
+    # The held ones: all closed at the timeout (the half-sent with a 408), none before.
+    async with asyncio.timeout(timeout + 10):
+        answers = await asyncio.gather(*(_closed(r) for r, _ in streams))
+    took = time.monotonic() - started
+    for _, writer in streams:
+        writer.close()
+    assert timeout * 0.9 <= took < opened + timeout + 5
+    assert answers[:idle] == [b""] * idle
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers[idle:])
+    assert guard.rejected == 5 + idle + half  # (503s, and the 408s and the silent ones)
+    # The admin still answers, and holds nothing of them.
+    status, body = await admin(proxy, "GET", "/health")
+    assert (status, body["status"]) == (200, "ok")
+    async with asyncio.timeout(10):
+        while guard.open or len(os.listdir("/proc/self/fd")) > fds:
+            await asyncio.sleep(0.05)

@@ -717,7 +717,7 @@ def test_more_faults_than_the_limit_are_refused_at_the_list(tmp_path: Path) -> N
     faults = "".join(f"  - drop: {{nth: {i + 1}}}\n" for i in range(10_000))
     path = write(tmp_path, "many.yaml", f"name: many\ndescription: d\nfaults:\n{faults}")
     assert problems_of(path) == [
-        f"{path}:4: faults: at most {MAX_FAULTS} faults per scenario (this one has 10000): "
+        f"{path}:3: faults: at most {MAX_FAULTS} faults per scenario (this one has 10000): "
         "every fault is asked about every event"
     ]
     # As JSON, on one line, from the admin API's source.
