@@ -20,7 +20,6 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-
 from aiohttp import web
 
 from chaosproxy.control.admin import ADMIN as ADMIN_STATE
