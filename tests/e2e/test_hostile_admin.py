@@ -29,7 +29,7 @@ from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import MAX_FAULTS
 from chaosproxy.server.guard import ClientGuard
 from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.scripted_upstream import Script, ScriptedUpstream, until
 
 ADMIN = ("127.0.0.1", 0)
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(4))
@@ -418,9 +418,7 @@ async def test_idle_admin_connections_are_closed_at_the_admin_timeout_and_capped
         if i >= idle:
             writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Par")
         streams.append((reader, writer))
-    async with asyncio.timeout(5):
-        while guard.open < idle + half:  # (accepted: the loop has seen each)
-            await asyncio.sleep(0.01)
+    await until(lambda: guard.open == idle + half)  # (accepted: the loop has seen each)
     opened = time.monotonic() - started
     # Over the cap: a 503 at once, then the close, long before the timeout.
     over = []
@@ -444,6 +442,4 @@ async def test_idle_admin_connections_are_closed_at_the_admin_timeout_and_capped
     # The admin still answers, and holds nothing of them.
     status, body = await admin(proxy, "GET", "/health")
     assert (status, body["status"]) == (200, "ok")
-    async with asyncio.timeout(10):
-        while guard.open or len(os.listdir("/proc/self/fd")) > fds:
-            await asyncio.sleep(0.05)
+    await until(lambda: not guard.open and len(os.listdir("/proc/self/fd")) <= fds, limit=10)
