@@ -443,3 +443,95 @@ async def test_idle_admin_connections_are_closed_at_the_admin_timeout_and_capped
     status, body = await admin(proxy, "GET", "/health")
     assert (status, body["status"]) == (200, "ok")
     await until(lambda: not guard.open and len(os.listdir("/proc/self/fd")) <= fds, limit=10)
+
+
+# --------------------------------------------------------------------------- every answer
+
+
+#: Bodies a careless or hostile caller sends: not JSON, JSON of every wrong shape, deep,
+#: escaped surrogates (a pair, and a lone half), huge numbers, control characters.
+HOSTILE_BODIES = [
+    b"",
+    b"not json",
+    b"null",
+    b"[]",
+    b"[1, 2]",
+    b'"text"',
+    b"1e999",
+    b"{}",
+    b'{"scenario": 1}',
+    b'{"scenario": ["a"]}',
+    b'{"scenario": "\\ud83d\\udc4d"}',
+    b'{"scenario": "\\ud83d"}',
+    b'{"text": "\\udc4d", "error": 7}',
+    b'{"name": "x", "faults": "bom"}',
+    b'{"name": "x\\u0000y", "faults": ["bom"]}',
+    b'{"name": "x", "faults": [{"rechunk": {"size": 1' + b"0" * 5000 + b"}}]}",
+    b'{"name": "x", "faults": ["bom"], "seed": -1}',
+    b"[" * 5000 + b"]" * 5000,
+    b'{"a": ' + b"[" * 900 + b"]" * 900 + b"}",
+    b"{" * 3000,
+    b"\xff\xfe\x00",
+    b'{"fixtures": [{"text": 1}]}',
+    b'{"fixtures": "x"}',
+]
+
+
+async def test_no_admin_call_answers_a_500_whatever_the_body_or_the_query(
+    make_proxy: ProxyFactory,
+) -> None:
+    """Every route, every hostile body: a 4xx (or a 2xx) with a JSON message, never a
+    500 nor a traceback; the admin keeps answering."""
+    proxy = await make_proxy(admin=ADMIN, library=True)
+    calls = [
+        ("POST", "/scenarios"),
+        ("POST", "/scenarios?name=%FF%00"),
+        ("PUT", "/default"),
+        ("POST", "/requests/r-1/verdict"),
+        ("POST", "/mock/fixtures"),
+        ("DELETE", "/scenarios/%00"),
+        ("GET", "/requests?limit=-1"),
+        ("GET", "/requests?limit=1&model=[&path=%00&contains=%ud800&tool=&scenario=%ff"),
+        ("GET", "/requests/%ff%00"),
+        ("GET", "/scenarios/%ud83d"),
+    ]
+    seen: set[int] = set()
+    for method, path in calls:
+        for body in HOSTILE_BODIES if method in ("POST", "PUT") else [None]:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            status, answer = await admin(proxy, method, path, headers=headers, body=body)
+            seen.add(status)
+            assert status < 500, (method, path, body[:40] if body else body, answer)
+            if status >= 400:
+                assert isinstance(answer, dict) and answer["error"]["message"], answer
+    assert seen >= {400, 404}
+    status, body = await admin(proxy, "GET", "/health")
+    assert (status, body["status"]) == (200, "ok")
+
+
+async def test_a_request_body_nested_900_levels_deep_breaks_no_listing(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    """The audit: such a body made GET /requests (and ?contains=) a 500 RecursionError
+    until it left the history, and with --log-content the request itself a 500."""
+    deep = b'{"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]'
+    deep += b', "x": ' + b"[" * 900 + b"]" * 900 + b"}"
+    for content in (False, True):
+        proxy = await make_proxy(admin=ADMIN, content=content, log_content=content)
+        async with (
+            aiohttp.ClientSession() as s,
+            s.post(
+                proxy.url + "/v1/chat/completions",
+                data=deep,
+                headers={"Content-Type": "application/json"},
+            ) as resp,
+        ):
+            assert resp.status == 200
+            await resp.read()
+            request_id = resp.headers["X-Chaos-Request-Id"]
+        await log_capture.wait_end(request_id)
+        for path in ["/requests", "/requests?contains=hi", f"/requests/{request_id}"]:
+            status, body = await admin(proxy, "GET", path)
+            assert status == 200, (content, path, body)
+        status, body = await admin(proxy, "GET", "/requests?contains=hi")
+        assert [r["request_id"] for r in body["requests"]] == [request_id]
