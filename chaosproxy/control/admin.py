@@ -158,8 +158,16 @@ def _authorized(header: str | None, token: str) -> bool:
     )
 
 
+#: Where a body is a scenario or fixture document: its refusals are located as the
+#: loader's problems are (``body:0: …``, the whole body).
+DOCUMENT_PATHS = frozenset({"/scenarios", "/mock/fixtures"})
+
+
 def _refused(request: web.Request, status: int, kind: str, message: str) -> web.Response:
-    response = _error(status, kind, message)
+    extra: dict[str, Any] = {}
+    if kind == "too_large" and request.path in DOCUMENT_PATHS:
+        extra["problems"] = [f"{BODY_SOURCE}:0: {message}"]
+    response = _error(status, kind, message, **extra)
     if request.body_exists:  # unread: never drained, the connection is closed instead
         response.force_close()
     return response

@@ -328,9 +328,9 @@ async def test_a_body_over_256_kib_is_refused_before_it_is_read(
     answer = await raw_admin(proxy, head)  # the body is never sent
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
     body = orjson.loads(answer.split(b"\r\n\r\n", 1)[1])
-    assert body["error"] == {
-        "type": "too_large",
-        "message": "the request body is larger than 256 KiB",
+    assert body == {
+        "error": {"type": "too_large", "message": "the request body is larger than 256 KiB"},
+        "problems": ["body:0: the request body is larger than 256 KiB"],  # as the loader's
     }
     assert await scenario_names(proxy) == []
     await stream_completes(proxy, log_capture)
