@@ -39,6 +39,7 @@ from chaosproxy._build import __version__, build
 from chaosproxy.control.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.records import RunVerdict, VerdictLine
+from chaosproxy.core.redact import redact_text
 from chaosproxy.core.verdict import (
     ClientReport,
     VerdictInputError,
@@ -46,6 +47,7 @@ from chaosproxy.core.verdict import (
     run_ids,
     verdict_line,
 )
+from chaosproxy.mock.fixtures import TooManyFixtures
 from chaosproxy.observe.journal import Criteria
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -58,6 +60,8 @@ from chaosproxy.observe.store import (
 )
 from chaosproxy.scenario import ScenarioError, parse_fixtures, parse_scenario
 from chaosproxy.scenario.selection import ScenarioSet, UnknownScenario
+from chaosproxy.server.guard import ClientGuard
+from chaosproxy.server.net import CLIENT_GUARD
 
 if TYPE_CHECKING:
     from chaosproxy.fleet import SharedState
@@ -100,6 +104,12 @@ class AdminState:
     parsing: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: The built-in mock's fixtures (None: no upstream is the mock).
     fixtures: MockFixtures | None = None
+    #: The admin port's client limits (``--admin-client-timeout``,
+    #: ``--admin-max-connections``): a client that sends no request head (or an idle
+    #: keep-alive connection) that long is closed; connections beyond the cap are
+    #: answered 503 at once.
+    client_timeout: float = 60.0
+    max_connections: int = 256
     #: Told of every change once it is made here, and awaited before the call answers
     #: (``serve --workers N``: every worker makes it too). A change is a dict: ``op``
     #: (add_scenario, remove_scenario, set_default, reset, add_fixtures,
@@ -159,8 +169,16 @@ def _authorized(header: str | None, token: str) -> bool:
     )
 
 
+#: Where a body is a scenario or fixture document: its refusals are located as the
+#: loader's problems are (``body:0: …``, the whole body).
+DOCUMENT_PATHS = frozenset({"/scenarios", "/mock/fixtures"})
+
+
 def _refused(request: web.Request, status: int, kind: str, message: str) -> web.Response:
-    response = _error(status, kind, message)
+    extra: dict[str, Any] = {}
+    if kind == "too_large" and request.path in DOCUMENT_PATHS:
+        extra["problems"] = [f"{BODY_SOURCE}:0: {message}"]
+    response = _error(status, kind, message, **extra)
     if request.body_exists:  # unread: never drained, the connection is closed instead
         response.force_close()
     return response
@@ -226,6 +244,26 @@ async def _guard(request: web.Request, handler: WebHandler) -> web.StreamRespons
         if exc.status < 400:
             raise
         return _error(exc.status, "http_error", exc.reason)
+    except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # a bug: one JSON line, never a traceback
+        return _internal(request, exc)
+
+
+def _internal(request: web.Request, exc: BaseException) -> web.Response:
+    """The answer to a request a handler failed on (a bug): 500, what failed in one
+    line (credentials masked), no traceback; the connection is closed."""
+    text = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+    message = f"{request.method} {request.path} failed: {redact_text(text)[:300]}"
+    response = _error(500, "internal_error", message)
+    response.force_close()
+    return response
+
+
+def _json_problem(exc: orjson.JSONDecodeError, wanted: str) -> web.Response:
+    """400 for a body that is not JSON, saying where (orjson: ``… line L column C (char
+    N)``, a lone surrogate escape included) and what was wanted."""
+    return _error(400, "bad_request", f"expected a JSON body ({wanted}); this one is not: {exc}")
 
 
 def create_admin_app(
@@ -234,8 +272,22 @@ def create_admin_app(
     """The admin app; ``overrides`` answers some routes, by (method, path), otherwise
     (``serve --workers N`` asks its workers about requests and metrics)."""
     # client_max_size: a chunked body is refused as soon as it passes MAX_BODY.
-    app = web.Application(middlewares=[_guard], client_max_size=MAX_BODY)
+    app = web.Application(
+        middlewares=[_guard],
+        client_max_size=MAX_BODY,
+        # The guard closes idle keep-alive connections after client_timeout; aiohttp's
+        # own timer is only a backstop behind it.
+        handler_args={"keepalive_timeout": 2 * state.client_timeout + 1},
+    )
     app[ADMIN] = state
+    # Its connections guarded as the proxy's are (server/guard.py): a head-read and idle
+    # timeout, a connection cap. Refusals are counted there, not logged: the frame log
+    # is the proxy's traffic.
+    app[CLIENT_GUARD] = ClientGuard(
+        client_timeout=state.client_timeout,
+        max_connections=state.max_connections,
+        reject=_not_logged,
+    )
     routes: list[tuple[str, str, WebHandler]] = [
         ("GET", "/health", _health),
         ("GET", "/scenarios", _list_scenarios),
@@ -256,6 +308,16 @@ def create_admin_app(
         handler = (overrides or {}).get((method, path), handler)
         app.router.add_route(method, path, handler)
     return app
+
+
+def _not_logged(status: int, reason: str, peer: str) -> None:
+    """An admin connection refused or timed out: the guard counts it (:func:`admin_guard`)."""
+
+
+def admin_guard(app: web.Application) -> ClientGuard:
+    """The guard of an admin app's connections (its counters: ``open``, ``refused``,
+    ``rejected``)."""
+    return app[CLIENT_GUARD]
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -340,8 +402,8 @@ async def _put_default(request: web.Request) -> web.Response:
     scenarios = state.scenarios
     try:
         body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError:
-        return _error(400, "bad_request", 'expected a JSON body: {"scenario": NAME or null}')
+    except orjson.JSONDecodeError as exc:
+        return _json_problem(exc, '{"scenario": NAME or null}')
     if not isinstance(body, dict) or "scenario" not in body:
         return _error(400, "bad_request", 'expected a JSON body: {"scenario": NAME or null}')
     name = body["scenario"]
@@ -422,8 +484,8 @@ async def verdict_body(request: web.Request) -> tuple[ClientReport, list[str]] |
     try:
         body = orjson.loads(await request.read())
         return ClientReport.from_json(body), run_ids(body)
-    except orjson.JSONDecodeError:
-        return _error(400, "bad_request", "expected a JSON body")
+    except orjson.JSONDecodeError as exc:
+        return _json_problem(exc, '{"text": ..., "error": null or ...}')
     except VerdictInputError as exc:
         return _error(400, "bad_request", str(exc))
 
@@ -484,7 +546,12 @@ async def _add_fixtures(request: web.Request) -> web.Response:
             added = await asyncio.to_thread(parse_fixtures, body, BODY_SOURCE)
     except ScenarioError as exc:
         return _invalid("invalid_fixture", "fixtures", exc)
-    state.fixtures.add(added)
+    try:
+        state.fixtures.add(added)
+    except TooManyFixtures as exc:
+        if exc.alone:
+            return _error(413, "too_many_fixtures", str(exc))
+        return _error(409, "too_many_fixtures", str(exc))
     await _tell(state, "add_fixtures", body=body)
     return _json({"added": [f.as_dict() for f in added]}, 201)
 
@@ -526,6 +593,7 @@ __all__ = [
     "AdminState",
     "RequestRecord",
     "RequestStore",
+    "admin_guard",
     "create_admin_app",
     "in_flight_answer",
     "json_response",

@@ -520,6 +520,8 @@ async def start_proxy(
                 host=admin_host,
                 fixtures=mock_fixtures,
                 shared=shared,
+                client_timeout=config.admin_client_timeout,
+                max_connections=config.admin_max_connections,
             )
             if shared is not None:
                 admin.changed = shared_changes(shared)

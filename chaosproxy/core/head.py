@@ -54,10 +54,19 @@ class Head:
     framed: bool
 
 
-def forwarded_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+#: Headers of the built-in mock's knobs, dropped from untrusted clients' requests (the
+#: scenario room names it too, where an untrusting choice counts what it ignored).
+UNTRUSTED_PREFIX = "x-mock-"
+
+
+def forwarded_request_headers(
+    headers: Iterable[tuple[str, str]], *, trusted: bool = True
+) -> list[tuple[str, str]]:
     """The request headers sent upstream: without hop-by-hop headers (and those the
     client's ``Connection`` names), ``X-Chaos-*``, ``Host`` and ``Content-Length``;
-    ``Accept-Encoding: identity``, so the body can be framed."""
+    ``Accept-Encoding: identity``, so the body can be framed. A client not ``trusted``
+    (``--trust-client-scenarios no``) steers nothing: the built-in mock's knobs
+    (``X-Mock-*``) are not forwarded either."""
     items = list(headers)
     named = {
         token.strip().lower()
@@ -71,6 +80,7 @@ def forwarded_request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[
         if (lower := name.lower()) not in REQUEST_DROP
         and lower not in named
         and not lower.startswith("x-chaos-")
+        and (trusted or not lower.startswith(UNTRUSTED_PREFIX))
     ]
     out.append(("Accept-Encoding", "identity"))
     return out

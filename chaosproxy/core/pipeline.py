@@ -22,6 +22,22 @@ from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.records import SkippedFault
 
+#: The fault budget (docs/scenarios.md, Limits). An event into an event fault costs
+#: the fault's ``cost`` steps (about its microseconds of CPU), each event out of one a
+#: step; the budget starts at MAX_FAULT_CREDIT steps, each upstream frame
+#: adds MAX_FAULT_STEPS and unused steps carry over up to MAX_FAULT_CREDIT. Spent, the
+#: response is aborted. Without it faults that multiply events (``duplicate`` with
+#: ``times: 1000``, several in a row) cost one request minutes of CPU for one upstream
+#: event; with it a request's fault work is at most MAX_FAULT_CREDIT steps plus
+#: MAX_FAULT_STEPS per upstream frame, whatever the scenario.
+MAX_FAULT_STEPS = 500
+MAX_FAULT_CREDIT = 20_000
+#: The ``reason`` of the ``action`` line of such a cut.
+BUDGET_REASON = (
+    f"fault budget: the faults took more than {MAX_FAULT_STEPS} steps per upstream event "
+    f"(beyond a reserve of {MAX_FAULT_CREDIT})"
+)
+
 _NO_KINDS: frozenset[str] = frozenset()
 _RAW_KINDS = frozenset({"other"})
 
@@ -71,6 +87,8 @@ class Pipeline:
         self._raw = fmt == "raw"
         self._framer: Framer = make_framer(fmt, max_size)
         self._ordinal = 0
+        #: Fault steps left (see MAX_FAULT_STEPS).
+        self._credit = MAX_FAULT_CREDIT
         #: Upstream events seen, and events handed to the transport stage.
         self.events_in = 0
         self.events_out = 0
@@ -132,6 +150,7 @@ class Pipeline:
         out: list[Action] = []
         for frame in self._framer.eof():
             self._frame(frame, out)
+        self._credit = min(self._credit + MAX_FAULT_STEPS, MAX_FAULT_CREDIT)  # the flush
         for i, fault in enumerate(self._event_faults):
             if self._stopped():
                 break
@@ -176,6 +195,8 @@ class Pipeline:
     # ------------------------------------------------------------------ stages
 
     def _frame(self, frame: Frame, out: list[Action]) -> None:
+        credit = self._credit + MAX_FAULT_STEPS  # (no min(): once per event, a call less)
+        self._credit = credit if credit < MAX_FAULT_CREDIT else MAX_FAULT_CREDIT
         if self._raw:
             self._ordinal += 1
             ev = Event(frame, self._ordinal, _RAW_KINDS)
@@ -194,19 +215,33 @@ class Pipeline:
         self._event_from(0, ev, out)
 
     def _event_from(self, start: int, ev: Event, out: list[Action]) -> None:
-        """Run ``ev`` through event faults ``start``…, then into the transport stage."""
+        """Run ``ev`` through event faults ``start``…, then into the transport stage;
+        abort the response when they spend more steps than the budget has left."""
         events = [ev]
+        credit = self._credit
         for fault in self._event_faults[start:] if start else self._event_faults:
             # Usually one event goes in and one comes out: no list to flatten then.
             if len(events) == 1:
                 events = fault.on_event(events[0])
+                credit -= fault.cost + len(events)
             else:
                 flat: list[Event] = []
+                cost = fault.cost
                 for e in events:
                     flat += fault.on_event(e)
+                    credit -= cost
+                    if len(flat) > credit:
+                        break
                 events = flat
-            if not events:
+                credit -= len(flat)
+            if credit < 0:
+                self._credit = 0
+                self._over_budget(fault, out)
                 return
+            if not events:
+                self._credit = credit
+                return
+        self._credit = credit
         if self._cut:
             return
         if not self._transport_faults:
@@ -223,6 +258,13 @@ class Pipeline:
             if e.ordinal or e.frame.data is not None:
                 self.events_out += 1
             self._actions_from(0, [Send(e.frame.raw, (e,), 1, e.faults)], out)
+
+    def _over_budget(self, fault: Fault, out: list[Action]) -> None:
+        """The faults took too many steps on one event: nothing of what they made is
+        sent, and the response is aborted at once, past any transport fault (never a
+        clean end: the client must not take it for a whole answer)."""
+        out.append(Cut("abort", fault.name, {"reason": BUDGET_REASON}))
+        self._cut = True
 
     def _actions_from(self, start: int, actions: list[Action], out: list[Action]) -> None:
         """Run actions through transport faults ``start``…, then out."""

@@ -97,7 +97,8 @@ class RequestFields(_Bound):
     inactive: NotRequired[bool]
     #: The upstream route's label (``--upstream PREFIX=URL``).
     upstream: NotRequired[str]
-    #: ``X-Chaos-*`` choices ignored under ``--trust-client-scenarios no``.
+    #: ``X-Chaos-*`` choices (and ``X-Mock-*`` knobs) ignored under
+    #: ``--trust-client-scenarios no``.
     client_choices_ignored: NotRequired[list[str]]
     # A reconnect (``Last-Event-ID``) under ``resume:`` (docs/reconnection.md).
     #: The ``Last-Event-ID`` it sent, a stream token cut to its first 6 characters

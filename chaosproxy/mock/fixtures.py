@@ -22,6 +22,33 @@ from chaosproxy.scenario.fixtures import SCENARIO_HEADER, Fixture
 #: (``scenario NAME mock[0]``, ``added[1]``, ``files[2]``).
 FIXTURE_HEADER = "X-Mock-Fixture"
 
+#: The most fixtures a mock holds added at run time: each is kept until removed, so
+#: without a bound a client could grow the proxy without end (docs/mock.md, Fixtures).
+MAX_ADDED = 1000
+
+
+class TooManyFixtures(ValueError):
+    """Adding these fixtures would pass :data:`MAX_ADDED`; none was added. ``alone``:
+    they are more than that by themselves."""
+
+    def __init__(self, held: int, adding: int) -> None:
+        self.held = held
+        self.adding = adding
+        self.alone = adding > MAX_ADDED
+        if self.alone:
+            message = (
+                f"{adding} fixtures at once: a mock holds at most {MAX_ADDED} fixtures "
+                "added at run time; nothing was added"
+            )
+        else:
+            message = (
+                f"a mock holds at most {MAX_ADDED} fixtures added at run time; it holds "
+                f"{held} and these are {adding}: nothing was added (remove them first: "
+                "DELETE /mock/fixtures, proxy.clear_fixtures())"
+            )
+        super().__init__(message)
+
+
 #: A scenario's fixtures by its name (empty for an unknown scenario).
 ScenarioFixtures = Callable[[str], Sequence[Fixture]]
 
@@ -59,8 +86,11 @@ class MockFixtures:
             return tuple(self._added)
 
     def add(self, fixtures: Sequence[Fixture]) -> None:
-        """Add fixtures after those added before (and before the files')."""
+        """Add fixtures after those added before (and before the files'); all or none:
+        raises :class:`TooManyFixtures` past :data:`MAX_ADDED`."""
         with self._lock:
+            if len(self._added) + len(fixtures) > MAX_ADDED:
+                raise TooManyFixtures(len(self._added), len(fixtures))
             self._added.extend(fixtures)
 
     def clear(self) -> None:
@@ -114,4 +144,12 @@ class MockFixtures:
         return None
 
 
-__all__ = ["FIXTURE_HEADER", "SCENARIO_HEADER", "Chosen", "MockFixtures", "ScenarioFixtures"]
+__all__ = [
+    "FIXTURE_HEADER",
+    "MAX_ADDED",
+    "SCENARIO_HEADER",
+    "Chosen",
+    "MockFixtures",
+    "ScenarioFixtures",
+    "TooManyFixtures",
+]

@@ -17,7 +17,6 @@ anything :func:`~chaosproxy.observe.logs.redact_text` masks in a text (a URL's p
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,51 +28,33 @@ import orjson
 from chaosproxy.core.history import shown_event_id
 from chaosproxy.core.llm_request import NOTHING, RequestView, read_request
 from chaosproxy.core.records import InFlightSummary, JournalMessage, JournalRequest, RequestSummary
+from chaosproxy.core.redact import MASK as MASK
+from chaosproxy.core.redact import mask_headers, mask_json, redact_path, redact_text
 from chaosproxy.core.tenancy import CREDENTIAL_HEADERS
-from chaosproxy.observe.logs import SECRET_PARAMS, redact_path, redact_text
 
-#: Header names whose values are always masked (lower case), besides any name that
-#: holds one of :data:`_SECRET_WORDS`.
+#: Header names whose values are always masked (lower case), besides any name that is
+#: a secret's (:func:`~chaosproxy.core.redact.is_secret_name`: auth, token, key, cert,
+#: credential, assertion...).
 SECRET_HEADERS = CREDENTIAL_HEADERS | {"cookie", "set-cookie", "proxy-authorization"}
-_SECRET_WORDS = ("auth", "token", "secret", "password", "key", "cookie", "session", "signature")
-MASK = "***"
-
-
-@functools.lru_cache(maxsize=1024)
-def _secret_header(lower: str) -> bool:
-    return lower in SECRET_HEADERS or any(word in lower for word in _SECRET_WORDS)
 
 
 def masked_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     """The headers as a mapping (names lower case, repeats joined by ``, ``), the
-    values of those that carry credentials masked, and a ``Last-Event-ID`` shown as the
+    values of those that carry credentials masked, by name and by shape
+    (:func:`~chaosproxy.core.redact.mask_headers`), and a ``Last-Event-ID`` shown as the
     log shows it (a stream's token is a capability: its first characters only)."""
-    out: dict[str, str] = {}
-    for name, value in headers:
-        lower = name.lower()
-        if _secret_header(lower):
-            value = MASK
-        elif lower == "last-event-id":
-            value = shown_event_id(value)
-        out[lower] = f"{out[lower]}, {value}" if lower in out else value
+    out = mask_headers(headers, SECRET_HEADERS)
+    last = out.get("last-event-id")
+    if last is not None:
+        out["last-event-id"] = shown_event_id(last)
     return out
 
 
 def masked_body(value: Any) -> Any:
     """A parsed JSON body with the values of credential-like keys masked, and every
-    text as :func:`~chaosproxy.observe.logs.redact_text` shows it."""
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, list):
-        return [masked_body(v) for v in value]
-    if isinstance(value, dict):
-        return {
-            k: MASK
-            if isinstance(k, str) and k.lower() in SECRET_PARAMS and isinstance(v, str)
-            else masked_body(v)
-            for k, v in value.items()
-        }
-    return value
+    text as :func:`~chaosproxy.observe.logs.redact_text` shows it
+    (:func:`~chaosproxy.core.redact.mask_json`)."""
+    return mask_json(value)
 
 
 def _parse(body: bytes) -> Any:

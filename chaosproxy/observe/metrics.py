@@ -25,12 +25,12 @@ from prometheus_client import (
 
 from chaosproxy.core.records import FrameFields, LogLine, ResponseEndLine
 from chaosproxy.observe.metrics_collector import Counted, GuardCollector, SentCollector
-from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
+from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_MOCK, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
 NO_SCENARIO = "none"
 #: The ``what`` labels of ``chaosproxy_client_choices_ignored_total``.
-IGNORABLE = (IGNORED_HEADER, IGNORED_SEED, IGNORED_PATH)
+IGNORABLE = (IGNORED_HEADER, IGNORED_SEED, IGNORED_PATH, IGNORED_MOCK)
 
 #: Time to first byte: fast local upstreams to slow first tokens.
 TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

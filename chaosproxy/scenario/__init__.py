@@ -8,6 +8,7 @@ from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.scenario.errors import Problem, ScenarioError
 from chaosproxy.scenario.fixtures import Fixture
 from chaosproxy.scenario.loader import (
+    MAX_FAULTS,
     MAX_FILE_BYTES,
     check_paths,
     library_root,
@@ -32,6 +33,7 @@ from chaosproxy.scenario.model import (
 
 __all__ = [
     "FORMATS",
+    "MAX_FAULTS",
     "MAX_FILE_BYTES",
     "MAX_SEED",
     "NAME_PATTERN",

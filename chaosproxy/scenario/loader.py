@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -40,6 +41,19 @@ MAX_DEPTH = 64
 #: A decimal integer with more digits is refused before it is converted (Python's own
 #: limit, 4300 digits, would raise its own message; no setting needs a tenth of this).
 MAX_INT_DIGITS = 100
+#: A scenario with more faults is refused: each fault is asked about every event, so a
+#: request's CPU grows with their number (docs/scenarios.md, Limits; the pipeline's
+#: fault budget bounds what faults that multiply events cost). The library's largest
+#: has two, explore draws at most four; 11,352 cost a request 24 s of CPU.
+MAX_FAULTS = 32
+
+#: A UTF-16 surrogate: YAML decodes each ``\uD83D`` escape alone (a JSON body encoded
+#: with ASCII escapes, as Python's ``json.dumps`` does, has pairs of them).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a JSON string may hold raw that YAML reads otherwise: DEL and beyond ASCII.
+_NOT_YAML_AS_IS = re.compile("[^\x00-\x7e]")
+#: What makes a JSON text need that (or a tab: see _json_for_yaml).
+_NOT_PLAIN = re.compile("[^\x00-\x08\x0a-\x7e]")
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -373,19 +387,28 @@ def _document_text(text: str | bytes, source: str) -> str | Problem:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             return Problem(source, data.count(b"\n", 0, exc.start) + 1, "not UTF-8 text")
-    if "\t" in text and text.lstrip().startswith("{"):
-        text = _untab_json(text)
+    if text.lstrip()[:1] in ("{", "[") and _NOT_PLAIN.search(text) is not None:
+        text = _json_for_yaml(text)
     return text
 
 
-def _untab_json(text: str) -> str:
-    """JSON indented with tabs is not YAML. In valid JSON a raw tab can only be
-    whitespace between tokens, so spaces can take its place (lines stay the same)."""
+def _json_for_yaml(text: str) -> str:
+    """JSON text as the YAML reader must see it to read what JSON means (lines stay the
+    same). Valid JSON only (anything else is YAML's to judge):
+
+    - indented with tabs, it is not YAML; in valid JSON a raw tab can only be whitespace
+      between tokens, so spaces can take its place;
+    - DEL and any character outside ASCII can only be inside a string, where YAML reads
+      some of them otherwise than JSON (U+0085, U+2028 and U+2029 are line breaks to
+      YAML, folded into a space; DEL and C1 controls are refused): each is written as
+      JSON's own escape (``\\u0085``; a pair for an astral character, joined again by
+      the validator)."""
     try:
         json.loads(text)
     except ValueError:
         return text
-    return text.replace("\t", " ")
+    text = text.replace("\t", " ")
+    return _NOT_YAML_AS_IS.sub(lambda m: json.dumps(m.group())[1:-1], text)
 
 
 class _Loader(yaml.SafeLoader):
@@ -482,7 +505,7 @@ class _Validator:
             found = _NODE_NOUNS.get(type(root), "a single value")
             self.problem(_line(root), (), f"expected a mapping at the top level, found {found}")
             return None
-        if not self.check_graph(root) or not self.check_integers(root):
+        if not self.check_graph(root) or not self.check_scalars(root):
             return None
         return root
 
@@ -539,10 +562,12 @@ class _Validator:
             return False
         return True
 
-    def check_integers(self, root: Node) -> bool:
-        """Refuse, each at its line and path, decimal integers of more than
-        MAX_INT_DIGITS digits, before anything converts them (a seed of thousands of
-        digits gets the seed's range, not Python's conversion limit)."""
+    def check_scalars(self, root: Node) -> bool:
+        """Check every scalar before anything converts it, each problem at its line and
+        path: decimal integers of more than MAX_INT_DIGITS digits are refused (a seed of
+        thousands of digits gets the seed's range, not Python's conversion limit), and
+        escaped UTF-16 surrogate pairs (``"\\ud83d\\udc4d"``, as JSON allows) are joined
+        into their character, a lone surrogate being refused: it is no text."""
         found = False
         seen: set[int] = set()
         stack: list[tuple[Node, tuple[str | int, ...]]] = [(root, ())]
@@ -554,20 +579,48 @@ class _Validator:
             if isinstance(node, MappingNode):
                 for k, v in reversed(node.value):
                     merge = isinstance(k, ScalarNode) and k.tag == _MERGE_TAG
+                    if isinstance(k, ScalarNode):
+                        found = not self.join_surrogates(k, path) or found
                     key = k.value if isinstance(k, ScalarNode) else "?"
                     stack.append((v, path if merge else (*path, key)))
             elif isinstance(node, SequenceNode):
                 stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node.value))))
-            elif isinstance(node, ScalarNode) and node.tag == _INT_TAG:
-                digits = _decimal_digits(node.value)
-                if digits > MAX_INT_DIGITS:
-                    found = True
-                    if path == ("seed",):
-                        message = f"must be {SEED_RANGE}"
-                    else:
-                        message = f"must be an integer of at most {MAX_INT_DIGITS} digits"
-                    self.problem(_line(node), path, f"{message} (this one has {digits} digits)")
+            elif isinstance(node, ScalarNode):
+                found = not self.join_surrogates(node, path) or found
+                if node.tag == _INT_TAG:
+                    digits = _decimal_digits(node.value)
+                    if digits > MAX_INT_DIGITS:
+                        found = True
+                        if path == ("seed",):
+                            message = f"must be {SEED_RANGE}"
+                        else:
+                            message = f"must be an integer of at most {MAX_INT_DIGITS} digits"
+                        self.problem(_line(node), path, f"{message} (this one has {digits} digits)")
         return not found
+
+    def join_surrogates(self, node: ScalarNode, path: tuple[str | int, ...]) -> bool:
+        """Join the surrogate pairs of a scalar's text in place; False (and a problem
+        naming where) when a surrogate has no partner."""
+        value = node.value
+        if not isinstance(value, str) or _SURROGATE.search(value) is None:
+            return True
+        try:
+            node.value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError as exc:
+            units = value.encode("utf-16-le", "surrogatepass")
+            unit = int.from_bytes(units[exc.start : exc.start + 2], "little")
+            # The character's index in the text (code units before it, pairs as one).
+            index = len(units[: exc.start].decode("utf-16-le", "surrogatepass"))
+            mark = node.start_mark
+            self.problem(
+                _line(node),
+                path,
+                f"a lone UTF-16 surrogate \\u{unit:04x} (character {index + 1} of the "
+                f"text starting at column {mark.column + 1}): not text; escape a whole "
+                "pair, or send the character as UTF-8",
+            )
+            return False
+        return True
 
     def check_duplicate_keys(self, node: MappingNode) -> None:
         first: dict[tuple[str, str], int] = {}
@@ -592,7 +645,16 @@ class _Validator:
         raw = data.get("format") == "raw"
         provider = data.get("provider")
         configs: list[tuple[str, FaultConfig]] = []
-        if isinstance(faults, list):
+        if isinstance(faults, list) and len(faults) > MAX_FAULTS:
+            lines = [_line(k) for k, _ in root.value if getattr(k, "value", None) == "faults"]
+            line = lines[-1] if lines else _line(root)  # the key's (the last one wins)
+            self.problem(
+                line,
+                ("faults",),
+                f"at most {MAX_FAULTS} faults per scenario (this one has {len(faults)}): "
+                "every fault is asked about every event",
+            )
+        elif isinstance(faults, list):
             faults_node = self.child(root, "faults")
             assert isinstance(faults_node, SequenceNode)
             for i, (item, item_node) in enumerate(zip(faults, faults_node.value, strict=True)):

@@ -38,10 +38,14 @@ SEED_LIMIT = 2**53
 
 #: What an untrusting proxy ignores (:attr:`Choice.ignored`, the ``what`` label of
 #: ``chaosproxy_client_choices_ignored_total``): the scenario header, the seed header,
-#: the path prefix.
+#: the path prefix, the built-in mock's knobs (``X-Mock-*`` headers: not forwarded).
 IGNORED_HEADER = "header"
 IGNORED_SEED = "seed"
 IGNORED_PATH = "path"
+IGNORED_MOCK = "mock"
+#: The prefix of the mock's knob headers (``X-Mock-Tokens``, ``X-Mock-Interval-Ms``),
+#: lower case.
+MOCK_KNOB_PREFIX = "x-mock-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +65,7 @@ class Choice:
     #: clients are not trusted: then as the client sent it).
     path: str
     #: What the client asked for and was ignored, clients not being trusted:
-    #: ``header``, ``seed``, ``path`` (empty when trusted).
+    #: ``header``, ``seed``, ``path``, ``mock`` (empty when trusted).
     ignored: tuple[str, ...] = ()
     #: True when the fleet's state (``--state redis``) could not be reached in time
     #: and this replica's own counters numbered the request (docs/fleet.md).
@@ -445,6 +449,8 @@ def _asked(path_qs: str, headers: Mapping[str, str]) -> tuple[str, ...]:
         asked.append(IGNORED_SEED)
     if path_qs.startswith(PATH_PREFIX):
         asked.append(IGNORED_PATH)
+    if any(name.lower().startswith(MOCK_KNOB_PREFIX) for name in headers):
+        asked.append(IGNORED_MOCK)
     return tuple(asked)
 
 

@@ -528,6 +528,28 @@ class Config:
             "N",
         ),
     )
+    #: The admin port's own client limits (docs/admin-api.md, Limits): its clients are
+    #: few (tests, operators), not the proxy's.
+    admin_client_timeout: float = field(
+        default=60.0,
+        metadata=option(
+            "--admin-client-timeout",
+            "an admin API client that has not sent its request head, or an idle keep-alive "
+            "connection to it, this long is closed (default {default})",
+            parse_duration,
+            "DURATION",
+            show=show_duration,
+        ),
+    )
+    admin_max_connections: int = field(
+        default=256,
+        metadata=option(
+            "--admin-max-connections",
+            "admin API connections beyond this are answered 503 at once (default {default})",
+            parse_positive_int,
+            "N",
+        ),
+    )
     admin_insecure: bool = field(
         default=False,
         metadata=option(

@@ -294,7 +294,9 @@ class Exchange:
         client = (
             self.state.upstream if target is None or target.upstream is None else target.upstream
         )
-        headers = forwarded_request_headers(request.headers.items())
+        headers = forwarded_request_headers(
+            request.headers.items(), trusted=self.state.scenarios.trust_client
+        )
         if plan is not None:  # the proxy plays the server that knows the ids
             headers = [(k, v) for k, v in headers if k.lower() != "last-event-id"]
         chosen = self.choice.scenario

@@ -504,6 +504,8 @@ async def _supervise(
             warnings=warnings,
             host=admin_host,
             fixtures=mirror,
+            client_timeout=config.admin_client_timeout,
+            max_connections=config.admin_max_connections,
             changed=group.changed,
         )
         try:

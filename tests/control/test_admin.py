@@ -18,6 +18,8 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaosproxy.cli.main import build_parser, config_from
@@ -567,22 +569,82 @@ async def test_get_one_scenario_in_the_shape_of_its_file(make_proxy: ProxyFactor
     assert body["error"]["message"] == "unknown scenario 'nope'"
 
 
+#: How a client may encode what it got back: orjson (UTF-8), and Python's json.dumps
+#: with its default ASCII escapes (👍 as a surrogate pair, \ud83d\udc4d) and without.
+ENCODERS = {
+    "orjson": orjson.dumps,
+    "json-ascii": lambda v: json.dumps(v).encode(),
+    "json-utf8": lambda v: json.dumps(v, ensure_ascii=False).encode(),
+}
+
+
+@pytest.mark.parametrize("encode", ENCODERS.values(), ids=list(ENCODERS))
 async def test_every_library_scenario_goes_through_get_post_get_unchanged(
-    make_proxy: ProxyFactory,
+    make_proxy: ProxyFactory, encode: Any
 ) -> None:
     proxy = await make_proxy(admin=ADMIN, library=True)
     _, listed, _ = await call(proxy, "GET", "/scenarios")
     assert [s["name"] for s in listed["scenarios"]] == sorted(load_library())
+    # (emoji-split-in-grapheme's emoji are surrogate pairs in json.dumps's ASCII)
+    assert any("\\ud83d" in json.dumps(s) for s in listed["scenarios"])
     for before in listed["scenarios"]:
         status, one, _ = await call(proxy, "GET", f"/scenarios/{before['name']}")
         assert (status, one) == (200, before)
-        status, posted, _ = await call(proxy, "POST", "/scenarios", data=orjson.dumps(before))
+        status, posted, _ = await call(proxy, "POST", "/scenarios", data=encode(before))
         assert status == 200, posted  # replaced, not added
         status, after, _ = await call(proxy, "GET", f"/scenarios/{before['name']}")
         assert status == 200
         assert after == {**before, "source": "body"}  # only the read-only source differs
     _, relisted, _ = await call(proxy, "GET", "/scenarios")
     assert [s["name"] for s in relisted["scenarios"]] == [s["name"] for s in listed["scenarios"]]
+
+
+@given(
+    description=st.text(st.characters(codec="utf-8"), max_size=40),
+    data=st.text(st.characters(codec="utf-8", exclude_categories=("Cs",))),
+)
+@settings(max_examples=150, deadline=None)
+def test_any_text_goes_through_json_dumps_and_back(description: str, data: str) -> None:
+    """What the admin parses is JSON as JSON means it: any text, however encoded (ASCII
+    escapes with surrogate pairs for astral characters, or UTF-8), reads back equal."""
+    doc = {
+        "name": "t",
+        "description": description,
+        "faults": [{"inject": {"after": 1, "event": {"data": data}}}],
+    }
+    for encode in ENCODERS.values():
+        if encode is orjson.dumps and not description.isascii():
+            continue  # (orjson refuses lone surrogates, which st.characters may draw)
+        try:
+            body = encode(doc)
+        except (TypeError, UnicodeEncodeError):  # a lone surrogate: no UTF-8 for it
+            continue
+        try:
+            shown = parse_scenario(body, "body").as_dict()
+        except ScenarioError as exc:  # only a lone surrogate, located
+            assert all("lone UTF-16 surrogate" in str(p) for p in exc.problems), exc
+            assert any(0xD800 <= ord(c) <= 0xDFFF for c in description)
+            continue
+        assert shown["description"] == description
+        assert shown["faults"][0]["inject"]["event"]["data"] == data
+
+
+async def test_a_lone_surrogate_is_a_400_naming_where(make_proxy: ProxyFactory) -> None:
+    proxy = await make_proxy(admin=ADMIN, library=False)
+    body = b'{"name": "x", "faults": ["bom"], "description": "ok \\ud83d"}'
+    status, answer, _ = await call(proxy, "POST", "/scenarios", data=body)
+    assert status == 400
+    assert answer["problems"] == [
+        "body:1: description: a lone UTF-16 surrogate \\ud83d (character 4 of the text "
+        "starting at column 49): not text; escape a whole pair, or send the character as "
+        "UTF-8"
+    ]
+    status, answer, _ = await call(proxy, "PUT", "/default", data=b'{"scenario": "a\\udc4d"}')
+    assert (status, answer["error"]["message"]) == (
+        400,
+        'expected a JSON body ({"scenario": NAME or null}); this one is not: '
+        "invalid high surrogate in string: line 1 column 16 (char 15)",
+    )
 
 
 async def test_a_duration_posted_back_keeps_its_value(
@@ -790,3 +852,42 @@ async def test_the_image_starts_with_no_configuration_and_its_healthcheck_passes
             assert await check.wait() == 0
     finally:
         await sigterm(proc)
+
+
+async def test_a_handler_that_fails_is_a_json_500_in_one_line_never_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bug in a handler: the caller gets what failed, credentials masked, and the
+    connection closed; nothing is printed (aiohttp would log a traceback)."""
+    from chaosproxy.control.admin import AdminState, create_admin_app
+    from chaosproxy.observe.metrics import Metrics
+    from chaosproxy.scenario.selection import ScenarioSet
+
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError("lookup of https://u:hunter2@db/x?key=sk-abc failed\nsecond line")
+
+    state = AdminState(ScenarioSet({}), RequestStore(), Metrics())
+    app = create_admin_app(state, overrides={("GET", "/scenarios"): broken})
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"http://127.0.0.1:{port}/scenarios") as resp:
+                assert resp.status == 500
+                assert resp.headers["Connection"] == "close"
+                assert await resp.json() == {
+                    "error": {
+                        "type": "internal_error",
+                        "message": "GET /scenarios failed: lookup of https://u:***@db/x?key=*** "
+                        "failed",
+                    }
+                }
+            async with s.get(f"http://127.0.0.1:{port}/health") as resp:
+                assert resp.status == 200  # the admin goes on
+    finally:
+        await runner.cleanup()
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out

@@ -20,7 +20,7 @@ from chaosproxy.core.faults import build_faults
 from chaosproxy.core.faults.base import Fault, fault_rng
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import make_framer
-from chaosproxy.core.pipeline import Pipeline
+from chaosproxy.core.pipeline import BUDGET_REASON, MAX_FAULT_CREDIT, MAX_FAULT_STEPS, Pipeline
 from chaosproxy.core.providers import Profile, get_profile, provider_for_event
 from chaosproxy.scenario import Scenario, load_scenarios, parse_scenario
 from tests.conftest import LIBRARY, fixture_bytes
@@ -275,3 +275,85 @@ def test_probability_zero_draws_once_per_counted_event(reads: int) -> None:
     assert faults[0].ctx.rng.getstate() == every.getstate()
     assert faults[1].ctx.rng.getstate() == terminal_only.getstate()
     assert [f.applied for f in faults] == [0, 0]
+
+
+# --------------------------------------------------------------------------- the budget
+
+
+def _run(faults_yaml: str, body: bytes, *, reads: str = "event") -> list[Action]:
+    scenario = parse_scenario(f"name: b\nfaults:\n{textwrap.indent(faults_yaml, '  ')}\n", "b")
+    profile = get_profile("openai-chat")
+    pipeline = Pipeline(build_faults(scenario.faults, 3, "sse", profile), "sse", profile)
+    return [a for _, actions in drive(pipeline, reads_of(body, "sse", reads)) for a in actions]
+
+
+def _deltas(n: int) -> bytes:
+    return (
+        b"".join(b'data: {"choices":[{"delta":{"content":"w%d "}}]}\n\n' % i for i in range(n))
+        + b"data: [DONE]\n\n"
+    )
+
+
+BUDGET_CUT = Cut("abort", "duplicate", {"reason": BUDGET_REASON})
+
+
+def test_faults_that_multiply_events_are_cut_by_the_budget_before_any_of_it_is_sent() -> None:
+    """Three ``duplicate: {times: 1000}`` would make 10⁹ events of the first one (minutes
+    of CPU); the budget aborts the response at once, nothing of the flood sent."""
+    actions = _run("- duplicate: {times: 1000}\n" * 3, _deltas(3))
+    assert actions == [BUDGET_CUT]
+    assert BUDGET_CUT.detail["reason"] == (
+        f"fault budget: the faults took more than {MAX_FAULT_STEPS} steps per upstream "
+        f"event (beyond a reserve of {MAX_FAULT_CREDIT})"
+    )
+
+
+def test_what_was_sent_before_the_budget_ran_out_stays_sent() -> None:
+    """A sustained 2,002 steps per event (a thousand copies of each, then a second
+    fault) draws the reserve down: the events before are sent whole, then the cut."""
+    actions = _run("- duplicate: {times: 1000}\n- drop: {nth: 999999}\n", _deltas(30))
+    sends = [a for a in actions if isinstance(a, Send)]
+    # Each event costs 1 + 1001 (duplicate) + 1001 * (1 + 1) (drop) = 3004 steps and the
+    # frame brings 500: the reserve of 20,000 covers 7 events.
+    steps = 1 + 1001 + 1001 * 2
+    whole = (MAX_FAULT_CREDIT - steps) // (steps - MAX_FAULT_STEPS) + 1
+    assert whole == 7
+    assert len(sends) == 1001 * whole
+    assert sends[-1].data == b'data: {"choices":[{"delta":{"content":"w6 "}}]}\n\n'
+    assert actions[-1] == Cut("abort", "drop", {"reason": BUDGET_REASON})
+
+
+def test_one_large_amplification_fits_the_reserve() -> None:
+    """``times: 1000`` on one event, and on every event with nothing after it (1,002
+    steps against 500 a frame: the reserve drains by 502 an event), are sent whole for
+    a short answer."""
+    actions = _run("- duplicate: {nth: 2, times: 1000}\n- drop: {nth: 999999}\n", _deltas(40))
+    assert not any(isinstance(a, Cut) for a in actions)
+    assert len(actions) == 41 + 1000
+    actions = _run("- duplicate: {times: 1000}\n", _deltas(20))
+    assert not any(isinstance(a, Cut) for a in actions)
+    assert len(actions) == 21 * 1001
+
+
+def test_a_costly_fault_spends_its_cost_per_event() -> None:
+    """``mutate`` costs 15 steps an event: 32 of them (the most a scenario may have)
+    cost 480 + 32, just over the 500 a frame brings, so a long answer runs on the
+    reserve, and is cut at the event that spends its last step."""
+    from chaosproxy.core.faults.mutate import MutateFault
+
+    assert MutateFault.cost == 15
+    faults = "- mutate: {set: {id: x}}\n" * 32
+    per_event = 32 * (MutateFault.cost + 1)
+    assert per_event == 512
+    events = (MAX_FAULT_CREDIT - per_event) // (per_event - MAX_FAULT_STEPS) + 1
+    actions = _run(faults, _deltas(events - 1))  # ( + [DONE]: `events` events)
+    assert not any(isinstance(a, Cut) for a in actions)
+    actions = _run(faults, _deltas(events))
+    assert actions[-1] == Cut("abort", "mutate", {"reason": BUDGET_REASON})
+    assert len([a for a in actions if isinstance(a, Send)]) == events
+
+
+def test_the_budget_is_the_same_however_the_body_is_read() -> None:
+    body = _deltas(30)
+    faults = "- duplicate: {times: 1000}\n- drop: {nth: 999999}\n"
+    assert _run(faults, body, reads="whole") == _run(faults, body, reads="event")

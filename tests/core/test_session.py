@@ -520,3 +520,12 @@ def test_forwarded_request_headers_drop_what_is_not_the_upstreams() -> None:
         ("X-Keep", "b"),
         ("Accept-Encoding", "identity"),
     ]
+
+
+def test_an_untrusted_clients_mock_knobs_are_not_forwarded() -> None:
+    given = [("X-Mock-Tokens", "100000"), ("x-mock-interval-ms", "60000"), ("X-Keep", "a")]
+    assert forwarded_request_headers(given) == [*given, ("Accept-Encoding", "identity")]
+    assert forwarded_request_headers(given, trusted=False) == [
+        ("X-Keep", "a"),
+        ("Accept-Encoding", "identity"),
+    ]

@@ -13,16 +13,23 @@ changed.
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 
+from chaosproxy.control.admin import ADMIN as ADMIN_STATE
+from chaosproxy.control.admin import admin_guard
 from chaosproxy.control.client import ChaosClient
 from chaosproxy.control.start import RunningProxy
+from chaosproxy.scenario import MAX_FAULTS
+from chaosproxy.server.guard import ClientGuard
 from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.scripted_upstream import Script, ScriptedUpstream, until
 
 ADMIN = ("127.0.0.1", 0)
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(4))
@@ -321,9 +328,9 @@ async def test_a_body_over_256_kib_is_refused_before_it_is_read(
     answer = await raw_admin(proxy, head)  # the body is never sent
     assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
     body = orjson.loads(answer.split(b"\r\n\r\n", 1)[1])
-    assert body["error"] == {
-        "type": "too_large",
-        "message": "the request body is larger than 256 KiB",
+    assert body == {
+        "error": {"type": "too_large", "message": "the request body is larger than 256 KiB"},
+        "problems": ["body:0: the request body is larger than 256 KiB"],  # as the loader's
     }
     assert await scenario_names(proxy) == []
     await stream_completes(proxy, log_capture)
@@ -347,11 +354,184 @@ async def test_a_chunked_body_is_refused_once_it_passes_256_kib(make_proxy: Prox
 
 
 @pytest.mark.slow
-async def test_a_body_just_under_the_bound_is_taken(make_proxy: ProxyFactory) -> None:
+async def test_a_body_just_under_the_bound_is_read_and_judged(make_proxy: ProxyFactory) -> None:
+    """Under 256 KiB the body is read whole: 10,869 faults are refused at their list
+    (each is asked about every event: docs/scenarios.md, Limits), a long description
+    is taken."""
     proxy = await make_proxy(admin=ADMIN)
     scenario = yaml_of_size(250_000)
     assert len(scenario) <= 256 * 1024
     status, body = await admin(
         proxy, "POST", "/scenarios", headers={"Content-Type": "application/yaml"}, body=scenario
     )
-    assert status == 201 and len(body["faults"]) > 10_000
+    assert (status, body["problems"]) == (
+        400,
+        [
+            f"body:2: faults: at most {MAX_FAULTS} faults per scenario (this one has 10869): "
+            "every fault is asked about every event"
+        ],
+    )
+    long = b"name: long\nfaults: [bom]\ndescription: " + b"x" * 250_000 + b"\n"
+    status, body = await admin(
+        proxy, "POST", "/scenarios", headers={"Content-Type": "application/yaml"}, body=long
+    )
+    assert status == 201 and len(body["description"]) == 250_000
+
+
+# --------------------------------------------------------------------------- connections
+
+
+def _admin_guard(proxy: RunningProxy) -> ClientGuard:
+    (guard,) = [
+        admin_guard(r.app)
+        for r in proxy.runners
+        if isinstance(r, web.AppRunner) and ADMIN_STATE in r.app
+    ]
+    return guard
+
+
+async def _closed(reader: asyncio.StreamReader) -> bytes:
+    """What the admin sends before it closes the connection (b"<reset>": a reset)."""
+    try:
+        return await reader.read()
+    except ConnectionResetError:
+        return b"<reset>"
+
+
+async def test_idle_admin_connections_are_closed_at_the_admin_timeout_and_capped(
+    make_proxy: ProxyFactory,
+) -> None:
+    """The audit: 3,000 idle connections to the admin port were all open 62 s later.
+    Bounded here: hundreds of idle connections (and some that sent half a head) are
+    closed at ``--admin-client-timeout``; past ``--admin-max-connections`` a connection
+    is answered 503 at once; the admin answers throughout and every descriptor is
+    given back."""
+    timeout, idle, half, cap = 1.0, 300, 20, 320
+    proxy = await make_proxy(admin=ADMIN, admin_client_timeout=timeout, admin_max_connections=cap)
+    port = admin_port(proxy)
+    guard = _admin_guard(proxy)
+    fds = len(os.listdir("/proc/self/fd"))
+    streams: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    started = time.monotonic()
+    for i in range(idle + half):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        if i >= idle:
+            writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Par")
+        streams.append((reader, writer))
+    await until(lambda: guard.open == idle + half)  # (accepted: the loop has seen each)
+    opened = time.monotonic() - started
+    # Over the cap: a 503 at once, then the close, long before the timeout.
+    over = []
+    for _ in range(5):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        async with asyncio.timeout(timeout / 2):
+            over.append(await _closed(reader))
+        writer.close()
+    assert [a.split(b"\r\n", 1)[0] for a in over] == [b"HTTP/1.1 503 Service Unavailable"] * 5
+    assert guard.refused == 5
+    # The held ones: all closed at the timeout (the half-sent with a 408), none before.
+    async with asyncio.timeout(timeout + 10):
+        answers = await asyncio.gather(*(_closed(r) for r, _ in streams))
+    took = time.monotonic() - started
+    for _, writer in streams:
+        writer.close()
+    assert timeout * 0.9 <= took < opened + timeout + 5
+    assert answers[:idle] == [b""] * idle
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers[idle:])
+    assert guard.rejected == 5 + idle + half  # (503s, and the 408s and the silent ones)
+    # The admin still answers, and holds nothing of them.
+    status, body = await admin(proxy, "GET", "/health")
+    assert (status, body["status"]) == (200, "ok")
+    await until(lambda: not guard.open and len(os.listdir("/proc/self/fd")) <= fds, limit=10)
+
+
+# --------------------------------------------------------------------------- every answer
+
+
+#: Bodies a careless or hostile caller sends: not JSON, JSON of every wrong shape, deep,
+#: escaped surrogates (a pair, and a lone half), huge numbers, control characters.
+HOSTILE_BODIES = [
+    b"",
+    b"not json",
+    b"null",
+    b"[]",
+    b"[1, 2]",
+    b'"text"',
+    b"1e999",
+    b"{}",
+    b'{"scenario": 1}',
+    b'{"scenario": ["a"]}',
+    b'{"scenario": "\\ud83d\\udc4d"}',
+    b'{"scenario": "\\ud83d"}',
+    b'{"text": "\\udc4d", "error": 7}',
+    b'{"name": "x", "faults": "bom"}',
+    b'{"name": "x\\u0000y", "faults": ["bom"]}',
+    b'{"name": "x", "faults": [{"rechunk": {"size": 1' + b"0" * 5000 + b"}}]}",
+    b'{"name": "x", "faults": ["bom"], "seed": -1}',
+    b"[" * 5000 + b"]" * 5000,
+    b'{"a": ' + b"[" * 900 + b"]" * 900 + b"}",
+    b"{" * 3000,
+    b"\xff\xfe\x00",
+    b'{"fixtures": [{"text": 1}]}',
+    b'{"fixtures": "x"}',
+]
+
+
+async def test_no_admin_call_answers_a_500_whatever_the_body_or_the_query(
+    make_proxy: ProxyFactory,
+) -> None:
+    """Every route, every hostile body: a 4xx (or a 2xx) with a JSON message, never a
+    500 nor a traceback; the admin keeps answering."""
+    proxy = await make_proxy(admin=ADMIN, library=True)
+    calls = [
+        ("POST", "/scenarios"),
+        ("POST", "/scenarios?name=%FF%00"),
+        ("PUT", "/default"),
+        ("POST", "/requests/r-1/verdict"),
+        ("POST", "/mock/fixtures"),
+        ("DELETE", "/scenarios/%00"),
+        ("GET", "/requests?limit=-1"),
+        ("GET", "/requests?limit=1&model=[&path=%00&contains=%ud800&tool=&scenario=%ff"),
+        ("GET", "/requests/%ff%00"),
+        ("GET", "/scenarios/%ud83d"),
+    ]
+    seen: set[int] = set()
+    for method, path in calls:
+        for body in HOSTILE_BODIES if method in ("POST", "PUT") else [None]:
+            headers = {"Content-Type": "application/json"} if body is not None else {}
+            status, answer = await admin(proxy, method, path, headers=headers, body=body)
+            seen.add(status)
+            assert status < 500, (method, path, body[:40] if body else body, answer)
+            if status >= 400:
+                assert isinstance(answer, dict) and answer["error"]["message"], answer
+    assert seen >= {400, 404}
+    status, body = await admin(proxy, "GET", "/health")
+    assert (status, body["status"]) == (200, "ok")
+
+
+async def test_a_request_body_nested_900_levels_deep_breaks_no_listing(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    """The audit: such a body made GET /requests (and ?contains=) a 500 RecursionError
+    until it left the history, and with --log-content the request itself a 500."""
+    deep = b'{"model": "m", "stream": true, "messages": [{"role": "user", "content": "hi"}]'
+    deep += b', "x": ' + b"[" * 900 + b"]" * 900 + b"}"
+    for content in (False, True):
+        proxy = await make_proxy(admin=ADMIN, content=content, log_content=content)
+        async with (
+            aiohttp.ClientSession() as s,
+            s.post(
+                proxy.url + "/v1/chat/completions",
+                data=deep,
+                headers={"Content-Type": "application/json"},
+            ) as resp,
+        ):
+            assert resp.status == 200
+            await resp.read()
+            request_id = resp.headers["X-Chaos-Request-Id"]
+        await log_capture.wait_end(request_id)
+        for path in ["/requests", "/requests?contains=hi", f"/requests/{request_id}"]:
+            status, body = await admin(proxy, "GET", path)
+            assert status == 200, (content, path, body)
+        status, body = await admin(proxy, "GET", "/requests?contains=hi")
+        assert [r["request_id"] for r in body["requests"]] == [request_id]

@@ -31,6 +31,7 @@ import pytest
 import uvloop
 
 from chaosproxy.control.api import ChaosProxy
+from chaosproxy.core.pipeline import BUDGET_REASON
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.guard import ClientGuard, GuardedRunner
 from tests.conftest import port_in, start_serve, stop_serve
@@ -324,3 +325,37 @@ async def test_twenty_hangs_at_max_connections_20_leave_room_within_the_hold_tim
     assert {(x["outcome"], x.get("reason")) for x in ends} == {("cut", "hold timeout")}
     rejected = [x for x in lines if x["event"] == "rejected"]
     assert len(rejected) == refused and {x["status"] for x in rejected} == {503}
+
+
+# --------------------------------------------------------------------------- fault budget
+
+
+async def test_faults_that_multiply_events_are_aborted_by_the_budget_live() -> None:
+    """Three ``duplicate: {times: 1000}`` would make 10⁹ events of the first one (the
+    audit's 11,352 faults took 24 s of CPU and sent nothing in 30 s). The response is
+    aborted at once: its head, nothing of the flood, never a clean end; the ``action``
+    line says why; the next request is served as ever."""
+    flood = parse_scenario(
+        "faults:\n" + "  - duplicate: {times: 1000}\n" * 3, "<flood>", default_name="flood"
+    )
+    one = parse_scenario("faults: [{duplicate: {nth: 2, times: 1000}}]", "<one>", "one")
+    async with ChaosProxy(scenarios=[flood, one], mock_tokens=6) as proxy:
+        started = time.process_time()
+        got = await exchange(port_of(proxy), chat("flood"))
+        assert time.process_time() - started < 1.0
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK") and b"data:" not in body
+        assert not body.endswith(b"0\r\n\r\n")
+        await until(lambda: len(events(proxy, "response_end")) == 1)
+        (action,) = events(proxy, "action")
+        assert {k: action[k] for k in ("action", "how", "fault", "reason")} == {
+            "action": "cut",
+            "how": "abort",
+            "fault": "duplicate",
+            "reason": BUDGET_REASON,
+        }
+        assert events(proxy, "response_end")[0]["outcome"] == "cut"
+        # One large amplification fits the reserve: sent whole.
+        got = await exchange(port_of(proxy), chat("one"))
+        assert got.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+        assert got.count(b'"content":"') >= 1000

@@ -190,6 +190,7 @@ async def test_each_ignored_choice_is_logged_and_counted(
             "/_chaos/x/v1/stream",
             ["header", "seed", "path"],
         ),
+        ({"X-Mock-Tokens": "9"}, "/v1/stream", ["mock"]),
         ({}, "/v1/stream", []),
     ]
     for headers, path, ignored in asked:
@@ -203,7 +204,35 @@ async def test_each_ignored_choice_is_logged_and_counted(
     families = {f.name: f for f in text_string_to_metric_families(text)}
     samples = families["chaosproxy_client_choices_ignored"].samples
     counted = {s.labels["what"]: s.value for s in samples if s.name.endswith("_total")}
-    assert counted == {"header": 2.0, "seed": 2.0, "path": 2.0}
+    assert counted == {"header": 2.0, "seed": 2.0, "path": 2.0, "mock": 1.0}
+
+
+def text_deltas(body: bytes) -> int:
+    """The text deltas of an OpenAI chat stream (the first chunk's empty content is
+    none)."""
+    return sum(1 for e in body.split(b"\n\n") if b'"content":"' in e and b'"content":""' not in e)
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+async def test_an_untrusted_client_cannot_steer_the_mock(
+    make_proxy: ProxyFactory, log_capture: LogCapture, trusted: bool
+) -> None:
+    """The audit: ``X-Mock-Tokens: 100000`` gave a 25 MB answer and ``X-Mock-Interval-Ms:
+    60000`` a minute per event. Untrusted, the mock never sees them: the answer has the
+    operator's length and pace, and the choice is counted; trusted, they still work."""
+    proxy = await make_proxy(mock_tokens=4, trust_client_scenarios=trusted)
+    knobs = {"X-Mock-Tokens": "7", "x-mock-interval-ms": "1"}
+    status, answer, body = await ask(proxy, "/v1/chat/completions", knobs, CHAT_BODY)
+    assert status == 200 and body is not None
+    assert text_deltas(body) == (7 if trusted else 4)
+    line = log_capture.for_request(answer["X-Chaos-Request-Id"])[0]
+    assert line.get("client_choices_ignored", []) == ([] if trusted else ["mock"])
+    # The hostile orders, bounded here: the answer still comes at the operator's pace.
+    if not trusted:
+        hostile = {"X-Mock-Tokens": "100000", "X-Mock-Interval-Ms": "60000"}
+        status, _, body = await ask(proxy, "/v1/chat/completions", hostile, CHAT_BODY)
+        assert status == 200 and body is not None
+        assert text_deltas(body) == 4
 
 
 # --------------------------------------------------------------------------- the CLI

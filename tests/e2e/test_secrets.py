@@ -36,29 +36,85 @@ GEMINI_KEY = "AIzaSECRET-GEMINI-KEY-7g8h"
 COOKIE = "SECRET-COOKIE-9i0j"
 BODY_KEY = "SECRET-BODY-API-KEY-1k2l"
 BODY_PASSWORD = "SECRET-BODY-URL-PASSWORD-3m4n"
-SECRETS = (AUTH, X_API_KEY, API_KEY, GEMINI_KEY, COOKIE, BODY_KEY, BODY_PASSWORD)
+# Secrets by name (issue 39): headers, body keys and a query parameter whose names say
+# credential, assertion, cert, key, secret, token.
+AMZ_CREDENTIAL = "SECRET-AMZ-CREDENTIAL-5o6p"
+JWT_ASSERTION = "SECRET-JWT-ASSERTION-7q8r"
+CLIENT_CERT = "SECRET-CLIENT-CERT-9s0t"
+OPENAI_API_KEY = "SECRET-OPENAI-API-KEY-1u2v"
+SECRET_KEY = "SECRET-SECRET-KEY-3w4x"
+AWS_SECRET = "SECRET-AWS-SECRET-ACCESS-KEY-5y6z"
+TOKEN_OBJECT = "SECRET-TOKEN-OBJECT-7a8b"
+AUTH_HEADER = "SECRET-AUTH-HEADER-QUERY-9c0d"
+# Secrets by shape, in texts whose names say nothing: a message, an ordinary header.
+SK_PROJ = "sk-proj-SECRETinAmessage1e2f3g4h"
+SK_ANT = "sk-ant-api03-SECRETinAheader5i6j"
+AKIA = "AKIAIOSFODNN7SECRET1"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJTRUNSRVQtSldUIn0.c2VjcmV0LXNpZ25hdHVyZQ"
+BEARER_IN_TEXT = "SECRET-BEARER-IN-TEXT-7k8l"
+SECRETS = (
+    AUTH,
+    X_API_KEY,
+    API_KEY,
+    GEMINI_KEY,
+    COOKIE,
+    BODY_KEY,
+    BODY_PASSWORD,
+    AMZ_CREDENTIAL,
+    JWT_ASSERTION,
+    CLIENT_CERT,
+    OPENAI_API_KEY,
+    SECRET_KEY,
+    AWS_SECRET,
+    TOKEN_OBJECT,
+    AUTH_HEADER,
+    SK_PROJ,
+    SK_ANT,
+    AKIA,
+    JWT,
+    BEARER_IN_TEXT,
+)
 #: A request body with credentials in it (the journal keeps bodies, and logs them with
-#: --log-content): a credential-like key, a URL with a password and a key= in a text.
+#: --log-content): credential-like keys (a string, an object), a URL with a password
+#: and a key= in a text, API keys by their shape in a message; and usage numbers whose
+#: names hold "token", which stay.
 BODY = orjson.dumps(
     {
         "contents": [
             {
                 "role": "user",
-                "parts": [{"text": f"see https://me:{BODY_PASSWORD}@host/x?key={GEMINI_KEY}"}],
+                "parts": [
+                    {"text": f"see https://me:{BODY_PASSWORD}@host/x?key={GEMINI_KEY}"},
+                    {"text": f"my key is {SK_PROJ}, aws {AKIA}, jwt {JWT}"},
+                    {"text": f"curl -H 'Authorization: Bearer {BEARER_IN_TEXT}'"},
+                ],
             }
         ],
         "api_key": BODY_KEY,
+        "openai_api_key": OPENAI_API_KEY,
+        "secret_key": SECRET_KEY,
+        "aws_secret_access_key": AWS_SECRET,
+        "token": {"value": TOKEN_OBJECT, "expires": 3600},
+        "max_tokens": 77,
+        "token_count": 5,
+        "generationConfig": {"maxOutputTokens": 321},
     }
 )
+#: What of the body must stay as it was (numbers are never credentials).
+KEPT = (b'"max_tokens":77', b'"token_count":5', b'"maxOutputTokens":321')
 
 HEADERS = {
     "Authorization": f"Bearer {AUTH}",
     "x-api-key": X_API_KEY,
     "api-key": API_KEY,
     "Cookie": f"session={COOKIE}; theme=dark",
+    "X-Amz-Credential": AMZ_CREDENTIAL,
+    "X-JWT-Assertion": JWT_ASSERTION,
+    "X-Client-Cert": CLIENT_CERT,
+    "X-Forwarded-Note": f"relayed for {SK_ANT}",
 }
 GEMINI_PATH = "/v1beta/models/gemini-2.0-flash:streamGenerateContent"
-QUERY = f"?alt=sse&key={GEMINI_KEY}"
+QUERY = f"?alt=sse&key={GEMINI_KEY}&auth_header=Bearer%20{AUTH_HEADER}"
 SSE = b"".join(b'data: {"candidates": [{"content": {"parts": [{"text": "hi %d"}]}}]}\r\n\r\n' % i
                for i in range(4))  # fmt: skip
 SCENARIOS = {
@@ -230,7 +286,7 @@ async def test_no_secret_reaches_logs_traces_admin_or_errors(world: World) -> No
     log = (world.tmp / "good.log").read_bytes()
     lines = [orjson.loads(x) for x in log.splitlines()]
     paths = [x["path"] for x in lines if x["event"] == "request"]
-    masked = GEMINI_PATH + "?alt=sse&key=***"
+    masked = GEMINI_PATH + "?alt=sse&key=***&auth_header=***"
     assert paths == [masked] * 4 + ["/_chaos/nope" + masked, masked]  # + the two refused
     frames = [x for x in lines if x["event"] == "frame"]
     assert frames and all(("data" in f) is world.content for f in frames)
@@ -241,6 +297,14 @@ async def test_no_secret_reaches_logs_traces_admin_or_errors(world: World) -> No
     assert len(requests) == 4 and all(("body" in x) is world.content for x in requests)
     details = [d for w, d in world.evidence.blobs if w.startswith("admin good /requests/r-")]
     assert details and all(b'"api_key":"***"' in d for d in details if b'"request"' in d)
+    kept = [d for d in details if b'"request"' in d and b'"body_bytes"' in d]
+    assert kept and all(k in d for d in kept for k in KEPT)  # usage numbers stay
+    shown = orjson.loads(kept[0])["summary"]["request"]
+    assert {k: shown["headers"][k] for k in ("x-amz-credential", "x-forwarded-note")} == {
+        "x-amz-credential": "***",
+        "x-forwarded-note": "relayed for sk-***",
+    }
+    assert shown["body"]["token"] == "***"
     world.evidence.assert_clean()
 
 

@@ -401,3 +401,45 @@ async def test_chaosproxy_mock_serves_its_fixture_files() -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         await process.wait()
+
+
+async def test_fixtures_added_over_the_admin_are_bounded_in_number(
+    make_proxy: ProxyFactory,
+) -> None:
+    """At most MAX_ADDED fixtures are held: one body with more is 413, a body that would
+    pass the bound is 409; either way nothing of it is added, and a DELETE makes room."""
+    from chaosproxy.mock.fixtures import MAX_ADDED
+
+    proxy = await make_proxy(admin=ADMIN, mock_tokens=4)
+
+    def fixtures(n: int, tag: str) -> bytes:
+        return orjson.dumps({"fixtures": [{"name": f"{tag}{i}", "text": "x"} for i in range(n)]})
+
+    status, body, _ = await call(proxy, "POST", "/mock/fixtures", data=fixtures(MAX_ADDED + 1, "a"))
+    assert (status, body["error"]) == (
+        413,
+        {
+            "type": "too_many_fixtures",
+            "message": f"{MAX_ADDED + 1} fixtures at once: a mock holds at most {MAX_ADDED} "
+            "fixtures added at run time; nothing was added",
+        },
+    )
+    status, body, _ = await call(proxy, "POST", "/mock/fixtures", data=fixtures(MAX_ADDED - 1, "b"))
+    assert (status, len(body["added"])) == (201, MAX_ADDED - 1)
+    status, body, _ = await call(proxy, "POST", "/mock/fixtures", data=fixtures(2, "c"))
+    assert (status, body["error"]) == (
+        409,
+        {
+            "type": "too_many_fixtures",
+            "message": f"a mock holds at most {MAX_ADDED} fixtures added at run time; it holds "
+            f"{MAX_ADDED - 1} and these are 2: nothing was added (remove them first: "
+            "DELETE /mock/fixtures, proxy.clear_fixtures())",
+        },
+    )
+    _, listed, _ = await call(proxy, "GET", "/mock/fixtures")
+    assert [f["name"] for f in listed["fixtures"]] == [f"b{i}" for i in range(MAX_ADDED - 1)]
+    status, body, _ = await call(proxy, "POST", "/mock/fixtures", data=fixtures(1, "d"))
+    assert status == 201  # exactly at the bound
+    assert (await call(proxy, "DELETE", "/mock/fixtures"))[1] == {"removed": MAX_ADDED}
+    status, _, _ = await call(proxy, "POST", "/mock/fixtures", data=fixtures(2, "e"))
+    assert status == 201

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from chaosproxy.core.llm_request import Message, read_request
 from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
 from chaosproxy.mock.common import Knobs, MockResponse
-from chaosproxy.mock.fixtures import MockFixtures
+from chaosproxy.mock.fixtures import MAX_ADDED, MockFixtures, TooManyFixtures
 from chaosproxy.scenario import (
     Fixture,
     ScenarioError,
@@ -642,3 +642,23 @@ def test_a_non_streamed_answer_carries_the_whole_fixture() -> None:
     broken = fixture("text: a b c\nerror: {after: 1, message: boom}")
     reply = render("anthropic", broken, request)
     assert reply.status == 500 and json.loads(reply.chunks[0])["error"]["message"] == "boom"
+
+
+def test_fixtures_added_at_run_time_are_bounded_all_or_none() -> None:
+    one = fixture("text: x\n")
+    fixtures = MockFixtures()
+    fixtures.add([one] * (MAX_ADDED - 1))
+    with pytest.raises(TooManyFixtures) as info:
+        fixtures.add([one, one])
+    assert (info.value.held, info.value.adding, info.value.alone) == (MAX_ADDED - 1, 2, False)
+    assert len(fixtures.added) == MAX_ADDED - 1  # none of the two
+    fixtures.add([one])
+    fixtures.clear()
+    with pytest.raises(TooManyFixtures) as info:
+        fixtures.add([one] * (MAX_ADDED + 1))
+    assert info.value.alone
+    assert str(info.value) == (
+        f"{MAX_ADDED + 1} fixtures at once: a mock holds at most {MAX_ADDED} fixtures added "
+        "at run time; nothing was added"
+    )
+    assert fixtures.added == ()

@@ -23,6 +23,7 @@ from chaosproxy.core.faults.base import (
 )
 from chaosproxy.core.providers import PROVIDER_NAMES
 from chaosproxy.scenario import (
+    MAX_FAULTS,
     MAX_FILE_BYTES,
     MatchRule,
     Problem,
@@ -657,3 +658,78 @@ def test_the_registry_is_read_at_call_time() -> None:
     assert problems_in("faults: [drop]") == [
         "s.yaml:1: faults[0]: unknown fault 'drop'; known faults: evt, nested"
     ]
+
+
+# --------------------------------------------------------------------------- JSON escapes
+
+
+def test_escaped_surrogate_pairs_are_joined_as_json_means_them() -> None:
+    """Python's json.dumps writes 👍 as \\ud83d\\udc4d; YAML would decode each half alone."""
+    doc = {"name": "thumbs", "description": "ok 👍 then 𝄞 — é", "faults": ["bom"]}
+    for ascii_only in (True, False):
+        text = json.dumps(doc, ensure_ascii=ascii_only)
+        assert ("\\ud83d\\udc4d" in text) is ascii_only
+        s = parse_scenario(text, "<admin>")
+        assert s.description == "ok 👍 then 𝄞 — é"
+        assert orjson.loads(orjson.dumps(s.as_dict()))["description"] == doc["description"]
+
+
+def test_a_surrogate_pair_in_a_key_and_in_a_yaml_double_quoted_string() -> None:
+    text = (
+        "name: x\n"
+        'faults: [{inject: {after: 1, event: {data: {"\\ud83d\\udc4d": "\\ud83d\\ude00"}}}}]\n'
+    )
+    ((_, config),) = parse_scenario(text, "s.yaml").faults
+    assert config.model_dump()["event"]["data"] == {"👍": "😀"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '{"name": "x", "faults": ["bom"], "description": "ab\\ud83d c"}',
+            "s.yaml:1: description: a lone UTF-16 surrogate \\ud83d (character 3 of the text "
+            "starting at column 49): not text; escape a whole pair, or send the character "
+            "as UTF-8",
+        ),
+        (
+            'name: x\nfaults: [bom]\ndescription: "\\ud83d\\udc4d \\udc4d"\n',
+            "s.yaml:3: description: a lone UTF-16 surrogate \\udc4d (character 3 of the text "
+            "starting at column 14): not text; escape a whole pair, or send the character "
+            "as UTF-8",
+        ),
+        (
+            'name: x\nfaults:\n  - inject: {after: 1, event: {data: {"\\udc4d": 1}}}\n',
+            "s.yaml:3: faults[0].inject.event.data: a lone UTF-16 surrogate \\udc4d (character "
+            "1 of the text starting at column 39): not text; escape a whole pair, or send "
+            "the character as UTF-8",
+        ),
+    ],
+)
+def test_a_lone_surrogate_is_a_located_problem(text: str, expected: str) -> None:
+    assert problems_in(text) == [expected]
+
+
+# --------------------------------------------------------------------------- size limits
+
+
+def test_more_faults_than_the_limit_are_refused_at_the_list(tmp_path: Path) -> None:
+    faults = "".join(f"  - drop: {{nth: {i + 1}}}\n" for i in range(10_000))
+    path = write(tmp_path, "many.yaml", f"name: many\ndescription: d\nfaults:\n{faults}")
+    assert problems_of(path) == [
+        f"{path}:3: faults: at most {MAX_FAULTS} faults per scenario (this one has 10000): "
+        "every fault is asked about every event"
+    ]
+    # As JSON, on one line, from the admin API's source.
+    body = json.dumps({"name": "many", "faults": ["bom"] * (MAX_FAULTS + 1)})
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(body, "body")
+    assert [str(p) for p in info.value.problems] == [
+        f"body:1: faults: at most {MAX_FAULTS} faults per scenario (this one has "
+        f"{MAX_FAULTS + 1}): every fault is asked about every event"
+    ]
+
+
+def test_as_many_faults_as_the_limit_load() -> None:
+    body = json.dumps({"name": "full", "faults": ["bom"] * MAX_FAULTS})
+    assert len(parse_scenario(body, "body").faults) == MAX_FAULTS

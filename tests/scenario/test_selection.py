@@ -381,6 +381,8 @@ CLIENT_CHOICES: list[tuple[str, dict[str, str], tuple[str, ...]]] = [
         {"X-Chaos-Scenario": "first-only", "X-Chaos-Seed": "7"},
         ("header", "seed", "path"),
     ),
+    (MODELS, {"X-Mock-Tokens": "100000"}, ("mock",)),
+    (MODELS, {"x-mock-interval-ms": "60000", "X-Chaos-Seed": "1"}, ("seed", "mock")),
 ]
 
 

@@ -57,6 +57,8 @@ SAMPLES: dict[str, str | None] = {
     "--client-timeout": "5s",
     "--grace": "500ms",
     "--max-connections": "10",
+    "--admin-client-timeout": "7s",
+    "--admin-max-connections": "12",
     "--admin-insecure": None,
     "--mock-tokens": "3",
     "--mock-interval-ms": "5",

@@ -544,3 +544,29 @@ def test_a_port_in_use_stops_start_up_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         f"chaosproxy: error: cannot listen on 127.0.0.1:{port}: Address already in use"
     ]
+
+
+async def test_the_supervisors_admin_port_is_guarded_too(tmp_path: Path) -> None:
+    """``serve --workers 2``'s admin (in the supervisor) closes idle connections at
+    ``--admin-client-timeout`` and refuses those past ``--admin-max-connections``."""
+    served = start(
+        tmp_path, "--admin-client-timeout", "1s", "--admin-max-connections", "3", log=False
+    )
+    try:
+        host, port = served.admin.removeprefix("http://").rsplit(":", 1)
+        held = [await asyncio.open_connection(host, int(port)) for _ in range(3)]
+        reader, writer = await asyncio.open_connection(host, int(port))
+        async with asyncio.timeout(5):
+            refused = await reader.read()
+        writer.close()
+        assert refused.startswith(b"HTTP/1.1 503 ")
+        started = time.monotonic()
+        async with asyncio.timeout(10):
+            closed = [await r.read() for r, _ in held]
+        assert closed == [b""] * 3 and time.monotonic() - started < 5
+        for _, w in held:
+            w.close()
+        async with aiohttp.ClientSession() as s, s.get(served.admin + "/health") as resp:
+            assert resp.status == 200
+    finally:
+        stop(served)

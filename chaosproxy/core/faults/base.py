@@ -378,6 +378,11 @@ class Fault(Generic[C]):
     #: True when :meth:`response_headers` may change the headers (the session then
     #: hands them over as a plain mapping).
     edits_headers: ClassVar[bool] = False
+    #: What one call of :meth:`on_event` costs, in steps of the pipeline's fault budget
+    #: (``core/pipeline.py``, MAX_FAULT_STEPS): about its CPU in microseconds, measured
+    #: on a text delta (docs/scenarios.md, Limits). Faults that parse and re-encode the
+    #: event's JSON cost more than those that only select it.
+    cost: ClassVar[int] = 1
 
     def __init__(self, config: C, ctx: FaultContext) -> None:
         #: The validated config, shared by every request.

@@ -52,6 +52,9 @@ def corrupted(data: bytes, mode: Mode, fmt: str) -> bytes:
 
 
 class CorruptFault(SelectingFault[CorruptConfig], name="corrupt", stage="event"):
+    #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
+    cost = 15
+
     def on_event(self, ev: Event) -> list[Event]:
         if not self.selector.selects(ev) or ev.frame.data is None:
             return [ev]

@@ -30,6 +30,9 @@ class InterleaveToolCallsConfig(FaultConfig):
 class InterleaveToolCallsFault(
     Fault[InterleaveToolCallsConfig], name="interleave_tool_calls", stage="event"
 ):
+    #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
+    cost = 25
+
     def __init__(self, config: InterleaveToolCallsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)

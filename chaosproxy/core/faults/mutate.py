@@ -95,6 +95,9 @@ def delete_path(doc: Any, path: str) -> None:
 
 
 class MutateFault(SelectingFault[MutateConfig], name="mutate", stage="event"):
+    #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
+    cost = 15
+
     def __init__(self, config: MutateConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._selected = 0

@@ -70,6 +70,9 @@ class ResegmentConfig(FaultConfig):
 
 
 class ResegmentFault(Fault[ResegmentConfig], name="resegment", stage="event"):
+    #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
+    cost = 25
+
     def __init__(self, config: ResegmentConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)

@@ -21,6 +21,9 @@ class SnapshotConfig(FaultConfig):
 
 
 class SnapshotFault(Fault[SnapshotConfig], name="snapshot", stage="event"):
+    #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
+    cost = 25
+
     def __init__(self, config: SnapshotConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)

@@ -109,6 +109,9 @@ class _Lexer:
 
 
 class SplitToolArgsFault(Fault[SplitToolArgsConfig], name="split_tool_args", stage="event"):
+    #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
+    cost = 25
+
     def __init__(self, config: SplitToolArgsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._edit = Rewriter(self.name, ctx)
