@@ -58,6 +58,44 @@ class WorkerSpec:
     log_mode: str = "none"
     log_socket: socket.socket | None = None
     log_format: str = "json"
+    #: A replacement for a worker that died: the supervisor's scenarios now (in order)
+    #: and default, the set ``POST /reset`` goes back to, and the mock fixtures added at
+    #: run time (None: a first start, from the configuration).
+    scenarios: dict[str, Any] | None = None
+    default: str | None = None
+    initial: tuple[dict[str, Any], str | None] | None = None
+    fixtures_added: tuple[Any, ...] = ()
+
+
+class Flights:
+    """Which requests this worker has in flight, told to its supervisor so that it can
+    end them (``worker_lost``) should this worker die: a ``request`` line begins one, its
+    ``response_end`` ends it (the request store's :attr:`flights`: no frame line comes
+    here). What one loop iteration begins and ends is sent at its end in one note, and a
+    request that ends in the iteration it began in is never sent at all."""
+
+    def __init__(self, note: Any) -> None:
+        self._note = note
+        self._begun: dict[str, list[Any]] = {}
+        self._ended: list[str] = []
+        self._scheduled = False
+
+    def __call__(self, line: Any) -> None:
+        request_id = line["request_id"]
+        if line["event"] == "request":
+            self._begun[request_id] = [request_id, line["scenario"], time.monotonic()]
+        elif self._begun.pop(request_id, None) is None:
+            self._ended.append(request_id)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.send)
+
+    def send(self) -> None:
+        self._scheduled = False
+        if self._begun or self._ended:
+            self._note("flights", begun=list(self._begun.values()), ended=self._ended)
+            self._begun = {}
+            self._ended = []
 
 
 def run_worker(spec: WorkerSpec) -> None:
@@ -116,13 +154,27 @@ async def _serve(spec: WorkerSpec) -> int:
         return 2
     stop = _Stop(config.grace + EXIT_MARGIN, flush=log.flush)
     try:
-        proxy = await start_proxy(config, log=log, reuse_port=True)
+        if spec.scenarios is None:
+            proxy = await start_proxy(config, log=log, reuse_port=True)
+        else:  # a replacement: the supervisor's set now, whatever the files say
+            proxy = await start_proxy(
+                config.replace(scenario=spec.default),
+                scenarios=spec.scenarios,
+                library=False,
+                log=log,
+                reuse_port=True,
+            )
+            if spec.initial is not None:
+                proxy.state.scenarios.rebase(*spec.initial, apply=False)
+            if proxy.fixtures is not None and spec.fixtures_added:
+                proxy.fixtures.add(spec.fixtures_added)
     except (StartupError, ScenarioError) as exc:
         log.close()
         control.hello("failed", reason=str(exc).splitlines()[0])
         await control.flush()
         return 2
     state = proxy.state
+    proxy.requests.flights = Flights(control.note)
     state.resume.token_prefix = token_prefix(spec.index)
     state.tenants = TenantKeys(spec.tenant_secret, config.tenant_header)
     counters = SharedCounters(spec.counters, spec.lock, spec.slots)
