@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chaosproxy.control.admin import AdminState, RequestStore, create_admin_app
+from chaosproxy.control.watch import ScenarioWatcher
 from chaosproxy.observe import looplag
 from chaosproxy.observe.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.observe.metrics import Metrics
@@ -37,7 +38,8 @@ from chaosproxy.scenario import (
     load_scenarios,
     with_library,
 )
-from chaosproxy.scenario.selection import ScenarioSet
+from chaosproxy.scenario.selection import Rebased, ScenarioSet
+from chaosproxy.scenario.watch import ScenarioFiles
 from chaosproxy.server.config import Config
 from chaosproxy.server.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.server.proxy import STATE, ProxyState, create_proxy_app
@@ -165,6 +167,8 @@ class RunningProxy:
     fixtures: MockFixtures | None = None
     _in_flight: _InFlight = field(default_factory=_InFlight)
     _closing: asyncio.Future[list[str]] | None = None
+    #: The ``--scenarios`` files watched for changes (None: not watched).
+    watcher: ScenarioWatcher | None = None
 
     @property
     def config(self) -> Config:
@@ -224,6 +228,8 @@ class RunningProxy:
         deadline = start + budget
         problems: list[str] = []
         self.state.stopping = True
+        if self.watcher is not None:
+            await self.watcher.stop()
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -389,6 +395,7 @@ async def start_proxy(
     (unless ``admin_insecure``).
     """
     admin_warning = check_admin_binding(config)  # before anything starts
+    watched = ScenarioFiles(config.scenarios) if watches(config) else None
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
     if fixtures is None:
@@ -538,8 +545,40 @@ async def start_proxy(
         _in_flight=in_flight,
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
+    if watched is not None:
+        proxy.watcher = watch_scenarios(config, state.scenarios, library=library, files=watched)
+        proxy.watcher.start()
     proxy._lag_probe = looplag.probe_from_environment()
     return proxy
+
+
+def watches(config: Config) -> bool:
+    """Whether the proxy watches its scenario files (``--scenarios-poll``)."""
+    return bool(config.scenarios) and config.scenarios_poll > 0
+
+
+def watch_scenarios(
+    config: Config,
+    scenarios: ScenarioSet,
+    *,
+    library: bool = True,
+    files: ScenarioFiles | None = None,
+) -> ScenarioWatcher:
+    """The watcher of ``config.scenarios`` that rebases ``scenarios`` on each valid
+    change (on the built-in library too, unless ``library`` is False); ``files``: as
+    they were looked at before they were loaded."""
+
+    async def apply(files: dict[str, Scenario]) -> Rebased:
+        _, default = scenarios.initial()
+        return scenarios.rebase(with_library(files) if library else files, default)
+
+    return ScenarioWatcher(
+        list(config.scenarios),
+        config.scenarios_poll,
+        apply,
+        default=lambda: scenarios.default,
+        files=files,
+    )
 
 
 def _scenario_fixtures(scenarios: ScenarioSet) -> Callable[[str], Sequence[Fixture]]:

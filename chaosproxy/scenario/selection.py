@@ -175,8 +175,8 @@ class ScenarioSet:
             self._requests = 0
 
     def initial(self) -> tuple[dict[str, Scenario], str | None]:
-        r"""What :meth:`restore` goes back to: the scenarios the set started from (or was
-        last :meth:`rebase`\ d on) and the first default."""
+        """What :meth:`restore` goes back to: the scenarios the set started from (or was
+        last rebased on: :meth:`rebase`) and the first default."""
         with self._lock:
             scenarios, default = self._initial
             return dict(scenarios), default

@@ -54,11 +54,14 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from chaosproxy.control import admin as admin_api
+from chaosproxy.control.watch import ScenarioWatcher
 from chaosproxy.core.records import AdminSummary, RequestSummary
 from chaosproxy.core.summary import worker_lost_end
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.scenario import Fixture, Scenario
+from chaosproxy.scenario.selection import Rebased, ScenarioSet
+from chaosproxy.scenario.watch import ScenarioFiles
 from chaosproxy.server.config import Config
 from chaosproxy.workers.control import Channel, ControlError
 from chaosproxy.workers.counters import SLOTS, SharedCounters, Slots
@@ -213,6 +216,12 @@ class Workers:
             slots.restore()
         elif op == "add_fixtures":
             change["body"] = base64.b64encode(change["body"]).decode("ascii")
+        elif op == "rebase":  # the scenario files changed (_watch_files)
+            for name in change.pop("changed"):
+                slots.fresh(name)
+            for name in change.pop("removed"):
+                slots.drop(name)
+            slots.rebase(name for name, _ in change["base"])
         # Sent now, in this order, whatever the answers' order: each worker makes its
         # changes one after the other.
         # Every worker but one that is gone (its replacement starts with what is
@@ -288,6 +297,48 @@ class _Merged(Collector):
             for sample_name, labels, value in merged.values():
                 metric.add_sample(sample_name, labels, value)
             yield metric
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _watch_files(
+    config: Config, scenarios: ScenarioSet, group: Workers, files: ScenarioFiles
+) -> ScenarioWatcher:
+    """The watcher of the scenario files: a valid change is made here, then by every
+    worker (``rebase``: each scenario of the new base by name, with its document when
+    it is new or changed), before the next poll."""
+    from chaosproxy.scenario import with_library
+
+    async def apply(files: dict[str, Scenario]) -> Rebased:
+        old, default = scenarios.initial()
+        rebased = scenarios.rebase(with_library(files), default)
+        base, _ = scenarios.initial()
+        entries = [
+            [name, None if old.get(name) is scenario else scenario.as_dict()]
+            for name, scenario in base.items()
+        ]
+        change = {
+            "op": "rebase",
+            "base": entries,
+            "default": default,
+            "changed": list(rebased.changed),
+            "removed": list(rebased.removed),
+        }
+        try:
+            await group.changed(change)
+        except web.HTTPException as exc:
+            say_line("warning", f"scenario files: not every worker has the change: {exc.reason}")
+        return rebased
+
+    return ScenarioWatcher(
+        list(config.scenarios),
+        config.scenarios_poll,
+        apply,
+        say=say_line,
+        default=lambda: scenarios.default,
+        files=files,
+    )
 
 
 # --------------------------------------------------------------------------- deaths
@@ -627,12 +678,19 @@ async def _supervise(
         fail,
         say,
     )
-    from chaosproxy.control.start import SIDE_GRACE, _bound_urls, check_admin_binding, uses_mock
+    from chaosproxy.control.start import (
+        SIDE_GRACE,
+        _bound_urls,
+        check_admin_binding,
+        uses_mock,
+        watches,
+    )
     from chaosproxy.scenario import cross_tenant_warnings, with_library
-    from chaosproxy.scenario.selection import ScenarioSet
     from chaosproxy.server.net import StartupError, hostport, listen
 
     count = config.workers
+    # (as early as can be: the CLI has just loaded them)
+    watched = ScenarioFiles(config.scenarios) if watches(config) else None
     stop = _Stop(config.grace + EXIT_MARGIN)
     try:
         admin_warning = check_admin_binding(config)
@@ -714,7 +772,8 @@ async def _supervise(
         return worker
 
     for i in range(count):
-        workers.append(await spawn(i))
+        # The supervisor's scenarios, not the files again: every worker has the same.
+        workers.append(await spawn(i, scenarios=library, default=config.scenario))
     lost_log = _lost_log(config, log_mode, log_format, write)
 
     def kill_all() -> None:
@@ -835,6 +894,10 @@ async def _supervise(
 
     keeper = Keeper(group, spawn, current, lost_log, lock)
     keeper.start()
+    watcher = None
+    if watched is not None:
+        watcher = _watch_files(config, scenario_set, group, watched)
+        watcher.start()
     ending: set[asyncio.Future[Any]] = {signalled, keeper.gave_up}
     await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
     code = 0
@@ -846,6 +909,8 @@ async def _supervise(
         code = 1
         since = time.monotonic()
     await keeper.stop()
+    if watcher is not None:
+        await watcher.stop()
     if admin_runner is not None:
         for site in list(admin_runner.sites):
             await site.stop()

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from chaosproxy.server.config import Config
@@ -277,6 +278,26 @@ class _Answers:
         proxy.state.streams.clear()
         proxy.state.resume.forget()
         self._remap(message)
+
+    async def op_rebase(self, message: dict[str, Any]) -> None:
+        """The scenario files changed (the supervisor's watcher): each scenario of the
+        new base by name, with its document when it is new or changed (None: this
+        worker's own, unchanged)."""
+        from chaosproxy.scenario import parse_scenario
+
+        scenarios = self.proxy.state.scenarios
+        old, _ = scenarios.initial()
+        base = {}
+        for name, document in message["base"]:
+            if document is None:
+                base[name] = old[name]
+            else:
+                text = orjson.dumps(document)
+                base[name] = await asyncio.to_thread(
+                    parse_scenario, text, f"<{name}>", default_name=name, read_only=True
+                )
+        self._remap(message)
+        scenarios.rebase(base, message.get("default"))
 
     async def op_add_fixtures(self, message: dict[str, Any]) -> None:
         from chaosproxy.control.admin import BODY_SOURCE

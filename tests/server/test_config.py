@@ -59,6 +59,7 @@ SAMPLES: dict[str, str | None] = {
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
     "--tenant-header": "X-User-Id",
     "--workers": "2",
+    "--scenarios-poll": "250ms",
 }
 
 
