@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chaosproxy.control.admin import AdminState, RequestStore, create_admin_app
-from chaosproxy.control.watch import ScenarioWatcher
+from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.observe import looplag
 from chaosproxy.observe.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.observe.metrics import Metrics

@@ -4,9 +4,10 @@ files).
 What the ``--scenarios`` paths look like is a *stamp*: for each path, and for each
 ``*.yaml``/``*.yml`` entry of a directory, its name and what ``stat`` says of the file
 it leads to (device, inode, size, modification and change times; symbolic links
-followed). A file edited, added, removed or renamed changes the stamp; so does a
-Kubernetes ConfigMap's update, which writes the new files in a new directory and swaps
-the ``..data`` link to it in one rename (each ``name.yaml`` is a link through
+followed; of a directory, which one it is: other entries come and go unseen). A file
+edited, added, removed or renamed changes the stamp; so does a Kubernetes ConfigMap's
+update, which writes the new files in a new directory and swaps the ``..data`` link to
+it in one rename (each ``name.yaml`` is a link through
 ``..data``: the file it leads to is another inode). A stamp is a few ``stat`` calls:
 polling it every second costs nothing a proxy would notice, needs no dependency, and
 works where inotify does not (a ConfigMap's atomic swap, network file systems).
@@ -20,6 +21,7 @@ all, with every problem located (``FILE:LINE``). Applying a valid set is the cal
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,6 +42,8 @@ def _file_stamp(path: str) -> FileStamp:
         st = os.stat(path)  # (the file a link leads to)
     except OSError:
         return None
+    if stat.S_ISDIR(st.st_mode):  # which directory; its entries are stamped apart
+        return (st.st_dev, st.st_ino, 0, 0, 0)
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 

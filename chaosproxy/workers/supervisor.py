@@ -54,7 +54,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from chaosproxy.control import admin as admin_api
-from chaosproxy.control.watch import ScenarioWatcher
+from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.core.records import AdminSummary, RequestSummary
 from chaosproxy.core.summary import worker_lost_end
 from chaosproxy.observe.logs import FrameLog
