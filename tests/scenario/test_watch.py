@@ -9,6 +9,7 @@ from pathlib import Path
 
 from chaosproxy.scenario import Problem, Scenario
 from chaosproxy.scenario.watch import ScenarioFiles, stamp
+from tests.configmap import configmap
 
 SLOW = "name: slow\nfaults:\n  - delay: {per_event: 150ms}\n"
 FAST = "name: slow\nfaults:\n  - delay: {per_event: 5ms}\n"
@@ -61,29 +62,6 @@ def per_event(scenario: Scenario) -> float:
     name, config = scenario.faults[0]
     assert name == "delay"
     return float(config.per_event)  # type: ignore[attr-defined]
-
-
-def configmap(mount: Path, version: str, files: dict[str, str]) -> None:
-    """Write ``files`` as the kubelet updates a ConfigMap volume: a new directory
-    ``..<version>``, a link for each new key, then ``..data`` swapped to the new
-    directory in one rename, then the old directory removed."""
-    data = mount / f"..{version}"
-    data.mkdir()
-    for name, text in files.items():
-        (data / name).write_text(text)
-    old = os.readlink(mount / "..data") if (mount / "..data").is_symlink() else None
-    for name in files:
-        if not (mount / name).is_symlink():
-            (mount / name).symlink_to(Path("..data") / name)
-    (mount / "..data_tmp").symlink_to(data.name)
-    os.rename(mount / "..data_tmp", mount / "..data")
-    for name in os.listdir(mount):
-        if (mount / name).is_symlink() and not (mount / name).exists():
-            (mount / name).unlink()  # a key gone from the ConfigMap
-    if old is not None:
-        for entry in (mount / old).iterdir():
-            entry.unlink()
-        (mount / old).rmdir()
 
 
 def test_a_configmap_update_is_one_change_with_the_new_contents(tmp_path: Path) -> None:

@@ -657,3 +657,42 @@ def test_a_worker_that_dies_at_once_again_and_again_is_given_up_on(tmp_path: Pat
     finally:
         if served.process.poll() is None:
             served.process.kill()
+
+
+def test_a_scenario_file_changed_applies_on_every_worker_and_a_replacement(
+    tmp_path: Path,
+) -> None:
+    served = start(tmp_path, "--scenarios-poll", "100ms")
+    teapot = "name: teapot\nfaults:\n  - status: {code: 418}\n"
+
+    async def statuses(n: int) -> dict[int, set[int]]:
+        """Each worker's answers to ``n`` requests for teapot, each on its own
+        connection."""
+        seen: dict[int, set[int]] = {}
+        for response, _ in await many(served.url, n, {"X-Chaos-Scenario": "teapot"}):
+            worker = worker_of(response.headers["X-Chaos-Request-Id"])
+            seen.setdefault(worker, set()).add(response.status)
+        return seen
+
+    try:
+        (tmp_path / "scenarios" / "teapot.yaml").write_text(teapot)
+        until_stderr(served, re.compile("scenario files reloaded: added or changed teapot"))
+        assert asyncio.run(statuses(20)) == {0: {418}, 1: {418}}
+        os.kill(served.pids[0], signal.SIGKILL)
+        until_stderr(served, REPLACED)
+
+        async def on_the_replacement() -> int:
+            for _ in range(60):
+                response, _ = await one(served.url, {"X-Chaos-Scenario": "teapot"})
+                if worker_of(response.headers["X-Chaos-Request-Id"]) == 0:
+                    return response.status
+            raise AssertionError("no connection landed on the replacement")
+
+        assert asyncio.run(on_the_replacement()) == 418
+        (tmp_path / "scenarios" / "teapot.yaml").unlink()
+        until_stderr(served, re.compile("scenario files reloaded: removed teapot"))
+        assert asyncio.run(statuses(20)) == {0: {400}, 1: {400}}
+        assert stop(served) <= GRACE + 1.3
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
