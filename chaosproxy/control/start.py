@@ -396,6 +396,12 @@ async def start_proxy(
     """
     admin_warning = check_admin_binding(config)  # before anything starts
     watched = ScenarioFiles(config.scenarios) if watches(config) else None
+    #: Scenarios given that the files do not make (ChaosProxy's Scenario objects): they
+    #: stay through the files' changes.
+    given: dict[str, Scenario] = {}
+    if watched is not None and scenarios is not None:
+        from_files, _ = watched.load()
+        given = {n: s for n, s in scenarios.items() if from_files.get(n) != s}
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
     if fixtures is None:
@@ -546,7 +552,9 @@ async def start_proxy(
     )
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     if watched is not None:
-        proxy.watcher = watch_scenarios(config, state.scenarios, library=library, files=watched)
+        proxy.watcher = watch_scenarios(
+            config, state.scenarios, library=library, files=watched, given=given
+        )
         proxy.watcher.start()
     proxy._lag_probe = looplag.probe_from_environment()
     return proxy
@@ -563,14 +571,18 @@ def watch_scenarios(
     *,
     library: bool = True,
     files: ScenarioFiles | None = None,
+    given: Mapping[str, Scenario] | None = None,
 ) -> ScenarioWatcher:
     """The watcher of ``config.scenarios`` that rebases ``scenarios`` on each valid
-    change (on the built-in library too, unless ``library`` is False); ``files``: as
-    they were looked at before they were loaded."""
+    change (on the built-in library too, unless ``library`` is False, and with the
+    scenarios ``given`` apart from the files, which override them); ``files``: as they
+    were looked at before they were loaded."""
+    kept = dict(given or {})
 
     async def apply(files: dict[str, Scenario]) -> Rebased:
         _, default = scenarios.initial()
-        return scenarios.rebase(with_library(files) if library else files, default)
+        now = {**files, **kept}
+        return scenarios.rebase(with_library(now) if library else now, default)
 
     return ScenarioWatcher(
         list(config.scenarios),

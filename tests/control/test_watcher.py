@@ -8,7 +8,7 @@ from pathlib import Path
 
 from chaosproxy.control.start import start_proxy, watch_scenarios
 from chaosproxy.control.watcher import ScenarioWatcher
-from chaosproxy.scenario import Scenario, load_scenarios
+from chaosproxy.scenario import Scenario, load_scenarios, parse_scenario
 from chaosproxy.scenario.selection import Rebased, ScenarioSet
 from chaosproxy.server.config import Config
 from tests.scripted_upstream import until
@@ -137,3 +137,25 @@ async def test_start_proxy_watches_its_scenarios_unless_told_not_to(tmp_path: Pa
     finally:
         await proxy.close()
         await quiet.close()
+
+
+async def test_scenarios_given_apart_from_the_files_stay_through_their_changes(
+    tmp_path: Path,
+) -> None:
+    # ChaosProxy(scenarios=["dir/", Scenario]) gives start_proxy both.
+    (tmp_path / "slow.yaml").write_text(SLOW)
+    mine = parse_scenario("name: mine\nfaults: []\n", "mine")
+    over = parse_scenario("name: slow\nfaults: []\n", "over")  # overrides the file's
+    config = Config(
+        listen=("127.0.0.1", 0), admin=None, log=None, scenarios=(str(tmp_path),)
+    ).replace(scenarios_poll=0.05)
+    proxy = await start_proxy(config, scenarios={"slow": over, "mine": mine})
+    try:
+        (tmp_path / "fresh.yaml").write_text(FRESH)
+        watcher = proxy.watcher
+        assert watcher is not None
+        await until(lambda: watcher.applied == 1, limit=10)
+        live = proxy.state.scenarios.scenarios
+        assert live["mine"] is mine and live["slow"] is over and "fresh" in live
+    finally:
+        await proxy.close()
