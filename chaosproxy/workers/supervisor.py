@@ -415,6 +415,7 @@ class Keeper:
         if waits:
             await asyncio.wait(waits, timeout=2.0)
         lost = self.lose(dead, how)
+        await dead.channel.close()
         await asyncio.to_thread(_unlock, self._lock)
         started = dead.hello is not None and dead.hello.get("op") == "ready"
         if started and time.monotonic() - dead.born >= RAPID:
