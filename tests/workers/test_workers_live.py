@@ -696,3 +696,27 @@ def test_a_scenario_file_changed_applies_on_every_worker_and_a_replacement(
     finally:
         if served.process.poll() is None:
             served.process.kill()
+
+
+def test_a_replacement_that_cannot_start_is_retried_then_given_up_on(tmp_path: Path) -> None:
+    served = start(tmp_path)
+    try:
+        assert served.log is not None
+        served.log.unlink()
+        served.log.mkdir()  # a replacement cannot open the log any more
+        os.kill(served.pids[0], signal.SIGKILL)
+        assert served.process.wait(timeout=60) == 1
+        lines = served.stderr.read_text().strip().splitlines()
+        refused = [line for line in lines if "replacement did not start" in line]
+        assert refused == [
+            f"chaosproxy: warning: worker 0's replacement did not start: cannot open log "
+            f"{served.log}: Is a directory"
+        ] * 4
+        assert lines[-1].startswith("chaosproxy: error: worker 0 (pid ")
+        assert lines[-1].endswith(
+            ") exit code 2; 0 request(s) in flight ended worker_lost; it died 5 times in a "
+            "row within 10s of starting: not replacing it again; stopping every worker"
+        )
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
