@@ -58,7 +58,7 @@ from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.core.records import AdminSummary, RequestSummary
 from chaosproxy.core.summary import worker_lost_end
 from chaosproxy.observe.logs import FrameLog
-from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
+from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, NO_SCENARIO, Metrics
 from chaosproxy.scenario import Fixture, Scenario
 from chaosproxy.scenario.selection import Rebased, ScenarioSet
 from chaosproxy.scenario.watch import ScenarioFiles
@@ -161,6 +161,8 @@ class Workers:
     def __init__(self, workers: list[Worker], slots: Slots) -> None:
         #: Worker ``i`` at index ``i`` (a replacement takes its place).
         self.workers = workers
+        #: Requests ended ``worker_lost`` (by the Keeper), by scenario label.
+        self.lost: dict[str, int] = {}
         self.slots = slots
         self._changing = asyncio.Lock()
 
@@ -265,6 +267,8 @@ class Workers:
 
     async def metrics(self) -> bytes:
         answers = await self.ask_all("metrics")
+        if self.lost:  # counted here: no worker saw them end
+            answers.append(lost_family(self.lost))
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Merged(answers))
         return generate_latest(registry)
@@ -272,6 +276,17 @@ class Workers:
 
 #: The answer of a worker that died before it answered.
 _GONE = object()
+
+
+def lost_family(lost: Mapping[str, int]) -> list[list[Any]]:
+    """The ``worker_lost`` ends the supervisor wrote, as a worker's answer to
+    ``metrics`` would give them (``chaosproxy_requests_total{outcome="worker_lost"}``),
+    to be summed with the workers'."""
+    samples = [
+        ["chaosproxy_requests_total", {"scenario": scenario, "outcome": "worker_lost"}, n]
+        for scenario, n in lost.items()
+    ]
+    return [["chaosproxy_requests", "Requests answered, by outcome.", "counter", samples]]
 
 
 class _Merged(Collector):
@@ -464,6 +479,10 @@ class Keeper:
         """Write the ``response_end`` of every request ``dead`` had in flight
         (``worker_lost``); how many there were."""
         flights, dead.flights = dead.flights, {}
+        lost = self.group.lost
+        for scenario, _ in flights.values():
+            label = scenario or NO_SCENARIO
+            lost[label] = lost.get(label, 0) + 1
         log = self._log
         if log is not None and flights:
             now = time.monotonic()

@@ -45,6 +45,7 @@ from chaosproxy.workers.supervisor import (
     _Merged,
     _unlock,
     ended_how,
+    lost_family,
     owner_of,
 )
 from chaosproxy.workers.worker import Flights
@@ -519,6 +520,20 @@ async def test_a_dead_workers_requests_end_worker_lost_in_the_order_they_began(
     dead.noted({"op": "flights", "begun": [["r-aw1-3", "slow", now]], "ended": ["r-aw1-3"]})
     assert keeper.lose(dead, "killed by SIGKILL") == 2
     assert dead.flights == {}
+    assert keeper.group.lost == {"slow": 1, "none": 1}
+    # /metrics: counted with the workers' outcomes.
+    worker = Metrics()
+    worker.requests.labels("slow", "completed").inc()
+    answer = [
+        [f.name, f.documentation, f.type, [[x.name, x.labels, x.value] for x in f.samples]]
+        for f in worker.registry.collect()
+    ]
+    merged = {m.name: m for m in _Merged([answer, lost_family(keeper.group.lost)]).collect()}
+    assert {
+        (x.labels["scenario"], x.labels["outcome"]): x.value
+        for x in merged["chaosproxy_requests"].samples
+        if x.name == "chaosproxy_requests_total"
+    } == {("slow", "completed"): 1, ("slow", "worker_lost"): 1, ("none", "worker_lost"): 1}
     log.close()
     lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert [(x["request_id"], x["scenario"]) for x in lines] == [

@@ -708,10 +708,14 @@ def test_a_replacement_that_cannot_start_is_retried_then_given_up_on(tmp_path: P
         assert served.process.wait(timeout=60) == 1
         lines = served.stderr.read_text().strip().splitlines()
         refused = [line for line in lines if "replacement did not start" in line]
-        assert refused == [
-            f"chaosproxy: warning: worker 0's replacement did not start: cannot open log "
-            f"{served.log}: Is a directory"
-        ] * 4
+        assert (
+            refused
+            == [
+                f"chaosproxy: warning: worker 0's replacement did not start: cannot open log "
+                f"{served.log}: Is a directory"
+            ]
+            * 4
+        )
         assert lines[-1].startswith("chaosproxy: error: worker 0 (pid ")
         assert lines[-1].endswith(
             ") exit code 2; 0 request(s) in flight ended worker_lost; it died 5 times in a "
