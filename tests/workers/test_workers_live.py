@@ -8,7 +8,11 @@ proxy and derived seeds counting the whole proxy's requests; ``GET /requests`` a
 log, parsed line by line, holding every request's lines; a reconnect that lands on the
 other worker answered from the history of the worker that keeps it (the connection
 handed over); tenants isolated across workers; SIGTERM stopping every worker, every
-request with its one ``response_end``.
+request with its one ``response_end``. A worker SIGKILLed mid-stream: the other's
+streams complete, the killed one's requests end ``worker_lost`` (the line naming
+SIGKILL), a replacement serves with the state of now; a worker that dies at once again
+and again, or whose replacement cannot start, is retried with backoff, then given up on.
+A scenario file changed applies on every worker and on a replacement.
 
 Which worker served a request is in its id (``r-<tag>w<k>-<n>``). To land a reconnect
 on the other worker, a client opens connections until a first, plain request on one is
