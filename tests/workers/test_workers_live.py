@@ -502,10 +502,22 @@ def test_a_port_in_use_stops_start_up_in_one_line(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- deaths
 
+FIXTURE = "fixtures:\n  - match: {message: fixture please}\n    text: from the fixture\n"
+ASKS_FIXTURE = {**BODY, "messages": [{"role": "user", "content": "fixture please"}]}
 KILLED = re.compile(
     r"worker (\d) \(pid (\d+)\) killed by SIGKILL; (\d+) request\(s\) in flight ended worker_lost"
 )
 REPLACED = re.compile(r"worker (\d) replaced \(pid (\d+)\)")
+
+
+def text_of(body: bytes) -> str:
+    """The text of an OpenAI Chat stream's deltas."""
+    text = ""
+    for line in body.splitlines():
+        if line.startswith(b"data: {"):
+            for choice in orjson.loads(line[6:])["choices"]:
+                text += choice["delta"].get("content") or ""
+    return text
 
 
 def until_stderr(served: Served, pattern: re.Pattern[str], count: int = 1) -> list[re.Match[str]]:
@@ -543,6 +555,10 @@ def test_a_killed_worker_is_replaced_and_its_requests_end_worker_lost(tmp_path: 
                 assert response.status == 201
             async with admin.put("/default", json={"scenario": "added"}) as response:
                 assert response.status == 200
+            async with admin.post(
+                "/mock/fixtures", data=FIXTURE, headers={"Content-Type": "application/yaml"}
+            ) as response:
+                assert response.status == 201
         sessions = [
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
             for _ in range(12)
@@ -568,7 +584,9 @@ def test_a_killed_worker_is_replaced_and_its_requests_end_worker_lost(tmp_path: 
         # scenario and the default the admin set before it started.
         landed = []
         for _ in range(60):
-            response, body = await one(served.url, headers={"X-Chaos-Scenario": "added"})
+            response, body = await one(
+                served.url, headers={"X-Chaos-Scenario": "added"}, body=ASKS_FIXTURE
+            )
             assert response.status == 200, body
             landed.append((response.headers["X-Chaos-Request-Id"], body))
             if worker_of(landed[-1][0]) == 0:
@@ -601,6 +619,7 @@ def test_a_killed_worker_is_replaced_and_its_requests_end_worker_lost(tmp_path: 
         assert int(killed.group(3)) == len(lost)
         new_id, new_body = got["landed"][-1]
         assert worker_of(new_id) == 0 and new_body.endswith(b"data: [DONE]\n\n")
+        assert text_of(new_body) == "from the fixture"  # added before it started
         assert int(got["replaced"].group(2)) not in served.pids
         assert got["default"] == "added"
         asyncio.run(until_logged(served, {*ids, new_id}))
