@@ -147,7 +147,14 @@ def parse_duration(value: str) -> float:
 
 def parse_duration_or_off(value: str) -> float:
     """A duration, or ``off`` (0: never)."""
-    return 0.0 if value.strip().lower() == "off" else parse_duration(value)
+    if value.strip().lower() == "off":
+        return 0.0
+    try:
+        return parse_duration(value)
+    except ConfigError:
+        raise ConfigError(
+            f"expected a duration with a unit (250ms, 2s, 1m) or off, got {value!r}"
+        ) from None
 
 
 def parse_bool(value: str) -> bool:
