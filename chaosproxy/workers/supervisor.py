@@ -772,6 +772,7 @@ async def _supervise(
             log_mode=log_mode,
             log_socket=log_theirs,
             log_format=log_format,
+            fixture_files=tuple(fixtures),
             **now,
         )
         process = context.Process(

@@ -63,6 +63,8 @@ class WorkerSpec:
     #: and default, the set ``POST /reset`` goes back to, and the mock fixtures added at
     #: run time (None: a first start, from the configuration).
     scenarios: dict[str, Any] | None = None
+    #: The mock fixtures of the files, as the supervisor read them (None: read here).
+    fixture_files: tuple[Any, ...] | None = None
     default: str | None = None
     initial: tuple[dict[str, Any], str | None] | None = None
     fixtures_added: tuple[Any, ...] = ()
@@ -156,14 +158,15 @@ async def _serve(spec: WorkerSpec) -> int:
     stop = _Stop(config.grace + EXIT_MARGIN, flush=log.flush)
     try:
         if spec.scenarios is None:
-            proxy = await start_proxy(config, log=log, reuse_port=True)
-        else:  # a replacement: the supervisor's set now, whatever the files say
+            proxy = await start_proxy(config, log=log, reuse_port=True, fixtures=spec.fixture_files)
+        else:  # the supervisor's set (now, for a replacement), whatever the files say
             proxy = await start_proxy(
                 config.replace(scenario=spec.default),
                 scenarios=spec.scenarios,
                 library=False,
                 log=log,
                 reuse_port=True,
+                fixtures=spec.fixture_files,
             )
             if spec.initial is not None:
                 proxy.state.scenarios.rebase(*spec.initial, apply=False)
