@@ -9,23 +9,24 @@ from pathlib import Path
 
 
 def configmap(mount: Path, version: str, files: dict[str, str]) -> None:
-    """Write ``files`` as the kubelet updates a ConfigMap volume: a new directory
-    ``..<version>``, a link for each new key, then ``..data`` swapped to the new
-    directory in one rename, then the old directory removed."""
+    """Write ``files`` as the kubelet's AtomicWriter updates a ConfigMap volume: a new
+    directory ``..<version>`` with every key, the ``..data`` link swapped to it in one
+    rename, then a link ``NAME -> ..data/NAME`` for each new key, the old directory
+    removed, and the links of keys gone removed."""
     data = mount / f"..{version}"
     data.mkdir()
     for name, text in files.items():
         (data / name).write_text(text)
     old = os.readlink(mount / "..data") if (mount / "..data").is_symlink() else None
+    (mount / "..data_tmp").symlink_to(data.name)
+    os.rename(mount / "..data_tmp", mount / "..data")
     for name in files:
         if not (mount / name).is_symlink():
             (mount / name).symlink_to(Path("..data") / name)
-    (mount / "..data_tmp").symlink_to(data.name)
-    os.rename(mount / "..data_tmp", mount / "..data")
-    for name in os.listdir(mount):
-        if (mount / name).is_symlink() and not (mount / name).exists():
-            (mount / name).unlink()  # a key gone from the ConfigMap
     if old is not None:
         for entry in (mount / old).iterdir():
             entry.unlink()
         (mount / old).rmdir()
+    for name in os.listdir(mount):
+        if (mount / name).is_symlink() and not (mount / name).exists():
+            (mount / name).unlink()  # a key gone from the ConfigMap
