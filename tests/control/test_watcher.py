@@ -4,6 +4,7 @@ kept, the poll loop itself; through start_proxy, the proxy's own set."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from chaosproxy.control.start import start_proxy, watch_scenarios
@@ -19,6 +20,13 @@ BAD = "name: bad\nfaults:\n  - rechunk: {size: 0}\n"
 
 
 Said = list[tuple[str, str]]
+
+
+def put(path: Path, text: str) -> None:
+    """Write a file whole, as one change (a poll never sees it half-written)."""
+    aside = path.with_name(f".{path.name}.tmp")
+    aside.write_text(text)
+    os.replace(aside, path)
 
 
 def watched(
@@ -83,11 +91,11 @@ async def test_an_invalid_change_keeps_the_previous_set_and_says_where(tmp_path:
 
 
 async def test_the_poll_loop_applies_a_change_without_being_asked(tmp_path: Path) -> None:
-    (tmp_path / "slow.yaml").write_text(SLOW)
+    put(tmp_path / "slow.yaml", SLOW)
     watcher, scenarios, _ = watched(tmp_path)
     watcher.start()
     try:
-        (tmp_path / "fresh.yaml").write_text(FRESH)
+        put(tmp_path / "fresh.yaml", FRESH)
         await until(lambda: watcher.applied == 1, limit=10)
         assert "fresh" in scenarios.scenarios
     finally:
@@ -95,7 +103,7 @@ async def test_the_poll_loop_applies_a_change_without_being_asked(tmp_path: Path
 
 
 async def test_a_watcher_whose_apply_fails_says_so_and_watches_on(tmp_path: Path) -> None:
-    (tmp_path / "slow.yaml").write_text(SLOW)
+    put(tmp_path / "slow.yaml", SLOW)
     calls: list[dict[str, Scenario]] = []
 
     async def apply(files: dict[str, Scenario]) -> Rebased:
@@ -108,9 +116,9 @@ async def test_a_watcher_whose_apply_fails_says_so_and_watches_on(tmp_path: Path
     watcher = ScenarioWatcher([tmp_path], 0.01, apply, say=lambda k, m: said.append((k, m)))
     watcher.start()
     try:
-        (tmp_path / "fresh.yaml").write_text(FRESH)
+        put(tmp_path / "fresh.yaml", FRESH)
         await until(lambda: bool(said), limit=10)
-        (tmp_path / "other.yaml").write_text("name: other\nfaults: []\n")
+        put(tmp_path / "other.yaml", "name: other\nfaults: []\n")
         await until(lambda: watcher.applied == 1, limit=10)
     finally:
         await watcher.stop()
@@ -121,14 +129,14 @@ async def test_a_watcher_whose_apply_fails_says_so_and_watches_on(tmp_path: Path
 
 
 async def test_start_proxy_watches_its_scenarios_unless_told_not_to(tmp_path: Path) -> None:
-    (tmp_path / "slow.yaml").write_text(SLOW)
+    put(tmp_path / "slow.yaml", SLOW)
     base = Config(listen=("127.0.0.1", 0), admin=None, log=None, scenarios=(str(tmp_path),))
     proxy = await start_proxy(base.replace(scenarios_poll=0.05))
     quiet = await start_proxy(base.replace(scenarios_poll=0.0))
     try:
         assert proxy.watcher is not None and quiet.watcher is None
         assert proxy.watcher.interval == 0.05
-        (tmp_path / "fresh.yaml").write_text(FRESH)
+        put(tmp_path / "fresh.yaml", FRESH)
         watcher = proxy.watcher
         await until(lambda: watcher.applied == 1, limit=10)
         assert "fresh" in proxy.state.scenarios.scenarios
@@ -143,7 +151,7 @@ async def test_scenarios_given_apart_from_the_files_stay_through_their_changes(
     tmp_path: Path,
 ) -> None:
     # ChaosProxy(scenarios=["dir/", Scenario]) gives start_proxy both.
-    (tmp_path / "slow.yaml").write_text(SLOW)
+    put(tmp_path / "slow.yaml", SLOW)
     mine = parse_scenario("name: mine\nfaults: []\n", "mine")
     over = parse_scenario("name: slow\nfaults: []\n", "over")  # overrides the file's
     config = Config(
@@ -151,7 +159,7 @@ async def test_scenarios_given_apart_from_the_files_stay_through_their_changes(
     ).replace(scenarios_poll=0.05)
     proxy = await start_proxy(config, scenarios={"slow": over, "mine": mine})
     try:
-        (tmp_path / "fresh.yaml").write_text(FRESH)
+        put(tmp_path / "fresh.yaml", FRESH)
         watcher = proxy.watcher
         assert watcher is not None
         await until(lambda: watcher.applied == 1, limit=10)
