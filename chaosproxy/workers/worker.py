@@ -25,6 +25,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,13 +60,14 @@ class WorkerSpec:
     log_mode: str = "none"
     log_socket: socket.socket | None = None
     log_format: str = "json"
-    #: A replacement for a worker that died: the supervisor's scenarios now (in order)
-    #: and default, the set ``POST /reset`` goes back to, and the mock fixtures added at
-    #: run time (None: a first start, from the configuration).
+    #: The supervisor's scenarios (in order, the built-in library in them) and default
+    #: (None: read from the configuration's files here).
     scenarios: dict[str, Any] | None = None
+    default: str | None = None
     #: The mock fixtures of the files, as the supervisor read them (None: read here).
     fixture_files: tuple[Any, ...] | None = None
-    default: str | None = None
+    #: A replacement for a worker that died: the set ``POST /reset`` goes back to, and
+    #: the mock fixtures added at run time.
     initial: tuple[dict[str, Any], str | None] | None = None
     fixtures_added: tuple[Any, ...] = ()
 
@@ -77,7 +79,7 @@ class Flights:
     here). What one loop iteration begins and ends is sent at its end in one note, and a
     request that ends in the iteration it began in is never sent at all."""
 
-    def __init__(self, note: Any) -> None:
+    def __init__(self, note: Callable[..., None]) -> None:
         self._note = note
         self._begun: dict[str, list[Any]] = {}
         self._ended: list[str] = []
