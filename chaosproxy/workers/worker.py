@@ -8,7 +8,9 @@ carry its number (``r-3f9aw1-7``), its stream tokens too (``w1_…``: a reconnec
 lands on another worker is handed here, :mod:`chaosproxy.workers.handover`), its
 ``requests:`` ordinals and derived seeds come from the counters all workers share
 (:mod:`chaosproxy.workers.counters`), and its frame-log lines go to the one log in
-whole lines (:mod:`chaosproxy.workers.logfile`).
+whole lines (:mod:`chaosproxy.workers.logfile`). It starts with the scenarios its
+supervisor read (a replacement: with the state of now), and tells it which requests it
+has in flight (:class:`Flights`), so that they get their end should it die.
 
 It stops as ``serve`` does (SIGTERM: stop accepting, the grace, the cut, exit within
 grace + 1 s), and also when its supervisor goes away. A terminal's Ctrl-C reaches only
