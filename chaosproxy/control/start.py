@@ -26,6 +26,7 @@ from aiohttp import web
 
 from chaosproxy.control.admin import AdminState, RequestStore, create_admin_app
 from chaosproxy.control.changes import Target
+from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.observe import looplag
 from chaosproxy.observe.logs import FrameLog, Observer, describe, redact_url
 from chaosproxy.observe.metrics import Metrics
@@ -39,7 +40,8 @@ from chaosproxy.scenario import (
     load_scenarios,
     with_library,
 )
-from chaosproxy.scenario.selection import ScenarioSet, UnknownScenario
+from chaosproxy.scenario.selection import Rebased, ScenarioSet, UnknownScenario
+from chaosproxy.scenario.watch import ScenarioFiles
 from chaosproxy.server.config import Config
 from chaosproxy.server.net import CLIENT_GUARD, SHUTDOWN_GRACE, StartupError, hostport, listen
 from chaosproxy.server.proxy import STATE, ProxyState, create_proxy_app
@@ -174,6 +176,8 @@ class RunningProxy:
     shared: SharedState | None = None
     #: The fleet's shared history (its last writes are made when the proxy stops).
     _mirror: HistoryMirror | None = None
+    #: The ``--scenarios`` files watched for changes (None: not watched).
+    watcher: ScenarioWatcher | None = None
 
     @property
     def config(self) -> Config:
@@ -233,6 +237,8 @@ class RunningProxy:
         deadline = start + budget
         problems: list[str] = []
         self.state.stopping = True
+        if self.watcher is not None:
+            await self.watcher.stop()
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -402,6 +408,13 @@ async def start_proxy(
     (unless ``admin_insecure``).
     """
     admin_warning = check_admin_binding(config)  # before anything starts
+    watched = ScenarioFiles(config.scenarios) if watches(config) else None
+    #: Scenarios given that the files do not make (ChaosProxy's Scenario objects): they
+    #: stay through the files' changes.
+    given: dict[str, Scenario] = {}
+    if watched is not None and scenarios is not None:
+        from_files, _ = watched.load()
+        given = {n: s for n, s in scenarios.items() if from_files.get(n) != s}
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
     if fixtures is None:
@@ -568,6 +581,11 @@ async def start_proxy(
     )
     proxy._mirror = cast("HistoryMirror | None", state.resume.mirror)
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
+    if watched is not None:
+        proxy.watcher = watch_scenarios(
+            config, state.scenarios, library=library, files=watched, given=given
+        )
+        proxy.watcher.start()
     proxy._lag_probe = looplag.probe_from_environment()
     return proxy
 
@@ -618,6 +636,39 @@ def shared_changes(shared: SharedState) -> Callable[[dict[str, Any]], Awaitable[
         return {"applied": "everywhere" if not pending else "not everywhere", "pending": pending}
 
     return changed
+
+
+def watches(config: Config) -> bool:
+    """Whether the proxy watches its scenario files (``--scenarios-poll``)."""
+    return bool(config.scenarios) and config.scenarios_poll > 0
+
+
+def watch_scenarios(
+    config: Config,
+    scenarios: ScenarioSet,
+    *,
+    library: bool = True,
+    files: ScenarioFiles | None = None,
+    given: Mapping[str, Scenario] | None = None,
+) -> ScenarioWatcher:
+    """The watcher of ``config.scenarios`` that rebases ``scenarios`` on each valid
+    change (on the built-in library too, unless ``library`` is False, and with the
+    scenarios ``given`` apart from the files, which override them); ``files``: as they
+    were looked at before they were loaded."""
+    kept = dict(given or {})
+
+    async def apply(files: dict[str, Scenario]) -> Rebased:
+        _, default = scenarios.initial()
+        now = {**files, **kept}
+        return scenarios.rebase(with_library(now) if library else now, default)
+
+    return ScenarioWatcher(
+        list(config.scenarios),
+        config.scenarios_poll,
+        apply,
+        default=lambda: scenarios.default,
+        files=files,
+    )
 
 
 def _scenario_fixtures(scenarios: ScenarioSet) -> Callable[[str], Sequence[Fixture]]:

@@ -109,6 +109,11 @@ OUTCOMES: dict[SessionEvent, Outcome] = {
     _E.INTERNAL_ERROR: "proxy_error",
 }
 
+#: The one outcome no session sets: a worker of ``serve --workers N`` died with the
+#: request in flight, and its supervisor wrote the request's ``response_end``
+#: (:func:`chaosproxy.core.summary.worker_lost_end`; docs/operations.md, Workers).
+WORKER_LOST: Outcome = "worker_lost"
+
 
 class SessionError(Exception):
     """The shell reported an event the current phase does not allow (a bug)."""
@@ -144,4 +149,12 @@ class Lifecycle:
         return self.phase is Phase.ENDED
 
 
-__all__ = ["OUTCOMES", "TRANSITIONS", "Lifecycle", "Phase", "SessionError", "SessionEvent"]
+__all__ = [
+    "OUTCOMES",
+    "TRANSITIONS",
+    "WORKER_LOST",
+    "Lifecycle",
+    "Phase",
+    "SessionError",
+    "SessionEvent",
+]

@@ -34,7 +34,9 @@ from typing import Any, Literal, NotRequired
 from typing_extensions import TypedDict
 
 #: How a request ended (``response_end``'s ``outcome``).
-Outcome = Literal["completed", "cut", "client_gone", "upstream_error", "shutdown", "proxy_error"]
+Outcome = Literal[
+    "completed", "cut", "client_gone", "upstream_error", "shutdown", "proxy_error", "worker_lost"
+]
 #: What the client was sent, compared with what the upstream meant (docs/integrity.md).
 Integrity = Literal["intact", "altered", "incomplete", "broken"]
 #: The content of an answer, however its connection ended.

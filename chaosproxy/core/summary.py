@@ -7,7 +7,8 @@ request has ended, :func:`response_end` describes it from the session's parts: t
 outcome, what the client was sent, the faults that applied or were skipped, the
 integrity and the answer it belongs to (:class:`~chaosproxy.core.records.ResponseEnd`).
 :func:`watchdog_end` is the short one an exiting process writes for a request it could
-not end in time.
+not end in time; :func:`worker_lost_end` the one a supervisor writes for a request of a
+worker that died.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from chaosproxy.core.body import BodyPath
 from chaosproxy.core.faults import Fault
 from chaosproxy.core.frames import Format
 from chaosproxy.core.integrity import StreamContent
+from chaosproxy.core.lifecycle import WORKER_LOST
 from chaosproxy.core.pipeline import Pipeline, fault_summary
 from chaosproxy.core.records import AnswerFields, FrameFields, Integrity, Outcome, ResponseEnd
 
@@ -232,6 +234,23 @@ def watchdog_end(s: SessionParts, duration_ms: float) -> ResponseEnd:
     return line
 
 
+def worker_lost_end(duration_ms: float, reason: str) -> ResponseEnd:
+    """The ``response_end`` fields of a request whose worker died with it in flight
+    (``serve --workers N``), written by the supervisor from what it knows: that the
+    request began, when, and how its worker ended (``reason``). The supervisor does not
+    follow a request's writes (that would cost per event), so ``status``, ``bytes`` and
+    ``frames`` are 0: unknown; the request's ``frame`` lines that reached the log say
+    what was sent."""
+    return {
+        "outcome": WORKER_LOST,
+        "status": 0,
+        "bytes": 0,
+        "frames": 0,
+        "duration_ms": round(max(duration_ms, 0.0), 3),
+        "reason": reason,
+    }
+
+
 __all__ = [
     "RAW_SKIP_REASON",
     "SessionParts",
@@ -239,4 +258,5 @@ __all__ = [
     "answer_fields",
     "response_end",
     "watchdog_end",
+    "worker_lost_end",
 ]

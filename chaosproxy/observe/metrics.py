@@ -49,7 +49,8 @@ class Metrics:
         self.requests = Counter(
             "chaosproxy_requests",
             "Requests answered, by scenario and outcome "
-            "(completed, cut, client_gone, upstream_error, proxy_error).",
+            "(completed, cut, client_gone, upstream_error, shutdown, proxy_error, "
+            "worker_lost).",
             ["scenario", "outcome"],
             registry=r,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -154,6 +154,10 @@ class RequestStore:
         #: (``serve --workers N``: the supervisor's admin asks its workers); None:
         #: counted here.
         self.elsewhere: int | None = None
+        #: Told of each ``request`` and ``response_end`` line (a worker of ``serve
+        #: --workers N`` tells its supervisor which requests it has in flight); never
+        #: of a frame line.
+        self.flights: Callable[[LogLine], None] | None = None
         #: request_id -> record, oldest request first.
         self._records: OrderedDict[str, RequestRecord] = OrderedDict()
 
@@ -163,6 +167,9 @@ class RequestStore:
         if line["event"] == "rejected":  # (no request)
             return
         request_id = line["request_id"]
+        flights = self.flights
+        if flights is not None and line["event"] in ("request", "response_end"):
+            flights(line)
         if line["event"] == "request":
             self._records[request_id] = RequestRecord(line)
             while len(self._records) > self.history:

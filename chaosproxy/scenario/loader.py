@@ -103,6 +103,13 @@ def load_scenarios(paths: Sequence[str | Path]) -> dict[str, Scenario]:
     return scenarios
 
 
+def scan_paths(paths: Sequence[str | Path]) -> tuple[dict[str, Scenario], list[Problem]]:
+    """The valid scenarios in ``paths`` (files and directories, as :func:`load_scenarios`
+    reads them) and every problem in them, without raising: a watched directory's
+    reload (:mod:`chaosproxy.scenario.watch`) applies the set only when there are none."""
+    return _load_all(paths)
+
+
 def validate_paths(paths: Sequence[str | Path]) -> list[Problem]:
     """Every problem in ``paths`` (empty when all is valid), for ``chaosproxy validate``."""
     return check_paths(paths)[1]

@@ -72,6 +72,15 @@ class Choice:
     local: bool = False
 
 
+@dataclass(frozen=True)
+class Rebased:
+    """What :meth:`ScenarioSet.rebase` changed in the set: the scenarios added or
+    replaced (their counters start again) and those removed."""
+
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
 class UnknownScenario(Exception):
     """A request (or a caller) named a scenario that is not loaded."""
 
@@ -118,7 +127,10 @@ class ScenarioSet:
         self._default: str | None = None
         self.set_default(default)
         #: What :meth:`restore` goes back to.
-        self._initial = (dict(self._scenarios), self._default)
+        self._initial: tuple[dict[str, Scenario], str | None] = (
+            dict(self._scenarios),
+            self._default,
+        )
         #: Counters shared with other processes (``serve --workers N``,
         #: :class:`chaosproxy.workers.counters.SharedCounters`): the request number and
         #: each scenario's ordinals are then theirs, not this set's. None: this set's.
@@ -171,13 +183,60 @@ class ScenarioSet:
     def restore(self) -> None:
         """Back to the state at construction: the scenarios added at run time removed,
         those replaced or removed back, the first default, and :meth:`reset`."""
-        scenarios, default = self._initial
         with self._lock:
+            scenarios, default = self._initial
             self._scenarios.clear()
             self._scenarios.update(scenarios)
-            self._default = default
+            self._default = default if default in scenarios else None
             self._counts.clear()
             self._requests = 0
+
+    def initial(self) -> tuple[dict[str, Scenario], str | None]:
+        """What :meth:`restore` goes back to: the scenarios the set started from (or was
+        last rebased on: :meth:`rebase`) and the first default."""
+        with self._lock:
+            scenarios, default = self._initial
+            return dict(scenarios), default
+
+    def rebase(
+        self, base: Mapping[str, Scenario], default: str | None, *, apply: bool = True
+    ) -> Rebased:
+        """The set starts from ``base`` from now on (its scenario files changed): what
+        :meth:`restore` goes back to, with ``default``. With ``apply`` the set itself
+        follows, where nothing changed it at run time (docs/scenarios.md, Watched
+        files): a scenario of the old base that is still there as it was is replaced
+        by its new version (its counter starts again) or removed (no default any
+        more, if it was); a scenario new in ``base`` is added, unless one of its name
+        was added at run time. What was added, replaced or removed at run time stays
+        as it is. A scenario of ``base`` equal to the old base's is the same one: its
+        counter goes on."""
+        with self._lock:
+            old, _ = self._initial
+            base = {
+                name: old[name] if name in old and old[name] == scenario else scenario
+                for name, scenario in base.items()
+            }
+            changed: list[str] = []
+            removed: list[str] = []
+            if apply:
+                live = self._scenarios
+                for name, scenario in base.items():
+                    now = live.get(name)
+                    if (now is None and name not in old) or (
+                        name in old and now is old[name] and scenario is not now
+                    ):
+                        live[name] = scenario
+                        self._counts.pop(name, None)
+                        changed.append(name)
+                for name, scenario in old.items():
+                    if name not in base and live.get(name) is scenario:
+                        del live[name]
+                        self._counts.pop(name, None)
+                        removed.append(name)
+                        if self._default == name:
+                            self._default = None
+            self._initial = (base, default)
+        return Rebased(tuple(changed), tuple(removed))
 
     def snapshot(self) -> tuple[dict[str, Scenario], str | None]:
         """A copy of the scenarios (in load order) and the default, taken together:
@@ -478,6 +537,7 @@ __all__ = [
     "SCENARIO_HEADER",
     "SEED_HEADER",
     "Choice",
+    "Rebased",
     "ScenarioSet",
     "UnknownScenario",
     "derive_seed",

@@ -199,6 +199,18 @@ def parse_duration(value: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def parse_duration_or_off(value: str) -> float:
+    """A duration, or ``off`` (0: never)."""
+    if value.strip().lower() == "off":
+        return 0.0
+    try:
+        return parse_duration(value)
+    except ConfigError:
+        raise ConfigError(
+            f"expected a duration with a unit (250ms, 2s, 1m) or off, got {value!r}"
+        ) from None
+
+
 def parse_bool(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered in {"1", "true", "yes", "on"}:
@@ -234,6 +246,10 @@ def show_duration(seconds: float) -> str:
     if seconds == int(seconds):
         return f"{int(seconds)}s"
     return f"{round(seconds * 1000, 6):g}ms"
+
+
+def show_duration_or_off(seconds: float) -> str:
+    return show_duration(seconds) if seconds else "off"
 
 
 def _show_milliseconds(seconds: float) -> str:
@@ -327,6 +343,17 @@ class Config:
             "the same name overrides it); repeatable",
             metavar="PATH",
             kind="append",
+        ),
+    )
+    scenarios_poll: float = field(
+        default=1.0,
+        metadata=option(
+            "--scenarios-poll",
+            "how often the --scenarios files and directories are checked for changes, "
+            "which apply without a restart; off: never (default {default})",
+            parse_duration_or_off,
+            "DURATION|off",
+            show=show_duration_or_off,
         ),
     )
     scenario: str | None = field(

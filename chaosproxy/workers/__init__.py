@@ -2,7 +2,8 @@
 Workers).
 
 - :mod:`~chaosproxy.workers.supervisor`: starts the workers, runs the admin API, passes
-  every change on and asks the workers for what they know;
+  every change on and asks the workers for what they know, replaces a worker that dies
+  and watches the scenario files;
 - :mod:`~chaosproxy.workers.worker`: one worker, a whole proxy on the shared port;
 - :mod:`~chaosproxy.workers.control`: the supervisor's channel to each worker;
 - :mod:`~chaosproxy.workers.counters`: the request counters all workers share;

@@ -7,7 +7,9 @@ and its answer ``{"id": N, "ok": true, "result": ...}`` or ``{"id": N, "ok": fal
 "error": TEXT}``. A worker handles its requests one at a time, in the order they came,
 so two admin changes reach every worker in the order the admin made them. The worker
 speaks first once, unasked: ``{"id": 0, "op": "ready", ...}`` (or ``"failed"`` with the
-one-line reason start-up stopped on).
+one-line reason start-up stopped on). It also tells, unasked, what its supervisor must
+know should it die: ``{"id": -1, "op": NAME, ...}``, a *note* (``flights``: the
+requests it began and ended; :mod:`chaosproxy.workers.worker`).
 
 The framing is sans-IO (:class:`Decoder`: bytes in, messages out; :func:`encode`); the
 two asyncio ends are :class:`Channel` (the supervisor's) and :func:`serve_requests` (the
@@ -103,9 +105,14 @@ class Channel:
         #: The worker's first message (``ready`` or ``failed``), once it came.
         self.hello: asyncio.Future[ControlMessage] | None = None
         self.closed = False
+        #: Called with each note the worker sends unasked (``id`` -1).
+        self.on_note: Callable[[ControlMessage], None] | None = None
+        #: Done once everything the worker sent has been read (it went away).
+        self.ended: asyncio.Future[None] | None = None
 
     async def open(self) -> None:
         self.hello = asyncio.get_running_loop().create_future()
+        self.ended = asyncio.get_running_loop().create_future()
         self._reader, self._writer = await asyncio.open_unix_connection(sock=self._sock)
         self._task = asyncio.create_task(self._read())
 
@@ -123,10 +130,17 @@ class Channel:
             self._fail(f"the control channel broke: {exc}")
         finally:
             self._fail("the worker went away")
+            if self.ended is not None and not self.ended.done():
+                self.ended.set_result(None)
 
     def _answer(self, message: ControlMessage) -> None:
         assert self.hello is not None
-        if message.get("id") == 0:
+        number = message.get("id")
+        if number == -1:
+            if self.on_note is not None:
+                self.on_note(message)
+            return
+        if number == 0:
             if not self.hello.done():
                 self.hello.set_result(message)
             return
@@ -198,6 +212,12 @@ class WorkerEnd:
     def hello(self, op: str, **fields: Any) -> None:
         assert self._writer is not None
         self._writer.write(encode({"id": 0, "op": op, **fields}))
+
+    def note(self, op: str, **fields: Any) -> None:
+        """Tell the supervisor something unasked (written now, between whole answers)."""
+        if self._writer is not None and not self._writer.is_closing():
+            with contextlib.suppress(OSError, ControlError):
+                self._writer.write(encode({"id": -1, "op": op, **fields}))
 
     async def serve(self, handler: ControlHandler) -> None:
         """Answer requests until the supervisor goes away (then return)."""

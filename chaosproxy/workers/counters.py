@@ -94,14 +94,18 @@ class Slots:
 
     def fresh(self, name: str) -> int:
         """A new slot, at 0, for ``name`` (its old one, if any, retired)."""
-        if not self._free:
-            raise TooManyScenarios(f"more than {self._size} scenarios loaded at once")
+        slot = self._take()
         old = self.of.get(name)
         if old is not None:
             self._retired.append(old)
+        self.of[name] = slot
+        return slot
+
+    def _take(self) -> int:
+        if not self._free:
+            raise TooManyScenarios(f"more than {self._size} scenarios loaded at once")
         slot = self._free.pop()
         self.counters.zero([slot])
-        self.of[name] = slot
         return slot
 
     def drop(self, name: str) -> None:
@@ -110,11 +114,27 @@ class Slots:
             self._retired.append(old)
 
     def restore(self) -> None:
-        """Back to the slots of the start (every count at 0 once :meth:`release`d)."""
-        for name, slot in self.of.items():
-            if self.initial.get(name) != slot:
-                self._retired.append(slot)
-        self.of = dict(self.initial)
+        """Back to the scenarios of the start (or of the files' last change:
+        :meth:`rebase`), each with a slot; every count at 0 once released and
+        zeroed."""
+        restored: dict[str, int] = {}
+        # Every count is zeroed once every worker has the new map (Workers.changed): a
+        # slot retired, or one leaving now, may serve another name at once.
+        spare = [*self._retired, *(s for n, s in self.of.items() if n not in self.initial)]
+        self._retired = []
+        for name in self.initial:
+            slot = self.of.get(name)
+            if slot is None:
+                slot = spare.pop() if spare else self._take()
+            restored[name] = slot
+        self._retired.extend(spare)
+        self.of = restored
+        self.initial = dict(restored)
+
+    def rebase(self, names: Iterable[str]) -> None:
+        """The scenarios :meth:`restore` goes back to are ``names`` from now on (the
+        scenario files changed); only the names count."""
+        self.initial = {name: self.of.get(name, 0) for name in names}
 
     def release(self) -> None:
         """Every worker has the current map: the retired slots are free again."""

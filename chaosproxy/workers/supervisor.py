@@ -19,8 +19,15 @@ the frame log's target chosen here (:mod:`chaosproxy.workers.logfile`), and each
 worker's stream tokens and request ids carry its number. SIGTERM or SIGINT is passed
 on to every worker as SIGTERM; each stops as ``serve`` does, and the supervisor exits 0
 within grace + 1 s of the signal, killing a worker that has not (a second signal: at
-once). A worker that dies on its own stops the whole proxy (exit 1): a worker's death
-is a bug, and half a proxy would answer half its reconnects wrong.
+once). A worker that dies on its own (a bug, the OOM killer, a stray ``kill -9``) is
+replaced and the others go on serving (:class:`Keeper`): each worker tells the
+supervisor which requests it has in flight (a note when a request begins and one when
+it ends, batched per loop iteration: :class:`~chaosproxy.workers.worker.Flights`), so
+the supervisor writes their ``response_end`` (outcome ``worker_lost``) with how the
+worker ended (``killed by SIGKILL``); the replacement starts with the scenarios, the
+default and the fixtures of now, and the counters all share. A worker that dies again
+and again within :data:`RAPID` of its start is restarted after a growing delay, and
+after :data:`GIVE_UP` such deaths in a row the supervisor stops (exit 1).
 """
 
 from __future__ import annotations
@@ -36,8 +43,8 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -47,14 +54,25 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from chaosproxy.control import admin as admin_api
+from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.core.records import AdminSummary, RequestSummary
-from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics, with_replica
+from chaosproxy.core.summary import worker_lost_end
+from chaosproxy.observe.logs import FrameLog
+from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, NO_SCENARIO, Metrics, with_replica
 from chaosproxy.scenario import Fixture, Scenario
+from chaosproxy.scenario.selection import Rebased, ScenarioSet
+from chaosproxy.scenario.watch import ScenarioFiles
 from chaosproxy.server.config import Config
 from chaosproxy.workers.control import Channel, ControlError
 from chaosproxy.workers.counters import SLOTS, SharedCounters, Slots
 from chaosproxy.workers.handover import inbox_pair
-from chaosproxy.workers.logfile import Relay, is_regular, open_append, stdout_writer
+from chaosproxy.workers.logfile import (
+    LineWriter,
+    Relay,
+    is_regular,
+    open_append,
+    stdout_writer,
+)
 from chaosproxy.workers.worker import WorkerSpec, run_worker
 
 #: The longest the workers may take to start (import, load the scenarios, listen).
@@ -64,6 +82,16 @@ ASK_LIMIT = 30.0
 #: After the signal, the supervisor exits within ``grace + EXIT_MARGIN`` whatever its
 #: workers do (each exits within grace + 0.5 s of its own signal, a moment later).
 EXIT_MARGIN = 0.85
+
+#: A worker that dies within this long of its start died *at once*: a replacement of
+#: it waits first (:data:`BACKOFF`), and :data:`GIVE_UP` such deaths in a row stop the
+#: proxy.
+RAPID = 10.0
+#: The wait before a worker's replacement starts, after its k-th death at once in a
+#: row (the first, and the death of a worker that ran a while: at once).
+BACKOFF = (0.0, 0.5, 1.0, 2.0, 4.0)
+#: Deaths at once in a row after which a worker is not replaced again: the proxy stops.
+GIVE_UP = 5
 
 #: ``r-<tag>w<worker>-<n>``: which worker a request id belongs to.
 _REQUEST_ID = re.compile(r"r-[0-9a-f]+w(\d{1,4})-\d+")
@@ -85,32 +113,81 @@ class Worker:
     channel: Channel
     hello: dict[str, Any] | None = None
     relay: Relay | None = None
+    #: ``time.monotonic()`` when it was started.
+    born: float = 0.0
+    #: Its requests in flight, as it told: request id → (scenario, when it began).
+    flights: dict[str, tuple[str | None, float]] = field(default_factory=dict)
 
     @property
     def alive(self) -> bool:
         return bool(self.process.is_alive())
 
+    @property
+    def ready(self) -> bool:
+        """Started, serving, and not gone."""
+        return (
+            self.hello is not None
+            and self.hello.get("op") == "ready"
+            and not self.channel.closed
+            and self.alive
+        )
+
+    def noted(self, message: dict[str, Any]) -> None:
+        """A note from the worker (control.py): the requests it began and ended."""
+        if message.get("op") != "flights":
+            return
+        flights = self.flights
+        for request_id, scenario, began in message.get("begun", ()):
+            flights[str(request_id)] = (scenario, float(began))
+        for request_id in message.get("ended", ()):
+            flights.pop(request_id, None)
+
+
+def ended_how(exitcode: int | None) -> str:
+    """How a worker's process ended, in words (``killed by SIGKILL``, ``exit code 3``)."""
+    if exitcode is None:
+        return "ended"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
 
 class Workers:
     """The running workers, as the admin API sees them."""
 
-    def __init__(self, workers: Sequence[Worker], slots: Slots) -> None:
-        self.workers = list(workers)
+    def __init__(self, workers: list[Worker], slots: Slots) -> None:
+        #: Worker ``i`` at index ``i`` (a replacement takes its place).
+        self.workers = workers
+        #: Requests ended ``worker_lost`` (by the Keeper), by scenario label.
+        self.lost: dict[str, int] = {}
         self.slots = slots
         self._changing = asyncio.Lock()
         #: The label on every merged metric (``--replica-id``).
         self.replica: str | None = None
 
     async def ask_all(self, op: str, **fields: Any) -> list[Any]:
-        """Ask every worker (sent at once, in call order); their answers, in order.
-        Raises web.HTTPServiceUnavailable when one cannot answer."""
-        futures = [w.channel.send(op, **fields) for w in self.workers]
-        return await self._gather(futures)
+        """Ask every worker serving now (sent at once, in call order); their answers,
+        in order (a worker that died meanwhile: none). Raises
+        web.HTTPServiceUnavailable when one cannot answer."""
+        asked = [w for w in self.workers if w.ready]
+        futures = [w.channel.send(op, **fields) for w in asked]
+        return [r for r in await self._gather(futures, asked) if r is not _GONE]
 
     async def ask(self, index: int, op: str, **fields: Any) -> Any:
-        return (await self._gather([self.workers[index].channel.send(op, **fields)]))[0]
+        worker = self.workers[index]
+        result = (await self._gather([worker.channel.send(op, **fields)], [worker]))[0]
+        if result is _GONE:
+            raise web.HTTPServiceUnavailable(reason=f"worker {index} died; it is being replaced")
+        return result
 
-    async def _gather(self, futures: Sequence[asyncio.Future[Any]]) -> list[Any]:
+    async def _gather(
+        self, futures: Sequence[asyncio.Future[Any]], asked: Sequence[Worker]
+    ) -> list[Any]:
+        """The answers (:data:`_GONE` for a worker that died: its replacement starts
+        with what is current)."""
         try:
             async with asyncio.timeout(ASK_LIMIT):
                 results = await asyncio.gather(*futures, return_exceptions=True)
@@ -118,10 +195,15 @@ class Workers:
             for future in futures:
                 future.cancel()
             raise web.HTTPServiceUnavailable(reason="a worker did not answer in time") from None
-        for result in results:
+        out: list[Any] = []
+        for worker, result in zip(asked, results, strict=True):
             if isinstance(result, BaseException):
+                if isinstance(result, ControlError) and worker.channel.closed:
+                    out.append(_GONE)
+                    continue
                 raise web.HTTPServiceUnavailable(reason=f"a worker failed: {result}")
-        return results
+            out.append(result)
+        return out
 
     async def changed(self, change: dict[str, Any]) -> None:
         """An admin change made in the supervisor: made by every worker before the
@@ -138,12 +220,21 @@ class Workers:
             slots.restore()
         elif op == "add_fixtures":
             change["body"] = base64.b64encode(change["body"]).decode("ascii")
+        elif op == "rebase":  # the scenario files changed (_watch_files)
+            for name in change.pop("changed"):
+                slots.fresh(name)
+            for name in change.pop("removed"):
+                slots.drop(name)
+            slots.rebase(name for name, _ in change["base"])
         # Sent now, in this order, whatever the answers' order: each worker makes its
         # changes one after the other.
-        futures = [w.channel.send(op, slots=slots.of, **change) for w in self.workers]
+        # Every worker but one that is gone (its replacement starts with what is
+        # current); one starting makes it once it has started.
+        told = [w for w in self.workers if not w.channel.closed]
+        futures = [w.channel.send(op, slots=slots.of, **change) for w in told]
         async with self._changing:
             try:
-                await self._gather(futures)
+                await self._gather(futures, told)
                 if op == "reset":  # every worker has its start-up scenarios back: anew
                     slots.counters.zero()
             finally:
@@ -178,9 +269,26 @@ class Workers:
 
     async def metrics(self) -> bytes:
         answers = await self.ask_all("metrics")
+        if self.lost:  # counted here: no worker saw them end
+            answers.append(lost_family(self.lost))
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Merged(answers))
         return with_replica(generate_latest(registry), self.replica)
+
+
+#: The answer of a worker that died before it answered.
+_GONE = object()
+
+
+def lost_family(lost: Mapping[str, int]) -> list[list[Any]]:
+    """The ``worker_lost`` ends the supervisor wrote, as a worker's answer to
+    ``metrics`` would give them (``chaosproxy_requests_total{outcome="worker_lost"}``),
+    to be summed with the workers'."""
+    samples = [
+        ["chaosproxy_requests_total", {"scenario": scenario, "outcome": "worker_lost"}, n]
+        for scenario, n in lost.items()
+    ]
+    return [["chaosproxy_requests", "Requests answered, by outcome.", "counter", samples]]
 
 
 class _Merged(Collector):
@@ -206,6 +314,244 @@ class _Merged(Collector):
             for sample_name, labels, value in merged.values():
                 metric.add_sample(sample_name, labels, value)
             yield metric
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _watch_files(
+    config: Config, scenarios: ScenarioSet, group: Workers, files: ScenarioFiles
+) -> ScenarioWatcher:
+    """The watcher of the scenario files: a valid change is made here, then by every
+    worker (``rebase``: each scenario of the new base by name, with its document when
+    it is new or changed), before the next poll."""
+    from chaosproxy.scenario import with_library
+
+    async def apply(files: dict[str, Scenario]) -> Rebased:
+        old, default = scenarios.initial()
+        rebased = scenarios.rebase(with_library(files), default)
+        base, _ = scenarios.initial()
+        entries = [
+            [name, None if old.get(name) is scenario else scenario.as_dict()]
+            for name, scenario in base.items()
+        ]
+        change = {
+            "op": "rebase",
+            "base": entries,
+            "default": default,
+            "changed": list(rebased.changed),
+            "removed": list(rebased.removed),
+        }
+        try:
+            await group.changed(change)
+        except web.HTTPException as exc:
+            say_line("warning", f"scenario files: not every worker has the change: {exc.reason}")
+        return rebased
+
+    return ScenarioWatcher(
+        list(config.scenarios),
+        config.scenarios_poll,
+        apply,
+        say=say_line,
+        default=lambda: scenarios.default,
+        files=files,
+    )
+
+
+# --------------------------------------------------------------------------- deaths
+
+
+class Keeper:
+    """Keeps every worker running: one that dies is replaced, the others serving on.
+
+    Its requests in flight get their ``response_end`` (``worker_lost``, with how it
+    ended) once everything it sent has been read (its notes, its relayed log lines);
+    the counters' lock is freed if it died holding it; the replacement starts with the
+    state of now (``current``). A worker that dies within :data:`RAPID` of its start
+    (or before it started) is replaced after :data:`BACKOFF`; after :data:`GIVE_UP` of
+    those in a row, :attr:`gave_up` is done with the line that says so."""
+
+    def __init__(
+        self,
+        group: Workers,
+        spawn: Callable[..., Awaitable[Worker]],
+        current: Callable[[], dict[str, Any]],
+        log: FrameLog | None,
+        lock: Any,
+    ) -> None:
+        self.group = group
+        self._spawn = spawn
+        self._current = current
+        self._log = log
+        self._lock = lock
+        self._loop = asyncio.get_running_loop()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._rapid = [0] * len(group.workers)
+        self._stopping = False
+        #: Done, with the line to say, once a worker is not replaced again.
+        self.gave_up: asyncio.Future[str] = self._loop.create_future()
+        #: Workers replaced so far.
+        self.replaced = 0
+
+    def start(self) -> None:
+        for worker in self.group.workers:
+            self._watch(worker)
+
+    def _watch(self, worker: Worker) -> None:
+        self._loop.add_reader(worker.process.sentinel, self._died, worker)
+
+    def _died(self, worker: Worker) -> None:
+        with contextlib.suppress(Exception):
+            self._loop.remove_reader(worker.process.sentinel)
+        if self._stopping:
+            return
+        task = self._loop.create_task(self._replace(worker))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        """No more replacements (the proxy is stopping)."""
+        self._stopping = True
+        for worker in self.group.workers:
+            with contextlib.suppress(Exception):
+                self._loop.remove_reader(worker.process.sentinel)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _replace(self, dead: Worker) -> None:
+        index = dead.index
+        await asyncio.to_thread(dead.process.join, 1.0)
+        how = ended_how(dead.process.exitcode)
+        # Everything it sent first: its last notes, its last relayed log lines.
+        waits: list[asyncio.Future[None]] = []
+        if dead.channel.ended is not None:
+            waits.append(dead.channel.ended)
+        if dead.relay is not None:
+            waits.append(dead.relay.done)
+        if waits:
+            await asyncio.wait(waits, timeout=2.0)
+        lost = self.lose(dead, how)
+        await dead.channel.close()
+        await asyncio.to_thread(_unlock, self._lock)
+        started = dead.hello is not None and dead.hello.get("op") == "ready"
+        if started and time.monotonic() - dead.born >= RAPID:
+            self._rapid[index] = 0
+        else:
+            self._rapid[index] += 1
+        rapid = self._rapid[index]
+        pid = dead.process.pid
+        if rapid >= GIVE_UP:
+            if not self.gave_up.done():
+                self.gave_up.set_result(
+                    f"worker {index} (pid {pid}) {how}; {lost} request(s) in flight ended "
+                    f"worker_lost; it died {rapid} times in a row within {RAPID:g}s of "
+                    "starting: not replacing it again; stopping every worker"
+                )
+            return
+        wait = BACKOFF[min(max(rapid - 1, 0), len(BACKOFF) - 1)]
+        then = f"replacing it in {wait:g}s" if wait else "replacing it"
+        say_line(
+            "warning",
+            f"worker {index} (pid {pid}) {how}; {lost} request(s) in flight ended "
+            f"worker_lost; {then}",
+        )
+        if wait:
+            await asyncio.sleep(wait)
+        if self._stopping:
+            return
+        worker = await self._spawn(index, **self._current())
+        self._watch(worker)
+        assert worker.channel.hello is not None
+        try:
+            async with asyncio.timeout(START_LIMIT):
+                hello = await worker.channel.hello
+        except TimeoutError:
+            worker.process.kill()  # its death is counted as one at once
+            return
+        worker.hello = hello
+        if hello.get("op") == "ready":
+            self.replaced += 1
+            say_line("notice", f"worker {index} replaced (pid {hello.get('pid')})")
+        else:
+            reason = hello.get("reason") or "it failed to start"
+            say_line("warning", f"worker {index}'s replacement did not start: {reason}")
+
+    def lose(self, dead: Worker, how: str) -> int:
+        """Write the ``response_end`` of every request ``dead`` had in flight
+        (``worker_lost``); how many there were."""
+        flights, dead.flights = dead.flights, {}
+        lost = self.group.lost
+        for scenario, _ in flights.values():
+            label = scenario or NO_SCENARIO
+            lost[label] = lost.get(label, 0) + 1
+        log = self._log
+        if log is not None and flights:
+            now = time.monotonic()
+            reason = f"worker {dead.index} {how}"
+            for request_id, (scenario, began) in sorted(flights.items(), key=lambda f: f[1][1]):
+                end = worker_lost_end((now - began) * 1000.0, reason)
+                log.for_request(request_id=request_id, scenario=scenario).info(
+                    "response_end", **end
+                )
+            log.flush()
+        return len(flights)
+
+
+def _unlock(lock: Any) -> None:
+    """Free the counters' lock if a dead worker held it: a worker holds it for a few
+    instructions, so one held for a second is the dead one's."""
+    if lock.acquire(timeout=1.0):
+        lock.release()
+    else:
+        with contextlib.suppress(ValueError):
+            lock.release()
+
+
+def say_line(kind: str, message: str) -> None:
+    from chaosproxy.control.process import say
+
+    say(kind, message)
+
+
+class _WriteLines:
+    """A binary stream of whole lines handed to ``write`` (the relay's stdout)."""
+
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self._write = write
+        self.closed = False
+        self.name = "stdout"
+
+    def write(self, data: bytes) -> int:
+        self._write(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _lost_log(
+    config: Config, log_mode: str, log_format: str, write: Callable[[bytes], None]
+) -> FrameLog | None:
+    """The supervisor's own frame log, for the ends of a dead worker's requests: the
+    same target and format as the workers' (None: no log)."""
+    stream: Any
+    if log_mode == "file" and config.log is not None:
+        stream = LineWriter(open_append(config.log), name=config.log)
+    elif log_mode == "stdout":
+        stream = LineWriter(sys.stdout.fileno(), name="stdout", owns=False)
+    elif log_mode == "relay":
+        stream = _WriteLines(write)
+    else:
+        return None
+    fmt: Any = log_format
+    return FrameLog(stream, content=config.log_content, fmt=fmt, level=config.log_level)
 
 
 # --------------------------------------------------------------------------- admin
@@ -354,12 +700,19 @@ async def _supervise(
         fail,
         say,
     )
-    from chaosproxy.control.start import SIDE_GRACE, _bound_urls, check_admin_binding, uses_mock
+    from chaosproxy.control.start import (
+        SIDE_GRACE,
+        _bound_urls,
+        check_admin_binding,
+        uses_mock,
+        watches,
+    )
     from chaosproxy.scenario import cross_tenant_warnings, with_library
-    from chaosproxy.scenario.selection import ScenarioSet
     from chaosproxy.server.net import StartupError, hostport, listen
 
     count = config.workers
+    # (as early as can be: the CLI has just loaded them)
+    watched = ScenarioFiles(config.scenarios) if watches(config) else None
     stop = _Stop(config.grace + EXIT_MARGIN)
     try:
         admin_warning = check_admin_binding(config)
@@ -384,22 +737,32 @@ async def _supervise(
     slots = Slots(counters, library)
     tag = secrets.token_hex(8)
     secret = secrets.token_bytes(32)
-    worker_config = config.replace(listen=(host, port), admin=None)
+    # Watching the scenario files is the supervisor's (workers change as it says).
+    worker_config = config.replace(listen=(host, port), admin=None, scenarios_poll=0.0)
+    # Both ends of every inbox stay here too: a replacement takes its place, and the
+    # others' sending ends still reach it.
     inboxes = [inbox_pair() for _ in range(count)]
     workers: list[Worker] = []
     loop = asyncio.get_running_loop()
-    relays: list[socket.socket] = []
-    for i in range(count):
+    write = stdout_writer()
+
+    generations = [0] * count
+
+    async def spawn(i: int, **now: Any) -> Worker:
+        """Start worker ``i`` (``now``: a replacement's current state, WorkerSpec). A
+        replacement's request ids carry its generation after the run's tag
+        (``r-3f9a1w0-1``), so that they never repeat its predecessor's."""
+        generation = generations[i]
+        generations[i] += 1
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_mine = log_theirs = None
         if log_mode == "relay":
             log_mine, log_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             log_mine.shutdown(socket.SHUT_WR)
-            relays.append(log_mine)
         spec = WorkerSpec(
             index=i,
             count=count,
-            tag=f"{tag}w{i}",
+            tag=f"{tag}{generation:x}w{i}" if generation else f"{tag}w{i}",
             config=worker_config,
             control=theirs,
             inbox=inboxes[i][0],
@@ -411,6 +774,8 @@ async def _supervise(
             log_mode=log_mode,
             log_socket=log_theirs,
             log_format=log_format,
+            fixture_files=tuple(fixtures),
+            **now,
         )
         process = context.Process(
             target=run_worker, args=(spec,), name=f"chaosproxy-worker-{i}", daemon=True
@@ -420,15 +785,19 @@ async def _supervise(
         if log_theirs is not None:
             log_theirs.close()
         channel = Channel(mine)
+        worker = Worker(i, process, channel, born=time.monotonic())
+        channel.on_note = worker.noted
+        if i < len(workers):  # a replacement takes its place at once
+            workers[i] = worker
         await channel.open()
-        workers.append(Worker(i, process, channel))
-    for inbox, sender in inboxes:
-        inbox.close()
-        sender.close()
-    write = stdout_writer()
-    for i, sock in enumerate(relays):
-        _, relay = await loop.create_unix_connection(lambda: Relay(write), sock=sock)
-        workers[i].relay = relay
+        if log_mine is not None:
+            _, worker.relay = await loop.create_unix_connection(lambda: Relay(write), sock=log_mine)
+        return worker
+
+    for i in range(count):
+        # The supervisor's scenarios, not the files again: every worker has the same.
+        workers.append(await spawn(i, scenarios=library, default=config.scenario))
+    lost_log = _lost_log(config, log_mode, log_format, write)
 
     def kill_all() -> None:
         for w in workers:
@@ -541,25 +910,37 @@ async def _supervise(
     for warning in [*warnings, *([unreachable] if unreachable else [])]:
         say("warning", warning)
     sys.stderr.flush()
-    # Serve until a signal, or until a worker dies on its own.
-    died = asyncio.ensure_future(_first_death(workers))
-    await asyncio.wait({signalled, died}, return_when=asyncio.FIRST_COMPLETED)
+    # Serve until a signal, replacing a worker that dies (or giving up on one).
+
+    def current() -> dict[str, Any]:
+        """What a replacement starts with: the state of now (WorkerSpec)."""
+        live, default = scenario_set.snapshot()
+        return {
+            "scenarios": live,
+            "default": default,
+            "initial": scenario_set.initial(),
+            "fixtures_added": mirror.added if mirror is not None else (),
+        }
+
+    keeper = Keeper(group, spawn, current, lost_log, lock)
+    keeper.start()
+    watcher = None
+    if watched is not None:
+        watcher = _watch_files(config, scenario_set, group, watched)
+        watcher.start()
+    ending: set[asyncio.Future[Any]] = {signalled, keeper.gave_up}
+    await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
     code = 0
     if signalled.done():
         say("notice", f"{stop.reason}: stopping; streams in flight get {config.grace:g}s")
         since = stop.signalled_at
     else:
-        dead = died.result()
-        say(
-            "warning",
-            f"worker {dead.index} exited on its own (code {dead.process.exitcode}): "
-            "stopping every worker",
-        )
+        say("error", keeper.gave_up.result())
         code = 1
         since = time.monotonic()
-    died.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await died  # (its readers of the sentinels gone before others are added)
+    await keeper.stop()
+    if watcher is not None:
+        await watcher.stop()
     if admin_runner is not None:
         for site in list(admin_runner.sites):
             await site.stop()
@@ -575,6 +956,11 @@ async def _supervise(
         with contextlib.suppress(Exception):
             async with asyncio.timeout(0.1):
                 await admin_runner.cleanup()
+    if lost_log is not None:
+        lost_log.close()
+    for pair in inboxes:
+        for sock in pair:
+            sock.close()
     stop.written()
     stop.last_words = None
     sys.stdout.flush()
@@ -586,25 +972,6 @@ async def _supervise(
 async def _hello(worker: Worker) -> dict[str, Any]:
     assert worker.channel.hello is not None
     return await worker.channel.hello
-
-
-async def _first_death(workers: Sequence[Worker]) -> Worker:
-    """The first worker whose process ends."""
-    loop = asyncio.get_running_loop()
-    gone: asyncio.Future[Worker] = loop.create_future()
-
-    def ended(worker: Worker) -> None:
-        if not gone.done():
-            gone.set_result(worker)
-
-    for w in workers:
-        loop.add_reader(w.process.sentinel, ended, w)
-    try:
-        return await gone
-    finally:
-        for w in workers:
-            with contextlib.suppress(Exception):
-                loop.remove_reader(w.process.sentinel)
 
 
 async def _all_ended(workers: Sequence[Worker]) -> None:
@@ -650,4 +1017,11 @@ async def _stop_workers(workers: Sequence[Worker], deadline: float) -> None:
             await asyncio.to_thread(w.process.join, 1.0)
 
 
-__all__ = ["ControlError", "Workers", "owner_of", "serve_workers"]
+__all__ = [
+    "ControlError",
+    "Keeper",
+    "Workers",
+    "ended_how",
+    "owner_of",
+    "serve_workers",
+]

@@ -8,7 +8,9 @@ carry its number (``r-3f9aw1-7``), its stream tokens too (``w1_…``: a reconnec
 lands on another worker is handed here, :mod:`chaosproxy.workers.handover`), its
 ``requests:`` ordinals and derived seeds come from the counters all workers share
 (:mod:`chaosproxy.workers.counters`), and its frame-log lines go to the one log in
-whole lines (:mod:`chaosproxy.workers.logfile`).
+whole lines (:mod:`chaosproxy.workers.logfile`). It starts with the scenarios its
+supervisor read (a replacement: with the state of now), and tells it which requests it
+has in flight (:class:`Flights`), so that they get their end should it die.
 
 It stops as ``serve`` does (SIGTERM: stop accepting, the grace, the cut, exit within
 grace + 1 s), and also when its supervisor goes away. A terminal's Ctrl-C reaches only
@@ -25,9 +27,11 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from chaosproxy.server.config import Config
@@ -58,6 +62,47 @@ class WorkerSpec:
     log_mode: str = "none"
     log_socket: socket.socket | None = None
     log_format: str = "json"
+    #: The supervisor's scenarios (in order, the built-in library in them) and default
+    #: (None: read from the configuration's files here).
+    scenarios: dict[str, Any] | None = None
+    default: str | None = None
+    #: The mock fixtures of the files, as the supervisor read them (None: read here).
+    fixture_files: tuple[Any, ...] | None = None
+    #: A replacement for a worker that died: the set ``POST /reset`` goes back to, and
+    #: the mock fixtures added at run time.
+    initial: tuple[dict[str, Any], str | None] | None = None
+    fixtures_added: tuple[Any, ...] = ()
+
+
+class Flights:
+    """Which requests this worker has in flight, told to its supervisor so that it can
+    end them (``worker_lost``) should this worker die: a ``request`` line begins one, its
+    ``response_end`` ends it (the request store's :attr:`flights`: no frame line comes
+    here). What one loop iteration begins and ends is sent at its end in one note, and a
+    request that ends in the iteration it began in is never sent at all."""
+
+    def __init__(self, note: Callable[..., None]) -> None:
+        self._note = note
+        self._begun: dict[str, list[Any]] = {}
+        self._ended: list[str] = []
+        self._scheduled = False
+
+    def __call__(self, line: Any) -> None:
+        request_id = line["request_id"]
+        if line["event"] == "request":
+            self._begun[request_id] = [request_id, line["scenario"], time.monotonic()]
+        elif self._begun.pop(request_id, None) is None:
+            self._ended.append(request_id)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.send)
+
+    def send(self) -> None:
+        self._scheduled = False
+        if self._begun or self._ended:
+            self._note("flights", begun=list(self._begun.values()), ended=self._ended)
+            self._begun = {}
+            self._ended = []
 
 
 def run_worker(spec: WorkerSpec) -> None:
@@ -116,13 +161,28 @@ async def _serve(spec: WorkerSpec) -> int:
         return 2
     stop = _Stop(config.grace + EXIT_MARGIN, flush=log.flush)
     try:
-        proxy = await start_proxy(config, log=log, reuse_port=True)
+        if spec.scenarios is None:
+            proxy = await start_proxy(config, log=log, reuse_port=True, fixtures=spec.fixture_files)
+        else:  # the supervisor's set (now, for a replacement), whatever the files say
+            proxy = await start_proxy(
+                config.replace(scenario=spec.default),
+                scenarios=spec.scenarios,
+                library=False,
+                log=log,
+                reuse_port=True,
+                fixtures=spec.fixture_files,
+            )
+            if spec.initial is not None:
+                proxy.state.scenarios.rebase(*spec.initial, apply=False)
+            if proxy.fixtures is not None and spec.fixtures_added:
+                proxy.fixtures.add(spec.fixtures_added)
     except (StartupError, ScenarioError) as exc:
         log.close()
         control.hello("failed", reason=str(exc).splitlines()[0])
         await control.flush()
         return 2
     state = proxy.state
+    proxy.requests.flights = Flights(control.note)
     state.resume.token_prefix = token_prefix(spec.index)
     state.tenants = tenant_keys(config, spec.tenant_secret)
     counters = SharedCounters(spec.counters, spec.lock, spec.slots)
@@ -225,6 +285,26 @@ class _Answers:
         proxy.state.streams.clear()
         proxy.state.resume.forget()
         self._remap(message)
+
+    async def op_rebase(self, message: dict[str, Any]) -> None:
+        """The scenario files changed (the supervisor's watcher): each scenario of the
+        new base by name, with its document when it is new or changed (None: this
+        worker's own, unchanged)."""
+        from chaosproxy.scenario import parse_scenario
+
+        scenarios = self.proxy.state.scenarios
+        old, _ = scenarios.initial()
+        base = {}
+        for name, document in message["base"]:
+            if document is None:
+                base[name] = old[name]
+            else:
+                text = orjson.dumps(document)
+                base[name] = await asyncio.to_thread(
+                    parse_scenario, text, f"<{name}>", default_name=name, read_only=True
+                )
+        self._remap(message)
+        scenarios.rebase(base, message.get("default"))
 
     async def op_add_fixtures(self, message: dict[str, Any]) -> None:
         from chaosproxy.control.admin import BODY_SOURCE

@@ -4,6 +4,8 @@ drives them together through the facade."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from chaosproxy.core.actions import Send
@@ -21,16 +23,33 @@ from chaosproxy.core.head import (
 from chaosproxy.core.lifecycle import (
     OUTCOMES,
     TRANSITIONS,
+    WORKER_LOST,
     Lifecycle,
     Phase,
     SessionError,
     SessionEvent,
 )
 from chaosproxy.core.providers import get_profile
-from chaosproxy.core.summary import Tally
+from chaosproxy.core.records import Outcome
+from chaosproxy.core.summary import Tally, worker_lost_end
 from chaosproxy.scenario import parse_scenario
 
 # --------------------------------------------------------------------------- lifecycle
+
+
+def test_every_outcome_is_set_by_an_event_but_worker_lost() -> None:
+    # worker_lost is written by a supervisor for a worker's requests, never by a session.
+    assert set(get_args(Outcome)) == {*OUTCOMES.values(), WORKER_LOST}
+    assert WORKER_LOST not in OUTCOMES.values()
+    assert worker_lost_end(1234.56789, "worker 1 killed by SIGKILL") == {
+        "outcome": "worker_lost",
+        "status": 0,
+        "bytes": 0,
+        "frames": 0,
+        "duration_ms": 1234.568,
+        "reason": "worker 1 killed by SIGKILL",
+    }
+    assert worker_lost_end(-0.5, "exit code 3")["duration_ms"] == 0.0  # (clocks apart)
 
 
 def test_the_events_are_typed_and_still_their_names() -> None:

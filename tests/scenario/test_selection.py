@@ -9,7 +9,13 @@ import pytest
 from multidict import CIMultiDict
 
 from chaosproxy.scenario import Scenario, ScenarioError, parse_scenario
-from chaosproxy.scenario.selection import Choice, ScenarioSet, UnknownScenario, derive_seed
+from chaosproxy.scenario.selection import (
+    Choice,
+    Rebased,
+    ScenarioSet,
+    UnknownScenario,
+    derive_seed,
+)
 
 CHAT = "/v1/chat/completions"
 
@@ -505,3 +511,61 @@ def test_derived_seeds_with_a_salt_are_another_sequence() -> None:
     salted = [derive_seed(5, n, "pod-a") for n in range(1, 50)]
     assert not set(salted) & {derive_seed(5, n) for n in range(1, 50)}
     assert not set(salted) & {derive_seed(5, n, "pod-b") for n in range(1, 50)}
+
+
+# --------------------------------------------------------------------------- rebase
+
+
+def test_rebase_follows_the_files_where_nothing_changed_the_set_at_run_time() -> None:
+    a, b, c, d = (scenario(n) for n in "abcd")
+    s = ScenarioSet({"a": a, "b": b, "c": c, "d": d}, "b", 7)
+    mine = scenario("c", "description: the admin's")
+    s.add(mine)  # replaced at run time
+    s.remove("d")  # removed at run time
+    s.add(scenario("x"))  # added at run time
+    new_a = scenario("a", "seed: 3")
+    new_b = scenario("b", "seed: 4")
+    e = scenario("e")
+    x_file = scenario("x", "seed: 5")
+    files = {"a": new_a, "c": scenario("c", "seed: 6"), "d": d, "e": e, "x": x_file}
+    rebased = s.rebase(files, "b")
+    # a changed in the file: the new one; b gone from the files: removed, and it was
+    # the default; c and x are the admin's; d, removed at run time, stays removed; e new.
+    assert rebased.changed == ("a", "e")
+    assert rebased.removed == ("b",)
+    assert list(s.scenarios) == ["a", "c", "x", "e"]
+    assert s.scenarios["a"] is new_a and s.scenarios["c"] is mine
+    assert s.default is None
+    # What POST /reset goes back to is the files' set now (its default gone with it).
+    s.restore()
+    assert list(s.scenarios) == ["a", "c", "d", "e", "x"]
+    assert s.scenarios["x"] is x_file and s.default is None
+    # The configured default comes back with its file.
+    s.rebase({**s.scenarios, "b": new_b}, "b")
+    s.restore()
+    assert s.default == "b" and s.scenarios["b"] is new_b
+
+
+def test_rebase_keeps_an_unchanged_scenario_and_its_count() -> None:
+    once = scenario("once", "requests: [2]")
+    s = ScenarioSet({"once": once}, None, 7)
+    headers = {"X-Chaos-Scenario": "once"}
+    assert s.choose("POST", CHAT, headers).active is False  # its first request
+    # The files read again: the same document is the same scenario, its count goes on.
+    rebased = s.rebase({"once": scenario("once", "requests: [2]")}, None)
+    assert rebased.changed == () and rebased.removed == ()
+    assert s.scenarios["once"] is once
+    assert s.choose("POST", CHAT, headers).active is True  # its second
+    # Changed: a new scenario, counted from 1.
+    assert s.rebase({"once": scenario("once", "requests: [1]")}, None).changed == ("once",)
+    assert s.choose("POST", CHAT, headers).active is True
+
+
+def test_rebase_without_apply_changes_only_what_reset_goes_back_to() -> None:
+    a, b = scenario("a"), scenario("b")
+    s = ScenarioSet({"a": a}, "a", 7)
+    assert s.rebase({"b": b}, "b", apply=False) == Rebased()
+    assert list(s.scenarios) == ["a"] and s.default == "a"
+    assert s.initial() == ({"b": b}, "b")
+    s.restore()
+    assert list(s.scenarios) == ["b"] and s.default == "b"

@@ -22,6 +22,8 @@ from chaosproxy.server.config import (
     flags,
     from_environment,
     parse_duration,
+    parse_duration_or_off,
+    show_duration_or_off,
 )
 from tests.conftest import run_cli
 
@@ -67,6 +69,7 @@ SAMPLES: dict[str, str | None] = {
     "--tenant-header": "X-User-Id",
     "--tenant-cookie": "session",
     "--workers": "2",
+    "--scenarios-poll": "250ms",
 }
 
 
@@ -260,3 +263,13 @@ def test_reading_the_configuration_does_not_load_the_mock() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == "[]\n"
+
+
+def test_scenarios_poll_is_a_duration_or_off() -> None:
+    assert parse_duration_or_off("250ms") == 0.25
+    assert parse_duration_or_off("off") == parse_duration_or_off("0s") == 0.0
+    assert show_duration_or_off(0.0) == "off" and show_duration_or_off(1.0) == "1s"
+    with pytest.raises(
+        ConfigError, match=r"^expected a duration with a unit \(250ms, 2s, 1m\) or off, got '5'$"
+    ):
+        parse_duration_or_off("5")

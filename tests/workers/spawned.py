@@ -30,3 +30,12 @@ def append_lines(path: str, worker: int) -> None:
     for n in range(3000):
         writer.write(orjson.dumps({"w": worker, "n": n, "pad": pad}) + b"\n")
     writer.close()
+
+
+def hold(lock: Any, held: Any) -> None:
+    """Take ``lock`` and keep it until killed (a worker killed mid-count)."""
+    import time
+
+    lock.acquire()
+    held.set()
+    time.sleep(120)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import signal
 import socket
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import Metrics
+from chaosproxy.observe.store import RequestStore
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.scenario.selection import ScenarioSet, derive_seed
 from chaosproxy.workers.control import (
@@ -33,8 +37,18 @@ from chaosproxy.workers.control import (
 )
 from chaosproxy.workers.counters import SharedCounters, Slots, TooManyScenarios
 from chaosproxy.workers.handover import WorkerHandover, token_prefix
-from chaosproxy.workers.logfile import Relay
-from chaosproxy.workers.supervisor import _Merged, owner_of
+from chaosproxy.workers.logfile import LineWriter, Relay, open_append
+from chaosproxy.workers.supervisor import (
+    Keeper,
+    Worker,
+    Workers,
+    _Merged,
+    _unlock,
+    ended_how,
+    lost_family,
+    owner_of,
+)
+from chaosproxy.workers.worker import Flights
 from tests.workers import spawned
 
 # --------------------------------------------------------------------------- control
@@ -413,3 +427,155 @@ def test_workers_is_a_number_or_auto() -> None:
     for bad in ("0", "-1", "two", "", "1025"):
         with pytest.raises(ConfigError, match="auto or a number of workers"):
             parse_workers(bad)
+
+
+# --------------------------------------------------------------------------- deaths
+
+
+async def test_notes_come_unasked_between_answers_and_are_read_to_the_end() -> None:
+    ours, theirs = socket.socketpair()
+    channel = Channel(ours)
+    notes: list[dict[str, Any]] = []
+    channel.on_note = notes.append
+    worker = WorkerEnd(theirs)
+    await channel.open()
+    await worker.open()
+
+    async def handler(op: str, message: dict[str, Any]) -> Any:
+        worker.note("flights", begun=[["r-1", None, 1.5]], ended=[])
+        return op
+
+    worker.hello("ready", pid=7)
+    serving = asyncio.create_task(worker.serve(handler))
+    assert await channel.ask("x") == "x"
+    worker.note("flights", begun=[], ended=["r-1"])
+    serving.cancel()
+    theirs.close()  # gone: what it wrote is still read
+    assert channel.ended is not None
+    await channel.ended
+    assert notes == [
+        {"id": -1, "op": "flights", "begun": [["r-1", None, 1.5]], "ended": []},
+        {"id": -1, "op": "flights", "begun": [], "ended": ["r-1"]},
+    ]
+    await channel.close()
+
+
+async def test_flights_are_told_once_per_loop_iteration_and_short_ones_never() -> None:
+    notes: list[tuple[str, dict[str, Any]]] = []
+    flights = Flights(lambda op, **fields: notes.append((op, fields)))
+    before = time.monotonic()
+    flights({"event": "request", "request_id": "r-1", "scenario": "slow"})
+    flights({"event": "request", "request_id": "r-2", "scenario": None})
+    flights({"event": "response_end", "request_id": "r-2", "scenario": None})  # ended at once
+    assert notes == []  # not before the iteration ends
+    await asyncio.sleep(0)
+    ((op, fields),) = notes
+    assert op == "flights" and fields["ended"] == []
+    ((request_id, scenario, began),) = fields["begun"]
+    assert (request_id, scenario) == ("r-1", "slow") and before <= began <= time.monotonic()
+    flights({"event": "response_end", "request_id": "r-1", "scenario": "slow"})
+    await asyncio.sleep(0)
+    assert notes[1] == ("flights", {"begun": [], "ended": ["r-1"]})
+    await asyncio.sleep(0)
+    assert len(notes) == 2  # nothing more to tell: nothing told
+
+
+def test_the_request_store_tells_flights_of_requests_and_ends_only() -> None:
+    store = RequestStore()
+    seen: list[str] = []
+    store.flights = lambda line: seen.append(f"{line['event']} {line['request_id']}")
+    base = {"request_id": "r-1", "scenario": None, "ts": "t"}
+    store({**base, "event": "request", "seed": 1, "method": "POST", "path": "/"})  # type: ignore[typeddict-item]
+    store.frame_json(base, {"n": 1, "size": 3, "t_ms": 0.0}, b'{"n":1}\n')  # type: ignore[typeddict-item]
+    store({**base, "event": "action", "action": "cut"})  # type: ignore[typeddict-item]
+    store.reset()  # (its end is still told)
+    store({**base, "event": "response_end", "outcome": "completed"})  # type: ignore[typeddict-item]
+    assert seen == ["request r-1", "response_end r-1"]
+
+
+def test_how_a_worker_ended_is_said_in_words() -> None:
+    assert ended_how(-signal.SIGKILL) == "killed by SIGKILL"
+    assert ended_how(-signal.SIGSEGV) == "killed by SIGSEGV"
+    assert ended_how(-200) == "killed by signal 200"
+    assert ended_how(3) == "exit code 3"
+    assert ended_how(None) == "ended"
+
+
+async def test_a_dead_workers_requests_end_worker_lost_in_the_order_they_began(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "frames.log"
+    log = FrameLog(LineWriter(open_append(str(path)), name=str(path)))
+    counters = _counters()
+    keeper = Keeper(Workers([], Slots(counters)), _never, dict, log, None)
+    dead = Worker(1, None, None)  # type: ignore[arg-type]
+    now = time.monotonic()
+    dead.noted(
+        {
+            "op": "flights",
+            "begun": [["r-aw1-2", None, now - 0.5], ["r-aw1-1", "slow", now - 2]],
+            "ended": [],
+        }
+    )
+    dead.noted({"op": "flights", "begun": [["r-aw1-3", "slow", now]], "ended": ["r-aw1-3"]})
+    assert keeper.lose(dead, "killed by SIGKILL") == 2
+    assert dead.flights == {}
+    assert keeper.group.lost == {"slow": 1, "none": 1}
+    # /metrics: counted with the workers' outcomes.
+    worker = Metrics()
+    worker.requests.labels("slow", "completed").inc()
+    answer = [
+        [f.name, f.documentation, f.type, [[x.name, x.labels, x.value] for x in f.samples]]
+        for f in worker.registry.collect()
+    ]
+    merged = {m.name: m for m in _Merged([answer, lost_family(keeper.group.lost)]).collect()}
+    assert {
+        (x.labels["scenario"], x.labels["outcome"]): x.value
+        for x in merged["chaosproxy_requests"].samples
+        if x.name == "chaosproxy_requests_total"
+    } == {("slow", "completed"): 1, ("slow", "worker_lost"): 1, ("none", "worker_lost"): 1}
+    log.close()
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert [(x["request_id"], x["scenario"]) for x in lines] == [
+        ("r-aw1-1", "slow"),
+        ("r-aw1-2", None),
+    ]
+    for line in lines:
+        assert line == {
+            "request_id": line["request_id"],
+            "scenario": line["scenario"],
+            "outcome": "worker_lost",
+            "status": 0,
+            "bytes": 0,
+            "frames": 0,
+            "duration_ms": line["duration_ms"],
+            "reason": "worker 1 killed by SIGKILL",
+            "event": "response_end",
+            "ts": line["ts"],
+        }
+    assert 2000 <= lines[0]["duration_ms"] < 60_000 and 500 <= lines[1]["duration_ms"] < 58_500
+
+
+async def _never(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("nothing is spawned here")
+
+
+def test_the_counters_lock_of_a_worker_killed_holding_it_is_freed() -> None:
+    context = multiprocessing.get_context("spawn")
+    lock = context.Lock()
+    held = context.Event()
+    process = context.Process(target=spawned.hold, args=(lock, held))
+    process.start()
+    try:
+        assert held.wait(60)
+        assert lock.acquire(timeout=0.05) is False
+        process.kill()
+        process.join(10)
+        _unlock(lock)
+        assert lock.acquire(timeout=0) is True  # free again
+        lock.release()
+        _unlock(lock)  # a free lock stays free (and is not released twice)
+        assert lock.acquire(timeout=0) is True
+    finally:
+        process.kill()
+        process.join(10)

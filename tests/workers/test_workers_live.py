@@ -8,7 +8,11 @@ proxy and derived seeds counting the whole proxy's requests; ``GET /requests`` a
 log, parsed line by line, holding every request's lines; a reconnect that lands on the
 other worker answered from the history of the worker that keeps it (the connection
 handed over); tenants isolated across workers; SIGTERM stopping every worker, every
-request with its one ``response_end``.
+request with its one ``response_end``. A worker SIGKILLed mid-stream: the other's
+streams complete, the killed one's requests end ``worker_lost`` (the line naming
+SIGKILL), a replacement serves with the state of now; a worker that dies at once again
+and again, or whose replacement cannot start, is retried with backoff, then given up on.
+A scenario file changed applies on every worker and on a replacement.
 
 Which worker served a request is in its id (``r-<tag>w<k>-<n>``). To land a reconnect
 on the other worker, a client opens connections until a first, plain request on one is
@@ -570,3 +574,252 @@ async def test_the_supervisors_admin_port_is_guarded_too(tmp_path: Path) -> None
             assert resp.status == 200
     finally:
         stop(served)
+
+
+# --------------------------------------------------------------------------- deaths
+
+FIXTURE = "fixtures:\n  - match: {message: fixture please}\n    text: from the fixture\n"
+ASKS_FIXTURE = {**BODY, "messages": [{"role": "user", "content": "fixture please"}]}
+KILLED = re.compile(
+    r"worker (\d) \(pid (\d+)\) killed by SIGKILL; (\d+) request\(s\) in flight ended worker_lost"
+)
+REPLACED = re.compile(r"worker (\d) replaced \(pid (\d+)\)")
+
+
+def text_of(body: bytes) -> str:
+    """The text of an OpenAI Chat stream's deltas."""
+    text = ""
+    for line in body.splitlines():
+        if line.startswith(b"data: {"):
+            for choice in orjson.loads(line[6:])["choices"]:
+                text += choice["delta"].get("content") or ""
+    return text
+
+
+def until_stderr(served: Served, pattern: re.Pattern[str], count: int = 1) -> list[re.Match[str]]:
+    """The first ``count`` matches of ``pattern`` in the supervisor's stderr, once they
+    are there (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = list(pattern.finditer(served.stderr.read_text(errors="replace")))
+        if len(found) >= count or time.monotonic() > deadline:
+            assert len(found) >= count, served.stderr.read_text()
+            return found[:count]
+        time.sleep(0.05)
+
+
+async def read_all(response: aiohttp.ClientResponse) -> tuple[bytes, bool]:
+    """The rest of a body, and whether it ended cleanly."""
+    received = bytearray()
+    try:
+        async for data in response.content.iter_any():
+            received += data
+    except aiohttp.ClientPayloadError:
+        return bytes(received), False
+    return bytes(received), True
+
+
+def test_a_killed_worker_is_replaced_and_its_requests_end_worker_lost(tmp_path: Path) -> None:
+    served = start(tmp_path)
+    added = "name: added\nfaults:\n  - delay: {per_event: 1ms}\n"
+
+    async def run() -> dict[str, Any]:
+        async with aiohttp.ClientSession(served.admin) as admin:
+            async with admin.post(
+                "/scenarios", data=added, headers={"Content-Type": "application/yaml"}
+            ) as response:
+                assert response.status == 201
+            async with admin.put("/default", json={"scenario": "added"}) as response:
+                assert response.status == 200
+            async with admin.post(
+                "/mock/fixtures", data=FIXTURE, headers={"Content-Type": "application/yaml"}
+            ) as response:
+                assert response.status == 201
+        sessions = [
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
+            for _ in range(12)
+        ]
+        try:
+            responses = await asyncio.gather(
+                *(
+                    s.post(served.url + CHAT, json=BODY, headers={"X-Chaos-Scenario": "slow"})
+                    for s in sessions
+                )
+            )
+            for response in responses:
+                assert response.status == 200
+                await response.content.readany()  # each stream has begun
+            ids = [r.headers["X-Chaos-Request-Id"] for r in responses]
+            os.kill(served.pids[0], signal.SIGKILL)
+            bodies = await asyncio.gather(*(read_all(r) for r in responses))
+        finally:
+            for session in sessions:
+                await session.close()
+        (replaced,) = await asyncio.to_thread(until_stderr, served, REPLACED)
+        # New connections until one lands on the replacement: it serves, with the
+        # scenario and the default the admin set before it started.
+        landed = []
+        for _ in range(60):
+            response, body = await one(
+                served.url, headers={"X-Chaos-Scenario": "added"}, body=ASKS_FIXTURE
+            )
+            assert response.status == 200, body
+            landed.append((response.headers["X-Chaos-Request-Id"], body))
+            if worker_of(landed[-1][0]) == 0:
+                break
+        default, _ = await one(served.url)
+        return {
+            "ids": ids,
+            "bodies": bodies,
+            "replaced": replaced,
+            "landed": landed,
+            "default": default.headers.get("X-Chaos-Scenario"),
+        }
+
+    try:
+        got = asyncio.run(run())
+        (killed,) = until_stderr(served, KILLED)
+        ids = got["ids"]
+        lost = {i for i in ids if worker_of(i) == 0}
+        kept = {i for i in ids if worker_of(i) == 1}
+        assert lost and kept  # (both workers had streams: 12 connections)
+        # The other worker's streams went on to their end, whole.
+        for request_id, (body, clean) in zip(ids, got["bodies"], strict=True):
+            if request_id in kept:
+                assert clean and body.endswith(b"data: [DONE]\n\n"), request_id
+            else:
+                assert not clean or not body.endswith(b"data: [DONE]\n\n"), request_id
+        # The killed worker's requests: one response_end each, written by the
+        # supervisor, naming the signal.
+        assert killed.group(1) == "0" and int(killed.group(2)) == served.pids[0]
+        assert int(killed.group(3)) == len(lost)
+        new_id, new_body = got["landed"][-1]
+        assert worker_of(new_id) == 0 and new_body.endswith(b"data: [DONE]\n\n")
+        assert text_of(new_body) == "from the fixture"  # added before it started
+        assert int(got["replaced"].group(2)) not in served.pids
+        assert got["default"] == "added"
+        asyncio.run(until_logged(served, {*ids, new_id}))
+        ends = [line for line in served.lines() if line["event"] == "response_end"]
+        by_id = Counter(line["request_id"] for line in ends)
+        assert {i: by_id[i] for i in {*ids, new_id}} == dict.fromkeys({*ids, new_id}, 1)
+        for line in ends:
+            if line["request_id"] in lost:
+                assert line == {
+                    "request_id": line["request_id"],
+                    "scenario": "slow",
+                    "outcome": "worker_lost",
+                    "status": 0,
+                    "bytes": 0,
+                    "frames": 0,
+                    "duration_ms": line["duration_ms"],
+                    "reason": "worker 0 killed by SIGKILL",
+                    "event": "response_end",
+                    "ts": line["ts"],
+                }
+                assert line["duration_ms"] > 0
+            elif line["request_id"] in {*kept, new_id}:
+                assert line["outcome"] == "completed"
+        assert stop(served) <= GRACE + 1.3
+        assert served.process.returncode == 0
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+
+
+def test_a_worker_that_dies_at_once_again_and_again_is_given_up_on(tmp_path: Path) -> None:
+    served = start(tmp_path)
+    try:
+        pid = served.pids[1]
+        for n in range(1, 6):
+            os.kill(pid, signal.SIGKILL)
+            if n == 5:
+                break
+            replaced = until_stderr(served, REPLACED, n)[-1]
+            assert replaced.group(1) == "1"
+            pid = int(replaced.group(2))
+        assert served.process.wait(timeout=30) == 1
+        text = served.stderr.read_text()
+        warned = [line for line in text.splitlines() if line.startswith("chaosproxy: warning:")]
+        assert [KILLED.search(line).group(1) for line in warned] == ["1"] * 4  # type: ignore[union-attr]
+        last = text.strip().splitlines()[-1]
+        assert last == (
+            f"chaosproxy: error: worker 1 (pid {pid}) killed by SIGKILL; 0 request(s) in "
+            "flight ended worker_lost; it died 5 times in a row within 10s of starting: "
+            "not replacing it again; stopping every worker"
+        )
+        # Waits between the replacements grew: 0, 0.5, 1, 2 s.
+        waits = re.findall(r"worker_lost; replacing it(?: in ([0-9.]+)s)?", text)
+        assert waits == ["", "0.5", "1", "2"]
+        for gone in served.pids:
+            with pytest.raises(ProcessLookupError):
+                os.kill(gone, 0)
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+
+
+def test_a_scenario_file_changed_applies_on_every_worker_and_a_replacement(
+    tmp_path: Path,
+) -> None:
+    served = start(tmp_path, "--scenarios-poll", "100ms")
+    teapot = "name: teapot\nfaults:\n  - status: {code: 418}\n"
+
+    async def statuses(n: int) -> dict[int, set[int]]:
+        """Each worker's answers to ``n`` requests for teapot, each on its own
+        connection."""
+        seen: dict[int, set[int]] = {}
+        for response, _ in await many(served.url, n, {"X-Chaos-Scenario": "teapot"}):
+            worker = worker_of(response.headers["X-Chaos-Request-Id"])
+            seen.setdefault(worker, set()).add(response.status)
+        return seen
+
+    try:
+        (tmp_path / "scenarios" / "teapot.yaml").write_text(teapot)
+        until_stderr(served, re.compile("scenario files reloaded: added or changed teapot"))
+        assert asyncio.run(statuses(20)) == {0: {418}, 1: {418}}
+        os.kill(served.pids[0], signal.SIGKILL)
+        until_stderr(served, REPLACED)
+
+        async def on_the_replacement() -> int:
+            for _ in range(60):
+                response, _ = await one(served.url, {"X-Chaos-Scenario": "teapot"})
+                if worker_of(response.headers["X-Chaos-Request-Id"]) == 0:
+                    return response.status
+            raise AssertionError("no connection landed on the replacement")
+
+        assert asyncio.run(on_the_replacement()) == 418
+        (tmp_path / "scenarios" / "teapot.yaml").unlink()
+        until_stderr(served, re.compile("scenario files reloaded: removed teapot"))
+        assert asyncio.run(statuses(20)) == {0: {400}, 1: {400}}
+        assert stop(served) <= GRACE + 1.3
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+
+
+def test_a_replacement_that_cannot_start_is_retried_then_given_up_on(tmp_path: Path) -> None:
+    served = start(tmp_path)
+    try:
+        assert served.log is not None
+        served.log.unlink()
+        served.log.mkdir()  # a replacement cannot open the log any more
+        os.kill(served.pids[0], signal.SIGKILL)
+        assert served.process.wait(timeout=60) == 1
+        lines = served.stderr.read_text().strip().splitlines()
+        refused = [line for line in lines if "replacement did not start" in line]
+        assert (
+            refused
+            == [
+                f"chaosproxy: warning: worker 0's replacement did not start: cannot open log "
+                f"{served.log}: Is a directory"
+            ]
+            * 4
+        )
+        assert lines[-1].startswith("chaosproxy: error: worker 0 (pid ")
+        assert lines[-1].endswith(
+            ") exit code 2; 0 request(s) in flight ended worker_lost; it died 5 times in a "
+            "row within 10s of starting: not replacing it again; stopping every worker"
+        )
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
