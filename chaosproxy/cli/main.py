@@ -281,11 +281,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = config.replace(log_level="requests")
     if config.replica_id is None:  # a served proxy is a replica: the host's name
         config = config.replace(replica_id=config.replica)
-    if config.workers > 1 and config.shared:
-        return fail(
-            "--workers and --state redis://… do not go together yet: run one process "
-            "per replica (docs/fleet.md)"
-        )
     try:
         # Before anything starts, and before the event loop runs: a TLS file that could
         # block (a FIFO) or prompt (an encrypted key) is refused here, in one line.

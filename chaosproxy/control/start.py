@@ -604,7 +604,13 @@ async def _join_fleet(
     from chaosproxy.fleet.history import HistoryMirror
     from chaosproxy.fleet.shared import StateCollector
 
-    shared = SharedState(config.state, config.fleet, config.replica, config.state_timeout)
+    shared = SharedState(
+        config.state,
+        config.fleet,
+        config.replica,
+        config.state_timeout,
+        member=config.fleet_member,
+    )
     target = Target(state, store, fixtures)
     try:
         startup = await shared.start(target.apply)

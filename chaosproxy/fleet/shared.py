@@ -90,13 +90,18 @@ class SharedState:
         replica: str,
         timeout: float,
         *,
+        member: str | None = None,
         say: Say = _stderr,
     ) -> None:
         from redis.asyncio import Redis
 
         self.url = url
         self.fleet = fleet
+        #: The replica: changes it made reach it otherwise (skipped when read back).
         self.replica = replica
+        #: This process among the fleet's (its heartbeat, its acknowledgements): the
+        #: replica, or one of its workers (``serve --workers N``: ``pod-a/w0``).
+        self.member = member or replica
         self.timeout = timeout
         self._say = say
         prefix = f"chaosproxy:{fleet}:"
@@ -207,7 +212,7 @@ class SharedState:
             with contextlib.suppress(BaseException):
                 await task
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._redis.hdel(self._keys["replicas"], self.replica), 0.5)
+            await asyncio.wait_for(self._redis.hdel(self._keys["replicas"], self.member), 0.5)
         for client in (self._redis, self._reader):
             with contextlib.suppress(Exception):
                 await client.aclose()
@@ -342,7 +347,7 @@ class SharedState:
                 return sorted(pending) or ["(Redis stopped answering)"]
             now_ms = time.time() * 1000
             live = {_text(r) for r, beat in beats.items() if now_ms - float(beat) < LIVE_FOR * 1000}
-            live.discard(self.replica)
+            live.discard(self.member)
             done = {_text(r) for r, at in applied.items() if _after(_text(at), change_id)}
             pending = sorted(live - done)
             if not pending or time.monotonic() >= deadline:
@@ -379,7 +384,7 @@ class SharedState:
         try:
             change = orjson.loads(fields[b"change"])
             if change.get("from") == self.replica:
-                return  # (made here before a restart of this replica's id)
+                return  # made by this replica: its workers have it from their supervisor
             if isinstance(change.get("body"), str):
                 change["body"] = base64.b64decode(change["body"])
             await self._apply(change)
@@ -389,12 +394,12 @@ class SharedState:
     async def _ack(self, change_id: str) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
-                self._redis.hset(self._keys["applied"], self.replica, change_id), 1.0
+                self._redis.hset(self._keys["applied"], self.member, change_id), 1.0
             )
 
     async def _beat(self) -> None:
         await asyncio.wait_for(
-            self._redis.hset(self._keys["replicas"], self.replica, time.time() * 1000), 1.0
+            self._redis.hset(self._keys["replicas"], self.member, time.time() * 1000), 1.0
         )
 
     async def _heartbeat(self) -> None:
@@ -413,6 +418,7 @@ class SharedState:
             "redis": self.label,
             "fleet": self.fleet,
             "replica": self.replica,
+            "member": self.member,
             "fallbacks": self.fallbacks,
         }
         if self.reason is not None:

@@ -688,6 +688,9 @@ class Config:
             "TEXT",
         ),
     )
+    #: This process among its fleet's when it is not the replica itself: a worker of
+    #: ``serve --workers N`` (``pod-a/w0``). Set by the supervisor; no flag.
+    fleet_member: str | None = field(default=None)
     state_timeout: float = field(
         default=0.05,
         metadata=option(

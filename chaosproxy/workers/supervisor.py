@@ -46,7 +46,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -60,9 +60,10 @@ from chaosproxy.core.summary import worker_lost_end
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, NO_SCENARIO, Metrics, with_replica
 from chaosproxy.scenario import Fixture, Scenario
-from chaosproxy.scenario.selection import Rebased, ScenarioSet
+from chaosproxy.scenario.selection import Rebased, ScenarioSet, UnknownScenario
 from chaosproxy.scenario.watch import ScenarioFiles
 from chaosproxy.server.config import Config
+from chaosproxy.server.net import StartupError
 from chaosproxy.workers.control import Channel, ControlError
 from chaosproxy.workers.counters import SLOTS, SharedCounters, Slots
 from chaosproxy.workers.handover import inbox_pair
@@ -74,6 +75,9 @@ from chaosproxy.workers.logfile import (
     stdout_writer,
 )
 from chaosproxy.workers.worker import WorkerSpec, run_worker
+
+if TYPE_CHECKING:
+    from chaosproxy.fleet import SharedState
 
 #: The longest the workers may take to start (import, load the scenarios, listen).
 START_LIMIT = 60.0
@@ -860,6 +864,15 @@ async def _supervise(
     warnings += [w for w in cross_tenant_warnings(library.values()) if w not in warnings]
     group = Workers(workers, slots)
     group.replica = config.replica_id
+    shared = None
+    changed: Callable[[dict[str, Any]], Awaitable[Any]] = group.changed
+    if config.shared:  # the replica is a member of its fleet too (docs/fleet.md)
+        try:
+            shared = await _join_fleet(config, scenario_set, mirror)
+        except StartupError as exc:
+            await _stop_workers(workers, time.monotonic() + config.grace + 0.5)
+            return fail(str(exc))
+        changed = _fleet_changes(group, shared)
     admin_runner = None
     admin_url = None
     admin_bound: list[str] = []
@@ -875,7 +888,8 @@ async def _supervise(
             fixtures=mirror,
             client_timeout=config.admin_client_timeout,
             max_connections=config.admin_max_connections,
-            changed=group.changed,
+            changed=changed,
+            shared=shared,
         )
         try:
             admin_runner, bound_port = await listen(
@@ -956,6 +970,8 @@ async def _supervise(
         with contextlib.suppress(Exception):
             async with asyncio.timeout(0.1):
                 await admin_runner.cleanup()
+    if shared is not None:
+        await shared.close()
     if lost_log is not None:
         lost_log.close()
     for pair in inboxes:
@@ -967,6 +983,70 @@ async def _supervise(
     if code:
         return code
     return 0
+
+
+async def _join_fleet(config: Config, scenarios: ScenarioSet, fixtures: Any) -> SharedState:
+    """The supervisor as its fleet's member (``--state redis://…``): what the admin
+    shows follows the fleet's changes; its workers are members of their own, which
+    read those changes and count with the fleet (StartupError: Redis unreachable)."""
+    from chaosproxy.fleet import SharedState
+    from chaosproxy.scenario import parse_fixtures, parse_scenario
+
+    async def apply(change: dict[str, Any]) -> None:  # the admin's view of the set
+        op = change["op"]
+        if op == "add_scenario":
+            scenarios.add(
+                await asyncio.to_thread(
+                    parse_scenario,
+                    change["body"],
+                    admin_api.BODY_SOURCE,
+                    default_name=change.get("name"),
+                    read_only=True,
+                )
+            )
+        elif op == "remove_scenario":
+            with contextlib.suppress(UnknownScenario):
+                scenarios.remove(change["scenario"])
+        elif op == "set_default":
+            scenarios.set_default(change.get("scenario"))
+        elif op == "reset":
+            scenarios.restore()
+            if fixtures is not None:
+                fixtures.reset()
+        elif op == "add_fixtures" and fixtures is not None:
+            fixtures.add(await asyncio.to_thread(parse_fixtures, change["body"], "body"))
+        elif op == "clear_fixtures" and fixtures is not None:
+            fixtures.clear()
+
+    shared = SharedState(config.state, config.fleet, config.replica, config.state_timeout)
+    try:
+        startup = await shared.start(apply)
+        for body, name in startup.scenarios:
+            await apply({"op": "add_scenario", "body": body, "name": name})
+        for body in startup.fixtures:
+            await apply({"op": "add_fixtures", "body": body})
+        if startup.default != "unset":
+            await apply({"op": "set_default", "scenario": startup.default})
+    except (OSError, TimeoutError) as exc:
+        await shared.close()
+        raise StartupError(str(exc) or f"--state {shared.label}: no answer in time") from None
+    return shared
+
+
+def _fleet_changes(
+    group: Workers, shared: SharedState
+) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    """An admin change in a fleet's supervisor: made by its workers (its own channel,
+    as ever), then given to the fleet, whose other members apply it."""
+    from chaosproxy.control.start import shared_changes
+
+    publish = shared_changes(shared)
+
+    async def changed(change: dict[str, Any]) -> dict[str, Any]:
+        await group.changed(change)
+        return await publish(change)
+
+    return changed
 
 
 async def _hello(worker: Worker) -> dict[str, Any]:

@@ -150,6 +150,8 @@ async def _serve(spec: WorkerSpec) -> int:
     from chaosproxy.workers.handover import Inbox, WorkerHandover, token_prefix
 
     config = spec.config
+    if config.shared:  # one of the fleet's members: its changes and counters are Redis's
+        config = config.replace(fleet_member=f"{config.replica}/w{spec.index}")
     control = WorkerEnd(spec.control)
     await control.open()
     set_process_tag(spec.tag)
@@ -184,7 +186,8 @@ async def _serve(spec: WorkerSpec) -> int:
     state = proxy.state
     proxy.requests.flights = Flights(control.note)
     state.resume.token_prefix = token_prefix(spec.index)
-    state.tenants = tenant_keys(config, spec.tenant_secret)
+    if not config.shared:  # (a fleet's replica took the fleet's secret)
+        state.tenants = tenant_keys(config, spec.tenant_secret)
     counters = SharedCounters(spec.counters, spec.lock, spec.slots)
     state.scenarios.counters = counters
     runner = next(r for r in proxy.runners if STATE in getattr(r, "app", {}))

@@ -273,7 +273,6 @@ def test_the_parser_is_built_without_the_fault_space() -> None:
         (["--state", "redis://user:hunter2@"], "got 'redis://user:***@'"),
         (["--replica-id", "a b"], "argument --replica-id: expected a name of letters"),
         (["--fleet", ""], "argument --fleet: expected a name of letters"),
-        (["--workers", "2", "--state", "redis://127.0.0.1:1/0"], "do not go together yet"),
     ],
 )
 def test_fleet_flags_refuse_bad_values_in_one_line(args: list[str], message: str) -> None:

@@ -301,3 +301,44 @@ def redis_replicas(port: int) -> int:
         check=True,
     ).stdout
     return int(out.strip() or 0)
+
+
+async def test_a_replica_with_workers_is_one_member_of_its_fleet(tmp_path: Path) -> None:
+    """``serve --workers 2`` beside a one-process replica: each worker counts with the
+    fleet and applies the other replica's changes; a change on the supervisor's admin
+    reaches its workers (its own channel) and the other replica (the fleet) before it
+    answers."""
+    fourth = "name: fourth\nrequests: [4]\nfaults:\n  - status: {code: 418}\n"
+    with redis_server(tmp_path) as redis:
+        async with (
+            replicas(tmp_path, ["pool"], "--state", redis.url, "--workers", "2") as pooled,
+            replicas(tmp_path, ["single"], "--state", redis.url) as single,
+            aiohttp.ClientSession() as session,
+        ):
+            members = set(redis.command("HKEYS", "chaosproxy:chaosproxy:replicas").split())
+            status, on_single = await admin(
+                session, single[0], "POST", "/scenarios", data=THIRD,
+                headers={"Content-Type": "application/yaml"},
+            )  # fmt: skip
+            status2, on_pool = await admin(
+                session, pooled[0], "POST", "/scenarios", data=fourth,
+                headers={"Content-Type": "application/yaml"},
+            )  # fmt: skip
+            third, fourths = [], []
+            for i in range(6):
+                where = (pooled[0], single[0])[i % 2]
+                third.append(
+                    (await post_chat(session, where.url, {"X-Chaos-Scenario": "third"}))[0]
+                )
+            for i in range(6):
+                where = (pooled[0], single[0])[i % 2]
+                fourths.append(
+                    (await post_chat(session, where.url, {"X-Chaos-Scenario": "fourth"}))[0]
+                )
+            _, listing = await admin(session, pooled[0], "GET", "/scenarios")
+    assert members == {"pool", "pool/w0", "pool/w1", "single"}
+    assert (status, on_single["fleet"]["pending"]) == (201, [])
+    assert (status2, on_pool["fleet"]["pending"]) == (201, [])
+    assert third == [200, 200, 429, 200, 200, 200]
+    assert fourths == [200, 200, 200, 418, 200, 200]
+    assert {"third", "fourth"} <= {s["name"] for s in listing["scenarios"]}
