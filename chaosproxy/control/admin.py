@@ -45,7 +45,7 @@ from chaosproxy.core.verdict import (
     run_ids,
     verdict_line,
 )
-from chaosproxy.observe.journal import Criteria
+from chaosproxy.observe.journal import ContentNotKept, Criteria, matches
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.observe.store import (
@@ -347,14 +347,91 @@ def recent_query(request: web.Request) -> tuple[int, str | None, Criteria | None
     return limit, scenario, criteria if criteria.given() else None
 
 
+#: The most a page of ``GET /requests`` holds (its summaries' JSON) by default, and at
+#: most with ``max_bytes=``; a page holds one summary at least, whatever its size.
+PAGE_BYTES = 1024 * 1024
+MAX_PAGE_BYTES = 16 * 1024 * 1024
+#: How long a listing works on the event loop before it lets the streams go on.
+SLICE_SECONDS = 0.002
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Where a page of ``GET /requests`` starts and how large it may be."""
+
+    #: The ``next`` of the page before (None: the newest request first).
+    cursor: int | None = None
+    max_bytes: int = PAGE_BYTES
+
+
+def page_query(request: web.Request) -> Page | web.Response:
+    """``GET /requests``' ``cursor`` and ``max_bytes``, or the 400."""
+    query = request.query
+    cursor = query.get("cursor")
+    if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
+        return _error(400, "bad_request", "cursor must be the next of a page before")
+    raw = query.get("max_bytes")
+    size = PAGE_BYTES
+    if raw is not None:
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw[:9]) <= MAX_PAGE_BYTES:
+            return _error(
+                400, "bad_request", f"max_bytes must be an integer from 1 to {MAX_PAGE_BYTES}"
+            )
+        size = int(raw)
+    return Page(None if cursor is None else int(cursor), size)
+
+
+async def list_page(
+    store: RequestStore,
+    limit: int,
+    scenario: str | None,
+    criteria: Criteria | None,
+    page: Page,
+) -> tuple[list[bytes], int | None]:
+    """The JSON of the summaries of one page, newest first, and the cursor of the next
+    (None: no more). Built in slices of :data:`SLICE_SECONDS`, each followed by a turn of
+    the event loop, so that no stream waits on a listing for longer."""
+    if criteria is not None and criteria.contains is not None and not store.content:
+        raise ContentNotKept(criteria.contains)
+    found: list[bytes] = []
+    size = 0
+    records = store.newest_first(page.cursor)
+    began = time.perf_counter()
+    for i, record in enumerate(records):
+        if time.perf_counter() - began > SLICE_SECONDS:
+            await asyncio.sleep(0)
+            began = time.perf_counter()
+        if scenario is not None and record.line.get("scenario") != scenario:
+            continue
+        view = record.view()
+        if criteria is not None and not matches(view, criteria):
+            continue
+        encoded = orjson.dumps(view)
+        if found and size + len(encoded) > page.max_bytes:
+            return found, record.seq + 1  # (this one first on the next page)
+        found.append(encoded)
+        size += len(encoded) + 1
+        if len(found) >= limit:
+            return found, (record.seq if i + 1 < len(records) else None)
+    return found, None
+
+
 async def _list_requests(request: web.Request) -> web.Response:
     store = request.app[ADMIN].requests
     query = recent_query(request)
     if isinstance(query, web.Response):
         return query
+    page = page_query(request)
+    if isinstance(page, web.Response):
+        return page
     limit, scenario, criteria = query
-    found = store.recent(limit, scenario=scenario, criteria=criteria)
-    return _json({"requests": found})
+    try:
+        found, cursor = await list_page(store, limit, scenario, criteria, page)
+    except ContentNotKept as exc:
+        return _error(400, "content_not_kept", str(exc))
+    body = b'{"requests":[' + b",".join(found) + b'],"next":'
+    body += b"null}" if cursor is None else b'"%d"}' % cursor
+    return web.Response(body=body, content_type="application/json")
 
 
 async def _get_request(request: web.Request) -> web.Response:
@@ -497,12 +574,15 @@ __all__ = [
     "DEFAULT_MAX_CONTENT",
     "DEFAULT_MAX_FRAMES",
     "AdminState",
+    "Page",
     "RequestRecord",
     "RequestStore",
     "create_admin_app",
     "in_flight_answer",
     "json_response",
+    "list_page",
     "not_found",
+    "page_query",
     "recent_query",
     "record_verdict",
     "verdict_body",

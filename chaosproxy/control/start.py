@@ -420,8 +420,14 @@ async def start_proxy(
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise StartupError(f"cannot use --trace-dir {config.trace_dir}: {reason}") from None
-    store = RequestStore(history=config.history, max_frames=config.history_frames)
+    store = RequestStore(
+        history=config.history,
+        max_frames=config.history_frames,
+        max_bytes=config.history_bytes,
+        content=log.content,  # (the journal keeps prompts as the log does)
+    )
     metrics = Metrics()
+    metrics.count_history(store)
     observers: list[Observer] = [store, metrics]
     if traces is not None:
         observers.append(traces)

@@ -24,7 +24,13 @@ from prometheus_client import (
 )
 
 from chaosproxy.core.records import FrameFields, LogLine, ResponseEndLine
-from chaosproxy.observe.metrics_collector import Counted, GuardCollector, SentCollector
+from chaosproxy.observe.metrics_collector import (
+    Counted,
+    GuardCollector,
+    Held,
+    HistoryCollector,
+    SentCollector,
+)
 from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
@@ -173,6 +179,10 @@ class Metrics:
     def count_connections(self, guard: Counted) -> None:
         """Expose the counts of the proxy's client guard (``chaosproxy_empty_connections``)."""
         self.registry.register(GuardCollector(guard))
+
+    def count_history(self, store: Held) -> None:
+        """Expose what the request store holds and forgot (``chaosproxy_history_*``)."""
+        self.registry.register(HistoryCollector(store))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""

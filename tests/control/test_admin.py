@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import re
@@ -269,7 +270,11 @@ async def test_requests_recent_and_detail(
     expected = {k: v for k, v in {**request_line, **end}.items() if k != "event"}
     sent = summary.pop("request")  # what the client sent (the journal)
     assert summary == {**expected, "state": "done"}
-    assert (sent["method"], sent["path"], sent["body"]) == ("POST", "/v1/stream", {})
+    assert (sent["method"], sent["path"]) == ("POST", "/v1/stream")
+    # Without --log-content, no body: its size and hash (docs/mock.md, The request journal)
+    assert "body" not in sent and sent["body_omitted_reason"] == "content"
+    assert (sent["body_bytes"], sent["body_sha256"]) == (2, hashlib.sha256(b"{}").hexdigest())
+    assert body["next"] is None  # (the whole history on one page)
     for bad in ("0", "-1", "x"):
         status, body, _ = await call(proxy, "GET", f"/requests?limit={bad}")
         assert status == 400
@@ -338,7 +343,7 @@ async def test_reset_forgets_requests_and_restarts_scenario_ordinals(
     status, body, _ = await call(proxy, "POST", "/reset")
     assert (status, body) == (200, {"reset": True})
     _, body, _ = await call(proxy, "GET", "/requests")
-    assert body == {"requests": []}
+    assert body == {"requests": [], "next": None}
     assert await ordinal_and_faults() == (1, True)
     _, body, _ = await call(proxy, "GET", "/requests")
     assert len(body["requests"]) == 1
@@ -633,7 +638,7 @@ async def test_reset_goes_back_to_the_state_at_start_up(
     assert after == before
     assert after["default"] == "a"
     _, requests, _ = await call(proxy, "GET", "/requests")
-    assert requests == {"requests": []}
+    assert requests == {"requests": [], "next": None}
 
 
 async def test_requests_filtered_by_scenario_and_limited(
@@ -652,7 +657,7 @@ async def test_requests_filtered_by_scenario_and_limited(
     _, body, _ = await call(proxy, "GET", "/requests?scenario=b&limit=1")
     assert [r["request_id"] for r in body["requests"]] == ids["b"][-1:]
     _, body, _ = await call(proxy, "GET", "/requests?scenario=nope")
-    assert body == {"requests": []}
+    assert body == {"requests": [], "next": None}
 
 
 def test_serve_refuses_a_public_admin_without_a_token_in_one_line() -> None:

@@ -58,6 +58,8 @@ SAMPLES: dict[str, str | None] = {
     "--mock-fixtures": "examples/mock-fixtures",
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
     "--tenant-header": "X-User-Id",
+    "--history-bytes": "8MiB",
+    "--journal-entry-bytes": "4096",
     "--workers": "2",
 }
 
