@@ -351,7 +351,8 @@ def recent_query(request: web.Request) -> tuple[int, str | None, Criteria | None
 #: most with ``max_bytes=``; a page holds one summary at least, whatever its size.
 PAGE_BYTES = 1024 * 1024
 MAX_PAGE_BYTES = 16 * 1024 * 1024
-#: How long a listing works on the event loop before it lets the streams go on.
+#: How long a listing works on the event loop before it pauses as long, for the
+#: streams: half the loop's time at most.
 SLICE_SECONDS = 0.002
 
 
@@ -399,7 +400,10 @@ async def list_page(
     began = time.perf_counter()
     for i, record in enumerate(records):
         if time.perf_counter() - began > SLICE_SECONDS:
-            await asyncio.sleep(0)
+            # A pause as long as the slice, not just a turn: a stream's event takes a
+            # few turns of the loop (the upstream's read, the fault pipeline, the write),
+            # each of which would otherwise wait for a slice of the listing.
+            await asyncio.sleep(SLICE_SECONDS)
             began = time.perf_counter()
         if scenario is not None and record.line.get("scenario") != scenario:
             continue
