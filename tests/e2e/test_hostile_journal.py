@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import os
 import re
 import sys
@@ -194,11 +195,10 @@ async def test_a_body_nested_900_deep_is_kept_as_its_hash_never_a_500(
 ) -> None:
     proxy = await make_proxy(admin=ADMIN, content=content, mock_tokens=2)
     body = nested(900)
-    async with aiohttp.ClientSession() as s:
-        async with s.post(proxy.url + CHAT, data=body) as resp:
-            assert resp.status == 200  # the mock's answer, streamed
-            await resp.read()
-            rid = resp.headers["X-Chaos-Request-Id"]
+    async with aiohttp.ClientSession() as s, s.post(proxy.url + CHAT, data=body) as resp:
+        assert resp.status == 200  # the mock's answer, streamed
+        await resp.read()
+        rid = resp.headers["X-Chaos-Request-Id"]
     await log_capture.wait_end(rid)
     line = log_capture.for_request(rid)[0]
     assert line["body_sha256"] == hashlib.sha256(body).hexdigest()
@@ -303,7 +303,7 @@ async def test_listing_a_full_history_delays_no_stream(tmp_path: Path) -> None:
         status, detail = await admin_get(admin, f"/requests/{rid}")
         assert status == 200
         times = [f["t_ms"] for f in detail["frames"]]
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
         print(f"{listings} listings of {found} requests in {pages} pages; the stream's "
               f"largest gap between two writes: {max(gaps):.1f} ms")  # fmt: skip
         assert listings >= 2
