@@ -52,7 +52,7 @@ LINE_OVERHEAD = 64
 #: What a record costs besides its lines and its journal entry: the record, its
 #: ``request`` line and (once ended) its summary, as dicts (measured with
 #: tracemalloc: tests/observe/test_store.py).
-RECORD_OVERHEAD = 4096
+RECORD_OVERHEAD = 2048
 #: What each kept ``violation`` line costs (a dict of a dozen short fields).
 VIOLATION_BYTES = 1024
 _FRAME_SKIP = frozenset({"event", "request_id", "scenario"})
