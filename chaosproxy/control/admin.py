@@ -1,7 +1,8 @@
 """The admin API (docs/admin-api.md): a small JSON API on its own port.
 
 ``GET /health``, ``GET /scenarios``, ``GET /scenarios/{name}``, ``POST /scenarios``,
-``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``,
+``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``
+(in pages: ``cursor``, ``max_bytes``; built in slices that let the streams go on),
 ``GET /requests/{id}``, ``POST /requests/{id}/verdict``, ``GET|POST|DELETE
 /mock/fixtures``, ``POST /reset``, ``GET /metrics``. With a token, every endpoint
 but ``GET /health`` wants ``Authorization: Bearer TOKEN`` (compared in constant time).
@@ -18,8 +19,8 @@ Its state is the proxy's own: the :class:`~chaosproxy.scenario.selection.Scenari
 chooses from (so a change applies to the next request, never to one in flight), and a
 :class:`RequestStore` and :class:`~chaosproxy.observe.metrics.Metrics` that observe the frame
 log. Memory is bounded: the store keeps the most recent ``history`` requests, at most
-``max_frames`` frame and action lines each, and at most ``max_content`` characters of
-payload (``--log-content``) per request.
+``max_frames`` frame and action lines each, at most ``max_content`` characters of
+payload (``--log-content``) per request, and ``--history-bytes`` in all.
 """
 
 from __future__ import annotations
