@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -361,16 +362,20 @@ SLICE_SECONDS = 0.002
 class Page:
     """Where a page of ``GET /requests`` starts and how large it may be."""
 
-    #: The ``next`` of the page before (None: the newest request first).
-    cursor: int | None = None
+    #: The ``next`` of the page before (None: the newest request first): the number of
+    #: the last request listed (one process), or when it began (``serve --workers N``).
+    cursor: str | None = None
     max_bytes: int = PAGE_BYTES
+
+
+_CURSOR = re.compile(r"\d{1,18}(\.\d{1,18})?")
 
 
 def page_query(request: web.Request) -> Page | web.Response:
     """``GET /requests``' ``cursor`` and ``max_bytes``, or the 400."""
     query = request.query
     cursor = query.get("cursor")
-    if cursor is not None and not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
+    if cursor is not None and not _CURSOR.fullmatch(cursor):
         return _error(400, "bad_request", "cursor must be the next of a page before")
     raw = query.get("max_bytes")
     size = PAGE_BYTES
@@ -380,24 +385,22 @@ def page_query(request: web.Request) -> Page | web.Response:
                 400, "bad_request", f"max_bytes must be an integer from 1 to {MAX_PAGE_BYTES}"
             )
         size = int(raw)
-    return Page(None if cursor is None else int(cursor), size)
+    return Page(cursor, size)
 
 
-async def list_page(
-    store: RequestStore,
+async def build_page(
+    records: Sequence[RequestRecord],
     limit: int,
     scenario: str | None,
     criteria: Criteria | None,
-    page: Page,
-) -> tuple[list[bytes], int | None]:
-    """The JSON of the summaries of one page, newest first, and the cursor of the next
-    (None: no more). Built in slices of :data:`SLICE_SECONDS`, each followed by a turn of
-    the event loop, so that no stream waits on a listing for longer."""
-    if criteria is not None and criteria.contains is not None and not store.content:
-        raise ContentNotKept(criteria.contains)
-    found: list[bytes] = []
+    max_bytes: int,
+) -> tuple[list[tuple[RequestRecord, bytes]], bool]:
+    """The records of one page (of ``records``, newest first) with the JSON of their
+    summaries, and whether any record is left after it. At most ``limit`` of them and
+    ``max_bytes`` of JSON (one at least). Built in slices of :data:`SLICE_SECONDS`, each
+    followed by a pause as long, so that no stream waits on a listing for longer."""
+    found: list[tuple[RequestRecord, bytes]] = []
     size = 0
-    records = store.newest_first(page.cursor)
     began = time.perf_counter()
     for i, record in enumerate(records):
         if time.perf_counter() - began > SLICE_SECONDS:
@@ -412,13 +415,43 @@ async def list_page(
         if criteria is not None and not matches(view, criteria):
             continue
         encoded = orjson.dumps(view)
-        if found and size + len(encoded) > page.max_bytes:
-            return found, record.seq + 1  # (this one first on the next page)
-        found.append(encoded)
+        if found and size + len(encoded) > max_bytes:
+            return found, True
+        found.append((record, encoded))
         size += len(encoded) + 1
         if len(found) >= limit:
-            return found, (record.seq if i + 1 < len(records) else None)
-    return found, None
+            return found, i + 1 < len(records)
+    return found, False
+
+
+def refuse_contains(store: RequestStore, criteria: Criteria | None) -> None:
+    """ContentNotKept when ``criteria`` asks ``contains`` of a journal without prompts."""
+    if criteria is not None and criteria.contains is not None and not store.content:
+        raise ContentNotKept(criteria.contains)
+
+
+async def list_page(
+    store: RequestStore,
+    limit: int,
+    scenario: str | None,
+    criteria: Criteria | None,
+    page: Page,
+) -> tuple[list[bytes], int | None]:
+    """The JSON of the summaries of one page, newest first, and the cursor of the next
+    (None: no more): the number of the last request listed (:func:`build_page`)."""
+    refuse_contains(store, criteria)
+    before = None if page.cursor is None else int(page.cursor.partition(".")[0])
+    found, more = await build_page(
+        store.newest_first(before), limit, scenario, criteria, page.max_bytes
+    )
+    return [encoded for _, encoded in found], (found[-1][0].seq if more else None)
+
+
+def page_json(found: Sequence[bytes], cursor: str | None) -> web.Response:
+    """A page of ``GET /requests``: the summaries' JSON, and ``next``."""
+    body = b'{"requests":[' + b",".join(found) + b'],"next":'
+    body += b"null}" if cursor is None else orjson.dumps(cursor) + b"}"
+    return web.Response(body=body, content_type="application/json")
 
 
 async def _list_requests(request: web.Request) -> web.Response:
@@ -433,10 +466,12 @@ async def _list_requests(request: web.Request) -> web.Response:
     try:
         found, cursor = await list_page(store, limit, scenario, criteria, page)
     except ContentNotKept as exc:
-        return _error(400, "content_not_kept", str(exc))
-    body = b'{"requests":[' + b",".join(found) + b'],"next":'
-    body += b"null}" if cursor is None else b'"%d"}' % cursor
-    return web.Response(body=body, content_type="application/json")
+        return content_not_kept(exc)
+    return page_json(found, None if cursor is None else str(cursor))
+
+
+def content_not_kept(exc: ContentNotKept) -> web.Response:
+    return _error(400, "content_not_kept", str(exc))
 
 
 async def _get_request(request: web.Request) -> web.Response:
@@ -582,13 +617,17 @@ __all__ = [
     "Page",
     "RequestRecord",
     "RequestStore",
+    "build_page",
+    "content_not_kept",
     "create_admin_app",
     "in_flight_answer",
     "json_response",
     "list_page",
     "not_found",
+    "page_json",
     "page_query",
     "recent_query",
     "record_verdict",
+    "refuse_contains",
     "verdict_body",
 ]
