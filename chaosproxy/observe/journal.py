@@ -138,6 +138,9 @@ _DIGEST_BYTES = 64 + 8
 ENTRY_OVERHEAD = 1024
 #: What each kept header field holds besides its characters (a tuple, two strings).
 FIELD_OVERHEAD = 160
+#: What each message's digest holds besides what :data:`_DIGEST_BYTES` counts (its
+#: object and its strings' headers).
+DIGEST_OVERHEAD = 160
 
 
 #: The tools' names an entry (and the ``request`` line) keeps, the first ones; and the
@@ -278,6 +281,7 @@ class RequestEntry:
                     if used + cost <= keep:
                         entry.digests = tuple(_digest(m) for m in view.messages)
                         used += cost
+                        objects += len(view.messages) * DIGEST_OVERHEAD
         entry.held = used + objects
         return entry
 

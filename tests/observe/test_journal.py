@@ -248,11 +248,14 @@ def test_a_body_within_the_depth_is_read() -> None:
 # --------------------------------------------------------------------------- held
 
 
-@pytest.mark.parametrize("content", [False, True])
-def test_what_an_entry_counts_is_what_it_really_holds(content: bool) -> None:
+@pytest.mark.parametrize(
+    ("content", "messages"), [(False, 1), (True, 1), (False, 100)], ids=["hashes", "body", "many"]
+)
+def test_what_an_entry_counts_is_what_it_really_holds(content: bool, messages: int) -> None:
     """``held`` against tracemalloc: never less than what the entries take, and not
     much more (the bounds documented are what is really held)."""
-    body = chat()
+    body = chat() if messages == 1 else chat(messages=[{"role": "user", "content": f"m {i}"}
+                                                       for i in range(messages)])  # fmt: skip
     gc.collect()
     tracemalloc.start()
     try:
