@@ -10,7 +10,8 @@ listed without stalling the streams.
   event loop: a 12.85 s gap).
 - A body nested 900 levels deep is journaled as its size and hash: the request itself,
   ``GET /requests`` and ``?contains=`` all answer (they were 500s, RecursionError).
-- Without ``--log-content`` no admin answer holds a prompt's text.
+- Without ``--log-content`` no admin answer holds a prompt's text (its system prompt, its
+  messages, its tools' descriptions): the journal keeps their lengths and hashes.
 """
 
 from __future__ import annotations
@@ -311,3 +312,41 @@ async def test_listing_a_full_history_delays_no_stream(tmp_path: Path) -> None:
         assert max(gaps) <= MAX_GAP_MS, sorted(gaps)[-5:]
     finally:
         await stop(proc)
+
+
+# ------------------------------------------------------------------ prompts
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["without-content", "log-content"])
+async def test_no_admin_answer_holds_a_prompt_without_log_content(
+    make_proxy: ProxyFactory, log_capture: LogCapture, content: bool
+) -> None:
+    proxy = await make_proxy(admin=ADMIN, content=content, mock_tokens=2)
+    marker = "prompt-3f7a"
+    body = orjson.dumps(
+        {
+            "model": "gpt-4o",
+            "stream": True,
+            "system": f"system {marker}",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": marker}]}],
+            "tools": [{"name": "get_weather", "description": f"tool {marker}"}],
+        }
+    )
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(proxy.url + "/v1/messages", data=body) as resp,
+    ):
+        await resp.read()
+        rid = resp.headers["X-Chaos-Request-Id"]
+    await log_capture.wait_end(rid)
+    answers: dict[str, bytes] = {}
+    for path in ("/health", "/scenarios", "/requests", f"/requests/{rid}", "/metrics"):
+        status, answer = await admin_get(admin_port(proxy), path)
+        assert status == 200, path
+        answers[path] = answer if isinstance(answer, bytes) else orjson.dumps(answer)
+    holding = sorted(path for path, answer in answers.items() if marker.encode() in answer)
+    assert holding == (["/requests", f"/requests/{rid}"] if content else [])
+    _, listed = await admin_get(admin_port(proxy), "/requests")
+    sent = listed["requests"][0]["request"]
+    assert (sent["model"], sent["tools"]) == ("gpt-4o", ["get_weather"])
+    assert [m["role"] for m in sent["messages"]] == ["system", "user"]
