@@ -183,21 +183,24 @@ async def test_heads_of_7_mb_leave_the_rss_near_its_idle_level(tmp_path: Path) -
 # ------------------------------------------------------------------ deep bodies
 
 
-def nested(depth: int) -> bytes:
-    """A chat request whose ``metadata`` nests ``depth`` lists deep."""
-    return chat(metadata=None).replace(
-        b'"metadata":null', b'"metadata":' + b"[" * depth + b"]" * depth
-    )
+def nested(depth: int, where: str = "metadata") -> bytes:
+    """A chat request whose ``metadata`` (or its message's ``content``) nests ``depth``
+    lists deep."""
+    deep = b"[" * depth + b"]" * depth
+    if where == "content":
+        return b'{"model":"m","stream":true,"messages":[{"role":"user","content":%s}]}' % deep
+    return chat(metadata=None).replace(b'"metadata":null', b'"metadata":' + deep)
 
 
+@pytest.mark.parametrize("where", ["metadata", "content"])
 @pytest.mark.parametrize("content", [False, True], ids=["without-content", "log-content"])
 async def test_a_body_nested_900_deep_is_kept_as_its_hash_never_a_500(
-    make_proxy: ProxyFactory, log_capture: LogCapture, content: bool
+    make_proxy: ProxyFactory, log_capture: LogCapture, content: bool, where: str
 ) -> None:
     proxy = await make_proxy(admin=ADMIN, content=content, mock_tokens=2)
-    body = nested(900)
+    body = nested(900, where)
     async with aiohttp.ClientSession() as s, s.post(proxy.url + CHAT, data=body) as resp:
-        assert resp.status == 200  # the mock's answer, streamed
+        assert resp.status == 200  # the mock's answer, streamed (it read the body too)
         await resp.read()
         rid = resp.headers["X-Chaos-Request-Id"]
     await log_capture.wait_end(rid)
