@@ -36,7 +36,7 @@ from chaosproxy.core.records import (
     ViolationLine,
 )
 from chaosproxy.core.verdict import run_of
-from chaosproxy.observe.journal import Criteria, RequestEntry, matches
+from chaosproxy.observe.journal import RequestEntry
 
 #: Recent requests kept by default (in flight and finished).
 DEFAULT_HISTORY = 256
@@ -320,22 +320,6 @@ class RequestStore:
             self._hold(record, size)
         else:
             record.omitted += 1
-
-    def recent(
-        self, limit: int, scenario: str | None = None, criteria: Criteria | None = None
-    ) -> list[AdminSummary]:
-        """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when
-        given, and only those that meet ``criteria``: :func:`chaosproxy.observe.journal.matches`),
-        newest first."""
-        out: list[AdminSummary] = []
-        for record in reversed(self._records.values()):
-            if len(out) >= limit:
-                break
-            if scenario is None or record.line.get("scenario") == scenario:
-                view = record.view()
-                if criteria is None or matches(view, criteria):
-                    out.append(view)
-        return out
 
     def get(self, request_id: str) -> RequestRecord | None:
         return self._records.get(request_id)
