@@ -289,9 +289,11 @@ class RequestStore:
             record.omitted += 1
         elif "raw" not in fields:
             size = len(text) + LINE_OVERHEAD
-            if self._fit(record, size):
+            # (the budget's check inlined: this is every write of every stream)
+            if self.held + size <= self.max_bytes or self._fit(record, size):
                 record.frames.append(text[:-1].decode())  # the usual line: kept as it is
-                self._hold(record, size)
+                record.held += size
+                self.held += size
             else:
                 record.omitted += 1
         else:  # with content, which the store may have to leave out
