@@ -1,7 +1,8 @@
 """The admin API (docs/admin-api.md): a small JSON API on its own port.
 
 ``GET /health``, ``GET /scenarios``, ``GET /scenarios/{name}``, ``POST /scenarios``,
-``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``,
+``DELETE /scenarios/{name}``, ``PUT /default``, ``GET /requests?limit=N&scenario=NAME``
+(in pages: ``cursor``, ``max_bytes``; built in slices that let the streams go on),
 ``GET /requests/{id}``, ``POST /requests/{id}/verdict``, ``GET|POST|DELETE
 /mock/fixtures``, ``POST /reset``, ``GET /metrics``. With a token, every endpoint
 but ``GET /health`` wants ``Authorization: Bearer TOKEN`` (compared in constant time).
@@ -18,16 +19,17 @@ Its state is the proxy's own: the :class:`~chaosproxy.scenario.selection.Scenari
 chooses from (so a change applies to the next request, never to one in flight), and a
 :class:`RequestStore` and :class:`~chaosproxy.observe.metrics.Metrics` that observe the frame
 log. Memory is bounded: the store keeps the most recent ``history`` requests, at most
-``max_frames`` frame and action lines each, and at most ``max_content`` characters of
-payload (``--log-content``) per request.
+``max_frames`` frame and action lines each, at most ``max_content`` characters of
+payload (``--log-content``) per request, and ``--history-bytes`` in all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -48,7 +50,7 @@ from chaosproxy.core.verdict import (
     verdict_line,
 )
 from chaosproxy.mock.fixtures import TooManyFixtures
-from chaosproxy.observe.journal import Criteria
+from chaosproxy.observe.journal import ContentNotKept, Criteria, matches
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, Metrics
 from chaosproxy.observe.store import (
@@ -436,14 +438,129 @@ def recent_query(request: web.Request) -> tuple[int, str | None, Criteria | None
     return limit, scenario, criteria if criteria.given() else None
 
 
+#: The most a page of ``GET /requests`` holds (its summaries' JSON) by default, and at
+#: most with ``max_bytes=``; a page holds one summary at least, whatever its size.
+PAGE_BYTES = 1024 * 1024
+MAX_PAGE_BYTES = 16 * 1024 * 1024
+#: How long a listing works on the event loop before it pauses as long, for the
+#: streams: half the loop's time at most.
+SLICE_SECONDS = 0.002
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """Where a page of ``GET /requests`` starts and how large it may be."""
+
+    #: The ``next`` of the page before (None: the newest request first): the number of
+    #: the last request listed (one process), or when it began (``serve --workers N``).
+    cursor: str | None = None
+    max_bytes: int = PAGE_BYTES
+
+
+_CURSOR = re.compile(r"\d{1,18}(\.\d{1,18})?")
+
+
+def page_query(request: web.Request) -> Page | web.Response:
+    """``GET /requests``' ``cursor`` and ``max_bytes``, or the 400."""
+    query = request.query
+    cursor = query.get("cursor")
+    if cursor is not None and not _CURSOR.fullmatch(cursor):
+        return _error(400, "bad_request", "cursor must be the next of a page before")
+    raw = query.get("max_bytes")
+    size = PAGE_BYTES
+    if raw is not None:
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw[:9]) <= MAX_PAGE_BYTES:
+            return _error(
+                400, "bad_request", f"max_bytes must be an integer from 1 to {MAX_PAGE_BYTES}"
+            )
+        size = int(raw)
+    return Page(cursor, size)
+
+
+async def build_page(
+    records: Sequence[RequestRecord],
+    limit: int,
+    scenario: str | None,
+    criteria: Criteria | None,
+    max_bytes: int,
+) -> tuple[list[tuple[RequestRecord, bytes]], bool]:
+    """The records of one page (of ``records``, newest first) with the JSON of their
+    summaries, and whether any record is left after it. At most ``limit`` of them and
+    ``max_bytes`` of JSON (one at least). Built in slices of :data:`SLICE_SECONDS`, each
+    followed by a pause as long, so that no stream waits on a listing for longer."""
+    found: list[tuple[RequestRecord, bytes]] = []
+    size = 0
+    began = time.perf_counter()
+    for i, record in enumerate(records):
+        if time.perf_counter() - began > SLICE_SECONDS:
+            # A pause as long as the slice, not just a turn: a stream's event takes a
+            # few turns of the loop (the upstream's read, the fault pipeline, the write),
+            # each of which would otherwise wait for a slice of the listing.
+            await asyncio.sleep(SLICE_SECONDS)
+            began = time.perf_counter()
+        if scenario is not None and record.line.get("scenario") != scenario:
+            continue
+        view = record.view()
+        if criteria is not None and not matches(view, criteria):
+            continue
+        encoded = orjson.dumps(view)
+        if found and size + len(encoded) > max_bytes:
+            return found, True
+        found.append((record, encoded))
+        size += len(encoded) + 1
+        if len(found) >= limit:
+            return found, i + 1 < len(records)
+    return found, False
+
+
+def refuse_contains(store: RequestStore, criteria: Criteria | None) -> None:
+    """ContentNotKept when ``criteria`` asks ``contains`` of a journal without prompts."""
+    if criteria is not None and criteria.contains is not None and not store.content:
+        raise ContentNotKept(criteria.contains)
+
+
+async def list_page(
+    store: RequestStore,
+    limit: int,
+    scenario: str | None,
+    criteria: Criteria | None,
+    page: Page,
+) -> tuple[list[bytes], int | None]:
+    """The JSON of the summaries of one page, newest first, and the cursor of the next
+    (None: no more): the number of the last request listed (:func:`build_page`)."""
+    refuse_contains(store, criteria)
+    before = None if page.cursor is None else int(page.cursor.partition(".")[0])
+    found, more = await build_page(
+        store.newest_first(before), limit, scenario, criteria, page.max_bytes
+    )
+    return [encoded for _, encoded in found], (found[-1][0].seq if more else None)
+
+
+def page_json(found: Sequence[bytes], cursor: str | None) -> web.Response:
+    """A page of ``GET /requests``: the summaries' JSON, and ``next``."""
+    body = b'{"requests":[' + b",".join(found) + b'],"next":'
+    body += b"null}" if cursor is None else orjson.dumps(cursor) + b"}"
+    return web.Response(body=body, content_type="application/json")
+
+
 async def _list_requests(request: web.Request) -> web.Response:
     store = request.app[ADMIN].requests
     query = recent_query(request)
     if isinstance(query, web.Response):
         return query
+    page = page_query(request)
+    if isinstance(page, web.Response):
+        return page
     limit, scenario, criteria = query
-    found = store.recent(limit, scenario=scenario, criteria=criteria)
-    return _json({"requests": found})
+    try:
+        found, cursor = await list_page(store, limit, scenario, criteria, page)
+    except ContentNotKept as exc:
+        return content_not_kept(exc)
+    return page_json(found, None if cursor is None else str(cursor))
+
+
+def content_not_kept(exc: ContentNotKept) -> web.Response:
+    return _error(400, "content_not_kept", str(exc))
 
 
 async def _get_request(request: web.Request) -> web.Response:
@@ -591,14 +708,21 @@ __all__ = [
     "DEFAULT_MAX_CONTENT",
     "DEFAULT_MAX_FRAMES",
     "AdminState",
+    "Page",
     "RequestRecord",
     "RequestStore",
     "admin_guard",
+    "build_page",
+    "content_not_kept",
     "create_admin_app",
     "in_flight_answer",
     "json_response",
+    "list_page",
     "not_found",
+    "page_json",
+    "page_query",
     "recent_query",
     "record_verdict",
+    "refuse_contains",
     "verdict_body",
 ]

@@ -175,11 +175,24 @@ class ChaosClient(RequestQueries):
         query.update(criteria.given())
         deadline = time.monotonic() + settle
         while True:
-            recent: list[AdminSummary] = self._call("GET", "/requests", query=query)["requests"]
+            recent = self._all_pages(query)
             if all(r["state"] == "done" for r in recent) or time.monotonic() >= deadline:
                 break
             time.sleep(POLL)
         return [_summary(r) for r in reversed(recent) if r["state"] == "done"]
+
+    def _all_pages(self, query: Mapping[str, str]) -> list[AdminSummary]:
+        """Every summary ``GET /requests`` lists for ``query``, newest first, page after
+        page (a page holds 1 MiB at most: docs/admin-api.md)."""
+        found: list[AdminSummary] = []
+        cursor: str | None = None
+        while True:
+            ask = dict(query) if cursor is None else {**query, "cursor": cursor}
+            page = self._call("GET", "/requests", query=ask)
+            found += page["requests"]
+            cursor = page.get("next")
+            if cursor is None:
+                return found
 
     # ------------------------------------------------------------------ mock fixtures
 

@@ -448,8 +448,14 @@ async def start_proxy(
             raise StartupError(f"cannot use --trace-dir {config.trace_dir}: {reason}") from None
     if log.replica is None:  # serve names every replica (ChaosProxy: when asked)
         log.replica = config.replica_id
-    store = RequestStore(history=config.history, max_frames=config.history_frames)
+    store = RequestStore(
+        history=config.history,
+        max_frames=config.history_frames,
+        max_bytes=config.history_bytes,
+        content=log.content,  # (the journal keeps prompts as the log does)
+    )
     metrics = Metrics()
+    metrics.count_history(store)
     metrics.replica = config.replica_id
     observers: list[Observer] = [store, metrics]
     if traces is not None:

@@ -142,19 +142,28 @@ def _item(item: Mapping[str, Any]) -> Message:
     return _message(item)
 
 
-def _text(value: Any) -> str:
+#: How deep a content value is read for its text: parts in parts in parts are a few
+#: levels; a client's body nested hundreds deep is read no further (never past
+#: Python's recursion limit).
+TEXT_DEPTH = 32
+
+
+def _text(value: Any, depth: int = 0) -> str:
     """The text in a content value: a string, a list of parts or blocks (their ``text``,
-    a tool result's ``content``), a Gemini ``{parts: [...]}``."""
+    a tool result's ``content``), a Gemini ``{parts: [...]}``; nothing of what is nested
+    deeper than :data:`TEXT_DEPTH`."""
     if isinstance(value, str):
         return value
+    if depth >= TEXT_DEPTH:
+        return ""
     if isinstance(value, list):
-        texts = [_text(v) for v in value]
+        texts = [_text(v, depth + 1) for v in value]
         return "\n".join(t for t in texts if t)
     if isinstance(value, Mapping):
         for key in ("text", "content", "parts", "output"):
             inner = value.get(key)
             if isinstance(inner, str | list | Mapping):
-                return _text(inner)
+                return _text(inner, depth + 1)
     return ""
 
 

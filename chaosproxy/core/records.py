@@ -399,10 +399,25 @@ LogLine = (
 
 
 class JournalMessage(TypedDict):
-    """One message of a request, as the journal reads it (a system prompt is one)."""
+    """One message of a request, as the journal reads it (a system prompt is one): its
+    ``text`` when the journal keeps the body (``--log-content``), else how long the text
+    is (``chars``) and its ``sha256`` (of its UTF-8)."""
 
     role: str
-    text: str
+    text: NotRequired[str]
+    chars: NotRequired[int]
+    sha256: NotRequired[str]
+
+
+class HeadersTruncated(TypedDict):
+    """What the journal left out of a request's header fields (beyond its bound)."""
+
+    #: The fields received, and their bytes (names and values).
+    fields: int
+    bytes: int
+    #: Fields left out whole, and values kept cut (ending with ``…``).
+    omitted: int
+    cut: int
 
 
 class JournalRequest(TypedDict):
@@ -416,16 +431,22 @@ class JournalRequest(TypedDict):
     path: str
     #: Names lower case, repeats joined by ``, ``.
     headers: dict[str, str]
+    #: Only when some fields were left out or cut (``--journal-entry-bytes``).
+    headers_truncated: NotRequired[HeadersTruncated]
     model: NotRequired[str | None]
     stream: NotRequired[bool | None]
     #: The names of the tools offered.
     tools: NotRequired[list[str]]
-    #: Role and text each; only how many, when the body was too large to keep.
+    #: Role and text each; without the body, role, length and hash each, or only how
+    #: many when even those do not fit.
     messages: NotRequired[list[JournalMessage] | int]
-    #: The body's JSON value (its text, when it is no JSON); absent when it was too
-    #: large to keep (``body_omitted``).
+    #: The body's JSON value (its text, when it is no JSON); absent when the journal
+    #: does not keep it (``body_omitted``, and why).
     body: NotRequired[Any]
     body_omitted: NotRequired[bool]
+    #: ``content``: kept only with ``--log-content``; ``size``: over the entry's bound;
+    #: ``depth``: nested deeper than the journal reads (kept as its hash).
+    body_omitted_reason: NotRequired[Literal["content", "size", "depth"]]
     body_bytes: NotRequired[int]
     body_sha256: NotRequired[str]
 
@@ -490,6 +511,7 @@ __all__ = [
     "FrameContent",
     "FrameFields",
     "FrameLine",
+    "HeadersTruncated",
     "InFlightSummary",
     "Integrity",
     "JournalMessage",

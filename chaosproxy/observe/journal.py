@@ -21,13 +21,19 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from chaosproxy.core.history import shown_event_id
-from chaosproxy.core.llm_request import NOTHING, RequestView, read_request
-from chaosproxy.core.records import InFlightSummary, JournalMessage, JournalRequest, RequestSummary
+from chaosproxy.core.llm_request import NOTHING, Message, RequestView, read_request
+from chaosproxy.core.records import (
+    HeadersTruncated,
+    InFlightSummary,
+    JournalMessage,
+    JournalRequest,
+    RequestSummary,
+)
 from chaosproxy.core.redact import MASK as MASK
 from chaosproxy.core.redact import mask_headers, mask_json, redact_path, redact_text
 from chaosproxy.core.tenancy import CREDENTIAL_HEADERS
@@ -67,23 +73,145 @@ def _parse(body: bytes) -> Any:
         return None
 
 
+#: How deep a request body may nest and still be read (its model, messages and tools,
+#: masked, searched by ``contains=``); a deeper one is kept as its size and hash only,
+#: so that no reader of it recurses past Python's limit. Real requests nest a dozen
+#: levels (a tool's JSON Schema); orjson itself refuses past 1,024.
+MAX_DEPTH = 64
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether a parsed JSON value nests more than ``limit`` arrays and objects deep
+    (looked at without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _readable(body: bytes) -> tuple[Any, bool]:
+    """(the JSON value of a body or None, whether it nests too deep to be read)."""
+    parsed = _parse(body)
+    if parsed is not None and too_deep(parsed):
+        return None, True
+    return parsed, False
+
+
+#: What one journal entry keeps at most of what a client sent, by default
+#: (``--journal-entry-bytes``): its header fields, then its body.
+DEFAULT_ENTRY_BYTES = 64 * 1024
+#: Of that, at most this much of header fields (names and values)...
+HEADERS_KEEP = 16 * 1024
+#: ... each value cut to this many characters (and ``…``), so that one long field never
+#: crowds out the others.
+HEADER_VALUE_KEEP = 1024
+#: What a value cut short ends with.
+CUT = "…"
+#: What each message's digest (role, chars, sha256) counts, besides its role.
+_DIGEST_BYTES = 64 + 8
+#: What an entry holds besides its kept text (its own object, the tuples and strings'
+#: headers, the view): measured with tracemalloc (tests/observe/test_journal.py).
+ENTRY_OVERHEAD = 1024
+#: What each kept header field holds besides its characters (a tuple, two strings).
+FIELD_OVERHEAD = 160
+#: What each message's digest holds besides what :data:`_DIGEST_BYTES` counts (its
+#: object and its strings' headers).
+DIGEST_OVERHEAD = 160
+
+
+#: The tools' names an entry (and the ``request`` line) keeps, the first ones; and the
+#: longest name (or model) kept whole, longer ones cut (``…``): a body of a megabyte
+#: could otherwise name a hundred thousand tools, or a model of a megabyte.
+MAX_TOOLS = 256
+MAX_NAME = 256
+
+
+def _name(text: str) -> str:
+    return text if len(text) <= MAX_NAME else text[:MAX_NAME] + CUT
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDigest:
+    """A message as the journal keeps it without its text: role, length, hash."""
+
+    role: str
+    chars: int
+    sha256: str
+
+    def as_dict(self) -> JournalMessage:
+        return {"role": self.role, "chars": self.chars, "sha256": self.sha256}
+
+
+def _digest(message: Message) -> MessageDigest:
+    text = message.text
+    return MessageDigest(
+        message.role, len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    )
+
+
+def _kept_headers(
+    headers: Iterable[tuple[str, str]], budget: int
+) -> tuple[tuple[tuple[str, str], ...], HeadersTruncated | None]:
+    """The header fields an entry keeps within ``budget`` characters (names and
+    values; each value cut to HEADER_VALUE_KEEP), and what was left out (None:
+    nothing)."""
+    kept: list[tuple[str, str]] = []
+    fields = total = omitted = cut = used = 0
+    for name, value in headers:
+        fields += 1
+        total += len(name) + len(value)
+        shown = value if len(value) <= HEADER_VALUE_KEEP else value[:HEADER_VALUE_KEEP] + CUT
+        size = len(name) + len(shown)
+        if used + size > budget:
+            omitted += 1
+            continue
+        used += size
+        cut += shown is not value
+        kept.append((name, shown))
+    if not omitted and not cut:
+        return tuple(kept), None
+    return tuple(kept), {"fields": fields, "bytes": total, "omitted": omitted, "cut": cut}
+
+
 @dataclass(slots=True)
 class RequestEntry:
     """One request as the journal keeps it: its method, path (credentials masked) and
-    headers, and its body, read whole (kept only up to a bound); headers and body are
-    shown masked (:meth:`as_dict`)."""
+    header fields (bounded: :data:`HEADERS_KEEP`), and its body, read whole; the body
+    itself (and so the prompts) only with ``--log-content`` and within the entry's
+    bound, otherwise its model, tools, size and hash, and each message's role, length
+    and hash. Headers and body are shown masked (:meth:`as_dict`)."""
 
     method: str
     path: str
-    #: As received (masked when shown, not before: most are never shown).
+    #: As received, within the bound (masked when shown, not before: most are never
+    #: shown).
     headers: tuple[tuple[str, str], ...]
-    #: The body as received (None: not kept, being larger than the bound).
+    #: The body as received (None: not kept: see ``omitted``).
     body: bytes | None
     #: Its length and sha256 (None when the proxy did not read it whole).
     size: int | None
     sha256: str | None
-    #: What it asks (read once, for the request line).
+    #: What it asks (read once, for the request line), without the messages' text.
     view: RequestView
+    #: Why the body is not kept (None: it is, or there is none).
+    omitted: Literal["content", "size", "depth"] | None = None
+    #: Without the body: each message's role, length and hash (None: how many only).
+    digests: tuple[MessageDigest, ...] | None = None
+    #: How many messages the body has.
+    messages: int = 0
+    #: What was left out of the header fields (None: nothing).
+    headers_truncated: HeadersTruncated | None = None
+    #: What it holds, in bytes: its kept text plus its objects (:data:`ENTRY_OVERHEAD`).
+    held: int = 0
 
     @classmethod
     def read(
@@ -93,59 +221,101 @@ class RequestEntry:
         headers: Iterable[tuple[str, str]],
         body: bytes | None,
         *,
-        keep: int,
+        keep: int = DEFAULT_ENTRY_BYTES,
+        content: bool = False,
     ) -> RequestEntry:
-        """The entry of a request whose body (None: not read whole) is this; the body is
-        kept when it is at most ``keep`` bytes."""
-        view = NOTHING if body is None else read_request(path, _parse(body))
-        return cls(
+        """The entry of a request whose body (None: not read whole) is this, keeping
+        at most ``keep`` bytes of header fields and body; the body is kept only with
+        ``content`` (``--log-content``)."""
+        kept, truncated = _kept_headers(headers, min(keep, HEADERS_KEEP))
+        # ``used``: the characters kept, which ``keep`` bounds; ``held`` adds what their
+        # objects cost.
+        used = sum(len(n) + len(v) for n, v in kept)
+        objects = ENTRY_OVERHEAD + FIELD_OVERHEAD * len(kept)
+        entry = cls(
             method=method,
             path=redact_path(path),
-            headers=tuple(headers),
-            body=body if body is not None and len(body) <= keep else None,
+            headers=kept,
+            body=None,
             size=None if body is None else len(body),
             sha256=None if body is None else hashlib.sha256(body).hexdigest(),
-            view=view,
+            view=NOTHING,
+            headers_truncated=truncated,
         )
+        objects += len(entry.path) + (64 if entry.sha256 is not None else 0)
+        if body is not None:
+            parsed, deep = _readable(body)
+            if deep:
+                entry.omitted = "depth"
+            else:
+                view = read_request(path, parsed)
+                tools = tuple(_name(t) for t in view.tools[:MAX_TOOLS])
+                model = None if view.model is None else _name(view.model)
+                entry.view = RequestView(model, (), tools, view.stream)
+                entry.messages = len(view.messages)
+                objects += sum(len(t) + 64 for t in tools) + len(model or "")
+                if not content:
+                    entry.omitted = "content"
+                elif used + len(body) > keep:
+                    entry.omitted = "size"
+                else:
+                    entry.body = body
+                    used += len(body)
+                if entry.omitted is not None:
+                    cost = len(view.messages) * _DIGEST_BYTES
+                    if used + cost <= keep:
+                        entry.digests = tuple(_digest(m) for m in view.messages)
+                        used += cost
+                        objects += len(view.messages) * DIGEST_OVERHEAD
+        entry.held = used + objects
+        return entry
 
     def line_fields(self, content: bytes | None = None) -> dict[str, Any]:
         """The fields it adds to the ``request`` line; with ``content`` (the body as
-        received, given with ``--log-content``), also ``body``, masked."""
+        received, given with ``--log-content``), also ``body``, masked (not when it
+        nests too deep to be read: its hash says which it was)."""
         if self.size is None:
             return {}
         fields: dict[str, Any] = {}
         view = self.view
         if view.model is not None:
             fields["model"] = view.model
-        if view.messages:
-            fields["messages"] = len(view.messages)
+        if self.messages:
+            fields["messages"] = self.messages
         if view.tools:
             fields["tools"] = list(view.tools)
         fields["body_bytes"] = self.size
         fields["body_sha256"] = self.sha256
-        if content is not None:
+        if content is not None and self.omitted != "depth":
             fields["body"] = body_text(content)
         return fields
 
     def as_dict(self) -> JournalRequest:
         """The parsed request, as the admin API and ``proxy.requests()`` show it:
-        ``method``, ``path``, ``headers``, ``model``, ``stream``, ``messages`` (role and
-        text each), ``tools`` (names), ``body`` (the JSON value, else the text), and
-        ``body_sha256``/``body_bytes``; a body larger than the journal keeps has no
-        ``messages`` nor ``body``, and ``body_omitted: true``."""
+        ``method``, ``path``, ``headers`` (and ``headers_truncated`` when some were
+        left out), ``model``, ``stream``, ``messages`` (role and text each), ``tools``
+        (names), ``body`` (the JSON value, else the text), and
+        ``body_sha256``/``body_bytes``; a body the journal does not keep has no
+        ``body``, and ``body_omitted: true`` with ``body_omitted_reason``, its messages
+        shown as role, length and hash (or how many)."""
         out: JournalRequest = {
             "method": self.method,
             "path": self.path,
             "headers": masked_headers(self.headers),
         }
+        if self.headers_truncated is not None:
+            out["headers_truncated"] = self.headers_truncated
         if self.size is None or self.sha256 is None:
             return out
         out["model"] = self.view.model
         out["stream"] = self.view.stream
         out["tools"] = list(self.view.tools)
         if self.body is None:
-            out["messages"] = len(self.view.messages)
+            digests = self.digests
+            out["messages"] = self.messages if digests is None else [d.as_dict() for d in digests]
             out["body_omitted"] = True
+            if self.omitted is not None:
+                out["body_omitted_reason"] = self.omitted
         else:
             parsed = _parse(self.body)
             body = masked_body(parsed) if parsed is not None else body_text(self.body)
@@ -161,8 +331,12 @@ def _messages(view: RequestView) -> list[JournalMessage]:
 
 
 def body_text(body: bytes) -> str:
-    """A body as text, credentials masked (JSON re-encoded compactly)."""
-    parsed = _parse(body)
+    """A body as text, credentials masked (JSON re-encoded compactly; a body nested
+    too deep to read, as its size and hash)."""
+    parsed, deep = _readable(body)
+    if deep:
+        digest = hashlib.sha256(body).hexdigest()
+        return f"(JSON nested deeper than {MAX_DEPTH} levels: {len(body)} bytes, sha256 {digest})"
     if parsed is None:
         return redact_text(body.decode("utf-8", "replace"))
     return orjson.dumps(masked_body(parsed)).decode()
@@ -199,6 +373,14 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(v)
 
 
+def _texts(request: JournalRequest) -> Iterable[str]:
+    """The texts ``contains=`` searches: the messages' and every string of the body."""
+    messages = request.get("messages")
+    if isinstance(messages, list):
+        yield from (m["text"] for m in messages if "text" in m)
+    yield from _strings(request.get("body"))
+
+
 #: A summary :func:`matches` reads: a finished request's, or one ``GET /requests`` shows.
 _Summary = RequestSummary | InFlightSummary
 
@@ -218,7 +400,9 @@ def misses(summary: _Summary, criteria: Criteria) -> list[str]:
     if criteria.tool is not None and criteria.tool not in tools:
         out.append(f"tools are {tools!r}" if tools else "no tools offered")
     if criteria.contains is not None:
-        texts = _strings([request.get("messages"), request.get("body")] if request else [])
+        if request is not None and request.get("body_omitted_reason") == "content":
+            raise ContentNotKept(criteria.contains)
+        texts = _texts(request) if request is not None else []
         if not any(criteria.contains in text for text in texts):
             what = (
                 "its body"
@@ -232,11 +416,29 @@ def misses(summary: _Summary, criteria: Criteria) -> list[str]:
     return out
 
 
+#: What ``contains=`` is told by a journal that keeps no prompts.
+NO_CONTENT = (
+    "contains= searches the prompts, and this proxy's journal keeps them only with "
+    "--log-content (CHAOSPROXY_LOG_CONTENT=1; ChaosProxy(log_content=True)): without it, "
+    "each message is kept as its role, length and sha256"
+)
+
+
+class ContentNotKept(ValueError):
+    """``contains=`` asked of a journal that keeps no prompts (no ``--log-content``)."""
+
+    def __init__(self, contains: str) -> None:
+        super().__init__(NO_CONTENT)
+        self.contains = contains
+
+
 def matches(summary: _Summary, criteria: Criteria) -> bool:
     """Whether the request meets every given criterion: ``model`` and ``path`` are
     ``fnmatch`` globs (an exact name is one), ``contains`` a substring of any text of the
     request (its messages, its system prompt, its tools' names and descriptions),
-    ``tool`` the name of a tool it offers, ``scenario`` its scenario's name."""
+    ``tool`` the name of a tool it offers, ``scenario`` its scenario's name.
+    :class:`ContentNotKept` when ``contains`` is asked of a request whose prompts the
+    journal did not keep (no ``--log-content``)."""
     return not misses(summary, criteria)
 
 
@@ -271,7 +473,7 @@ def verify(
         messages = request.get("messages") if request is not None else None
         last = (
             next(
-                (m["text"] for m in messages[::-1] if m["role"] == "user"),
+                (m["text"] for m in messages[::-1] if m["role"] == "user" and "text" in m),
                 None,
             )
             if isinstance(messages, list)
@@ -294,7 +496,12 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 __all__ = [
+    "DEFAULT_ENTRY_BYTES",
+    "MAX_DEPTH",
+    "NO_CONTENT",
+    "ContentNotKept",
     "Criteria",
+    "MessageDigest",
     "RequestEntry",
     "VerificationError",
     "masked_body",

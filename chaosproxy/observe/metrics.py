@@ -24,7 +24,13 @@ from prometheus_client import (
 )
 
 from chaosproxy.core.records import FrameFields, LogLine, ResponseEndLine
-from chaosproxy.observe.metrics_collector import Counted, GuardCollector, SentCollector
+from chaosproxy.observe.metrics_collector import (
+    Counted,
+    GuardCollector,
+    Held,
+    HistoryCollector,
+    SentCollector,
+)
 from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_MOCK, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
@@ -178,6 +184,10 @@ class Metrics:
     #: Added as a label to every sample :meth:`render` gives (``--replica-id``:
     #: docs/fleet.md); None: no such label.
     replica: str | None = None
+
+    def count_history(self, store: Held) -> None:
+        """Expose what the request store holds and forgot (``chaosproxy_history_*``)."""
+        self.registry.register(HistoryCollector(store))
 
     def render(self) -> bytes:
         """The Prometheus text exposition of this registry."""

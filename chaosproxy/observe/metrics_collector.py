@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 
@@ -40,6 +40,46 @@ class GuardCollector(Collector):
             "empty lines): health checks and port probes; not logged.",
             value=self._guard.empty,
         )
+
+
+class Held(Protocol):
+    """What the collector reads of the request store
+    (:class:`~chaosproxy.observe.store.RequestStore`)."""
+
+    @property
+    def held(self) -> int:
+        """The bytes its records hold."""
+        ...
+
+    @property
+    def evicted(self) -> dict[str, int]:
+        """Requests forgotten, by reason (``count``, ``bytes``)."""
+        ...
+
+
+class HistoryCollector(Collector):
+    """``chaosproxy_history_bytes`` and ``chaosproxy_history_evicted_total{reason}``
+    from the request store's own counts (kept as plain integers on the hot path)."""
+
+    def __init__(self, store: Held) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "chaosproxy_history_bytes",
+            "What the admin API's request history holds (frame lines, journal entries), "
+            "in bytes, within --history-bytes.",
+            value=self._store.held,
+        )
+        evicted = CounterMetricFamily(
+            "chaosproxy_history_evicted",
+            "Requests the admin API's history forgot, oldest first: reason=count (past "
+            "the last 256 requests) or bytes (past --history-bytes).",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self._store.evicted.items()):
+            evicted.add_metric([reason], count)
+        yield evicted
 
 
 class SentCollector(Collector):

@@ -5,7 +5,11 @@ write to a client), so it is compiled with the hot path (docs/architecture.md,
 Compiled modules); :mod:`chaosproxy.control.admin` answers from it. Memory is bounded: the
 store keeps the most recent ``history`` requests, at most ``max_frames`` frame and
 action lines each, and at most ``max_content`` characters of payload
-(``--log-content``) per request.
+(``--log-content``) per request; and all of it together holds at most ``max_bytes``
+(``--history-bytes``), counted as what is really held: each kept line's text plus what
+its string object costs, each record's own objects, its journal entry's
+:attr:`~chaosproxy.observe.journal.RequestEntry.held`. Past it, the oldest requests
+are forgotten (``evicted``, by reason, for ``chaosproxy_history_evicted_total``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from chaosproxy.core.records import (
     ViolationLine,
 )
 from chaosproxy.core.verdict import run_of
-from chaosproxy.observe.journal import Criteria, RequestEntry, matches
+from chaosproxy.observe.journal import RequestEntry
 
 #: Recent requests kept by default (in flight and finished).
 DEFAULT_HISTORY = 256
@@ -40,6 +44,17 @@ DEFAULT_HISTORY = 256
 DEFAULT_MAX_FRAMES = 1000
 #: Payload characters (``data`` + ``raw``) kept per request by default.
 DEFAULT_MAX_CONTENT = 256 * 1024
+#: What the whole store holds at most by default (``--history-bytes``).
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+#: What a kept line costs besides its characters: its ``str`` object (49 bytes of
+#: header, rounded up by the allocator) and its slot in a list.
+LINE_OVERHEAD = 64
+#: What a record costs besides its lines and its journal entry: the record, its
+#: ``request`` line and (once ended) its summary, as dicts (measured with
+#: tracemalloc: tests/observe/test_store.py).
+RECORD_OVERHEAD = 2048
+#: What each kept ``violation`` line costs (a dict of a dozen short fields).
+VIOLATION_BYTES = 1024
 _FRAME_SKIP = frozenset({"event", "request_id", "scenario"})
 _CONTENT = frozenset({"data", "raw"})
 
@@ -81,6 +96,10 @@ class RequestRecord:
     #: ``time.monotonic()`` when its request line came: the order requests began in,
     #: across the processes of one machine too (``serve --workers N``).
     started: float = field(default_factory=time.monotonic)
+    #: Its place in the order the store saw requests begin (a listing's cursor).
+    seq: int = 0
+    #: What it holds, in bytes (counted as the store's docstring says).
+    held: int = RECORD_OVERHEAD
 
     @property
     def done(self) -> bool:
@@ -144,12 +163,24 @@ class RequestStore:
         history: int = DEFAULT_HISTORY,
         max_frames: int = DEFAULT_MAX_FRAMES,
         max_content: int = DEFAULT_MAX_CONTENT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        content: bool = False,
     ) -> None:
-        if history < 1 or max_frames < 0 or max_content < 0:
-            raise ValueError("history must be >= 1, max_frames and max_content >= 0")
+        if history < 1 or max_frames < 0 or max_content < 0 or max_bytes < 1:
+            raise ValueError("history and max_bytes must be >= 1, max_frames and max_content >= 0")
         self.history = history
         self.max_frames = max_frames
         self.max_content = max_content
+        self.max_bytes = max_bytes
+        #: Whether the journal keeps the prompts (``--log-content``): ``contains=``
+        #: can search them only then.
+        self.content = content
+        #: What every record kept holds, in bytes.
+        self.held = 0
+        #: Requests forgotten to stay within ``history`` (``count``) or ``max_bytes``
+        #: (``bytes``), since start (a reset forgets, it evicts nothing).
+        self.evicted: dict[str, int] = {"count": 0, "bytes": 0}
+        self._seq = 0
         #: Requests in flight counted elsewhere, when this store keeps none of them
         #: (``serve --workers N``: the supervisor's admin asks its workers); None:
         #: counted here.
@@ -171,9 +202,19 @@ class RequestStore:
         if flights is not None and line["event"] in ("request", "response_end"):
             flights(line)
         if line["event"] == "request":
-            self._records[request_id] = RequestRecord(line)
+            self._seq += 1
+            # (its line's JSON size: the path, the tools' names... vary; the rest is
+            # RECORD_OVERHEAD)
+            began = RequestRecord(line, seq=self._seq)
+            began.held += len(orjson.dumps(line))
+            replaced = self._records.pop(request_id, None)
+            if replaced is not None:
+                self.held -= replaced.held
+            self._records[request_id] = began
+            self.held += began.held
             while len(self._records) > self.history:
-                self._records.popitem(last=False)
+                self._forget_oldest("count")
+            self._fit(began, 0)
             return
         record = self._records.get(request_id)
         if record is None:  # forgotten (reset, or pushed out of the history)
@@ -187,15 +228,40 @@ class RequestStore:
         elif line["event"] == "verdict":
             record.verdict = recorded_verdict(line)
         elif line["event"] == "violation":
-            record.violations.append(line)
+            if self._fit(record, VIOLATION_BYTES):
+                record.violations.append(line)
+                self._hold(record, VIOLATION_BYTES)
         else:
             self._keep(record, record.actions, dict(line))
 
     def keep_request(self, request_id: str, entry: RequestEntry) -> None:
         """Keep what a request sent (its journal entry), after its ``request`` line."""
         record = self._records.get(request_id)
-        if record is not None:
+        if record is not None and self._fit(record, entry.held):
+            if record.request is not None:
+                self._hold(record, -record.request.held)
             record.request = entry
+            self._hold(record, entry.held)
+
+    def _hold(self, record: RequestRecord, size: int) -> None:
+        record.held += size
+        self.held += size
+
+    def _fit(self, record: RequestRecord, size: int) -> bool:
+        """Make room for ``size`` more bytes of ``record``: forget the oldest other
+        requests until the store holds at most ``max_bytes`` with them; False when even
+        that is not enough (``record`` is the oldest left), and they are not kept."""
+        while self.held + size > self.max_bytes:
+            oldest = next(iter(self._records.values()))
+            if oldest is record:
+                return False
+            self._forget_oldest("bytes")
+        return True
+
+    def _forget_oldest(self, reason: str) -> None:
+        _, record = self._records.popitem(last=False)
+        self.held -= record.held
+        self.evicted[reason] += 1
 
     def frame_json(self, context: dict[str, Any], fields: FrameFields, text: bytes) -> None:
         """The same as calling it with a ``frame`` line, given the parts the line is made
@@ -229,7 +295,14 @@ class RequestStore:
         if len(record.frames) + len(record.actions) >= self.max_frames:
             record.omitted += 1
         elif "raw" not in fields:
-            record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+            size = len(text) + LINE_OVERHEAD
+            # (the budget's check inlined: this is every write of every stream)
+            if self.held + size <= self.max_bytes or self._fit(record, size):
+                record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+                record.held += size
+                self.held += size
+            else:
+                record.omitted += 1
         else:  # with content, which the store may have to leave out
             self._keep(record, record.frames, orjson.loads(text), text)
 
@@ -249,23 +322,13 @@ class RequestStore:
             else:
                 record.content += size
         # The line's JSON without the newline, as orjson.dumps(line) would make it.
-        into.append(text[:-1].decode() if text else orjson.dumps(line).decode())
-
-    def recent(
-        self, limit: int, scenario: str | None = None, criteria: Criteria | None = None
-    ) -> list[AdminSummary]:
-        """Summaries of the ``limit`` most recent requests (of ``scenario`` only, when
-        given, and only those that meet ``criteria``: :func:`chaosproxy.observe.journal.matches`),
-        newest first."""
-        out: list[AdminSummary] = []
-        for record in reversed(self._records.values()):
-            if len(out) >= limit:
-                break
-            if scenario is None or record.line.get("scenario") == scenario:
-                view = record.view()
-                if criteria is None or matches(view, criteria):
-                    out.append(view)
-        return out
+        kept = text[:-1].decode() if text else orjson.dumps(line).decode()
+        size = len(kept) + LINE_OVERHEAD
+        if self._fit(record, size):
+            into.append(kept)
+            self._hold(record, size)
+        else:
+            record.omitted += 1
 
     def get(self, request_id: str) -> RequestRecord | None:
         return self._records.get(request_id)
@@ -294,14 +357,25 @@ class RequestStore:
     def __len__(self) -> int:
         return len(self._records)
 
+    def newest_first(self, before: int | None = None) -> list[RequestRecord]:
+        """The records kept, newest first: those that began before the one numbered
+        ``before`` (a listing's cursor: :attr:`RequestRecord.seq`), or all."""
+        records = list(self._records.values())
+        records.reverse()
+        if before is None:
+            return records
+        return [r for r in records if r.seq < before]
+
     def reset(self) -> None:
         """Forget every request, including those in flight (their later lines are
         ignored)."""
         self._records.clear()
+        self.held = 0
 
 
 __all__ = [
     "DEFAULT_HISTORY",
+    "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_CONTENT",
     "DEFAULT_MAX_FRAMES",
     "RequestRecord",

@@ -30,8 +30,9 @@ from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
 from chaosproxy.core.redact import redact_url
 from chaosproxy.core.seeds import MAX_SEED, SEED_RANGE, SEED_TEXT, SeedError, parse_seed_text, shown
 from chaosproxy.core.tenancy import AnonymousRequests
+from chaosproxy.observe.journal import DEFAULT_ENTRY_BYTES
 from chaosproxy.observe.logs import LogFormat, LogLevel
-from chaosproxy.observe.store import DEFAULT_HISTORY, DEFAULT_MAX_FRAMES
+from chaosproxy.observe.store import DEFAULT_HISTORY, DEFAULT_MAX_BYTES, DEFAULT_MAX_FRAMES
 from chaosproxy.server.routes import (
     MOCK,
     Route,
@@ -228,6 +229,29 @@ def parse_yes_no(value: str) -> bool:
     except ConfigError:
         pass
     raise ConfigError(f"expected yes or no, got {shown(value)}")
+
+
+_SIZE = re.compile(r"(\d{1,15})\s*([kKmMgG]i?[bB]|[bB])?")
+_SIZE_UNITS = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+_SIZE_UNITS.update(kb=1000, mb=1000**2, gb=1000**3)
+
+
+def parse_size(value: str) -> int:
+    """A size in bytes, 1 or more: digits, or with a unit (``512KiB``, ``64MiB``,
+    ``100kB``), as a scenario's sizes (``resume.max_bytes``) are written."""
+    m = _SIZE.fullmatch(value.strip())
+    size = int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "b").lower()] if m else 0
+    if size < 1:
+        raise ConfigError(f"expected a size (bytes, or 512KiB, 64MiB), got {shown(value)}")
+    return size
+
+
+def show_size(size: int) -> str:
+    """A size as a flag takes it: ``64KiB``, ``32MiB``, else bytes."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
 
 
 def _text(value: str) -> str:
@@ -736,9 +760,34 @@ class Config:
     #: Recent requests the admin API keeps, and frame lines kept per request.
     history: int = field(default=DEFAULT_HISTORY)
     history_frames: int = field(default=DEFAULT_MAX_FRAMES)
-    #: The largest request body the journal keeps (parsed, in ``proxy.requests()`` and
-    #: the admin API) per request; a larger one keeps its summary only.
-    history_body_bytes: int = field(default=256 * 1024)
+    #: What the admin API's history (the request store and its journal) holds at most,
+    #: all requests together; the oldest go first (docs/operations.md, Memory bounds).
+    history_bytes: int = field(
+        default=DEFAULT_MAX_BYTES,
+        metadata=option(
+            "--history-bytes",
+            "what the admin API's request history (frame lines, journal entries) holds "
+            "at most, all requests together: the oldest requests are forgotten first "
+            "(default {default})",
+            parse_size,
+            "SIZE",
+            show=show_size,
+        ),
+    )
+    #: What one journal entry keeps at most of what a client sent: header fields, then
+    #: the body (with --log-content); a larger body keeps its size and hash only.
+    journal_entry_bytes: int = field(
+        default=DEFAULT_ENTRY_BYTES,
+        metadata=option(
+            "--journal-entry-bytes",
+            "what the journal keeps at most of one request: its header fields (16KiB at "
+            "most, each value cut to 1 KiB), then its body (with --log-content) if it "
+            "fits; the rest is counted, not kept (default {default})",
+            parse_size,
+            "SIZE",
+            show=show_size,
+        ),
+    )
 
     def __post_init__(self) -> None:
         seed: Any = self.seed

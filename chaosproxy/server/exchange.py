@@ -180,7 +180,8 @@ class Exchange:
             self.session.path,
             self.request.headers.items(),
             self._body if isinstance(self._body, bytes) else None,  # (not a large stream)
-            keep=self.state.config.history_body_bytes,
+            keep=self.state.config.journal_entry_bytes,
+            content=self._content,
         )
         self._log_request(entry)
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -57,6 +58,7 @@ from chaosproxy.control import admin as admin_api
 from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.core.records import AdminSummary, RequestSummary
 from chaosproxy.core.summary import worker_lost_end
+from chaosproxy.observe.journal import ContentNotKept
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, NO_SCENARIO, Metrics, with_replica
 from chaosproxy.scenario import Fixture, Scenario
@@ -247,15 +249,38 @@ class Workers:
     # -- reads
 
     async def recent(
-        self, limit: int, scenario: str | None, criteria: Any | None
-    ) -> list[AdminSummary]:
+        self, limit: int, scenario: str | None, criteria: Any | None, page: admin_api.Page
+    ) -> tuple[list[AdminSummary], str | None]:
+        """A page of ``GET /requests`` over every worker: each lists a page of its own
+        (newest first, begun before the cursor: a time), merged newest first within
+        ``limit`` and the page's bytes; the cursor of the next (None: no more)."""
         given = None
         if criteria is not None:
             given = {k: getattr(criteria, k) for k in ("model", "path", "contains", "tool")}
-        answers = await self.ask_all("recent", limit=limit, scenario=scenario, criteria=given)
-        found = [pair for answer in answers for pair in answer]
+        before = None if page.cursor is None else float(page.cursor)
+        answers = await self.ask_all(
+            "recent",
+            limit=limit,
+            scenario=scenario,
+            criteria=given,
+            before=before,
+            max_bytes=page.max_bytes,
+        )
+        found = [(float(began), view) for answer in answers for began, view in answer["found"]]
         found.sort(key=lambda pair: pair[0], reverse=True)
-        return [view for _, view in found[:limit]]
+        more = any(answer["more"] for answer in answers)
+        out: list[AdminSummary] = []
+        size = 0
+        last = 0.0
+        for began, view in found:
+            length = len(orjson.dumps(view))
+            if len(out) >= limit or (out and size + length > page.max_bytes):
+                more = True
+                break
+            out.append(view)
+            size += length + 1
+            last = began
+        return out, (repr(last) if more and out else None)
 
     async def records(self) -> list[tuple[float, str, RequestSummary | None]]:
         """Every request the workers keep, in the order they began: (when it began, its
@@ -568,9 +593,16 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
         query = admin_api.recent_query(request)
         if isinstance(query, web.Response):
             return query
+        page = admin_api.page_query(request)
+        if isinstance(page, web.Response):
+            return page
         limit, scenario, criteria = query
-        found = await workers.recent(limit, scenario, criteria)
-        return admin_api.json_response({"requests": found})
+        try:
+            admin_api.refuse_contains(state.requests, criteria)
+        except ContentNotKept as exc:
+            return admin_api.content_not_kept(exc)
+        found, cursor = await workers.recent(limit, scenario, criteria, page)
+        return admin_api.page_json([orjson.dumps(view) for view in found], cursor)
 
     async def get_request(request: web.Request) -> web.Response:
         request_id = request.match_info["id"]
@@ -624,9 +656,10 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
     }
 
 
-def _no_requests() -> admin_api.RequestStore:
-    """The supervisor's store: it keeps no requests; ``/health`` counts the workers'."""
-    store = admin_api.RequestStore()
+def _no_requests(content: bool) -> admin_api.RequestStore:
+    """The supervisor's store: it keeps no requests; ``/health`` counts the workers'
+    (``content``: whether theirs keep the prompts, ``--log-content``)."""
+    store = admin_api.RequestStore(content=content)
     store.elsewhere = 0
     return store
 
@@ -880,7 +913,7 @@ async def _supervise(
         admin_host, admin_port = config.admin
         state = admin_api.AdminState(
             scenario_set,
-            _no_requests(),
+            _no_requests(config.log_content),
             Metrics(),
             token=config.admin_token,
             warnings=warnings,

@@ -325,18 +325,30 @@ class _Answers:
 
     # ---------------------------------------------------------------- reads
 
-    def op_recent(self, message: dict[str, Any]) -> list[list[Any]]:
+    async def op_recent(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A page of this worker's requests, newest first, that began before
+        ``before`` (None: any): ``found`` as [began, summary] pairs, and whether any
+        is ``more`` (the supervisor merges the workers' pages: its cursor is a time)."""
+        from chaosproxy.control.admin import build_page, refuse_contains
         from chaosproxy.observe.journal import Criteria
 
         store = self.proxy.requests
         given = message.get("criteria")
         criteria = Criteria(**given) if isinstance(given, dict) else None
-        views = store.recent(int(message["limit"]), message.get("scenario"), criteria)
-        out: list[list[Any]] = []
-        for view in views:
-            record = store.get(view["request_id"])
-            out.append([record.started if record is not None else 0.0, view])
-        return out
+        refuse_contains(store, criteria)
+        before = message.get("before")
+        records = [r for r in store.newest_first() if before is None or r.started < before]
+        found, more = await build_page(
+            records,
+            int(message["limit"]),
+            message.get("scenario"),
+            criteria,
+            int(message["max_bytes"]),
+        )
+        return {
+            "found": [[r.started, orjson.loads(encoded)] for r, encoded in found],
+            "more": more,
+        }
 
     def op_detail(self, message: dict[str, Any]) -> dict[str, Any] | None:
         record = self.proxy.requests.get(message["request_id"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import re
@@ -24,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaosproxy.cli.main import build_parser, config_from
 from chaosproxy.control.admin import RequestStore
+from chaosproxy.control.client import ChaosClient
 from chaosproxy.control.start import RunningProxy, StartupError
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server.config import Config
@@ -271,7 +273,11 @@ async def test_requests_recent_and_detail(
     expected = {k: v for k, v in {**request_line, **end}.items() if k != "event"}
     sent = summary.pop("request")  # what the client sent (the journal)
     assert summary == {**expected, "state": "done"}
-    assert (sent["method"], sent["path"], sent["body"]) == ("POST", "/v1/stream", {})
+    assert (sent["method"], sent["path"]) == ("POST", "/v1/stream")
+    # Without --log-content, no body: its size and hash (docs/mock.md, The request journal)
+    assert "body" not in sent and sent["body_omitted_reason"] == "content"
+    assert (sent["body_bytes"], sent["body_sha256"]) == (2, hashlib.sha256(b"{}").hexdigest())
+    assert body["next"] is None  # (the whole history on one page)
     for bad in ("0", "-1", "x"):
         status, body, _ = await call(proxy, "GET", f"/requests?limit={bad}")
         assert status == 400
@@ -340,7 +346,7 @@ async def test_reset_forgets_requests_and_restarts_scenario_ordinals(
     status, body, _ = await call(proxy, "POST", "/reset")
     assert (status, body) == (200, {"reset": True})
     _, body, _ = await call(proxy, "GET", "/requests")
-    assert body == {"requests": []}
+    assert body == {"requests": [], "next": None}
     assert await ordinal_and_faults() == (1, True)
     _, body, _ = await call(proxy, "GET", "/requests")
     assert len(body["requests"]) == 1
@@ -695,7 +701,7 @@ async def test_reset_goes_back_to_the_state_at_start_up(
     assert after == before
     assert after["default"] == "a"
     _, requests, _ = await call(proxy, "GET", "/requests")
-    assert requests == {"requests": []}
+    assert requests == {"requests": [], "next": None}
 
 
 async def test_requests_filtered_by_scenario_and_limited(
@@ -714,7 +720,93 @@ async def test_requests_filtered_by_scenario_and_limited(
     _, body, _ = await call(proxy, "GET", "/requests?scenario=b&limit=1")
     assert [r["request_id"] for r in body["requests"]] == ids["b"][-1:]
     _, body, _ = await call(proxy, "GET", "/requests?scenario=nope")
-    assert body == {"requests": []}
+    assert body == {"requests": [], "next": None}
+
+
+async def pages(proxy: RunningProxy, query: str) -> list[list[str]]:
+    """The request ids of each page of ``GET /requests?QUERY``, following ``next``."""
+    out: list[list[str]] = []
+    cursor = None
+    while True:
+        extra = "" if cursor is None else f"&cursor={cursor}"
+        status, page, _ = await call(proxy, "GET", f"/requests?{query}{extra}")
+        assert status == 200, page
+        out.append([r["request_id"] for r in page["requests"]])
+        cursor = page["next"]
+        if cursor is None:
+            return out
+
+
+async def test_requests_listed_in_pages_by_limit_and_by_bytes(
+    make_proxy: ProxyFactory, sse: str, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(
+        upstream=sse, scenarios={"a": RECHUNK % 3, "b": RECHUNK % 4}, admin=ADMIN
+    )
+    ids: dict[str, list[str]] = {"a": [], "b": []}
+    every: list[str] = []
+    for name in ("a", "b", "a", "b", "a", "b", "a"):
+        resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": name})
+        ids[name].append(resp.headers["X-Chaos-Request-Id"])
+        every.insert(0, ids[name][-1])
+        await log_capture.wait_end(ids[name][-1])
+    assert await pages(proxy, "limit=3") == [every[:3], every[3:6], every[6:]]
+    assert await pages(proxy, "limit=7") == [every]
+    assert await pages(proxy, "scenario=a&limit=3") == [ids["a"][::-1][:3], ids["a"][:1]]
+    # A page of 1 byte still holds one summary: each on its own page.
+    assert await pages(proxy, "max_bytes=1") == [[rid] for rid in every]
+    # Pages of at most max_bytes of summaries (their JSON, a comma between), as many as
+    # fit: what the summaries' own sizes say.
+    _, whole, _ = await call(proxy, "GET", "/requests")
+    sizes = [len(orjson.dumps(r)) for r in whole["requests"]]
+    limit = 2 * max(sizes) + 1
+    expected: list[list[str]] = [[]]
+    used = 0
+    for rid, size in zip(every, sizes, strict=True):
+        if expected[-1] and used + size > limit:
+            expected.append([])
+            used = 0
+        expected[-1].append(rid)
+        used += size + 1
+    assert await pages(proxy, f"max_bytes={limit}") == expected
+    assert len(expected) in (3, 4)
+    # A page is what is kept now: a request that began since is on no later page.
+    _, first, _ = await call(proxy, "GET", "/requests?limit=2")
+    resp, _ = await get(proxy.url + "/v1/stream", **{"X-Chaos-Scenario": "a"})
+    await log_capture.wait_end(resp.headers["X-Chaos-Request-Id"])
+    _, second, _ = await call(proxy, "GET", f"/requests?limit=2&cursor={first['next']}")
+    assert [r["request_id"] for r in second["requests"]] == every[2:4]
+    for bad in ("cursor=x", "cursor=-1", "cursor=1e3", "max_bytes=0", "max_bytes=x",
+                "max_bytes=99999999999", f"max_bytes={16 * 1024 * 1024 + 1}"):  # fmt: skip
+        status, body, _ = await call(proxy, "GET", f"/requests?{bad}")
+        assert status == 400 and body["error"]["type"] == "bad_request", bad
+
+
+async def test_the_admin_client_follows_the_pages(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    # Bodies of 400 KB, kept (--log-content): a summary shows each three times (the
+    # request line's body, the journal's body and its message), one summary a page.
+    proxy = await make_proxy(
+        admin=ADMIN, content=True, journal_entry_bytes=512 * 1024, mock_tokens=1
+    )
+    prompts = [f"{i} " + "x" * 400_000 for i in range(5)]
+    sent: list[str] = []
+    async with aiohttp.ClientSession() as s:
+        for prompt in prompts:
+            body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}]})
+            async with s.post(proxy.url + "/v1/chat/completions", data=body) as resp:
+                await resp.read()
+                sent.append(resp.headers["X-Chaos-Request-Id"])
+            await log_capture.wait_end(sent[-1])
+    assert await pages(proxy, "limit=100") == [[rid] for rid in sent[::-1]]
+    assert proxy.admin_url is not None
+    client = ChaosClient(proxy.admin_url)
+    found = await asyncio.to_thread(client.requests)
+    assert [r["request_id"] for r in found] == sent  # (oldest first)
+    assert [r["request"]["messages"][0]["text"] for r in found] == prompts
+    (one,) = await asyncio.to_thread(client.verify, 1, contains="3 xxx")
+    assert one["request_id"] == sent[3]
 
 
 def test_serve_refuses_a_public_admin_without_a_token_in_one_line() -> None:

@@ -467,3 +467,35 @@ def test_ini_keys_give_the_upstream_and_scenarios(
     )
     pytester.makepyfile(PLUGIN_SETTINGS)
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("content", [False, True])
+def test_the_journal_keeps_the_prompts_only_with_log_content(content: bool) -> None:
+    from chaosproxy.observe.journal import ContentNotKept, VerificationError
+
+    with ChaosProxy(log_content=content, mock_tokens=2, admin=("127.0.0.1", 0)) as proxy:
+        httpx.post(proxy.url + "/v1/chat/completions", json=CHAT, timeout=10).read()
+        (summary,) = proxy.verify(count=1, model="gpt-4o")  # (what is always kept)
+        messages = summary["request"]["messages"]
+        assert isinstance(messages, list)
+        client = ChaosClient(admin_url_of(proxy))
+        if content:
+            assert messages == [{"role": "user", "text": "Tell me about rivers."}]
+            proxy.verify(count=1, contains="rivers")
+            client.verify(count=1, contains="rivers")
+            with pytest.raises(VerificationError):
+                proxy.verify(contains="lakes")
+        else:
+            assert messages[0].get("chars") == len("Tell me about rivers.")
+            assert "text" not in messages[0] and "body" not in summary["request"]
+            for verify in (proxy.verify, client.verify):
+                with pytest.raises(ContentNotKept, match="--log-content"):
+                    verify(contains="rivers")
+            with pytest.raises(ChaosClientError, match="--log-content") as info:
+                client.requests(contains="rivers")  # (the admin refuses it: 400)
+            assert info.value.status == 400
+
+
+def admin_url_of(proxy: ChaosProxy) -> str:
+    assert proxy.admin_url is not None
+    return proxy.admin_url

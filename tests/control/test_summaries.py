@@ -6,6 +6,7 @@ every object closed)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,8 +51,13 @@ def check(kind: Any, value: Any) -> None:
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[ChaosProxy]:
-    # history_body_bytes: the journal keeps the body of the short request only.
-    settings: dict[str, Any] = {"admin": ("127.0.0.1", 0), "history_body_bytes": 1024}
+    # journal_entry_bytes: the journal keeps the body of the short request only (and
+    # keeps bodies at all only with log_content).
+    settings: dict[str, Any] = {
+        "admin": ("127.0.0.1", 0),
+        "journal_entry_bytes": 1024,
+        "log_content": True,
+    }
     with ChaosProxy(mock_interval=0.001, **settings) as p:
         yield p
 
@@ -90,7 +96,10 @@ def test_each_kind_of_request_ran_as_meant(proxy: ChaosProxy, ran: dict[str, str
     assert summaries["rejected"].get("faults_applied") == {"status": 1}
     request = summaries["large"].get("request")
     assert request is not None and request.get("body_omitted") is True
-    assert request.get("messages") == 1  # a count: the body was not kept
+    # The body was not kept: its one message as role, length and hash.
+    digest = hashlib.sha256(b"x" * 4096).hexdigest()
+    assert request.get("messages") == [{"role": "user", "chars": 4096, "sha256": digest}]
+    assert request.get("body_omitted_reason") == "size"
     verdict = summaries["verdict"].get("verdict")
     assert verdict is not None and verdict["verdict"] == "silent_corruption"
 

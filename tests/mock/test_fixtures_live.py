@@ -223,10 +223,11 @@ async def test_faults_apply_to_a_fixtures_tool_call_delta(
 # --------------------------------------------------------------------------- the journal
 
 
+@pytest.mark.parametrize("content", [False, True], ids=["without-content", "log-content"])
 async def test_each_request_line_says_what_the_client_sent(
-    make_proxy: ProxyFactory, log_capture: LogCapture
+    make_proxy: ProxyFactory, log_capture: LogCapture, content: bool
 ) -> None:
-    proxy = await make_proxy(admin=ADMIN, mock_tokens=3)
+    proxy = await make_proxy(admin=ADMIN, mock_tokens=3, content=content)
     body = orjson.dumps(chat_body(api_key="sk-in-the-body"))
     _, headers, _ = await post(proxy, body, Authorization="Bearer sk-header")
     rid = headers["X-Chaos-Request-Id"]
@@ -240,14 +241,22 @@ async def test_each_request_line_says_what_the_client_sent(
         "body_bytes": len(body),
         "body_sha256": hashlib.sha256(body).hexdigest(),
     }
-    assert "body" not in line  # only with --log-content
+    assert ("body" in line) is content  # only with --log-content
 
     _, detail, _ = await call(proxy, "GET", f"/requests/{rid}")
     sent = detail["summary"]["request"]
     assert sent["headers"]["authorization"] == "***"
-    assert sent["messages"] == [{"role": "user", "text": "What's the weather in Paris?"}]
-    assert sent["body"]["api_key"] == "***" and sent["tools"] == ["get_weather"]
+    assert sent["tools"] == ["get_weather"] and sent["model"] == "gpt-4o"
     assert "sk-" not in json.dumps(detail)
+    question = "What's the weather in Paris?"
+    if content:
+        assert sent["messages"] == [{"role": "user", "text": question}]
+        assert sent["body"]["api_key"] == "***"
+    else:  # the prompt's length and hash only, no body
+        digest = hashlib.sha256(question.encode()).hexdigest()
+        assert sent["messages"] == [{"role": "user", "chars": len(question), "sha256": digest}]
+        assert "body" not in sent and sent["body_omitted_reason"] == "content"
+        assert "Paris" not in json.dumps(detail)
 
     await post(proxy, chat_body("Hello", model="claude-3"), path="/v1/chat/completions")
     for query, found in [
@@ -259,14 +268,19 @@ async def test_each_request_line_says_what_the_client_sent(
         ("contains=Hello&model=claude-3", 1),
         ("path=/v1/messages", 0),
     ]:
-        _, listed, _ = await call(proxy, "GET", f"/requests?{query}")
-        assert len(listed["requests"]) == found, query
+        status, listed, _ = await call(proxy, "GET", f"/requests?{query}")
+        if content or "contains=" not in query:
+            assert len(listed["requests"]) == found, query
+        else:  # nothing to search: refused, saying how to keep the prompts
+            assert status == 400, query
+            assert listed["error"]["type"] == "content_not_kept"
+            assert "--log-content" in listed["error"]["message"]
 
 
 async def test_with_log_content_the_body_is_logged_masked(
     make_proxy: ProxyFactory, log_capture: LogCapture
 ) -> None:
-    proxy = await make_proxy(content=True, mock_tokens=2, history_body_bytes=10)
+    proxy = await make_proxy(content=True, mock_tokens=2, journal_entry_bytes=10)
     body = chat_body("See https://user:pw@example.com/x?key=abc", api_key="sk-secret")
     _, headers, _ = await post(proxy, body)
     line = log_capture.for_request(headers["X-Chaos-Request-Id"])[0]
@@ -277,7 +291,7 @@ async def test_with_log_content_the_body_is_logged_masked(
     }
     store = proxy.requests.get(headers["X-Chaos-Request-Id"])
     assert store is not None and store.request is not None
-    assert store.request.as_dict()["body_omitted"] is True  # over history_body_bytes
+    assert store.request.as_dict()["body_omitted"] is True  # over journal_entry_bytes
 
 
 # --------------------------------------------------------------------------- request faults

@@ -165,7 +165,8 @@ CLIENT_PARAMS = [pytest.param(n, marks=pytest.mark.node) if "Node" in n else n f
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[ChaosProxy]:
-    with ChaosProxy(mock_interval=0.0, admin=("127.0.0.1", 0)) as running:
+    # log_content: the journal keeps the prompts, for contains= (docs/mock.md)
+    with ChaosProxy(mock_interval=0.0, admin=("127.0.0.1", 0), log_content=True) as running:
         running.add_fixture(PARALLEL)
         yield running
 
@@ -234,7 +235,7 @@ def test_a_broken_tool_call_delta_gets_the_verdict_the_rules_say(
 @pytest.fixture(scope="module")
 def recipes() -> Iterator[ChaosProxy]:
     with ChaosProxy(
-        mock_fixtures=str(REPO / "examples" / "mock-fixtures"), mock_interval=0.0
+        mock_fixtures=str(REPO / "examples" / "mock-fixtures"), mock_interval=0.0, log_content=True
     ) as running:
         yield running
 

@@ -96,7 +96,7 @@ FORMATS: dict[str, Callable[[ChaosProxy], str]] = {
 
 @pytest.fixture
 def proxy() -> Iterator[ChaosProxy]:
-    with ChaosProxy() as running:
+    with ChaosProxy(log_content=True) as running:  # (the journal keeps the prompts)
         running.add_fixture(FIXTURE)
         yield running
 

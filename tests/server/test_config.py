@@ -68,6 +68,8 @@ SAMPLES: dict[str, str | None] = {
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
     "--tenant-header": "X-User-Id",
     "--tenant-cookie": "session",
+    "--history-bytes": "8MiB",
+    "--journal-entry-bytes": "4096",
     "--workers": "2",
     "--scenarios-poll": "250ms",
 }

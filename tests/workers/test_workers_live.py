@@ -287,6 +287,37 @@ async def test_ordinals_and_seeds_count_the_whole_proxy(
     assert seeds == {derive_seed(SEED, n, REPLICA) for n in range(1, 31)}
 
 
+async def test_the_fleets_requests_are_listed_in_pages(
+    served: Served, admin: aiohttp.ClientSession
+) -> None:
+    async with admin.post("/reset", json={}) as r:
+        assert r.status == 200
+    answers = await many(served.url, 12, {"X-Chaos-Scenario": "slow"})
+    ids = {r.headers["X-Chaos-Request-Id"] for r, _ in answers}
+    assert {worker_of(i) for i in ids} == {0, 1}
+    async with admin.get("/requests", params={"limit": "1000"}) as r:
+        whole = await r.json()
+    assert whole["next"] is None and {s["request_id"] for s in whole["requests"]} == ids
+    newest_first = [s["request_id"] for s in whole["requests"]]
+    for params in ({"limit": "5"}, {"max_bytes": "1"}):
+        pages: list[list[str]] = []
+        cursor = None
+        while True:
+            query = params if cursor is None else {**params, "cursor": cursor}
+            async with admin.get("/requests", params=query) as r:
+                assert r.status == 200
+                page = await r.json()
+            pages.append([s["request_id"] for s in page["requests"]])
+            cursor = page["next"]
+            if cursor is None:
+                break
+        assert [rid for p in pages for rid in p] == newest_first, params
+        assert len(pages) == (3 if "limit" in params else 12), params
+    async with admin.get("/requests", params={"contains": "x"}) as r:
+        assert r.status == 400  # (no --log-content: the workers keep no prompts)
+        assert (await r.json())["error"]["type"] == "content_not_kept"
+
+
 async def test_requests_metrics_and_verdicts_answer_for_every_worker(
     served: Served, admin: aiohttp.ClientSession
 ) -> None:
