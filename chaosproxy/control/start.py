@@ -54,6 +54,7 @@ from chaosproxy.upstream.tls import upstream_warnings
 if TYPE_CHECKING:
     from chaosproxy.fleet import SharedState
     from chaosproxy.fleet.history import HistoryMirror
+    from chaosproxy.fleet.journal import FleetJournal
     from chaosproxy.mock.fixtures import MockFixtures
 
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
@@ -176,6 +177,8 @@ class RunningProxy:
     shared: SharedState | None = None
     #: The fleet's shared history (its last writes are made when the proxy stops).
     _mirror: HistoryMirror | None = None
+    #: The fleet's journal (this replica's last requests written when it stops).
+    _journal: FleetJournal | None = None
     #: The ``--scenarios`` files watched for changes (None: not watched).
     watcher: ScenarioWatcher | None = None
 
@@ -289,6 +292,8 @@ class RunningProxy:
         if self.shared is not None:
             if self._mirror is not None:  # what this replica's streams became, written
                 await self._mirror.close()
+            if self._journal is not None:  # and its last requests
+                await self._journal.close()
             await self.shared.close()
         return problems
 
@@ -466,6 +471,7 @@ async def start_proxy(
     admin_url: str | None = None
     mock_fixtures: MockFixtures | None = None
     shared: SharedState | None = None
+    journal: FleetJournal | None = None
     try:
         resolve: dict[str, str] = {}
         if uses_mock(config):  # one mock, however many routes lead to it
@@ -502,7 +508,7 @@ async def start_proxy(
         if mock_fixtures is not None:  # a scenario's mock: fixtures, by its name
             mock_fixtures.scenarios = _scenario_fixtures(state.scenarios)
         if config.shared:  # before the first request: the fleet's set, its secret
-            shared = await _join_fleet(config, state, store, mock_fixtures, metrics)
+            shared, journal = await _join_fleet(config, state, store, mock_fixtures, metrics)
         host, port = config.listen
         app = create_proxy_app(state)
         metrics.count_connections(app[CLIENT_GUARD])
@@ -544,8 +550,13 @@ async def start_proxy(
             )
             if shared is not None:
                 admin.changed = shared_changes(shared)
+            overrides = None
+            if shared is not None and journal is not None:
+                from chaosproxy.control.fleet_admin import fleet_overrides
+
+                overrides = fleet_overrides(journal, shared)
             admin_runner, admin_port_bound = await listen(
-                create_admin_app(admin),
+                create_admin_app(admin, overrides),
                 admin_host,
                 admin_port,
                 what="the admin API",
@@ -586,6 +597,7 @@ async def start_proxy(
         shared=shared,
     )
     proxy._mirror = cast("HistoryMirror | None", state.resume.mirror)
+    proxy._journal = journal
     proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
     if watched is not None:
         proxy.watcher = watch_scenarios(
@@ -602,12 +614,13 @@ async def _join_fleet(
     store: RequestStore,
     fixtures: MockFixtures | None,
     metrics: Metrics,
-) -> SharedState:
+) -> tuple[SharedState, FleetJournal]:
     """Reach the fleet's Redis (``--state``), take its tenant secret and its current
     set, and start applying its changes here; a StartupError when it cannot be reached
     (a replica never starts apart from its fleet)."""
     from chaosproxy.fleet import SharedState
     from chaosproxy.fleet.history import HistoryMirror
+    from chaosproxy.fleet.journal import FleetJournal
     from chaosproxy.fleet.shared import StateCollector
 
     shared = SharedState(
@@ -632,8 +645,10 @@ async def _join_fleet(
     state.scenarios.fallback_salt = config.replica
     state.fleet = shared
     state.resume.mirror = HistoryMirror(shared)
+    journal = FleetJournal(shared, store, config.history)
+    store.flights = journal  # (a worker chains its own notes before it)
     metrics.registry.register(StateCollector(shared))
-    return shared
+    return shared, journal
 
 
 def shared_changes(shared: SharedState) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:

@@ -926,7 +926,7 @@ async def _supervise(
         )
         try:
             admin_runner, bound_port = await listen(
-                admin_api.create_admin_app(state, _overrides(group, state)),
+                admin_api.create_admin_app(state, _admin_routes(group, state, shared, config)),
                 admin_host,
                 admin_port,
                 what="the admin API",
@@ -1064,6 +1064,21 @@ async def _join_fleet(config: Config, scenarios: ScenarioSet, fixtures: Any) -> 
         await shared.close()
         raise StartupError(str(exc) or f"--state {shared.label}: no answer in time") from None
     return shared
+
+
+def _admin_routes(
+    group: Workers, state: admin_api.AdminState, shared: SharedState | None, config: Config
+) -> dict[tuple[str, str], Any]:
+    """The admin's reads: the workers', or in a fleet the fleet's journal (the workers'
+    with Redis away)."""
+    routes = _overrides(group, state)
+    if shared is not None:
+        from chaosproxy.control.fleet_admin import fleet_overrides
+        from chaosproxy.fleet.journal import FleetJournal
+
+        journal = FleetJournal(shared, state.requests, config.history)
+        routes.update(fleet_overrides(journal, shared, routes))
+    return routes
 
 
 def _fleet_changes(

@@ -105,6 +105,14 @@ class Flights:
             self._ended = []
 
 
+def _both(first: Callable[[Any], None], then: Callable[[Any], None]) -> Callable[[Any], None]:
+    def both(line: Any) -> None:
+        first(line)
+        then(line)
+
+    return both
+
+
 def run_worker(spec: WorkerSpec) -> None:
     """The worker process's entry point (``multiprocessing``, spawned)."""
     with contextlib.suppress(OSError):
@@ -184,7 +192,9 @@ async def _serve(spec: WorkerSpec) -> int:
         await control.flush()
         return 2
     state = proxy.state
-    proxy.requests.flights = Flights(control.note)
+    notes = Flights(control.note)
+    fleet = proxy.requests.flights  # (a fleet's journal, under --state redis)
+    proxy.requests.flights = notes if fleet is None else _both(notes, fleet)
     state.resume.token_prefix = token_prefix(spec.index)
     if not config.shared:  # (a fleet's replica took the fleet's secret)
         state.tenants = tenant_keys(config, spec.tenant_secret)

@@ -342,3 +342,64 @@ async def test_a_replica_with_workers_is_one_member_of_its_fleet(tmp_path: Path)
     assert third == [200, 200, 429, 200, 200, 200]
     assert fourths == [200, 200, 200, 418, 200, 200]
     assert {"third", "fourth"} <= {s["name"] for s in listing["scenarios"]}
+
+
+async def test_every_replica_answers_for_the_whole_journal(tmp_path: Path) -> None:
+    """Requests served by three replicas (and a fourth with two workers): ``verify``,
+    ``requests``, ``last``, ``summary``, ``frames`` and a verdict give the same answer
+    through every replica's admin (ChaosClient, as a test drives a sidecar)."""
+    from chaosproxy import ChaosClient
+
+    with redis_server(tmp_path) as redis:
+        async with (
+            replicas(tmp_path, NAMES, "--state", redis.url, "--mock-interval-ms", "1") as fleet,
+            replicas(
+                tmp_path,
+                ["pool"],
+                "--state",
+                redis.url,
+                "--workers",
+                "2",
+                "--mock-interval-ms",
+                "1",
+            ) as pooled,  # fmt: skip
+            aiohttp.ClientSession() as session,
+        ):
+            members = [*fleet, *pooled]
+            served = []
+            for i in range(8):
+                where = members[i % 4]
+                answer = await post_chat(
+                    session, where.url, {"X-Chaos-Scenario": "duplicate-third-delta"}
+                )
+                served.append(answer[1]["x-chaos-request-id"])
+            clients = [ChaosClient(m.admin) for m in members]
+
+            def seen() -> bool:
+                return all(len(c.requests()) == 8 for c in clients)
+
+            assert await eventually(seen)
+            views = [await asyncio.to_thread(_view, client, served) for client in clients]
+            first = served[1]  # served by r2
+            verdict = await asyncio.to_thread(
+                clients[3].verdict, first, text="an answer with a delta twice"
+            )
+            recorded = [
+                await asyncio.to_thread(lambda c=c: c.summary(first).get("verdict"))
+                for c in clients
+            ]
+    assert all(v == views[0] for v in views), views
+    ids, last, outcome, frames = views[0]
+    assert ids == served
+    assert last == served[-1]
+    assert outcome == "completed" and frames > 20
+    assert verdict["verdict"] in ("detected", "silent_corruption", "tolerated")
+    assert all(r is not None and r["verdict"] == verdict["verdict"] for r in recorded), recorded
+
+
+def _view(client: Any, served: list[str]) -> tuple[list[str], str, str, int]:
+    """What one replica's admin says of the fleet's requests."""
+    client.verify(count=8, scenario="duplicate-third-delta")
+    ids = [r["request_id"] for r in client.requests()]
+    summary = client.summary(served[2])
+    return ids, client.last()["request_id"], summary["outcome"], len(client.frames(served[2]))

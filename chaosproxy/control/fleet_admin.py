@@ -1,0 +1,118 @@
+"""The admin's reads in a fleet (``--state redis://…``: docs/fleet.md): ``GET
+/requests``, ``GET /requests/{id}`` and ``POST /requests/{id}/verdict`` answered from
+the fleet's journal (:class:`chaosproxy.fleet.journal.FleetJournal`), the same on every
+replica. Redis away: this replica's own, as without a fleet."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from chaosproxy.control import admin as admin_api
+from chaosproxy.core.verdict import judge_run, run_of, verdict_line
+from chaosproxy.observe.journal import ContentNotKept
+from chaosproxy.observe.store import recorded_verdict
+
+if TYPE_CHECKING:
+    from chaosproxy.fleet.journal import FleetJournal
+    from chaosproxy.fleet.shared import SharedState
+
+
+Routes = dict[tuple[str, str], admin_api.WebHandler]
+
+
+def fleet_overrides(
+    journal: FleetJournal, shared: SharedState, here: Routes | None = None
+) -> Routes:
+    """The admin routes a fleet's replica answers from the fleet's journal; ``here``
+    answers them from this replica alone (default: its request store), with Redis away
+    and for the requests it keeps itself (``serve --workers N``: its workers)."""
+    own: Routes = {
+        ("GET", "/requests"): admin_api._list_requests,
+        ("GET", "/requests/{id}"): admin_api._get_request,
+        ("POST", "/requests/{id}/verdict"): admin_api._post_verdict,
+        **(here or {}),
+    }
+    own_list = own[("GET", "/requests")]
+    own_get = own[("GET", "/requests/{id}")]
+    own_verdict = own[("POST", "/requests/{id}/verdict")]
+
+    def local() -> bool:
+        return shared.status == "local"
+
+    async def list_requests(request: web.Request) -> web.StreamResponse:
+        if local():
+            return await own_list(request)
+        query = admin_api.recent_query(request)
+        if isinstance(query, web.Response):
+            return query
+        page = admin_api.page_query(request)
+        if isinstance(page, web.Response):
+            return page
+        limit, scenario, criteria = query
+        try:
+            admin_api.refuse_contains(request.app[admin_api.ADMIN].requests, criteria)
+            cursor = None if page.cursor is None else int(page.cursor.partition(".")[0])
+            found, after = await journal.page(limit, scenario, criteria, cursor, page.max_bytes)
+        except ContentNotKept as exc:
+            return admin_api.content_not_kept(exc)
+        except (OSError, TimeoutError):
+            return await own_list(request)
+        return admin_api.page_json(found, None if after is None else str(after))
+
+    async def get_request(request: web.Request) -> web.StreamResponse:
+        if local():
+            return await own_get(request)
+        request_id = request.match_info["id"]
+        try:
+            detail = await journal.detail(request_id)
+        except (OSError, TimeoutError):
+            return await own_get(request)
+        record = request.app[admin_api.ADMIN].requests.get(request_id)
+        if record is not None:  # its own: every frame, and the fleet's verdict
+            mine = record.detail()
+            fleet_verdict = None if detail is None else detail["summary"].get("verdict")
+            if fleet_verdict is not None:
+                mine["summary"]["verdict"] = fleet_verdict
+            detail = mine
+        if detail is None:
+            return admin_api.not_found(request_id)
+        return admin_api.json_response(detail)
+
+    async def post_verdict(request: web.Request) -> web.StreamResponse:
+        state = request.app[admin_api.ADMIN]
+        if local():
+            return await own_verdict(request)
+        request_id = request.match_info["id"]
+        try:
+            kept = await journal.summaries()
+        except (OSError, TimeoutError):
+            return await own_verdict(request)
+        known = {rid: summary is not None for rid, summary in kept}
+        if request_id not in known:
+            return admin_api.not_found(request_id)
+        parsed = await admin_api.verdict_body(request)
+        if isinstance(parsed, web.Response):
+            return parsed
+        report, others = parsed
+        for rid in (request_id, *others):
+            if rid not in known:
+                return admin_api.not_found(rid)
+            if not known[rid]:
+                return admin_api.in_flight_answer(rid)
+        done = [summary for _, summary in kept if summary is not None]
+        verdict = judge_run(run_of(done, request_id, others), report)
+        admin_api.record_verdict(state.log, state.requests, request_id, verdict)
+        line: Any = {"event": "verdict", **verdict_line(request_id, verdict)}
+        await journal.record_verdict(request_id, recorded_verdict(line))
+        return admin_api.json_response(verdict)
+
+    return {
+        ("GET", "/requests"): list_requests,
+        ("GET", "/requests/{id}"): get_request,
+        ("POST", "/requests/{id}/verdict"): post_verdict,
+    }
+
+
+__all__ = ["fleet_overrides"]
