@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Target:
+class ChangeTarget:
     """What a change changes: one proxy's scenarios, requests, fixtures and streams."""
 
     state: ProxyState
@@ -78,4 +78,4 @@ class Target:
             await self.apply({"op": "set_default", "scenario": startup.default})
 
 
-__all__ = ["Target"]
+__all__ = ["ChangeTarget"]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from aiohttp import web
 
 from chaosproxy.control.admin import AdminState, RequestStore, create_admin_app
-from chaosproxy.control.changes import Target
+from chaosproxy.control.changes import ChangeTarget
 from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.observe import looplag
 from chaosproxy.observe.logs import FrameLog, Observer, describe, redact_url
@@ -630,7 +630,7 @@ async def _join_fleet(
         config.state_timeout,
         member=config.fleet_member,
     )
-    target = Target(state, store, fixtures)
+    target = ChangeTarget(state, store, fixtures)
     try:
         startup = await shared.start(target.apply)
         secret = await shared.tenant_secret()

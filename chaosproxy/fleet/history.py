@@ -39,8 +39,6 @@ from chaosproxy.core.tenancy import apart
 if TYPE_CHECKING:
     from chaosproxy.fleet.shared import SharedState
 
-Trail = Sequence[tuple[str | None, EventContent]]
-
 #: How long a follower blocks on Redis for the owner's next events, per call.
 FOLLOW_BLOCK_MS = 1000
 
@@ -121,7 +119,7 @@ class HistoryMirror:
         if task is not None:
             task.cancel()
 
-    def sent(self, stream: StreamHistory, trail: Trail) -> None:
+    def sent(self, stream: StreamHistory, trail: Sequence[tuple[str | None, EventContent]]) -> None:
         """A connection of the stream's generation ended here, having sent ``trail``:
         the other replicas' ledgers get it too."""
         if stream not in self._owned and stream not in self._imported:

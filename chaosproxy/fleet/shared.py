@@ -60,8 +60,8 @@ return {n, o}
 """
 
 Status = Literal["shared", "local"]
-Apply = Callable[[dict[str, Any]], Awaitable[None]]
-Say = Callable[[str], None]
+_Apply = Callable[[dict[str, Any]], Awaitable[None]]
+_Say = Callable[[str], None]
 
 
 def _stderr(line: str) -> None:
@@ -91,7 +91,7 @@ class SharedState:
         timeout: float,
         *,
         member: str | None = None,
-        say: Say = _stderr,
+        say: _Say = _stderr,
     ) -> None:
         from redis.asyncio import Redis
 
@@ -138,7 +138,7 @@ class SharedState:
         self._probe: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._last_change = "0-0"
-        self._apply: Apply | None = None
+        self._apply: _Apply | None = None
         self._mine: set[str] = set()
 
     @property
@@ -163,7 +163,7 @@ class SharedState:
 
     # ------------------------------------------------------------------ start, stop
 
-    async def start(self, apply: Apply) -> Startup:
+    async def start(self, apply: _Apply) -> Startup:
         """Reach Redis (raising ``OSError`` with a reason when it cannot be reached),
         read the fleet's current set, and start applying the changes other replicas
         make (``apply``) and beating this replica's heart."""
@@ -355,7 +355,7 @@ class SharedState:
             await asyncio.sleep(0.01)
 
     async def _read_changes(self) -> None:
-        """Apply the changes other replicas make, in the order Redis took them."""
+        """_Apply the changes other replicas make, in the order Redis took them."""
         assert self._apply is not None
         stream = self._keys["changes"]
         wait = BACKOFF_FIRST
