@@ -10,10 +10,11 @@
 # (off loopback without a token it refuses to start). Settings come from CHAOSPROXY_*
 # variables, so the command below passes no flag that would override them.
 #
-# Three stages, so that editing the source rebuilds in seconds: the dependencies (a
-# layer that changes only with pyproject.toml), the wheel (built from the source), and
-# the image (the dependencies' layer, then the wheel installed: no source tree in it).
-# The wheel's stage has the C compiler that compiles it; the image has none.
+# Three stages, so that editing the source rebuilds only what it must: the dependencies
+# (a layer that changes only with pyproject.toml), the wheel (the compiled build: a C
+# compiler and the build's tools in layers of their own, then the source, compiled with
+# mypyc: about a minute, nearly all of a rebuild), and the image (the dependencies'
+# layer, then the wheel installed: no source tree, and no compiler, in it).
 # Plain Dockerfile syntax, no BuildKit feature: it builds on old and new engines alike.
 
 # ----------------------------------------------------------------- the dependencies
