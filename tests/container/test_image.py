@@ -304,6 +304,12 @@ def test_the_readme_docker_run_and_curl(engine: Engine, image: Build, tmp_path: 
             elif words[:2] == ["docker", "stop"]:
                 assert words[2:] == ["chaosproxy"]
                 engine.run("stop", name, timeout=30)
+                # --rm: the engine removes it once it has exited (just after stop returns)
+                wait_until(
+                    "the stopped container removed (--rm)",
+                    lambda: engine.run("ps", "-aq", "--filter", f"name={name}").stdout == "",
+                    10,
+                )
             else:
                 pytest.fail(f"the test does not know the README's command: {command}")
     finally:
@@ -311,7 +317,6 @@ def test_the_readme_docker_run_and_curl(engine: Engine, image: Build, tmp_path: 
     streamed, requests = ran
     assert streamed.rstrip().endswith("data: [DONE]")
     assert [r["scenario"] for r in json.loads(requests)["requests"]] == ["duplicate-third-delta"]
-    assert engine.run("ps", "-aq", "--filter", f"name={name}").stdout == ""  # --rm
 
 
 def run_as_the_readme_says(
