@@ -1,4 +1,5 @@
-"""The image, built and run as a new user would: the README's ``docker run`` and curl,
+"""The image, built and run as a new user would: the compiled build (and pure on
+request; the compiler left in the build's stage), the README's ``docker run`` and curl,
 the health check's timing, ``docker stop`` with streams stalled, a non-root read-only
 container, the admin API kept private, scenarios and logs on volumes, and a reset fault
 seen as a reset (see conftest.py for the engine and its clean-up)."""
@@ -111,7 +112,7 @@ def test_a_one_line_change_rebuilds_only_the_wheel(
             assert tail.endswith(f"\n{edit}\n"), tail  # the edit is in the image
     finally:
         engine.run("rmi", "-f", tag, check=False)
-    shown = ", ".join(f"{total:.1f}s (compiling {wheel}s)" for total, wheel in rebuilds)
+    shown = ", ".join(f"{total:.1f}s (compiling {compiling}s)" for total, compiling in rebuilds)
     engine.note("rebuild after a one-line change (two edits)", shown)
     assert min(total - compiling for total, compiling in rebuilds) < REBUILD_SECONDS, shown
 
