@@ -10,9 +10,11 @@
 # (off loopback without a token it refuses to start). Settings come from CHAOSPROXY_*
 # variables, so the command below passes no flag that would override them.
 #
-# Three stages, so that editing the source rebuilds in seconds: the dependencies (a
-# layer that changes only with pyproject.toml), the wheel (built from the source), and
-# the image (the dependencies' layer, then the wheel installed: no source tree in it).
+# Three stages, so that editing the source rebuilds only what it must: the dependencies
+# (a layer that changes only with pyproject.toml), the wheel (the compiled build: a C
+# compiler and the build's tools in layers of their own, then the source, compiled with
+# mypyc: about a minute, nearly all of a rebuild), and the image (the dependencies'
+# layer, then the wheel installed: no source tree, and no compiler, in it).
 # Plain Dockerfile syntax, no BuildKit feature: it builds on old and new engines alike.
 
 # ----------------------------------------------------------------- the dependencies
@@ -29,21 +31,44 @@ RUN python -m venv --without-pip /opt/chaosproxy \
 
 # ----------------------------------------------------------------- the wheel
 FROM dependencies AS wheel
-# The build backend, in an environment of its own, called directly (PEP 517): no build
-# isolation, nothing downloaded when only the source changed, and seconds faster than
-# pip wheel. Its 500 lines are shown only when it fails: the legacy builder streams every
-# line through the daemon, which took longer than the build itself.
+# The compiled build: setup.py compiles the hot modules with mypyc (docs/architecture.md,
+# Compiled modules), which takes a C compiler and Python's headers here, and mypy in the
+# build backend's environment. Nothing of this stage but the wheel reaches the image.
+# With the official python:3.11-slim, gcc and libc6-dev are all it takes: its Python
+# (/usr/local) ships its headers. A base whose Python is Debian's own (such as a local
+# stand-in for python:3.11-slim made with debootstrap) keeps Python.h in python3-dev:
+# installed only where the interpreter's include directory lacks it (on the official
+# image it would add a second, Debian Python that the build never uses). Unpinned: the
+# base's Debian release decides the versions, as it does for the base itself.
+# hadolint ignore=DL3008
+RUN headers=$(python -c "import sysconfig; print(sysconfig.get_path('include'))") \
+    && apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev \
+    && if [ ! -f "$headers/Python.h" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3-dev; fi \
+    && rm -rf /var/lib/apt/lists/*
+# The build backend and mypy (pyproject.toml's build-system requires), in an environment
+# of their own, called directly (PEP 517): no build isolation, nothing downloaded when
+# only the source changed, and seconds faster than pip wheel. Its output is shown only
+# when it fails: the legacy builder streams every line through the daemon, which took
+# longer than the build itself.
 RUN python -m venv --without-pip /opt/build \
-    && python -m pip --python /opt/build/bin/python install "setuptools>=77"
+    && python -c "import tomllib; print(*tomllib.load(open('/build/pyproject.toml', 'rb'))['build-system']['requires'], sep='\n')" > /build/build-requirements.txt \
+    && python -m pip --python /opt/build/bin/python install --requirement /build/build-requirements.txt
 WORKDIR /build
-# setup.py compiles the hot modules with mypyc where a C compiler is (docs/architecture.md,
-# Compiled modules); this slim stage has none, so the image's package is pure Python.
 COPY README.md LICENSE setup.py ./
 COPY chaosproxy ./chaosproxy
 # The scenario library: setup.py builds it into the package (the build fails without it).
 COPY scenarios ./scenarios
-RUN /opt/build/bin/python -c "import setuptools.build_meta as backend; backend.build_wheel('/dist')" \
-    > /tmp/build.log 2>&1 || { cat /tmp/build.log; exit 1; }
+# setup.py falls back to a pure wheel where the compiler fails: here that is an error,
+# with its reason, never an image that is silently pure. The last line says the wheel
+# and how long it took (tests/container/ reads it).
+RUN start=$(date +%s); \
+    /opt/build/bin/python -c "import setuptools.build_meta as backend; backend.build_wheel('/dist')" \
+    > /tmp/build.log 2>&1 || { cat /tmp/build.log; exit 1; }; \
+    if ls /dist/*-none-any.whl > /dev/null 2>&1; then \
+      grep "building the pure package" /tmp/build.log; echo "the wheel is pure: no image"; exit 1; \
+    fi; \
+    echo "built $(ls /dist) in $(($(date +%s) - start))s"
 
 # ----------------------------------------------------------------- the image
 FROM python:3.11-slim

@@ -1,7 +1,7 @@
 """The Dockerfile and its build context, read (tests/container/ builds and runs them):
-plain syntax that Docker 20.10's legacy builder takes, the dependencies before the
-source, the wheel installed last, and a .dockerignore that sends the Dockerfile's inputs
-and nothing else."""
+plain syntax that Docker 20.10's legacy builder takes, the dependencies and the compiler
+before the source, the wheel compiled and installed last, and a .dockerignore that sends
+the Dockerfile's inputs and nothing else."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import fnmatch
 import json
 import re
 import subprocess
+import tomllib
 
 import pytest
 
@@ -70,6 +71,29 @@ def test_the_wheel_is_built_with_the_scenario_library() -> None:
     copies = [line for line in wheel if line.startswith("COPY ")]
     assert "COPY scenarios ./scenarios" in copies
     assert wheel.index("COPY scenarios ./scenarios") < len(wheel) - 1  # before the build
+
+
+def test_the_wheel_stage_compiles_and_the_image_has_no_compiler() -> None:
+    """The wheel's stage gets gcc and libc6-dev, and python3-dev only where the base's
+    Python has no headers (the official image has them; Debian's python3 keeps them in
+    python3-dev), then the build's tools as pyproject.toml's build-system requires them
+    (mypy for mypyc), both before the source is copied; a pure wheel fails the build. The
+    image installs none of it."""
+    _, wheel, image = stages()
+    (compiler,) = [line for line in wheel if "apt-get install" in line]
+    assert "apt-get install -y --no-install-recommends gcc libc6-dev " in compiler
+    headers = re.search(r'if \[ ! -f "\$headers/Python\.h" \]; then ([^;]*); fi', compiler)
+    assert headers is not None and headers.group(1).endswith(" python3-dev"), compiler
+    assert compiler.count("python3-dev") == 1 and "rm -rf /var/lib/apt/lists/*" in compiler
+    (tools,) = [line for line in wheel if "/opt/build/bin/python install --requirement" in line]
+    assert "['build-system']['requires']" in tools
+    requires = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    assert any(r.startswith("mypy") for r in requires), requires
+    source = wheel.index("COPY chaosproxy ./chaosproxy")
+    assert wheel.index(compiler) < source and wheel.index(tools) < source
+    assert "-none-any.whl" in wheel[-1] and "exit 1" in wheel[-1]
+    for line in image:
+        assert not re.search(r"apt-get|gcc|python3-dev|/opt/build|mypy", line), line
 
 
 def test_the_health_check_is_the_module_on_a_short_interval() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import time
@@ -162,13 +163,18 @@ class Build:
     output: str
 
 
-def build(engine: Engine, context: Path, tag: str, timeout: float = 900) -> Build:
+def build(
+    engine: Engine, context: Path, tag: str | None, timeout: float = 900, target: str = ""
+) -> Build:
     """``docker build -t tag context`` with the legacy builder (no BuildKit: the image
-    must build on Docker 20.10 without it), timed."""
+    must build on Docker 20.10 without it), timed. ``target``: up to that stage only;
+    without a tag, the image is the builder's own (``Build.tag`` its id), kept as its cache
+    like every stage it builds (removing a stage's only name would remove that cache)."""
     env_builder = {**engine.env, "DOCKER_BUILDKIT": "0"}
+    options = [*(["-t", tag] if tag else []), *(["--target", target] if target else [])]
     start = time.monotonic()
     done = subprocess.run(
-        ["docker", "build", "-t", tag, str(context)],
+        ["docker", "build", *options, str(context)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -178,7 +184,8 @@ def build(engine: Engine, context: Path, tag: str, timeout: float = 900) -> Buil
     seconds = time.monotonic() - start
     if done.returncode != 0:
         pytest.fail(f"docker build failed:\n{(done.stdout + done.stderr)[-4000:]}", pytrace=False)
-    return Build(tag, seconds, done.stdout)
+    built = re.findall(r"^Successfully built ([0-9a-f]+)$", done.stdout, re.MULTILINE)
+    return Build(tag or built[-1], seconds, done.stdout)
 
 
 # ------------------------------------------------------------------ HTTP, by hand
@@ -228,6 +235,20 @@ def stream(
             data += chunk
             if until is not None and until in data:
                 return Received(data, "open")
+
+
+def dechunked(body: bytes) -> bytes:
+    """What a body in chunked transfer coding carries (how it was cut into chunks aside:
+    that is the batching of a run, which may differ between two runs of one stream)."""
+    content = b""
+    while True:
+        size, _, body = body.partition(b"\r\n")
+        length = int(size.split(b";")[0], 16)
+        if length == 0:
+            return content
+        content += body[:length]
+        assert body[length : length + 2] == b"\r\n", body[: length + 2][-20:]
+        body = body[length + 2 :]
 
 
 def wait_serving(host: str, port: int, timeout: float = 30) -> None:
