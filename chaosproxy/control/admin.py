@@ -40,13 +40,14 @@ from aiohttp import web
 from chaosproxy._build import __version__, build
 from chaosproxy.control.admin_access import MAX_BODY, body_refusal, host_refusal, origin_refusal
 from chaosproxy.core.recent import RecentStreams
-from chaosproxy.core.records import RunVerdict, VerdictLine
+from chaosproxy.core.records import RequestSummary, RunVerdict, VerdictLine
 from chaosproxy.core.redact import redact_text
 from chaosproxy.core.verdict import (
     ClientReport,
     VerdictInputError,
     judge_run,
     run_ids,
+    run_of,
     verdict_line,
 )
 from chaosproxy.mock.fixtures import TooManyFixtures
@@ -607,6 +608,31 @@ async def verdict_body(request: web.Request) -> tuple[ClientReport, list[str]] |
         return _error(400, "bad_request", str(exc))
 
 
+async def judge_kept(
+    request: web.Request, kept: Sequence[tuple[str, RequestSummary | None]]
+) -> RunVerdict | web.Response:
+    """``POST /requests/{id}/verdict`` judged over ``kept`` (every request known, in the
+    order they began, with its summary; None while in flight): the verdict, or the
+    answer that refuses it (404 for an unknown request, 409 for one in flight, 400 for
+    a bad body). For the admins whose requests are kept elsewhere (``serve --workers
+    N``, a fleet)."""
+    request_id = request.match_info["id"]
+    known = {rid: summary is not None for rid, summary in kept}
+    if request_id not in known:
+        return not_found(request_id)
+    parsed = await verdict_body(request)
+    if isinstance(parsed, web.Response):
+        return parsed
+    report, others = parsed
+    for rid in (request_id, *others):
+        if rid not in known:
+            return not_found(rid)
+        if not known[rid]:
+            return in_flight_answer(rid)
+    done = [summary for _, summary in kept if summary is not None]
+    return judge_run(run_of(done, request_id, others), report)
+
+
 def not_found(request_id: str) -> web.Response:
     return _error(404, "not_found", f"no recent request {request_id!r}")
 
@@ -717,6 +743,7 @@ __all__ = [
     "create_admin_app",
     "in_flight_answer",
     "json_response",
+    "judge_kept",
     "list_page",
     "not_found",
     "page_json",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from chaosproxy.control import admin as admin_api
-from chaosproxy.core.verdict import judge_run, run_of, verdict_line
+from chaosproxy.core.verdict import verdict_line
 from chaosproxy.observe.journal import ContentNotKept
 from chaosproxy.observe.store import recorded_verdict
 
@@ -89,20 +89,9 @@ def fleet_overrides(
             kept = await journal.summaries()
         except (OSError, TimeoutError):
             return await own_verdict(request)
-        known = {rid: summary is not None for rid, summary in kept}
-        if request_id not in known:
-            return admin_api.not_found(request_id)
-        parsed = await admin_api.verdict_body(request)
-        if isinstance(parsed, web.Response):
-            return parsed
-        report, others = parsed
-        for rid in (request_id, *others):
-            if rid not in known:
-                return admin_api.not_found(rid)
-            if not known[rid]:
-                return admin_api.in_flight_answer(rid)
-        done = [summary for _, summary in kept if summary is not None]
-        verdict = judge_run(run_of(done, request_id, others), report)
+        verdict = await admin_api.judge_kept(request, kept)
+        if isinstance(verdict, web.Response):
+            return verdict
         admin_api.record_verdict(state.log, state.requests, request_id, verdict)
         line: Any = {"event": "verdict", **verdict_line(request_id, verdict)}
         await journal.record_verdict(request_id, recorded_verdict(line))

@@ -615,24 +615,11 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
         return admin_api.json_response(detail)
 
     async def post_verdict(request: web.Request) -> web.Response:
-        from chaosproxy.core.verdict import judge_run, run_of
-
         request_id = request.match_info["id"]
         records = await workers.records()
-        known = {rid: summary is not None for _, rid, summary in records}
-        if request_id not in known:
-            return admin_api.not_found(request_id)
-        parsed = await admin_api.verdict_body(request)
-        if isinstance(parsed, web.Response):
-            return parsed
-        report, others = parsed
-        for rid in (request_id, *others):
-            if rid not in known:
-                return admin_api.not_found(rid)
-            if not known[rid]:
-                return admin_api.in_flight_answer(rid)
-        done = [summary for _, _, summary in records if summary is not None]
-        verdict = judge_run(run_of(done, request_id, others), report)
+        verdict = await admin_api.judge_kept(request, [(rid, s) for _, rid, s in records])
+        if isinstance(verdict, web.Response):
+            return verdict
         owner = owner_of(request_id)
         if owner is not None and owner < len(workers.workers):
             await workers.ask(owner, "verdict", request_id=request_id, verdict=verdict)
