@@ -5,12 +5,15 @@ asks for (a FIN without the last chunk, or an RST after what was written has lef
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import fcntl
 import ipaddress
+import logging
 import os
 import socket
 import struct
+import sys
 import termios
 import time
 
@@ -28,6 +31,24 @@ SHUTDOWN_GRACE = 2.0
 
 #: Where an app keeps the guard of its clients (see :func:`listen`).
 CLIENT_GUARD = web.AppKey("client_guard", ClientGuard)
+
+
+class _OneLine(logging.Handler):
+    """What aiohttp says of a connection it could not serve (a head over its limits, a
+    handler that failed), as one line on stderr: its kind, never its text, which quotes
+    the client's bytes (an ``Authorization`` header cut at 8 KiB, say)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        kind = f": {type(exc).__name__}" if exc is not None else ""
+        with contextlib.suppress(OSError, ValueError):
+            print(f"chaosproxy: warning: {record.getMessage()}{kind}", file=sys.stderr)
+
+
+#: The logger of every server :func:`listen` starts (never aiohttp's own tracebacks).
+SERVER_LOG = logging.getLogger("chaosproxy.server.http")
+SERVER_LOG.addHandler(_OneLine())
+SERVER_LOG.propagate = False
 
 
 async def listen(
@@ -56,11 +77,20 @@ async def listen(
     runner: web.AppRunner
     if guard is not None:
         runner = GuardedRunner(
-            app, guard, handler_cancellation=True, access_log=None, shutdown_timeout=grace
+            app,
+            guard,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=grace,
+            logger=SERVER_LOG,
         )
     else:
         runner = web.AppRunner(
-            app, handler_cancellation=True, access_log=None, shutdown_timeout=grace
+            app,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=grace,
+            logger=SERVER_LOG,
         )
     await runner.setup()
     bound = port

@@ -104,3 +104,31 @@ def test_a_busy_port_names_the_flag_that_chose_it() -> None:
         f"chaosproxy: error: cannot listen for the admin API on 127.0.0.1:{port}"
     )
     assert admin.endswith("choose another port with --admin (port 0 picks a free one)")
+
+
+async def test_a_head_it_cannot_read_is_one_line_without_the_clients_bytes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A head over aiohttp's limits (the mock's, the admin's): aiohttp would print a
+    traceback quoting the header (an API key cut at 8 KiB); the server says one line,
+    its kind only."""
+    app = web.Application()
+    runner, port = await listen(app, "127.0.0.1", 0)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        secret = "sk-" + "s3cr3t" * 2000
+        writer.write(
+            f"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {secret}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        async with asyncio.timeout(5):
+            answer = await reader.read()
+        writer.close()
+    finally:
+        await runner.cleanup()
+    assert answer.startswith((b"HTTP/1.0 400 ", b"HTTP/1.1 400 "))
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "chaosproxy: warning: Error handling request from 127.0.0.1: LineTooLong"
+    ]
+    assert "s3cr3t" not in err
