@@ -181,4 +181,6 @@ def test_what_it_counts_is_what_it_really_holds(frames: int) -> None:
         real = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert real <= store.held <= 1.5 * real, (real, store.held)
+    # (The count is the pure build's records; compiled ones take a third less, 1,503
+    # bytes against 2,351 counted for a record of no line: an upper bound for both.)
+    assert real <= store.held <= 1.6 * real, (real, store.held)
