@@ -92,7 +92,7 @@ class HistoryMirror:
             {
                 "request_id": stream.request_id,
                 "headers": stream.headers,
-                "owner": self._shared.replica,
+                "owner": self._shared.member,
             }
         )
         self._mark(stream)
@@ -124,7 +124,7 @@ class HistoryMirror:
         the other replicas' ledgers get it too."""
         if stream not in self._owned and stream not in self._imported:
             return
-        encoded = orjson.dumps([self._shared.replica, [[i, _piece(p)] for i, p in trail]])
+        encoded = orjson.dumps([self._shared.member, [[i, _piece(p)] for i, p in trail]])
         self._trails.append((self.key_of(stream), encoded))
         self._kick()
 
@@ -333,8 +333,8 @@ class HistoryMirror:
         if answer is None:
             return None
         for encoded in answer:
-            replica, trail = orjson.loads(encoded)
-            if replica != self._shared.replica:  # (its own are in its ledger)
+            member, trail = orjson.loads(encoded)
+            if member != self._shared.member:  # (its own are in its ledger)
                 stream.ledger.add_sent(_trail(trail))
         self._seen[stream] = seen + len(answer)
         return True
