@@ -544,8 +544,12 @@ def page_json(found: Sequence[bytes], cursor: str | None) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-async def _list_requests(request: web.Request) -> web.Response:
-    store = request.app[ADMIN].requests
+Listing = tuple[int, str | None, Criteria | None, Page]
+
+
+def listing_query(request: web.Request) -> Listing | web.Response:
+    """``GET /requests``' whole query: (limit, scenario, criteria, page), or the 400
+    (a bad value, or ``contains=`` of a journal without prompts)."""
     query = recent_query(request)
     if isinstance(query, web.Response):
         return query
@@ -554,9 +558,18 @@ async def _list_requests(request: web.Request) -> web.Response:
         return page
     limit, scenario, criteria = query
     try:
-        found, cursor = await list_page(store, limit, scenario, criteria, page)
+        refuse_contains(request.app[ADMIN].requests, criteria)
     except ContentNotKept as exc:
         return content_not_kept(exc)
+    return limit, scenario, criteria, page
+
+
+async def _list_requests(request: web.Request) -> web.Response:
+    query = listing_query(request)
+    if isinstance(query, web.Response):
+        return query
+    limit, scenario, criteria, page = query
+    found, cursor = await list_page(request.app[ADMIN].requests, limit, scenario, criteria, page)
     return page_json(found, None if cursor is None else str(cursor))
 
 
@@ -745,6 +758,7 @@ __all__ = [
     "json_response",
     "judge_kept",
     "list_page",
+    "listing_query",
     "not_found",
     "page_json",
     "page_query",

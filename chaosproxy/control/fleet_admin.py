@@ -11,7 +11,6 @@ from aiohttp import web
 
 from chaosproxy.control import admin as admin_api
 from chaosproxy.core.verdict import verdict_line
-from chaosproxy.observe.journal import ContentNotKept
 from chaosproxy.observe.store import recorded_verdict
 
 if TYPE_CHECKING:
@@ -44,19 +43,13 @@ def fleet_overrides(
     async def list_requests(request: web.Request) -> web.StreamResponse:
         if local():
             return await own_list(request)
-        query = admin_api.recent_query(request)
+        query = admin_api.listing_query(request)
         if isinstance(query, web.Response):
             return query
-        page = admin_api.page_query(request)
-        if isinstance(page, web.Response):
-            return page
-        limit, scenario, criteria = query
+        limit, scenario, criteria, page = query
         try:
-            admin_api.refuse_contains(request.app[admin_api.ADMIN].requests, criteria)
             cursor = None if page.cursor is None else int(page.cursor.partition(".")[0])
             found, after = await journal.page(limit, scenario, criteria, cursor, page.max_bytes)
-        except ContentNotKept as exc:
-            return admin_api.content_not_kept(exc)
         except (OSError, TimeoutError):
             return await own_list(request)
         return admin_api.page_json(found, None if after is None else str(after))

@@ -58,7 +58,6 @@ from chaosproxy.control import admin as admin_api
 from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.core.records import AdminSummary, RequestSummary
 from chaosproxy.core.summary import worker_lost_end
-from chaosproxy.observe.journal import ContentNotKept
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.observe.metrics import CONTENT_TYPE_LATEST, NO_SCENARIO, Metrics, with_replica
 from chaosproxy.scenario import Fixture, Scenario
@@ -590,17 +589,10 @@ def _overrides(workers: Workers, state: admin_api.AdminState) -> dict[tuple[str,
     """The admin's reads that ask the workers."""
 
     async def list_requests(request: web.Request) -> web.Response:
-        query = admin_api.recent_query(request)
+        query = admin_api.listing_query(request)
         if isinstance(query, web.Response):
             return query
-        page = admin_api.page_query(request)
-        if isinstance(page, web.Response):
-            return page
-        limit, scenario, criteria = query
-        try:
-            admin_api.refuse_contains(state.requests, criteria)
-        except ContentNotKept as exc:
-            return admin_api.content_not_kept(exc)
+        limit, scenario, criteria, page = query
         found, cursor = await workers.recent(limit, scenario, criteria, page)
         return admin_api.page_json([orjson.dumps(view) for view in found], cursor)
 
