@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from chaosproxy._build import __version__, build
 from chaosproxy.control.process import (
@@ -59,6 +59,13 @@ if TYPE_CHECKING:
 
 
 class _Parser(argparse.ArgumentParser):
+    """No abbreviated flags: ``--history 3`` would be ``--history-bytes 3`` (three
+    bytes), and a flag added later would change what an abbreviation means."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {_safe(message)}\n")
 

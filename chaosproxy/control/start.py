@@ -645,8 +645,9 @@ async def _join_fleet(
     state.scenarios.fallback_salt = config.replica
     state.fleet = shared
     state.resume.mirror = HistoryMirror(shared)
-    journal = FleetJournal(shared, store, config.history)
-    store.flights = journal  # (a worker chains its own notes before it)
+    journal = FleetJournal(shared, store, config.history, config.history_bytes)
+    store.flights = journal
+    state.whose = journal.whose  # (a worker chains its own notes before it)
     metrics.registry.register(StateCollector(shared))
     return shared, journal
 

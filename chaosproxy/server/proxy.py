@@ -151,9 +151,11 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     resume: ResumePlan | None = None
     scenario = choice.scenario
     # Whose the request is: what it may find of earlier requests (docs/reconnection.md).
-    # Only a request under a scenario is framed or kept: a passthrough needs none.
+    # Only a request under a scenario is framed or kept: a passthrough needs none,
+    # unless its journal entry is bounded per tenant (a fleet's).
     tenant = ANONYMOUS
-    if scenario is not None:
+    whose = state.whose
+    if scenario is not None or whose is not None:
         tenant = state.tenants.of(request.headers.items(), request.query_string)
     if refusal is None and scenario is not None and scenario.resume is not None:
         last_id = request.headers.get("Last-Event-ID")
@@ -179,6 +181,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         tenant=tenant,
         envelope=state.config.envelope,
     )
+    if whose is not None:
+        whose(session.request_id, tenant)
     exchange = Exchange(request, state, session, choice, target, resume=resume)
     return await exchange.run(refusal, status)
 

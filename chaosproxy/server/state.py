@@ -88,6 +88,9 @@ class ProxyState:
     #: The fleet's counters (``--state redis://…``: docs/fleet.md); None: this
     #: process's own (``memory``).
     fleet: FleetCounterSource | None = None
+    #: Told each request's tenant as it begins (the fleet's journal bounds what it
+    #: keeps per tenant); None: nothing needs it (a passthrough is then not tenanted).
+    whose: Callable[[str, str], None] | None = None
 
     def __post_init__(self) -> None:
         self.resume.max_event_size = self.config.max_event_size

@@ -1055,7 +1055,7 @@ def _admin_routes(
         from chaosproxy.control.fleet_admin import fleet_overrides
         from chaosproxy.fleet.journal import FleetJournal
 
-        journal = FleetJournal(shared, state.requests, config.history)
+        journal = FleetJournal(shared, state.requests, config.history, config.history_bytes)
         routes.update(fleet_overrides(journal, shared, routes))
     return routes
 

@@ -263,6 +263,18 @@ def test_the_parser_is_built_without_the_fault_space() -> None:
     assert build_parser().parse_args(["explore", "--client", "true"]).shrink_runs == 30
 
 
+@pytest.mark.parametrize("args", [["serve", "--history", "3"], ["serve", "--max-conn", "4"]])
+def test_a_flag_is_never_abbreviated(args: list[str]) -> None:
+    """``--history`` is not ``--history-bytes`` (three bytes of history), and a prefix
+    of a flag is no flag: one line, exit 2."""
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(args)
+    assert stopped.value.code == 2
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert f"unrecognized arguments: {' '.join(args[1:])}" in result.stderr
+
+
 # --------------------------------------------------------------------------- --state
 
 

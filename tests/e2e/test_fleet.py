@@ -403,3 +403,44 @@ def _view(client: Any, served: list[str]) -> tuple[list[str], str, str, int]:
     ids = [r["request_id"] for r in client.requests()]
     summary = client.summary(served[2])
     return ids, client.last()["request_id"], summary["outcome"], len(client.frames(served[2]))
+
+
+async def test_the_fleets_journal_counts_each_request_against_its_tenant(
+    tmp_path: Path,
+) -> None:
+    """Every replica, and each worker of a replica with workers, files each request of
+    the fleet's journal under its tenant (its API key; a request with none under the
+    anonymous ``stranger``): what the journal's bound per tenant counts
+    (tests/fleet/test_journal.py has the bounds)."""
+    import redis as redis_client
+
+    with redis_server(tmp_path) as redis:
+        async with (
+            replicas(tmp_path, NAMES, "--state", redis.url, "--mock-interval-ms", "1") as fleet,
+            replicas(tmp_path, ["pool"], "--state", redis.url, "--workers", "2",
+                     "--mock-interval-ms", "1") as pooled,
+            aiohttp.ClientSession() as session,
+        ):  # fmt: skip
+            members = [*fleet, *pooled]
+            served: dict[str, list[str]] = {"quiet": [], "busy": [], "none": []}
+            for i in range(12):
+                who = ("busy", "busy", "quiet", "none")[i % 4]
+                key = {} if who == "none" else {"Authorization": f"Bearer sk-{who}-tenant"}
+                answer = await post_chat(session, members[i % 4].url, key)
+                served[who].append(answer[1]["x-chaos-request-id"])
+            owners_key = "chaosproxy:chaosproxy:journal:owners"
+            client = redis_client.Redis.from_url(redis.url, decode_responses=True)
+
+            def filed() -> bool:
+                return client.hlen(owners_key) == 12
+
+            assert await eventually(filed)
+            owners = client.hgetall(owners_key)
+            held = dict(client.zrange("chaosproxy:chaosproxy:journal:held", 0, -1, withscores=True))
+            client.close()
+    tenants = {who: {owners[i] for i in ids} for who, ids in served.items()}
+    assert tenants["none"] == {"stranger"}
+    assert len(tenants["busy"]) == len(tenants["quiet"]) == 1
+    assert tenants["busy"] != tenants["quiet"]
+    assert all(t.startswith("t-") for t in (*tenants["busy"], *tenants["quiet"]))
+    assert set(held) == set().union(*tenants.values())
