@@ -278,12 +278,13 @@ class ClientGuard:
         """Why ``request`` (a parsed head) is not forwarded: (status, reason), or None.
         The target's path itself is normalised later by the handler; this only
         refuses what no normalising can make a path of the upstream's."""
-        if request.method == "CONNECT":
-            return 400, "CONNECT refused: not a forward proxy"
         if request.version not in _VERSIONS:
-            # aiohttp parses any 1.x/2.x line alike and would answer in that version.
+            # aiohttp parses any 1.x/2.x line alike and would answer in that version:
+            # first, so that whatever else is wrong is answered in HTTP/1.1 (gate).
             version = request.version
             return 505, f"HTTP/{version.major}.{version.minor} not supported"
+        if request.method == "CONNECT":
+            return 400, "CONNECT refused: not a forward proxy"
         target = request.raw_path
         if not target.startswith("/"):
             if target == "*":

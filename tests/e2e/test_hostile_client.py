@@ -409,6 +409,7 @@ def _post(headers: bytes, body: bytes) -> bytes:
         b"GET /v1/s HTTP/9.9\r\nHost: x\r\n\r\n",
         b"GET /v1/s HTTP/2.0\r\nHost: x\r\n\r\n",
         b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        b"CONNECT / HTTP/2.0\r\nHost: x\r\n\r\n",
         b"G@T /v1/s HTTP/1.1\r\nHost: x\r\n\r\n",
         b"GET /v1/a b HTTP/1.1\r\nHost: x\r\n\r\n",
     ],
@@ -437,6 +438,7 @@ def _post(headers: bytes, body: bytes) -> bytes:
         "http-9.9",
         "http-2.0",
         "h2-preface",
+        "connect-http-2.0",
         "bad-method",
         "space-in-target",
     ],
@@ -464,6 +466,9 @@ async def test_smuggling_and_malformed_heads_are_answered_or_refused_never_passe
         assert refusals[0]["reason"]
         if answer:
             assert status_of(answer) == refusals[0]["status"]
+            # Never in a version the proxy does not speak, whatever the request said
+            # (aiohttp answers a head it cannot parse in HTTP/1.0).
+            assert answer[:9] in (b"HTTP/1.1 ", b"HTTP/1.0 "), answer
     else:
         end = await log_capture.wait_end(asked[0]["request_id"])
         assert end["outcome"] in ("completed", "client_gone")
