@@ -69,7 +69,7 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from tests.clients.node import NodeRunner
+from tests.clients.node import NodeRunner, node_missing
 from tests.clients.zygote import ForkServer
 from tests.scripted_upstream import BigUpstream, ScriptedUpstream, scripted_upstream
 from tests.scripted_upstream import big_upstream as serve_big_upstream
@@ -252,6 +252,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.add_cleanup(server.close)
         config.add_cleanup(lambda variable=variable: os.environ.pop(variable, None))
         os.environ[variable] = server.path
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``node`` is skipped, saying why, where the Node clients cannot run
+    (no ``node``, or no ``tests/node/node_modules``: a fresh clone before ``npm ci``)."""
+    if item.get_closest_marker("node") is not None:
+        missing = node_missing()
+        if missing is not None:
+            pytest.skip(missing)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import json
+import shutil
 import subprocess
 import threading
 from concurrent.futures import Future
@@ -23,6 +24,16 @@ from typing import Any
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 RUNNER = NODE_DIR / "runner.mjs"
+
+
+def node_missing() -> str | None:
+    """Why the Node clients cannot run here (a test marked ``node`` is then skipped
+    with it), or None."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not (NODE_DIR / "node_modules").is_dir():
+        return "tests/node/node_modules is absent: run `npm ci --prefix tests/node`"
+    return None
 
 
 class NodeRunner:
