@@ -74,7 +74,7 @@ from tests.clients.zygote import ForkServer
 from tests.scripted_upstream import BigUpstream, ScriptedUpstream, scripted_upstream
 from tests.scripted_upstream import big_upstream as serve_big_upstream
 
-pytest_plugins = ["pytester", "tests.logcheck"]
+pytest_plugins = ["pytester", "tests.logcheck", "tests.reaper"]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The built-in scenario library: its one home, at the top of the repository (setup.py
