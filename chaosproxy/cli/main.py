@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import os
 import re
@@ -65,9 +66,35 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        #: The command parsed, when arguments were left over (what ``_hint`` reads).
+        self._command: str | None = None
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._command = getattr(parsed, "command", None)
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {_safe(message)}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {_safe(message)}{self._hint(message)}\n")
+
+    def _hint(self, message: str) -> str:
+        """For an unknown flag, the closest this command has (``--lissten``:
+        ``--listen``)."""
+        if not message.startswith("unrecognized arguments: "):
+            return ""
+        parsers: list[argparse.ArgumentParser] = [self]
+        for action in self._actions:  # (the top parser reports its command's extras)
+            if isinstance(action, argparse._SubParsersAction) and self._command in action.choices:
+                parsers.append(action.choices[self._command])
+        flags = [f for p in parsers for action in p._actions for f in action.option_strings]
+        for word in message.removeprefix("unrecognized arguments: ").split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=1)
+                if close:
+                    return f" (did you mean {close[0]}?)"
+        return ""
 
 
 def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Config:
@@ -480,6 +507,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- validate
 
 
+#: A scenario problem that says the file is a mock fixture file (its top-level key).
+_FIXTURES_AS_SCENARIO = re.compile(r"(.+?):\d+: fixtures: unknown key")
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from chaosproxy.scenario import (
         ScenarioError,
@@ -510,6 +541,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             problems += exc.problems
     for problem in problems:
         print(problem)
+    for fixture_file in dict.fromkeys(
+        m.group(1) for p in problems if (m := _FIXTURES_AS_SCENARIO.match(str(p))) is not None
+    ):
+        print(
+            f"{fixture_file}: a mock fixture file? check it with `chaosproxy validate "
+            f"--mock-fixtures {fixture_file}`, serve it with `serve --mock-fixtures`"
+        )
     # Valid, but worth a word: a scenario that hands one tenant's text to another.
     for warning in cross_tenant_warnings(scenarios.values()):
         say("warning", warning)
@@ -664,7 +702,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.scenario in library and not Path(args.scenario).is_file():
         scenario = library[args.scenario]
     elif re.fullmatch(NAME_PATTERN, args.scenario) and not Path(args.scenario).exists():
-        return fail(f"no scenario file and no built-in scenario named {args.scenario!r}")
+        close = difflib.get_close_matches(args.scenario, list(library), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return fail(f"no scenario file and no built-in scenario named {args.scenario!r}{hint}")
     else:
         try:
             scenario = load_scenario_file(Path(args.scenario))

@@ -139,6 +139,19 @@ def _noun(err: ErrorDetails) -> str | None:
     return _TYPE_NOUNS.get(kind)
 
 
+#: Words people write for a key that spelling alone does not find (``stall: {for: 5s}``
+#: is a ``duration``, not ``forever``), used where the key they mean is allowed.
+_MEANT = {
+    "for": "duration",
+    "time": "duration",
+    "seconds": "duration",
+    "secs": "duration",
+    "period": "duration",
+    "length": "duration",
+    "ms": "duration",
+}
+
+
 def _phrase(item: Located, model: type[BaseModel]) -> tuple[tuple[str | int, ...], str]:
     """(path, short human message) for one located error."""
     err = item.err
@@ -154,7 +167,8 @@ def _phrase(item: Located, model: type[BaseModel]) -> tuple[tuple[str | int, ...
         key = str(path[-1]) if path else ""
         hint = ""
         if allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
+            meant = _MEANT.get(key.lower())
+            close = [meant] if meant in allowed else difflib.get_close_matches(key, allowed, n=1)
             hint = f", did you mean {close[0]!r}?" if close else ""
             hint += f" (allowed: {', '.join(allowed)})"
         return path, f"unknown key{hint}"
