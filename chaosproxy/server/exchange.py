@@ -321,7 +321,9 @@ class Exchange:
                 wait = f"{config.head_timeout:g} s"
                 status, message = 504, f"upstream sent no response head within {wait}: {where}"
             elif isinstance(exc, UpstreamConnectError):
-                status, message = 502, f"upstream unreachable: {describe(exc)}"
+                said = describe(exc)  # ("upstream HOST:PORT unreachable: ..." says it all)
+                status = 502
+                message = said if said.startswith("upstream ") else f"upstream unreachable: {said}"
             else:
                 status, message = 502, f"upstream failed before responding: {describe(exc)}"
             return answer(session.unavailable(status, message, exc.reason))

@@ -216,8 +216,11 @@ async def test_upstream_refusing_connections_gives_502(
     assert resp.status == 502
     error = (await _json(body))["error"]
     assert error["type"] == "chaosproxy_error"
-    assert "unreachable" in error["message"]
-    assert "unreachable" in resp.headers["X-Chaos-Proxy-Error"]
+    # Said once: "upstream 127.0.0.1:PORT unreachable: ...", not "upstream unreachable:
+    # upstream ... unreachable".
+    assert error["message"].startswith(f"upstream 127.0.0.1:{port} unreachable: ")
+    assert error["message"].count("unreachable") == 1
+    assert resp.headers["X-Chaos-Proxy-Error"] == error["message"]
     end = log_capture.end(resp.headers["X-Chaos-Request-Id"])
     # The upstream's fault, not the proxy's (docs/observability.md, outcomes).
     assert end["outcome"] == "upstream_error"
