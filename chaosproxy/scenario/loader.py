@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -367,7 +368,12 @@ def _load_file(path: Path) -> _Parsed:
 
 
 def _os_reason(exc: OSError) -> str:
-    return (exc.strerror or str(exc)).lower()
+    """Why a file could not be read; for a permission, who asked (a container's mount
+    owned by another user: the image runs as uid 10001)."""
+    reason = (exc.strerror or str(exc)).lower()
+    if isinstance(exc, PermissionError) and hasattr(os, "getuid"):
+        reason += f" (this process runs as uid {os.getuid()}, gid {os.getgid()})"
+    return reason
 
 
 # --------------------------------------------------------------------------- parsing

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, ClassVar, get_args
 
@@ -575,6 +576,23 @@ def test_unreadable_paths(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_file(tmp_path)
     assert str(info.value) == f"{tmp_path}:0: not a regular file"
+
+
+def test_a_file_this_user_may_not_read_names_the_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mount owned by another user (the image runs as uid 10001): the problem says
+    whose read was refused. (Root reads anything: the refusal is made here.)"""
+    path = write(tmp_path, "a.yaml", "faults: []\n")
+
+    def refused(self: Path, *args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "open", refused)
+    who = f"uid {os.getuid()}, gid {os.getgid()}"
+    assert validate_paths([path]) == [
+        Problem(str(path), 0, f"cannot read: permission denied (this process runs as {who})")
+    ]
 
 
 def test_problem_and_error_strings() -> None:
