@@ -63,9 +63,19 @@ def load(path: Path) -> Any:
 
 
 def check_jsonschema(schema: str, *paths: Path) -> subprocess.CompletedProcess[str]:
+    """``check-jsonschema --builtin-schema SCHEMA PATHS``, its default output."""
+    return _check_jsonschema("--builtin-schema", schema, *paths)
+
+
+def check_jsonschema_with(schema: Path, *paths: Path) -> subprocess.CompletedProcess[str]:
+    """``check-jsonschema --schemafile SCHEMA PATHS``, its default output."""
+    return _check_jsonschema("--schemafile", str(schema), *paths)
+
+
+def _check_jsonschema(*args: str | Path) -> subprocess.CompletedProcess[str]:
     _need("check_jsonschema", "check-jsonschema")
     return subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, *map(str, paths)],
+        [sys.executable, "-m", "check_jsonschema", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -74,11 +74,23 @@ def _closed(definition: dict[str, Any]) -> dict[str, Any]:
 
 
 def scenario_schema() -> dict[str, Any]:
-    """The JSON Schema of a scenario file (YAML read as JSON)."""
+    """The JSON Schema of a scenario file (YAML read as JSON).
+
+    As strict as ``chaosproxy validate`` wherever JSON Schema can say it (docs/scenarios.md,
+    "The JSON Schema"): the names of providers and event kinds, the name rule and the
+    reserved ``none``, the alternatives a fault's parameters are (``one_of``), bare
+    names only for faults that need no parameter, the number of faults, and the faults
+    that ``format: raw`` or a ``provider:`` rule out. Each fault item is told apart by
+    its key, so that an editor's (or ``check-jsonschema``'s) best error names the bad
+    parameter, not the list of fault names."""
     from pydantic.json_schema import models_json_schema
 
     from chaosproxy.core.faults import registry
-    from chaosproxy.scenario.model import Scenario
+    from chaosproxy.core.faults.base import FaultConfig, SelectorConfig
+    from chaosproxy.core.faults.splice import SpliceConfig
+    from chaosproxy.core.providers import KINDS, PROVIDER_NAMES
+    from chaosproxy.scenario.loader import MAX_FAULTS
+    from chaosproxy.scenario.model import NAME_PATTERN, NAME_RULE, PASSTHROUGH, Scenario
 
     faults = registry()
     models: list[tuple[Any, Literal["validation"]]] = [(Scenario, "validation")]
@@ -88,6 +100,19 @@ def scenario_schema() -> dict[str, Any]:
     top = defs.pop(refs[(Scenario, "validation")]["$ref"].rsplit("/", 1)[-1])
     properties = dict(top["properties"])
     del properties["source"]  # where a scenario came from: no file may say it
+    properties["name"] = {
+        "type": "string",
+        "pattern": f"^{NAME_PATTERN}$",
+        "not": {"const": PASSTHROUGH},
+        "title": "Name",
+        "description": f"{NAME_RULE}; not {PASSTHROUGH!r} (it selects no scenario). "
+        "Default: the file's name without .yaml.",
+    }
+    properties["provider"] = {
+        "enum": ["auto", *PROVIDER_NAMES],
+        "default": "auto",
+        "title": "Provider",
+    }
     # name defaults to the file's stem; description may be left null.
     properties["description"] = {
         "anyOf": [{"type": "string"}, {"type": "null"}],
@@ -104,23 +129,52 @@ def scenario_schema() -> dict[str, Any]:
         "title": "Requests",
         "description": "Apply only to these 1-based ordinals of the requests that chose it.",
     }
-    items: list[dict[str, Any]] = [{"enum": sorted(faults)}]  # a bare name: no parameters
     for name in sorted(faults):
-        config = refs[(faults[name].Config, "validation")]
-        items.append(
-            {
-                "type": "object",
-                "properties": {name: {"anyOf": [config, {"type": "null"}]}},
-                "required": [name],
-                "additionalProperties": False,
-            }
-        )
+        config = faults[name].Config
+        definition = defs[refs[(config, "validation")]["$ref"].rsplit("/", 1)[-1]]
+        if issubclass(config, SelectorConfig | SpliceConfig):
+            _only(definition["properties"]["kind"], list(KINDS))
+        _alternatives(definition, config)
+    inject = defs.get("InjectedEvent")
+    if inject is not None:  # (its own validator: one payload)
+        _alternatives(inject, type("_", (), {"one_of": ("data", "raw", "kind"), "some_of": ()}))
+    bare = sorted(n for n in faults if _takes_nothing(faults[n].Config))
+    by_key = {
+        name: _or_null(refs[(faults[name].Config, "validation")])
+        if name in bare
+        else refs[(faults[name].Config, "validation")]
+        for name in sorted(faults)
+    }
+    for definition in defs.values():
+        _nulls_as_conditions(definition)
     properties["faults"] = {
         "type": "array",
         "title": "Faults",
         "description": "Applied in order; each a fault name or a one-key mapping {name: params}.",
-        "items": {"anyOf": items},
+        "maxItems": MAX_FAULTS,
+        "items": {
+            "if": {"type": "string"},
+            "then": {"enum": bare},
+            "else": {
+                "type": "object",
+                "minProperties": 1,
+                "maxProperties": 1,
+                "propertyNames": {"enum": sorted(faults)},
+                "properties": by_key,
+            },
+        },
     }
+    ruled_out: list[dict[str, Any]] = []
+    framed = sorted(n for n in faults if faults[n].needs_framing(FaultConfig.model_construct()))
+    ruled_out.append(_unless("format", "raw", framed))
+    for provider in PROVIDER_NAMES:
+        cannot = sorted(
+            n
+            for n in faults
+            if faults[n].provider_problem(FaultConfig.model_construct(), provider) is not None
+        )
+        if cannot:
+            ruled_out.append(_unless("provider", provider, cannot))
     return {
         "$schema": DIALECT,
         "title": "chaosproxy scenario",
@@ -132,7 +186,99 @@ def scenario_schema() -> dict[str, Any]:
         "properties": properties,
         "required": ["faults"],
         "additionalProperties": False,
+        "allOf": ruled_out,
         "$defs": defs,
+    }
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema``, or null: said as a condition, not an ``anyOf``, so that a bad value's
+    best error is ``schema``'s (``size: 0 is less than the minimum of 1``), not "is not
+    of type 'null'"."""
+    return {"if": {"type": "null"}, "else": schema}
+
+
+def _nulls_as_conditions(node: Any) -> None:
+    """Every ``anyOf: [X, {type: null}]`` pydantic writes for an optional parameter,
+    under ``node``, said as :func:`_or_null` does."""
+    if isinstance(node, dict):
+        alternatives = node.get("anyOf")
+        if isinstance(alternatives, list) and {"type": "null"} in alternatives:
+            rest = [a for a in alternatives if a != {"type": "null"}]
+            del node["anyOf"]
+            node.update(_or_null(rest[0] if len(rest) == 1 else _one_or_list(rest)))
+        for value in node.values():
+            _nulls_as_conditions(value)
+    elif isinstance(node, list):
+        for value in node:
+            _nulls_as_conditions(value)
+
+
+def _one_or_list(alternatives: list[Any]) -> dict[str, Any]:
+    """``anyOf`` a value or a list of them (``nth: 3`` or ``nth: [3, 5]``) said as a
+    condition on the type, so that a bad value's error is about it, not "is not of type
+    'array'"."""
+    lists = [a for a in alternatives if isinstance(a, dict) and a.get("type") == "array"]
+    if len(alternatives) == 2 and len(lists) == 1:
+        (one,) = [a for a in alternatives if a is not lists[0]]
+        return {"if": {"type": "array"}, "then": lists[0], "else": one}
+    return {"anyOf": alternatives}
+
+
+def _only(node: Any, values: list[str]) -> None:
+    """Every string ``node`` admits (itself, in an ``anyOf``, in an array) one of
+    ``values``."""
+    if isinstance(node, dict):
+        if node.get("type") == "string" and "enum" not in node and "const" not in node:
+            node["enum"] = values
+        for key in ("anyOf", "items", "then", "else"):
+            inner = node.get(key)
+            for child in inner if isinstance(inner, list) else [inner]:
+                _only(child, values)
+
+
+def _alternatives(definition: dict[str, Any], config: Any) -> None:
+    """A config's ``one_of`` (exactly one given, not null) and ``some_of`` (at least
+    one), as the schema says them."""
+
+    def given(name: str) -> dict[str, Any]:
+        return {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+
+    if config.one_of:
+        definition["oneOf"] = [given(n) for n in config.one_of]
+    if config.some_of:
+        definition["anyOf"] = [given(n) for n in config.some_of]
+
+
+def _takes_nothing(config: Any) -> bool:
+    """Whether a fault may be named bare (its config valid with no parameter)."""
+    from pydantic import ValidationError
+
+    try:
+        config.model_validate({})
+    except ValidationError:
+        return False
+    return True
+
+
+def _unless(key: str, value: str, names: list[str]) -> dict[str, Any]:
+    """``key: value`` rules out the faults ``names`` (bare or with parameters)."""
+    return {
+        "if": {"properties": {key: {"const": value}}, "required": [key]},
+        "then": {
+            "properties": {
+                "faults": {
+                    "items": {
+                        "not": {
+                            "anyOf": [
+                                {"enum": names},
+                                {"type": "object", "propertyNames": {"enum": names}},
+                            ]
+                        }
+                    }
+                }
+            }
+        },
     }
 
 

@@ -35,6 +35,7 @@ from chaosproxy.scenario import (
     parse_scenario,
     validate_paths,
 )
+from tests.scenario_cases import ONE_PROBLEM
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -284,74 +285,7 @@ faults:
     ]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("seed: x\nfaults: []", ["s.yaml:1: seed: must be an integer"]),
-        ("seed: 1.5\nfaults: []", ["s.yaml:1: seed: must be an integer"]),
-        ("seed: true\nfaults: []", ["s.yaml:1: seed: must be an integer"]),
-        (
-            "seed: 9223372036854775808\nfaults: []",
-            ["s.yaml:1: seed: must be <= 9223372036854775807"],
-        ),
-        ("name: [a]\nfaults: []", ["s.yaml:1: name: must be a string"]),
-        ("description: 5\nfaults: []", ["s.yaml:1: description: must be a string"]),
-        ("faults: {drop: {}}", ["s.yaml:1: faults: must be a list"]),
-        ("faults: []\nrequests: []", ["s.yaml:2: requests: must not be empty"]),
-        ("faults: []\nrequests: 1", ["s.yaml:2: requests: must be a list"]),
-        ("faults: []\nmatch: /v1/*", ["s.yaml:2: match: must be a mapping"]),
-        (
-            "faults: []\nmatch:\n  headers: {X-A: 1}",
-            ["s.yaml:3: match.headers.X-A: must be a string"],
-        ),
-        ("seed: 3", ["s.yaml:1: faults: required"]),
-        (
-            "faults:\n  - 5",
-            ["s.yaml:2: faults[0]: must be a fault name or a one-key mapping {name: params}"],
-        ),
-        ("faults:\n  - rechunk: 7", ["s.yaml:2: faults[0].rechunk: must be a mapping"]),
-        ("faults:\n  - status", ["s.yaml:2: faults[0].status.code: required"]),
-        (
-            "faults:\n  - status:\n      body: x",
-            ["s.yaml:2: faults[0].status.code: required"],
-        ),
-        (
-            "faults:\n  - drop: {nth: x}",
-            ["s.yaml:2: faults[0].drop.nth: must be an integer or a list"],
-        ),
-        (
-            "faults:\n  - drop: {probability: 1.5}",
-            ["s.yaml:2: faults[0].drop.probability: must be <= 1"],
-        ),
-        (
-            "faults:\n  - cut: {after: -1}",
-            ["s.yaml:2: faults[0].cut.after: must be >= 0"],
-        ),
-        (
-            "faults:\n  - cut: {after: never}",
-            ["s.yaml:2: faults[0].cut.after: must be an integer or one of: start, terminal"],
-        ),
-        (
-            "faults:\n  - cut: {after: 1, how: explode}",
-            ["s.yaml:2: faults[0].cut.how: must be one of: close, abort, reset"],
-        ),
-        (
-            "faults:\n  - delay: {first_byte: 2x}",
-            [
-                "s.yaml:2: faults[0].delay.first_byte: not a duration: '2x'"
-                " (use a number of ms, or 250ms, 2s)"
-            ],
-        ),
-        (
-            "faults:\n  - delay: {first_byte: -5}",
-            ["s.yaml:2: faults[0].delay.first_byte: must be >= 0"],
-        ),
-        (
-            "faults:\n  - rechunk: {random: [3]}",
-            ["s.yaml:2: faults[0].rechunk.random: too few items (expected at least 2)"],
-        ),
-    ],
-)
+@pytest.mark.parametrize(("text", "expected"), ONE_PROBLEM)
 def test_one_problem(text: str, expected: list[str]) -> None:
     assert problems_in(text) == expected
 

@@ -20,6 +20,8 @@ from chaosproxy.tools.schema import (
     shipped_path,
 )
 from tests.conftest import LIBRARY, REPO, chaosproxy_argv
+from tests.scenario_cases import ONE_PROBLEM
+from tests.test_examples import check_jsonschema_with
 
 LIBRARY_FILES = sorted(LIBRARY.glob("*.yaml"))
 SCENARIO_FILES = sorted(
@@ -135,3 +137,42 @@ def test_durations_take_a_number_of_ms_or_a_unit() -> None:
         assert check.is_valid({"faults": [{"delay": {"first_byte": given}}]}), given
     for given in (-1, "2h", "soon", True):
         assert not check.is_valid({"faults": [{"delay": {"first_byte": given}}]}), given
+
+
+@pytest.mark.parametrize(("text", "problems"), ONE_PROBLEM, ids=lambda v: str(v)[:40])
+def test_the_scenario_schema_refuses_every_file_validate_refuses(
+    text: str, problems: list[str]
+) -> None:
+    """Each of the loader's refusals (tests/scenario_cases.py), as an editor sees it."""
+    document = yaml.safe_load(text)
+    assert not _validator("scenario").is_valid(document), (text, problems)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("faults:\n  - drop: {nht: 3}", "$.faults[0].drop: Additional properties are not "
+         "allowed ('nht' was unexpected)"),
+        ("faults:\n  - rechunk: {size: 0}", "$.faults[0].rechunk.size: 0 is less than the "
+         "minimum of 1"),
+        ("faults:\n  - drop: {kind: [delta, text]}", "$.faults[0].drop.kind[1]: 'text' is not "
+         "one of ['start', 'delta', 'tool_delta', 'usage', 'ping', 'error', 'terminal', "
+         "'other']"),
+        ("provider: openai\nfaults: []", "$.provider: 'openai' is not one of ['auto', "
+         "'openai-chat', 'openai-responses', 'anthropic', 'gemini', 'ollama', 'generic']"),
+        ("name: none\nfaults: []", "$.name: 'none' should not be valid under {'const': 'none'}"),
+    ],
+)  # fmt: skip
+def test_check_jsonschema_names_the_bad_parameter_first(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    """check-jsonschema's default output (what CI and pre-commit show) leads with the
+    parameter that is wrong, not with the list of fault names or "is not of type
+    'null'"."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text + "\n")
+    done = check_jsonschema_with(shipped_path("scenario"), path)
+    assert done.returncode == 1
+    first = next(line.strip() for line in done.stdout.splitlines() if "::$" in line)
+    assert first == f"{path}::{said}", done.stdout
+    assert "is not of type 'null'" not in done.stdout

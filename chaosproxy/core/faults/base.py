@@ -48,6 +48,7 @@ from pydantic import (
     PlainSerializer,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 from typing_extensions import TypeVar
 
@@ -126,9 +127,28 @@ def known_kind(kind: str) -> str:
 
 
 class FaultConfig(BaseModel):
-    """Base of every fault's config: strict keys, immutable."""
+    """Base of every fault's config: strict keys, immutable.
+
+    A config whose parameters are alternatives says so here, once: checked when it is
+    validated, and said by the scenario JSON Schema (chaosproxy/tools/schema.py), so an
+    editor flags ``cut: {}`` as ``validate`` does."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Exactly one of these parameters must be given (not null); ``one_of_note``
+    #: follows their list in the message.
+    one_of: ClassVar[tuple[str, ...]] = ()
+    one_of_note: ClassVar[str] = ""
+    #: At least one of these parameters must be given (not null).
+    some_of: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _alternatives(self) -> FaultConfig:
+        if self.one_of:
+            self.exactly_one(*self.one_of, note=self.one_of_note)
+        if self.some_of:
+            self.at_least_one(*self.some_of)
+        return self
 
     def given(self, *fields: str) -> list[str]:
         """Which of ``fields`` the scenario gave (not None)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from chaosproxy.core.actions import Action, Send
 from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, FaultContext
@@ -19,14 +19,12 @@ from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, FaultConte
 class CoalesceConfig(FaultConfig):
     """Exactly one of ``events``, ``window`` or ``all``."""
 
+    one_of = ("events", "window", "all")
+    one_of_note = " (all: true)"
+
     events: Annotated[int, Field(ge=2)] | None = None
     window: Annotated[Duration, Field(gt=0)] | None = None
     all: Literal[True] | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> CoalesceConfig:
-        self.exactly_one("events", "window", "all", note=" (all: true)")
-        return self
 
 
 def merge_sends(sends: list[Send], fault: str) -> Send:

@@ -27,6 +27,8 @@ Position = Literal["boundary", "after_id", "after_data", "mid_utf8", "mid_line"]
 class CutConfig(FaultConfig):
     """Exactly one of ``after``, ``before``, ``after_bytes``; ``position``; ``how``."""
 
+    one_of = ("after", "before", "after_bytes")
+
     after: Annotated[int, Field(ge=0)] | Literal["start", "terminal"] | None = None
     before: Literal["terminal", "headers"] | None = None
     after_bytes: Annotated[int, Field(ge=0)] | None = None
@@ -35,7 +37,6 @@ class CutConfig(FaultConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> CutConfig:
-        self.exactly_one("after", "before", "after_bytes")
         if "position" in self.model_fields_set:
             if self.before == "headers":
                 raise ValueError("position is not allowed with before: headers")

@@ -7,8 +7,6 @@ draw in ``[0, jitter]``) before each write that carries a selected event. HTTP p
 
 from __future__ import annotations
 
-from pydantic import model_validator
-
 from chaosproxy.core.actions import Action, HttpAction, Send, Sleep
 from chaosproxy.core.faults.base import (
     Duration,
@@ -22,15 +20,12 @@ class DelayConfig(SelectorConfig):
     """At least one of ``first_byte``, ``per_event``, ``jitter``, ``headers``;
     selectors restrict ``per_event``/``jitter`` to writes carrying a selected event."""
 
+    some_of = ("first_byte", "per_event", "jitter", "headers")
+
     first_byte: Duration | None = None
     per_event: Duration | None = None
     jitter: Duration | None = None
     headers: Duration | None = None
-
-    @model_validator(mode="after")
-    def _something(self) -> DelayConfig:
-        self.at_least_one("first_byte", "per_event", "jitter", "headers")
-        return self
 
 
 class DelayFault(SelectingFault[DelayConfig], name="delay", stage="transport"):

@@ -66,16 +66,13 @@ class InjectedEvent(FaultConfig):
 
 
 class InjectConfig(FaultConfig):
+    one_of = ("after", "before")
+
     after: Anchor | None = None
     before: Anchor | None = None
     event: InjectedEvent
     #: How many copies to send at that place, adjacent.
     times: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
-
-    @model_validator(mode="after")
-    def _one_place(self) -> InjectConfig:
-        self.exactly_one("after", "before")
-        return self
 
 
 class InjectFault(Fault[InjectConfig], name="inject", stage="event"):

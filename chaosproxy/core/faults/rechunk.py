@@ -23,14 +23,15 @@ Size = Annotated[int, Field(ge=1)]
 class RechunkConfig(FaultConfig):
     """Exactly one of ``size``, ``sizes``, ``random`` or ``boundaries``."""
 
+    one_of = ("size", "sizes", "random", "boundaries")
+
     size: Size | None = None
     sizes: Annotated[list[Size], Field(min_length=1)] | None = None
     random: tuple[Size, Size] | None = None
     boundaries: Literal["hostile"] | None = None
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> RechunkConfig:
-        self.exactly_one("size", "sizes", "random", "boundaries")
+    def _ordered(self) -> RechunkConfig:
         if self.random is not None and self.random[0] > self.random[1]:
             raise ValueError("random must be [min, max] with min <= max")
         return self

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from chaosproxy.core.actions import Action, Send, Sleep
 from chaosproxy.core.events import Event
@@ -20,14 +20,12 @@ from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, FaultConte
 class StallConfig(FaultConfig):
     """``after`` and exactly one of ``duration`` or ``forever: true``."""
 
+    one_of = ("duration", "forever")
+    one_of_note = " (forever: true)"
+
     after: Annotated[int, Field(ge=0)] | Literal["start", "terminal"]
     duration: Duration | None = None
     forever: Literal[True] | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> StallConfig:
-        self.exactly_one("duration", "forever", note=" (forever: true)")
-        return self
 
 
 class StallFault(Fault[StallConfig], name="stall", stage="transport"):
