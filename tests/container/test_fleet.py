@@ -17,6 +17,7 @@ taken down (``down -v``) whatever happened, and nothing of it may be left.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -75,25 +76,29 @@ print(json.dumps({"status": status, "body": json.loads(data or b"null")}))
 class Images:
     redis: str
     haproxy: str
-    #: Where they come from: "built here" or "from the environment".
-    source: str
+    #: Those built here (the others named by the environment).
+    built: list[str]
+
+    @property
+    def pull(self) -> str:
+        """Compose's --pull: a stand-in is never pulled; an image named may be."""
+        return "never" if len(self.built) == 2 else "missing"
 
 
 @pytest.fixture(scope="module")
 def images(engine: Engine) -> Iterator[Images]:
-    """The example's REDIS_IMAGE and HAPROXY_IMAGE: the environment's, or the stand-ins
-    built here (their tags removed at the end, but not their layers: the apt layer stays
-    the builder's cache, so the next run builds them in seconds)."""
-    given = (os.environ.get("REDIS_IMAGE"), os.environ.get("HAPROXY_IMAGE"))
-    if given[0] and given[1]:
-        yield Images(given[0], given[1], "from the environment")
-        return
-    tags = {kind: f"chaosproxy-test-{kind}:{SESSION}" for kind in ("redis", "haproxy")}
+    """The example's REDIS_IMAGE and HAPROXY_IMAGE: each the environment's when it names
+    one, else the stand-in built here (its tag removed at the end, but not its layers:
+    the apt layer stays the builder's cache, so the next run builds it in seconds)."""
+    named = {kind: os.environ.get(f"{kind.upper()}_IMAGE", "") for kind in ("redis", "haproxy")}
+    tags: dict[str, str] = {}
     try:
-        for kind, tag in tags.items():
-            built = build(engine, STANDINS, tag, target=kind)
+        for kind in [kind for kind, name in named.items() if not name]:
+            tags[kind] = f"chaosproxy-test-{kind}:{SESSION}"
+            built = build(engine, STANDINS, tags[kind], target=kind)
             engine.note(f"build of the {kind} stand-in", f"{built.seconds:.1f}s")
-        yield Images(tags["redis"], tags["haproxy"], "built here")
+        found = {**named, **tags}
+        yield Images(found["redis"], found["haproxy"], list(tags))
     finally:
         for tag in tags.values():
             engine.run("rmi", "--no-prune", tag, check=False)
@@ -102,7 +107,6 @@ def images(engine: Engine) -> Iterator[Images]:
 @dataclass
 class Fleet:
     engine: Engine
-    project: str
     #: The balancer as the host reaches it (published on loopback).
     url: str
     #: The container of each replica, by its replica id.
@@ -138,13 +142,15 @@ class Fleet:
         return wait_until("the requests' lines in the replicas' logs", found, 30, every=0.5)
 
 
-def post(fleet: Fleet, scenario: str | None = None) -> httpx.Response:
+def post(fleet: Fleet, scenario: str | None = None, **headers: str) -> httpx.Response:
     """One streamed chat request through the balancer, on a connection of its own, with
-    ``scenario`` in X-Chaos-Scenario (none: the fleet's default)."""
+    ``scenario`` in X-Chaos-Scenario (none: the fleet's default) and ``headers``."""
+    if scenario:
+        headers["X-Chaos-Scenario"] = scenario
     return httpx.post(
         fleet.url + "/v1/chat/completions",
         json=CHAT,
-        headers={"Connection": "close", **({"X-Chaos-Scenario": scenario} if scenario else {})},
+        headers={"Connection": "close", **headers},
         timeout=30,
     )
 
@@ -163,7 +169,6 @@ def fleet(engine: Engine, image: Build, images: Images) -> Iterator[Fleet]:
         HAPROXY_IMAGE=images.haproxy,
         CHAOS_PORT="127.0.0.1:0",  # any free port of the host's loopback
     )
-    pull = "never" if images.source == "built here" else "missing"
 
     def compose(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -177,7 +182,7 @@ def fleet(engine: Engine, image: Build, images: Images) -> Iterator[Fleet]:
 
     try:
         start = time.monotonic()
-        up = compose("up", "-d", "--wait", "--no-build", "--pull", pull, timeout=300)
+        up = compose("up", "-d", "--wait", "--no-build", "--pull", images.pull, timeout=300)
         if up.returncode != 0:
             logs = compose("logs", "--no-color", "--tail", "40")
             pytest.fail(f"compose up: {up.stderr[-3000:]}\n{logs.stdout[-4000:]}", pytrace=False)
@@ -188,7 +193,7 @@ def fleet(engine: Engine, image: Build, images: Images) -> Iterator[Fleet]:
         address = compose("port", "balancer", str(BALANCER_PORT)).stdout.strip()
         host, _, port = address.rpartition(":")
         assert host == "127.0.0.1" and int(port) > 0, address
-        running = Fleet(engine, project, f"http://{address}", containers)
+        running = Fleet(engine, f"http://{address}", containers)
 
         def answers() -> bool:
             try:
@@ -197,9 +202,8 @@ def fleet(engine: Engine, image: Build, images: Images) -> Iterator[Fleet]:
                 return False
 
         wait_until("the fleet answering through HAProxy", answers, 30, every=0.2)
-        engine.note(
-            f"compose up of the fleet, images {images.source}", f"{time.monotonic() - start:.1f}s"
-        )
+        built = f"stand-ins for {', '.join(images.built)}" if images.built else "images named"
+        engine.note(f"compose up of the fleet ({built})", f"{time.monotonic() - start:.1f}s")
         yield running
     finally:
         down = compose("down", "--volumes", "--remove-orphans", "--timeout", "10")
@@ -241,7 +245,8 @@ def test_requests_spread_over_the_replicas_and_count_as_the_fleets(fleet: Fleet)
         return found if len(found) == len(ids) else None
 
     for replica in REPLICAS.values():  # newest first, on every replica
-        assert wait_until(f"{replica}'s journal", lambda r=replica: listed(r), 10) == ids[::-1]
+        journal = wait_until(f"{replica}'s journal", functools.partial(listed, replica), 10)
+        assert journal == ids[::-1], replica
 
 
 def test_an_admin_change_on_one_replica_is_every_replicas_before_it_answers(
@@ -314,3 +319,33 @@ def test_a_reconnect_on_another_replica_resumes_exactly(fleet: Fleet) -> None:
     lines = fleet.served([i for i in ids if i is not None])
     where = [lines[i]["replica"] for i in ids if i is not None]
     assert len(set(where)) == 3, where  # each connection on another replica
+
+
+def test_another_credential_gets_nothing_of_a_stream_on_any_replica(fleet: Fleet) -> None:
+    """Alice's stream is cut after four events; Mallory presents its last id three
+    times in turn, so once to each replica, and gets 204 (an id unknown to her) each
+    time; Alice presenting it gets the rest of her stream, every event after it."""
+    status, added = fleet.admin("r2", "POST", "/scenarios?name=fleet-tenant", RESUMED)
+    assert (status, added["fleet"]["pending"]) == (201, [])
+    alice = {"X-Chaos-Scenario": "fleet-tenant", "Authorization": "Bearer alice-key"}
+
+    async def cut() -> Any:
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await resume_loop(
+                client, fleet.url + "/v1/chat/completions", json=CHAT, headers=alice, limit=1
+            )
+
+    (first,) = asyncio.run(cut()).connections
+    assert first.end == "error" and len(first.ids) == 4
+    last = first.ids[-1]
+    mallory = {**alice, "Authorization": "Bearer mallory-key", "Last-Event-ID": last}
+    stolen = [post(fleet, **mallory) for _ in range(3)]
+    assert [(a.status_code, a.content) for a in stolen] == [(204, b"")] * 3
+    lines = fleet.served([a.headers["X-Chaos-Request-Id"] for a in stolen])
+    assert {line["replica"] for line in lines.values()} == set(REPLICAS.values())
+    resumed = post(fleet, **{**alice, "Last-Event-ID": last})
+    assert resumed.status_code == 200
+    rid = last.rpartition(".")[0]
+    ids = [line[4:] for line in resumed.text.split("\n") if line.startswith("id: ")]
+    assert ids[0] == f"{rid}.5" and ids == [f"{rid}.{i}" for i in range(5, len(ids) + 5)]
+    assert resumed.text.endswith("data: [DONE]\n\n")
