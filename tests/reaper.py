@@ -7,7 +7,8 @@ the rest of the run, and after it (three replicas were found still listening an 
 after a timed-out run). So:
 
 - after each test's teardown, every process the test's body started (a child of this
-  process, with its own children) that is still running is killed, and the test gets an
+  process, with its own children; not the standard library's resource tracker) that
+  is still running is killed, and the test gets an
   error naming them: a leak is a defect of the test, said where it happens;
 - at the end of the session, after every fixture's teardown, whatever is left of this
   process's children is killed too (a fixture's server whose teardown never ran).
@@ -59,13 +60,35 @@ def descendants(root: int) -> set[int]:
     return found_ids
 
 
-def _describe(pid: int) -> str:
+def children(parent: int) -> set[int]:
+    """The running children of process ``parent`` that a test may leave behind: not
+    Python's own per-process helpers (multiprocessing's resource tracker, started on
+    first use and living as long as this process)."""
+    return {
+        pid
+        for pid in descendants(parent)
+        if (_stat(pid) or ("", 0))[1] == parent and not _helper(pid)
+    }
+
+
+def _helper(pid: int) -> bool:
+    return any(name in _cmdline(pid) for name in _HELPERS)
+
+
+#: Processes started once for the life of this process, by the standard library.
+_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def _cmdline(pid: int) -> str:
     try:
         raw = (_PROC / str(pid) / "cmdline").read_bytes()
     except OSError:
-        return f"{pid}"
-    words = raw.rstrip(b"\0").split(b"\0")
-    return f"{pid} ({' '.join(w.decode(errors='replace') for w in words)[:120]})"
+        return ""
+    return " ".join(w.decode(errors="replace") for w in raw.rstrip(b"\0").split(b"\0"))
+
+
+def _describe(pid: int) -> str:
+    return f"{pid} ({_cmdline(pid)[:120]})"
 
 
 def _kill(pids: set[int]) -> None:
@@ -76,11 +99,13 @@ def _kill(pids: set[int]) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    before = descendants(os.getpid())
+    # (Its own children only: a browser or fork server a fixture started may start
+    # processes of its own meanwhile; they are the fixture's to stop.)
+    before = children(os.getpid())
     try:
         return (yield)
     finally:
-        item.stash[_STARTED] = descendants(os.getpid()) - before
+        item.stash[_STARTED] = children(os.getpid()) - before
 
 
 @pytest.hookimpl(wrapper=True)
@@ -89,7 +114,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     started = item.stash.get(_STARTED, set())
     if started:
         mine = started | {d for pid in started for d in descendants(pid)}
-        left = {pid for pid in mine if (_stat(pid) or ("Z", 0))[0] != "Z"}
+        # (Not a zombie, and not one exiting: its command line is gone.)
+        left = {pid for pid in mine if (_stat(pid) or ("Z", 0))[0] != "Z" and _cmdline(pid)}
         if left:
             named = [_describe(pid) for pid in sorted(left)]
             _kill(left)
