@@ -477,9 +477,9 @@ def estimate_left(durations: Sequence[float], left: int, jobs: int) -> tuple[flo
 
 
 def show_left(low: float, high: float) -> str:
-    """An estimate of the time left, as progress lines say it: ``about 40s`` or
-    ``about 40s to 1m10s``."""
-    if _clock(low) == _clock(high):
+    """An estimate of the time left, as progress lines say it: ``about 40s`` (a range
+    within a tenth of its top) or ``about 40s to 1m10s``."""
+    if _clock(low) == _clock(high) or high - low <= high / 10:
         return f"about {_clock(high)}"
     return f"about {_clock(low)} to {_clock(high)}"
 

@@ -387,6 +387,7 @@ def test_the_time_left_is_a_range_from_the_completed_runs(
 
 def test_the_time_left_is_said_as_a_range() -> None:
     assert show_left(40.0, 40.4) == "about 40s"
+    assert show_left(69.0, 72.0) == "about 1m12s"  # (within a tenth: one figure)
     assert show_left(40.0, 70.0) == "about 40s to 1m10s"
 
 
