@@ -21,6 +21,11 @@ every connection, against the generation's clean answer. The rules, in order:
 
 ``not_exercised`` replaces ``tolerated`` when the scenario's faults never fired for
 the run: the run says nothing about the client, and fails no gate.
+
+"Up to the moment it gave up" is placed by the order of the proxy's own writes and the
+client's report, never by which side of a race a defect landed: a client that raised
+reporting less text than was sent before the first defect (``defect_after``) gave up
+before it (:func:`gave_up_before`).
 """
 
 from __future__ import annotations

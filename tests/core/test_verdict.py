@@ -490,6 +490,12 @@ def test_what_comes_after_the_first_terminal_makes_no_defect(
         ("[{drop: {kind: delta, nth: 4}}]", "a gap in the events", "Hello, wör"),
         # A fault that changes an event: before that event's text.
         ("[{duplicate: {kind: delta, nth: 3}}]", "duplicate", "Hello, wör"),
+        # A hold for ever: after the text sent before it.
+        (
+            "[{stall: {after: 3, forever: true}}]",
+            "held open for ever before the terminal event",
+            "Hello, wör",
+        ),
         # A head that lies: before any text.
         ("[{headers: {set: {Content-Type: text/plain}}}]", "headers", ""),
     ],
