@@ -269,7 +269,6 @@ def test_a_client_that_gives_up_one_event_before_a_cut_never_flips(
     assert len(seen) == runs
     assert [v for v in seen if v[0] != "false_alarm"] == []
     assert {error for _, _, error in seen} == {"ClientBug: a bug on event 5"}
-    # Both sides of the race were met (the lingering client's is always the cut).
+    # Both sides of the race were met (each of them at least once in a hundred tries).
     outcomes = Counter(outcome for _, outcome, _ in seen)
     assert set(outcomes) == {"client_gone", "cut"}, outcomes
-    assert outcomes["cut"] >= runs // 2, outcomes
