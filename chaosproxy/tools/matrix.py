@@ -252,6 +252,8 @@ def run_command(
         if first_request(min(left, STARTUP_POLL)):
             startup_ms = _ms_since(started)
             break
+    if startup_ms is None and ended.is_set() and first_request(0):
+        startup_ms = _ms_since(started)  # (it ended as its request began: at most this)
     expired = startup_ms is None and not ended.is_set()
     killed = expired
     if startup_ms is not None and not ended.wait(timeout):
