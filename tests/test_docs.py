@@ -257,3 +257,8 @@ def test_the_docs_tell_the_mocks_and_the_matrixs_defaults() -> None:
     explore_timeout = show_duration(explore.DEFAULT_TIMEOUT)
     assert f"[--timeout {explore_timeout}]" in explore_doc
     assert f"`--timeout` (default `{explore_timeout}`" in explore_doc
+    # The start-up allowance, the same for both.
+    startup = show_duration(matrix.DEFAULT_STARTUP)
+    for path in (REPO / "README.md", REPO / "docs" / "verdicts.md", REPO / "docs" / "explore.md"):
+        assert f"[--startup-timeout {startup}]" in path.read_text(encoding="utf-8"), path.name
+    assert f"`--startup-timeout` (default `{startup}`" in explore_doc

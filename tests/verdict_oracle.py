@@ -148,8 +148,17 @@ def expected(
             return "not_exercised" if under_faults and not exercised else "tolerated"
         return "silent_corruption"
     prefix = clean.startswith(what.text) and not what.error and not what.garbled
-    sound = _sound(last, frames.get(requests[-1], []), violations.get(requests[-1], []), what)
-    return "false_alarm" if prefix and sound else "detected"
+    sound, before = _sound(
+        last, frames.get(requests[-1], []), violations.get(requests[-1], []), what
+    )
+    if prefix and sound:
+        return "false_alarm"
+    # It reported less text than it was sent before the defect: it gave up before it
+    # (one connection; a client that reported no text cannot be placed).
+    reported = len((printed or "").rstrip())
+    if before is not None and len(conns) == 1 and 0 < reported < len(before.rstrip()):
+        return "false_alarm"
+    return "detected"
 
 
 def _sound(
@@ -157,11 +166,13 @@ def _sound(
     frames: Sequence[Mapping[str, Any]],
     violations: Sequence[Mapping[str, Any]],
     what: Sent,
-) -> bool:
+) -> tuple[bool, str | None]:
     """Whether the last connection was sound up to the moment the client gave up, and
-    up to its first ``[DONE]``: what comes after it is no part of the answer."""
+    up to its first ``[DONE]`` (what comes after it is no part of the answer); when it
+    was not, the text of the events it sent whole before the first thing that made it
+    unsound (None: not known)."""
     if last.get("status") != 200 or "headers" in (last.get("faults_applied") or {}):
-        return what.complete and last.get("resume_answer") in ("204", "404")
+        return what.complete and last.get("resume_answer") in ("204", "404"), None
     # The frames up to the one that completes the first [DONE], and its place among
     # the connection's events (re-parsed from the bytes sent).
     body = b""
@@ -174,19 +185,25 @@ def _sound(
             frames = frames[:count]
             break
     violations = [v for v in violations if not done_at or v["at_event"] <= done_at]
+
+    def text_before(count: int) -> str:
+        return sent([b"".join(base64.b64decode(f["raw"]) for f in frames[:count])]).text
+
     high = 0
-    for frame in frames:
+    for count, frame in enumerate(frames):
         if not set(frame.get("faults") or ()) <= BENIGN:
-            return False
+            return False, text_before(count)
         # A merge or an interleaving sends its group of events whole, in its own order.
         regrouped = bool({"resegment", "interleave_tool_calls"} & set(frame.get("faults") or ()))
         for ordinal in frame.get("events") or ():
             if not regrouped and (ordinal > high + 1 or (0 < ordinal < high)):
-                return False
+                return False, text_before(count)
             high = max(high, ordinal)
     if any(v["rule"] != "terminal_missing" for v in violations):
-        return False
-    return bool(last.get("outcome") == "client_gone" or what.complete)
+        return False, None
+    if last.get("outcome") == "client_gone" or what.complete:
+        return True, None
+    return False, text_before(len(frames))  # ended before the answer was whole
 
 
 __all__ = ["BENIGN", "Sent", "expected", "generation", "sent", "sse_events"]

@@ -290,6 +290,17 @@ class ChaosProxy(RequestQueries):
                         break
             self._changed.notify_all()
 
+    def requests_begun(self) -> int:
+        """How many requests have begun so far (their ``request`` line logged)."""
+        with self._changed:
+            return len(self._began)
+
+    def wait_begun(self, count: int, timeout: float) -> bool:
+        """Whether more than ``count`` requests have begun (:meth:`requests_begun`),
+        waiting up to ``timeout`` seconds for one to begin (from sync code only)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self._began) > count, timeout)
+
     def summary(self, request_id: str, timeout: float = SETTLE) -> RequestSummary:
         """The summary of a finished request (from its ``X-Chaos-Request-Id``): the
         fields of its ``response_end`` line plus those of its ``request`` line

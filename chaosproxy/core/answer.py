@@ -145,10 +145,12 @@ class AnswerState:
     def prefix(self) -> bool:
         return self.sent.is_prefix_of(self.clean)
 
-    def fields(self, *, sound: bool, defect: str | None) -> AnswerFields:
-        """The ``answer`` object of a ``response_end`` line: ``sound`` and ``defect``
-        say how the connection that ends now went (see ``Session``)."""
-        return {
+    def fields(
+        self, *, sound: bool, defect: str | None, defect_after: int | None = None
+    ) -> AnswerFields:
+        """The ``answer`` object of a ``response_end`` line: ``sound``, ``defect`` and
+        ``defect_after`` say how the connection that ends now went (see ``Session``)."""
+        fields: AnswerFields = {
             "generation": self.generation,
             "connections": self.connections,
             "content": self.content,
@@ -160,6 +162,9 @@ class AnswerState:
                 "sent": text_sha256(self.sent.text),
             },
         }
+        if defect is not None and defect_after is not None:
+            fields["defect_after"] = defect_after
+        return fields
 
 
 class Ledger:

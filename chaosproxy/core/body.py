@@ -63,13 +63,17 @@ class Soundness:
     a late delta) is no part of the answer a correct client reads (docs/verdicts.md,
     "What the client was sent"), so it makes no defect."""
 
-    __slots__ = ("_high", "_open", "_past_terminal", "defect")
+    __slots__ = ("_high", "_open", "_past_terminal", "defect", "defect_after")
 
     def __init__(self) -> None:
         #: The first thing sent to the client that a correct client may object to: a
         #: fault that changes events or headers, a gap or a step back in the events, a
         #: hold for ever before the terminal event (None: only chunking and timing).
         self.defect: str | None = None
+        #: The characters of text (trailing whitespace aside) sent before ``defect``
+        #: (None: not known): where the defect stands among the writes, for a client
+        #: that gave up (docs/verdicts.md, "Judged up to the moment the client gave up").
+        self.defect_after: int | None = None
         #: The highest upstream ordinal written whole so far, and the events whose
         #: first bytes were written but not their last, in order.
         self._high = 0
@@ -174,10 +178,28 @@ class BodyPath:
             self.pipeline.watch(self.content.upstream_event)
         self.soundness = Soundness()
 
+    def flaw(self, what: str) -> None:
+        """``what`` was sent (a head's edit, a hold for ever): the defect, unless there
+        was one before, placed after the text sent so far."""
+        soundness = self.soundness
+        if soundness.defect is None:
+            soundness.flaw(what)
+            self._place()
+
+    def _place(self) -> None:
+        """The defect just found stands after the text sent so far."""
+        content = self.content
+        if content is not None:
+            self.soundness.defect_after = len(content.sent.text.rstrip())
+
     def wrote(self, send: Send, line: FrameFields) -> None:
         """A write of events to the client: judge it, add it to the sent side, and
         give its ``frame`` line the events' fields."""
-        self.soundness.wrote(send)
+        soundness = self.soundness
+        fresh = soundness.defect is None
+        soundness.wrote(send)
+        if fresh and soundness.defect is not None:  # this write's: after the text before it
+            self._place()
         content = self.content
         if content is not None:
             content.wrote(send)

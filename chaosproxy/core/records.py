@@ -265,6 +265,10 @@ class AnswerFields(TypedDict):
     sound: bool
     #: The first thing it sent that a correct client may object to.
     defect: str | None
+    #: With ``defect``: the characters of text (trailing whitespace aside) this
+    #: connection had sent before it, where they are known. A client that raised
+    #: reporting less text than that gave up before the defect (docs/verdicts.md).
+    defect_after: NotRequired[int]
     text_sha256: AnswerDigests
 
 

@@ -290,7 +290,7 @@ class Session:
             self._begin_body(headers)
             out, editor = edit_headers(self.faults, status, out)
             if editor is not None and self.body is not None:
-                self.body.soundness.flaw(editor)
+                self.body.flaw(editor)
         out += self.chaos_headers()
         return self._decided(Head(status, reason, out, framed=framed))
 
@@ -419,7 +419,7 @@ class Session:
         content = self.content
         if math.isinf(seconds) and content is not None and not content.sent.terminals:
             assert body is not None  # (a content is a framed body's)
-            body.soundness.flaw("held open for ever before the terminal event")
+            body.flaw("held open for ever before the terminal event")
 
     def answer(self) -> AnswerState | None:
         """The answer this response belongs to, as it stands (None when the body is

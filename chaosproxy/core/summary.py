@@ -192,6 +192,7 @@ def answer_fields(s: SessionParts, state: AnswerState) -> AnswerFields:
     body = s.body
     content = s.content
     defect = None if body is None else body.soundness.defect
+    after = None if body is None else body.soundness.defect_after
     if defect is None and content is not None:
         # What came after the first terminal event the client was sent is no part of
         # its answer (a second terminal, a late delta): a client that stops there never
@@ -204,16 +205,19 @@ def answer_fields(s: SessionParts, state: AnswerState) -> AnswerFields:
                 break
     outcome = s.outcome
     if defect is None and outcome != "client_gone" and not state.sent.terminal:
-        # The proxy or the upstream ended it before the answer was whole.
+        # The proxy or the upstream ended it before the answer was whole: after all
+        # the text it sent.
         if content is None:
             defect = f"answered {s.status} before the answer was whole"
-        elif outcome == "completed":
-            defect = "ended without a terminal event"
-        elif outcome == "cut":
-            defect = f"cut ({s.cut_how})"
         else:
-            defect = str(outcome)
-    return state.fields(sound=defect is None, defect=defect)
+            after = len(content.sent.text.rstrip())
+            if outcome == "completed":
+                defect = "ended without a terminal event"
+            elif outcome == "cut":
+                defect = f"cut ({s.cut_how})"
+            else:
+                defect = str(outcome)
+    return state.fields(sound=defect is None, defect=defect, defect_after=after)
 
 
 def watchdog_end(s: SessionParts, duration_ms: float) -> ResponseEnd:

@@ -21,6 +21,11 @@ every connection, against the generation's clean answer. The rules, in order:
 
 ``not_exercised`` replaces ``tolerated`` when the scenario's faults never fired for
 the run: the run says nothing about the client, and fails no gate.
+
+"Up to the moment it gave up" is placed by the order of the proxy's own writes and the
+client's report, never by which side of a race a defect landed: a client that raised
+reporting less text than was sent before the first defect (``defect_after``) gave up
+before it (:func:`gave_up_before`).
 """
 
 from __future__ import annotations
@@ -265,11 +270,37 @@ def _answered(
             f"on a sound stream{over}",
         )
     defect = answer["defect"]
+    before = gave_up_before(answer, report)
+    if before is not None:
+        return (
+            "false_alarm",
+            f"the client raised having reported {before[0]} characters of text, fewer than "
+            f"the {before[1]} it had been sent before the stream's first defect ({defect}): "
+            "it gave up on the clean answer so far, before the defect",
+        )
     if not answer["prefix"]:
         why = "it had been sent an altered answer" + (f" ({defect})" if defect else "")
     else:
         why = f"the stream was not sound ({defect})"
     return "detected", f"the client raised: {why}{over}"
+
+
+def gave_up_before(answer: AnswerFields, report: ClientReport) -> tuple[int, int] | None:
+    """Where a client that raised gave up, among the proxy's own writes: (the
+    characters of text it reported, those sent before the first defect) when it
+    reported fewer than were sent before the defect, so it never read the defect, else
+    None. Judged from the order of the writes and the client's report, never from
+    whether its disconnect reached the proxy before the defect was written. Only for an
+    answer over one connection, and a client that reported some text (trailing
+    whitespace aside): an empty one may be a client that assembles its text at the end."""
+    after = answer.get("defect_after")
+    if after is None or answer["connections"] != 1 or report.error is None:
+        return None
+    text = report.text
+    reported = 0 if text is None else len(text.rstrip())
+    if 0 < reported < after:
+        return reported, after
+    return None
 
 
 def _unframed(
@@ -323,6 +354,7 @@ __all__ = [
     "chain",
     "classify",
     "exercised",
+    "gave_up_before",
     "judge",
     "judge_run",
     "run_ids",

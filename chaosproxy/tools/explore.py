@@ -67,7 +67,15 @@ from chaosproxy.tools.fault_space import (
     shape_of,
     validated,
 )
-from chaosproxy.tools.matrix import ONE_CLIENT, Matrix, Run, run_one
+from chaosproxy.tools.matrix import (
+    DEFAULT_STARTUP,
+    ONE_CLIENT,
+    Matrix,
+    Run,
+    estimate_left,
+    run_one,
+    show_left,
+)
 from chaosproxy.tools.shrink import MAX_TESTS, Candidate, Shrunk, faults_key, shrink
 
 if TYPE_CHECKING:
@@ -194,12 +202,16 @@ class CommandRunner:
         upstream: str = MOCK,
         jobs: int = 1,
         timeout: float = DEFAULT_TIMEOUT,
+        startup: float | None = DEFAULT_STARTUP,
         settings: Mapping[str, Any] | None = None,
     ) -> None:
+        """``timeout`` counts from each run's first request, which the command has
+        ``startup`` seconds to make (as in the matrix; None: from its start)."""
         self.command = command
         self.upstream = upstream
         self._jobs = max(1, jobs)
         self.timeout = timeout
+        self.startup = startup
         self.settings = {**ONE_CLIENT, **(settings or {})}
         self._stack = ExitStack()
         self._free: queue.Queue[ChaosProxy] = queue.Queue()
@@ -282,7 +294,9 @@ class CommandRunner:
     def _one(self, proxy: ChaosProxy, trial: Trial) -> TrialResult:
         start = len(proxy.lines)
         with proxy.scenario(trial.text):
-            run = run_one(proxy, trial.scenario, self.command, timeout=self.timeout)
+            run = run_one(
+                proxy, trial.scenario, self.command, timeout=self.timeout, startup=self.startup
+            )
         return TrialResult(
             verdict=run.verdict,
             reason=run.reason,
@@ -585,16 +599,16 @@ def _explore_runs(
         with lock:
             durations.append(outcome.duration_ms / 1000)
             done = len(durations)
-            mean = sum(durations) / done
+            # From the runs completed so far, as a range (the matrix's estimate).
+            left = estimate_left(durations, (total or 0) - done, runner.jobs)
         k = drafts[trial.name][0]
         if total is not None:
             position = f"[{done}/{total}]"
-            left = (total - done) * mean / runner.jobs
-            rest = f"; about {_clock(left)} left" if done < total else ""
+            rest = f"; {show_left(*left)} left" if done < total else ""
         else:
             position = f"[{done}]"
-            left = max(0.0, (budget.seconds or 0) - (clock() - began))
-            rest = f"; {_clock(left)} left" if left else ""
+            until = max(0.0, (budget.seconds or 0) - (clock() - began))
+            rest = f"; {_clock(until)} left" if until else ""
         say(f"{position} run {k} {outcome.verdict} ({outcome.duration_ms / 1000:.1f}s){rest}")
 
     outcomes = runner.run(trials(), stop=stop, started=started, ended=ended)
@@ -1020,6 +1034,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
             upstream=upstream,
             jobs=args.jobs,
             timeout=args.timeout,
+            startup=args.startup_timeout,
             settings=settings_of_proxies,
         ) as runner:
             exploration = explore(runner, settings, log=say)

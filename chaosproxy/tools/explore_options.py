@@ -155,9 +155,10 @@ def add_parser(sub: Any) -> None:
             },
             "--timeout": {
                 "default": DEFAULT_TIMEOUT,
-                "help": "per run: a command still running then is killed and judged hung "
-                f"(default {show_duration(DEFAULT_TIMEOUT)})",
+                "help": "per run, from the command's first request: a command still running "
+                f"then is killed and judged hung (default {show_duration(DEFAULT_TIMEOUT)})",
             },
+            "--startup-timeout": {},
             "--fail-on": {
                 "help": "comma-separated verdicts that, found, make the exit status 1 (default: "
                 "silent_corruption,false_alarm,hung; '' never)"

@@ -4,8 +4,10 @@ each run (docs/verdicts.md).
 For each scenario the proxy (in process, in front of the mock or ``--upstream``) gets
 it as its default, and ``CMD`` runs in a shell with ``CHAOSPROXY_URL`` (the proxy's
 root URL) and ``CHAOSPROXY_SCENARIO`` set. The command protocol: print the final text
-on stdout, exit non-zero when the client raised (its stderr says why). A command that
-outlives ``--timeout`` is killed, with its whole process group, and is ``hung``. The
+on stdout, exit non-zero when the client raised (its stderr says why). A command has
+``--startup-timeout`` to make its first request (its start-up: an interpreter, imports),
+then ``--timeout`` from that request; one that outlives either is killed, with its
+whole process group: ``hung`` after its first request, ``no_request`` before it. The
 verdict is about the last request the command made; the others (retries) are listed.
 
 Writes ``matrix.md``, ``matrix.json``, ``junit.xml`` and ``report.html`` into ``--out``;
@@ -20,6 +22,7 @@ import difflib
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -49,7 +52,14 @@ SETTLE = 5.0
 #: The most of a command's stderr kept as its error.
 ERROR_CHARS = 500
 
+#: Per run, from the command's first request through the proxy (``--timeout``).
 DEFAULT_TIMEOUT = 20.0
+#: Per run, for the command's start-up: until its first request (``--startup-timeout``).
+#: Generous: an SDK's imports take tens of seconds on a loaded machine.
+DEFAULT_STARTUP = 120.0
+#: How often a command's start-up is checked for its end while its first request is
+#: awaited (the request itself wakes the wait at once).
+STARTUP_POLL = 0.05
 
 
 @dataclass
@@ -65,9 +75,12 @@ class Run:
     request_id: str | None
     #: Every request the command made, in order (the last is ``request_id``).
     requests: list[str] = field(default_factory=list)
-    #: None when the command was killed (timed out).
+    #: None when the command was killed (timed out, or its start-up did).
     exit_code: int | None = None
     duration_ms: float = 0.0
+    #: From the command's start to its first request through the proxy: its start-up
+    #: (None: it made none, or was run without a start-up allowance).
+    startup_ms: float | None = None
     text_matches: bool | None = None
     #: What the client raised (the telling line of its stderr), if it did.
     error: str | None = None
@@ -114,22 +127,27 @@ class Matrix:
 @dataclass
 class CommandResult:
     """What the command did: its exit code (None: killed on time out), its stdout and
-    stderr."""
+    stderr; with a start-up allowance, how long it took to make its first request
+    (``startup_ms``; None: it made none) and whether it was killed for taking longer
+    (``startup_expired``)."""
 
     exit_code: int | None
     stdout: str
     stderr: str
     duration_ms: float
+    startup_ms: float | None = None
+    startup_expired: bool = False
 
     @property
     def timed_out(self) -> bool:
-        return self.exit_code is None
+        """Killed on ``timeout`` (not for its start-up)."""
+        return self.exit_code is None and not self.startup_expired
 
     @property
     def text(self) -> str | None:
         """The final text: stdout, or None when the command was killed, or raised
         without printing anything."""
-        if self.timed_out or (self.exit_code != 0 and not self.stdout):
+        if self.exit_code is None or (self.exit_code != 0 and not self.stdout):
             return None
         return self.stdout
 
@@ -174,9 +192,22 @@ def telling_line(stderr: str) -> str | None:
     return plain[-1] if plain else (lines[-1] if lines else None)
 
 
-def run_command(command: str, env: Mapping[str, str], timeout: float) -> CommandResult:
+def run_command(
+    command: str,
+    env: Mapping[str, str],
+    timeout: float,
+    *,
+    startup: float | None = None,
+    first_request: Callable[[float], bool] | None = None,
+) -> CommandResult:
     """Run ``command`` in a shell, in its own process group; on time out the whole
-    group is killed (SIGKILL), so a client's children never outlive it."""
+    group is killed (SIGKILL), so a client's children never outlive it.
+
+    Without ``first_request``, ``timeout`` counts from the command's start. With it (it
+    waits up to the seconds it is given for the command's first request through the
+    proxy, and says whether it came), the command has ``startup`` seconds to make that
+    request, and ``timeout`` counts from it: a client's start-up (an interpreter, an
+    SDK's imports) is not its answer's time."""
     started = time.monotonic()
     process = subprocess.Popen(
         command,
@@ -187,20 +218,67 @@ def run_command(command: str, env: Mapping[str, str], timeout: float) -> Command
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    try:
-        out, err = process.communicate(timeout=timeout)
-        code: int | None = process.returncode
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        code = None
+    if first_request is None:
+        try:
+            out, err = process.communicate(timeout=timeout)
+            code: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            out, err = process.communicate()
+            code = None
+        return CommandResult(
+            exit_code=code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            duration_ms=_ms_since(started),
+        )
+    # Its output is read meanwhile (a full pipe would stop a chatty client).
+    output: list[tuple[bytes, bytes]] = []
+    ended = threading.Event()
+
+    def drain() -> None:
+        try:
+            output.append(process.communicate())
+        finally:
+            ended.set()
+
+    threading.Thread(target=drain, name="matrix-command", daemon=True).start()
+    allowance = DEFAULT_STARTUP if startup is None else startup
+    startup_ms: float | None = None
+    while not ended.is_set():
+        left = allowance - (time.monotonic() - started)
+        if left <= 0:
+            break
+        if first_request(min(left, STARTUP_POLL)):
+            startup_ms = _ms_since(started)
+            break
+    if startup_ms is None and ended.is_set() and first_request(0):
+        startup_ms = _ms_since(started)  # (it ended as its request began: at most this)
+    expired = startup_ms is None and not ended.is_set()
+    killed = expired
+    if startup_ms is not None and not ended.wait(timeout):
+        killed = True
+    if killed:
+        _kill_group(process)
+    ended.wait()
+    out, err = output[0] if output else (b"", b"")
     return CommandResult(
-        exit_code=code,
+        exit_code=None if killed else process.returncode,
         stdout=out.decode("utf-8", "replace"),
         stderr=err.decode("utf-8", "replace"),
-        duration_ms=round((time.monotonic() - started) * 1000, 1),
+        duration_ms=_ms_since(started),
+        startup_ms=startup_ms,
+        startup_expired=expired,
     )
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
 
 
 def _request_ids(lines: Sequence[Mapping[str, Any]], start: int) -> list[str]:
@@ -218,31 +296,33 @@ def run_scenario(
     command: str,
     *,
     timeout: float,
+    startup: float | None = DEFAULT_STARTUP,
     environ: Mapping[str, str] | None = None,
 ) -> Run:
     """One run of ``command`` under ``scenario`` (made the proxy's default), judged:
-    every request the command made is one run, and its last is the answer judged."""
+    every request the command made is one run, and its last is the answer judged.
+    ``timeout`` counts from the command's first request, which it has ``startup``
+    seconds to make (None: ``timeout`` counts from its start)."""
     env = dict(os.environ if environ is None else environ)
     env.update(CHAOSPROXY_URL=proxy.url, CHAOSPROXY_SCENARIO=scenario)
     start = len(proxy.lines)
     with proxy.scenario(scenario):
-        outcome = run_command(command, env, timeout)
+        outcome = _run_under(proxy, command, env, timeout, startup)
     proxy.requests(settle=SETTLE)  # the requests it made have ended (or SETTLE passed)
     ids = _request_ids(proxy.lines, start)
     base: dict[str, Any] = {
         "scenario": scenario,
         "exit_code": outcome.exit_code,
         "duration_ms": outcome.duration_ms,
+        "startup_ms": outcome.startup_ms,
         "error": outcome.error,
         "requests": ids,
     }
     if not ids:
-        what = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
-        detail = f": {outcome.error}" if outcome.error else ""
         return Run(
             verdict=NO_REQUEST,
             integrity=None,
-            reason=f"the client made no request through the proxy; it {what}{detail}",
+            reason=_no_request(outcome, startup),
             request_id=None,
             **base,
         )
@@ -264,15 +344,65 @@ def run_scenario(
             request_id=last,
             **base,
         )
+    reason = verdict["reason"]
+    if outcome.timed_out and outcome.startup_ms is not None:
+        from chaosproxy.server.config import show_duration
+
+        reason += (
+            f" (--timeout {show_duration(timeout)} from its first request, which it made "
+            f"{outcome.startup_ms / 1000:.1f}s after it started)"
+        )
     return Run(
         verdict=verdict["verdict"],
         integrity=verdict["integrity"],
         content=verdict["content"],
-        reason=verdict["reason"],
+        reason=reason,
         request_id=last,
         text_matches=verdict["text_matches"],
         **base,
     )
+
+
+def _run_under(
+    proxy: ChaosProxy,
+    command: str,
+    env: Mapping[str, str],
+    timeout: float,
+    startup: float | None,
+) -> CommandResult:
+    """:func:`run_command`, its ``timeout`` counted from its first request through
+    ``proxy`` (within ``startup``; None: from its start)."""
+    if startup is None:
+        return run_command(command, env, timeout)
+    begun = proxy.requests_begun()
+    return run_command(
+        command,
+        env,
+        timeout,
+        startup=startup,
+        first_request=lambda wait: proxy.wait_begun(begun, wait),
+    )
+
+
+def _no_request(outcome: CommandResult, startup: float | None) -> str:
+    """Why a command made no request, and how long it ran: a misconfigured client
+    exits (or fails) at once, a slow one runs out of its start-up allowance."""
+    from chaosproxy.server.config import show_duration
+
+    ran = f"{outcome.duration_ms / 1000:.1f}s"
+    if outcome.startup_expired:
+        allowance = show_duration(DEFAULT_STARTUP if startup is None else startup)
+        return (
+            f"the client made no request within its start-up allowance (--startup-timeout "
+            f"{allowance}): still starting after {ran}, it was killed"
+        )
+    what = (
+        f"timed out after {ran}"
+        if outcome.timed_out
+        else (f"exited with {outcome.exit_code} after {ran}")
+    )
+    detail = f": {outcome.error}" if outcome.error else ""
+    return f"the client made no request through the proxy; it {what}{detail}"
 
 
 class MatrixInputError(ValueError):
@@ -329,8 +459,31 @@ class Progress:
     #: A scenario starts: (its name, how many are running now).
     started: Callable[[str, int], None] | None = None
     #: A scenario ended: (its run, how many have ended, how many there are, the
-    #: estimated seconds left).
-    ended: Callable[[Run, int, int, float], None] | None = None
+    #: estimated seconds left, as a range: :func:`estimate_left`).
+    ended: Callable[[Run, int, int, tuple[float, float]], None] | None = None
+
+
+def estimate_left(durations: Sequence[float], left: int, jobs: int) -> tuple[float, float]:
+    """The seconds ``left`` more runs will take on ``jobs`` workers, as a range, from
+    the ``durations`` of the runs completed so far (never those in progress): from the
+    median run's time to the slower of the mean's and the upper quartile's. A few slow
+    runs (a time out, a slow start) widen the range rather than swing it."""
+    if not durations or left <= 0:
+        return 0.0, 0.0
+    ordered = sorted(durations)
+    median = statistics.median(ordered)
+    upper = ordered[round(0.75 * (len(ordered) - 1))]
+    mean = statistics.fmean(ordered)
+    per_job = left / max(1, min(jobs, left))
+    return min(median, mean) * per_job, max(upper, mean) * per_job
+
+
+def show_left(low: float, high: float) -> str:
+    """An estimate of the time left, as progress lines say it: ``about 40s`` (a range
+    within a tenth of its top) or ``about 40s to 1m10s``."""
+    if _clock(low) == _clock(high) or high - low <= high / 10:
+        return f"about {_clock(high)}"
+    return f"about {_clock(low)} to {_clock(high)}"
 
 
 def run_matrix(
@@ -339,6 +492,7 @@ def run_matrix(
     upstream: str = MOCK,
     scenarios: Sequence[str] = (),
     timeout: float = DEFAULT_TIMEOUT,
+    startup: float | None = DEFAULT_STARTUP,
     fail_on: Iterable[str] = FAILING,
     settings: Mapping[str, Any] | None = None,
     jobs: int = 1,
@@ -347,7 +501,8 @@ def run_matrix(
     """Run ``command`` once per scenario (``scenarios``: built-in names, files or
     directories; default the whole library) on ``jobs`` workers, each with a proxy of
     its own (so requests never mix); returns the matrix, in the scenarios' order, and
-    every frame-log line of every proxy."""
+    every frame-log line of every proxy. ``timeout`` counts from each run's first
+    request, which it has ``startup`` seconds to make (None: from its start)."""
     from chaosproxy.control.api import ChaosProxy
     from chaosproxy.scenario import load_library, load_scenarios
 
@@ -378,13 +533,13 @@ def run_matrix(
                         now_running = running
                     if report.started is not None:
                         report.started(name, now_running)
-                    run = run_one(proxy, loaded[name], command, timeout=timeout)
+                    run = run_one(proxy, loaded[name], command, timeout=timeout, startup=startup)
                     with lock:
                         running -= 1
                         results[name] = run
                         durations.append(run.duration_ms / 1000)
                         done = len(results)
-                        left = (total - done) * (sum(durations) / len(durations)) / jobs
+                        left = estimate_left(durations, total - done, jobs)
                     if report.ended is not None:
                         report.ended(run, done, total, left)
                 with lock:
@@ -404,25 +559,33 @@ def run_matrix(
     return Matrix(command, upstream, ordered, frozenset(fail_on)), lines
 
 
-def run_one(proxy: ChaosProxy, scenario: Scenario, command: str, *, timeout: float) -> Run:
+def run_one(
+    proxy: ChaosProxy,
+    scenario: Scenario,
+    command: str,
+    *,
+    timeout: float,
+    startup: float | None = DEFAULT_STARTUP,
+) -> Run:
     """One judged run of ``command`` under ``scenario`` as the matrix makes each (and
     ``chaosproxy explore`` too): an unjudged warm-up run first when the scenario splices
     from the previous stream, then the run, its requests counted from 1 (the same seeds
     and ordinals, whichever job). ``scenario`` must be loaded in the proxy (given to it
-    at start, or added with ``proxy.scenario(...)`` around the call)."""
+    at start, or added with ``proxy.scenario(...)`` around the call). ``timeout``
+    counts from the run's first request, made within ``startup`` (:func:`run_scenario`)."""
     if _needs_previous(scenario):
-        _warm_up(proxy, command, timeout)
+        _warm_up(proxy, command, timeout, startup)
     proxy.reset_ordinals()
-    return run_scenario(proxy, scenario.name, command, timeout=timeout)
+    return run_scenario(proxy, scenario.name, command, timeout=timeout, startup=startup)
 
 
-def _warm_up(proxy: ChaosProxy, command: str, timeout: float) -> None:
+def _warm_up(proxy: ChaosProxy, command: str, timeout: float, startup: float | None) -> None:
     """Run the client once, unjudged, under a scenario without faults: the stream a
     ``splice: {from: previous}`` takes from (the same client, so the same tenant)."""
     env = {**os.environ, "CHAOSPROXY_URL": proxy.url, "CHAOSPROXY_SCENARIO": WARM_UP["name"]}
     proxy.reset_ordinals()
     with proxy.scenario(WARM_UP):
-        run_command(command, env, timeout)
+        _run_under(proxy, command, env, timeout, startup)
     proxy.requests(settle=SETTLE)
 
 
@@ -600,8 +763,16 @@ def add_run_flags(
             "type": argtype(parse_duration),
             "default": DEFAULT_TIMEOUT,
             "metavar": "DURATION",
-            "help": "per scenario: a command still running then is killed and judged hung "
-            f"(default {show_duration(DEFAULT_TIMEOUT)})",
+            "help": "per scenario, from the command's first request: a command still "
+            f"running then is killed and judged hung (default {show_duration(DEFAULT_TIMEOUT)})",
+        },
+        "--startup-timeout": {
+            "type": argtype(parse_duration),
+            "default": DEFAULT_STARTUP,
+            "metavar": "DURATION",
+            "help": "per run, the command's start-up: a command that has made no "
+            "request through the proxy then is killed and judged no_request, not hung "
+            f"(default {show_duration(DEFAULT_STARTUP)})",
         },
         "--fail-on": {
             "type": parse_fail_on,
@@ -635,7 +806,10 @@ def add_parser(sub: Any) -> None:
         help="run only these: a built-in scenario's name, or the scenarios of a file or "
         "directory (repeatable; default: the whole built-in library)",
     )
-    add_run_flags(matrix, {"--jobs": {}, "--out": {}, "--timeout": {}, "--fail-on": {}})
+    add_run_flags(
+        matrix,
+        {"--jobs": {}, "--out": {}, "--timeout": {}, "--startup-timeout": {}, "--fail-on": {}},
+    )
     add_flags(matrix, ["seed", "mock_interval"], PROXY_FLAGS)
 
 
@@ -712,8 +886,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     def started(name: str, running: int) -> None:
         print(f"  ... {name} ({running} running)", file=sys.stderr, flush=True)
 
-    def ended(run: Run, done: int, total: int, left: float) -> None:
-        remaining = f"; about {_clock(left)} left" if done < total else ""
+    def ended(run: Run, done: int, total: int, left: tuple[float, float]) -> None:
+        remaining = f"; {show_left(*left)} left" if done < total else ""
         print(
             f"[{done}/{total}] {run.scenario} {run.verdict} "
             f"({run.duration_ms / 1000:.1f}s){remaining}",
@@ -727,6 +901,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             upstream=upstream,
             scenarios=args.scenarios,
             timeout=args.timeout,
+            startup=args.startup_timeout,
             fail_on=args.fail_on,
             settings=settings,
             jobs=args.jobs,
@@ -754,6 +929,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "DEFAULT_STARTUP",
+    "DEFAULT_TIMEOUT",
     "NO_REQUEST",
     "ONE_CLIENT",
     "CommandResult",
@@ -764,12 +941,14 @@ __all__ = [
     "add_parser",
     "choose_scenarios",
     "cmd_matrix",
+    "estimate_left",
     "render_junit",
     "render_markdown",
     "run_command",
     "run_matrix",
     "run_one",
     "run_scenario",
+    "show_left",
     "telling_line",
     "write_outputs",
 ]

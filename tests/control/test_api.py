@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +54,20 @@ def test_sync_context_manager_serves_from_a_background_thread() -> None:
         assert len(faulty.content) < len(clean.content)
     with pytest.raises(RuntimeError, match="not running"):
         _ = proxy.url
+
+
+def test_the_requests_begun_are_counted_and_awaited() -> None:
+    with ChaosProxy(mock_interval=0.001) as proxy:
+        before = proxy.requests_begun()
+        assert proxy.wait_begun(before, 0) is False  # none yet: no wait
+        result: list[bool] = []
+        waiter = threading.Thread(target=lambda: result.append(proxy.wait_begun(before, 30)))
+        waiter.start()
+        with httpx.Client(base_url=proxy.url) as client:
+            client.post("/v1/chat/completions", json=CHAT)
+        waiter.join()
+        assert result == [True]
+        assert proxy.requests_begun() == before + 1
 
 
 async def test_async_context_manager_with_the_openai_sdk() -> None:

@@ -382,6 +382,7 @@ def test_a_framed_body_is_decided_once_and_accounted_per_write() -> None:
             "prefix": False,
             "sound": False,
             "defect": "duplicate",
+            "defect_after": 2,  # the duplicate went out after "ab"
             "text_sha256": {
                 "clean": hashlib.sha256(b"ab").hexdigest(),
                 "sent": hashlib.sha256(b"abb").hexdigest(),

@@ -478,3 +478,89 @@ def test_what_comes_after_the_first_terminal_makes_no_defect(
     assert classify(end, RAISED)["verdict"] == "false_alarm"
     if leaves_after is None:
         assert end["integrity"] == "altered"  # the stream itself still says what it got
+
+
+@pytest.mark.parametrize(
+    ("faults", "defect", "after"),
+    [
+        # A cut after the third event: after all the text it sent.
+        ("[{cut: {after: 3, how: reset}}]", "cut (reset)", "Hello, wör"),
+        ("[{cut: {after: 3, how: abort}}]", "cut (abort)", "Hello, wör"),
+        # A gap, found on the write after the dropped event: after the text before it.
+        ("[{drop: {kind: delta, nth: 4}}]", "a gap in the events", "Hello, wör"),
+        # A fault that changes an event: before that event's text.
+        ("[{duplicate: {kind: delta, nth: 3}}]", "duplicate", "Hello, wör"),
+        # A hold for ever: after the text sent before it.
+        (
+            "[{stall: {after: 3, forever: true}}]",
+            "held open for ever before the terminal event",
+            "Hello, wör",
+        ),
+        # A head that lies: before any text.
+        ("[{headers: {set: {Content-Type: text/plain}}}]", "headers", ""),
+    ],
+)
+@pytest.mark.parametrize("gave_up_on", [2, 3], ids=["second-piece", "third-piece"])
+def test_a_client_that_gave_up_before_the_defect_gets_one_verdict_whichever_side_closed_first(
+    faults: str, defect: str, after: str, gave_up_on: int
+) -> None:
+    """A client that raises on the ``gave_up_on``-th piece of the answer, reporting the
+    text before it, against a defect written later: its disconnect may reach the proxy
+    before the defect is written (``client_gone``, a sound stream) or after (the proxy
+    wrote on, the defect with it). The order of the proxy's writes and the text it
+    reported place it before the defect, both ways: one verdict (issue 38's flip: one
+    run in 190 said ``detected``)."""
+    read = "".join(PIECES[: gave_up_on - 1])
+    report = ClientReport(text=read, error="ClientBug: a bug on this piece")
+    wrote_on = drive(faults)
+    answer = wrote_on["answer"]
+    assert (answer["sound"], answer["defect"]) == (False, defect)
+    assert answer["defect_after"] == len(after.rstrip())
+    left = drive(faults, leaves_after=gave_up_on - 1)
+    placed = 0 < len(read.rstrip()) < len(after.rstrip())
+    first = classify(wrote_on, report)
+    assert first["verdict"] == ("false_alarm" if placed else "detected"), first
+    if placed:
+        assert first["reason"] == (
+            f"the client raised having reported {len(read.rstrip())} characters of text, "
+            f"fewer than the {len(after)} it had been sent before the stream's first defect "
+            f"({defect}): it gave up on the clean answer so far, before the defect"
+        )
+        assert classify(left, report)["verdict"] == "false_alarm"
+
+
+@pytest.mark.parametrize(
+    ("text", "verdict"),
+    [
+        # It read all the text before the cut: it may have raised on the cut.
+        ("Hello, wör", "detected"),
+        ("Hello, wör  ", "detected"),  # (trailing whitespace aside)
+        # It reported no text: nothing places it (a client may assemble at the end).
+        (None, "detected"),
+        ("", "detected"),
+        ("   ", "detected"),
+        ("Hello, ", "false_alarm"),
+    ],
+)
+def test_a_client_is_placed_by_the_text_it_reported(text: str | None, verdict: str) -> None:
+    end = drive("[{cut: {after: 3, how: reset}}]")
+    assert classify(end, ClientReport(text=text, error="Error: x"))["verdict"] == verdict
+
+
+def test_only_a_client_that_raised_over_one_connection_is_placed() -> None:
+    early = ClientReport(text="Hel", error="ClientBug: x")
+    one = framed(
+        answer("incomplete", prefix=True, sound=False, defect="cut (reset)") | {"defect_after": 9},
+        outcome="cut",
+    )
+    assert classify(one, early)["verdict"] == "false_alarm"
+    # Over two connections its text holds the first one's too: not placed.
+    two = framed(
+        answer("incomplete", sound=False, defect="cut (reset)", connections=2)
+        | {"defect_after": 9},
+        outcome="cut",
+    )
+    assert classify(two, early)["verdict"] == "detected"
+    # A client that accepted is judged on the answer, wherever it stopped.
+    accepted = classify(one, ClientReport(text="Hel"))
+    assert accepted["verdict"] == "silent_corruption"

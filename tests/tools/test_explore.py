@@ -29,6 +29,7 @@ from chaosproxy.tools.explore import (
     as_json,
     describe_faults,
     explore,
+    make_trial,
     parse_budget,
     render_summary,
     write_outputs,
@@ -432,3 +433,22 @@ def test_a_careful_client_gives_nothing_found(client: Callable[[str], str]) -> N
     assert exploration.found == [], [(f.failure, f.faults) for f in exploration.found]
     assert set(counts) <= {"detected", "tolerated", "not_exercised"}
     assert counts.get("detected", 0) >= 5 and counts.get("tolerated", 0) >= 5
+
+
+@pytest.mark.slow
+def test_explore_counts_its_timeout_from_the_first_request(client: Callable[[str], str]) -> None:
+    """A client that takes 2 s to start gets its verdict at ``--timeout 1s``: the start-up
+    has its own allowance; counted from its start, the same timeout kills it first."""
+    slow = f"sleep 2; {client('careful')}"
+    trials = [
+        make_trial("clean", [], seed=1),
+        make_trial("dropped", [{"drop": {"kind": "delta", "nth": 2}}], seed=1),
+    ]
+    with CommandRunner(slow, jobs=2, timeout=1.0, startup=10.0) as runner:
+        results = runner.run(trials)
+    assert [r.verdict for r in results] == ["tolerated", "detected"]
+    for result in results:
+        assert result.run is not None and (result.run.startup_ms or 0) >= 2000
+    with CommandRunner(slow, jobs=1, timeout=1.0, startup=None) as runner:
+        (early,) = runner.run(trials[:1])
+    assert early.verdict == "no_request"

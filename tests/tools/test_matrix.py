@@ -23,11 +23,13 @@ from chaosproxy.tools.matrix import (
     Progress,
     Run,
     choose_scenarios,
+    estimate_left,
     printable,
     render_junit,
     render_markdown,
     run_command,
     run_matrix,
+    show_left,
     telling_line,
 )
 from tests.conftest import LIBRARY, REPO, chaosproxy_argv
@@ -85,6 +87,7 @@ def test_the_json_shape() -> None:
         "requests": ["r-1", "r-2"],
         "exit_code": 0,
         "duration_ms": 1500.0,
+        "startup_ms": None,
         "text_matches": False,
         "error": None,
         "content": "altered",
@@ -279,10 +282,113 @@ def test_a_command_that_makes_no_request(tmp_path: Path) -> None:
     matrix, _ = run_matrix("echo 'ImportError: no openai' >&2; exit 1", scenarios=[str(one)])
     (result,) = matrix.results
     assert (result.verdict, result.request_id, result.requests) == (NO_REQUEST, None, [])
+    ran = f"{result.duration_ms / 1000:.1f}s"
     assert result.reason == (
-        "the client made no request through the proxy; it exited with 1: ImportError: no openai"
+        f"the client made no request through the proxy; it exited with 1 after {ran}: "
+        "ImportError: no openai"
     )
+    assert (result.exit_code, result.startup_ms) == (1, None)
     assert matrix.failed
+
+
+@pytest.mark.slow
+def test_timeout_counts_from_the_first_request(scenarios: Path) -> None:
+    """A client that takes 3 s to start (a slow import, simulated by a sleep before it
+    runs) gets, at ``--timeout 1s``, the verdicts it gets at 30 s: its start-up has a
+    clock of its own. Counted from the command's start, as before, the same timeout
+    kills it before its first request."""
+    slow = f"sleep 3; {CLIENT}"
+    short, _ = run_matrix(
+        slow, timeout=1.0, startup=10.0, settings=FAST, scenarios=[str(scenarios)], jobs=2
+    )
+    (scenarios / "stall-forever.yaml").unlink()  # (hung at any timeout, only later)
+    long, _ = run_matrix(
+        slow, timeout=30.0, startup=10.0, settings=FAST, scenarios=[str(scenarios)], jobs=2
+    )
+    verdicts = {r.scenario: r.verdict for r in short.results}
+    assert verdicts == {r.scenario: r.verdict for r in long.results} | {"stall-forever": "hung"}
+    assert verdicts == {
+        "cut-before-terminal-reset": "detected",
+        "drop-third-delta": "silent_corruption",
+        "limited-once": "detected",
+        "one-event-per-read": "tolerated",
+        "stall-forever": "hung",
+    }
+    for r in short.results:
+        assert r.startup_ms is not None and r.startup_ms >= 3000, r
+    hung = next(r for r in short.results if r.scenario == "stall-forever")
+    # Killed a second after its first request, not a second after it started.
+    assert hung.exit_code is None and hung.duration_ms >= hung.startup_ms + 1000  # type: ignore[operator]
+    assert hung.reason.endswith(
+        f" (--timeout 1s from its first request, which it made "
+        f"{hung.startup_ms / 1000:.1f}s after it started)"  # type: ignore[operator]
+    )
+    # From the command's start, the start-up eats the whole timeout: no request at all.
+    early, _ = run_matrix(
+        slow,
+        timeout=1.0,
+        startup=None,
+        settings=FAST,
+        scenarios=[str(scenarios / "one-event-per-read.yaml")],
+    )
+    (cut,) = early.results
+    assert (cut.verdict, cut.exit_code, cut.startup_ms) == (NO_REQUEST, None, None)
+
+
+def test_a_command_still_starting_after_its_allowance_is_no_request_not_hung(
+    tmp_path: Path,
+) -> None:
+    one = tmp_path / "one.yaml"
+    one.write_text("faults: []\n")
+    started = time.monotonic()
+    matrix, _ = run_matrix(f"sleep 30; {CLIENT}", scenarios=[str(one)], timeout=30, startup=1.0)
+    assert time.monotonic() - started < 15  # killed at its allowance, its sleep with it
+    (result,) = matrix.results
+    assert (result.verdict, result.exit_code, result.startup_ms) == (NO_REQUEST, None, None)
+    assert result.reason == (
+        "the client made no request within its start-up allowance (--startup-timeout 1s): "
+        f"still starting after {result.duration_ms / 1000:.1f}s, it was killed"
+    )
+    assert result.duration_ms >= 1000
+
+
+def test_a_chatty_start_up_does_not_block_on_its_pipes(tmp_path: Path) -> None:
+    """A client that writes a megabyte to stderr before its first request: its output is
+    read while its first request is awaited (a full pipe would stop it)."""
+    one = tmp_path / "one.yaml"
+    one.write_text("faults: []\n")
+    noisy = f"{sys.executable} -c \"import sys; sys.stderr.write('x' * 2**20)\"; {CLIENT}"
+    matrix, _ = run_matrix(noisy, scenarios=[str(one)], timeout=10, startup=10, settings=FAST)
+    (result,) = matrix.results
+    assert (result.verdict, result.exit_code) == ("tolerated", 0)
+
+
+@pytest.mark.parametrize(
+    ("durations", "left", "jobs", "expected"),
+    [
+        ([], 10, 2, (0.0, 0.0)),
+        ([2.0, 2.0, 2.0], 0, 2, (0.0, 0.0)),
+        # Alike runs: one figure, the runs left shared by the jobs.
+        ([2.0, 2.0, 2.0, 2.0], 10, 2, (10.0, 10.0)),
+        # A time out among fast runs widens the range (the mean), never swings the low end.
+        ([1.0, 1.0, 1.0, 21.0], 10, 2, (5.0, 30.0)),
+        # A slow start-up among the first runs: the median holds the low end.
+        ([30.0, 2.0, 2.0, 3.0, 2.0], 8, 1, (16.0, 62.4)),
+        # Fewer runs left than jobs: one run's time.
+        ([4.0, 6.0], 1, 4, (5.0, 6.0)),
+    ],
+)
+def test_the_time_left_is_a_range_from_the_completed_runs(
+    durations: list[float], left: int, jobs: int, expected: tuple[float, float]
+) -> None:
+    low, high = estimate_left(durations, left, jobs)
+    assert (low, high) == pytest.approx(expected)
+
+
+def test_the_time_left_is_said_as_a_range() -> None:
+    assert show_left(40.0, 40.4) == "about 40s"
+    assert show_left(69.0, 72.0) == "about 1m12s"  # (within a tenth: one figure)
+    assert show_left(40.0, 70.0) == "about 40s to 1m10s"
 
 
 def test_every_matrix_flag_has_help() -> None:
@@ -296,11 +402,14 @@ def test_every_matrix_flag_has_help() -> None:
         "--scenarios",
         "--out",
         "--timeout",
+        "--startup-timeout",
         "--fail-on",
     }
     assert all(text and len(text) > 10 for text in flags.values()), flags
     assert matrix.parse_args(["--client", "x"]).timeout == 20.0
     assert matrix.parse_args(["--client", "x", "--timeout", "1500ms"]).timeout == 1.5
+    assert matrix.parse_args(["--client", "x"]).startup_timeout == 120.0
+    assert matrix.parse_args(["--client", "x", "--startup-timeout", "2m"]).startup_timeout == 120
     assert matrix.parse_args(["--client", "x", "--fail-on", "hung"]).fail_on == {"hung"}
 
 

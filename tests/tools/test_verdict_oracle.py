@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,8 @@ from typing import Any
 import pytest
 
 from chaosproxy.control.api import ChaosProxy
-from chaosproxy.scenario import load_library
-from chaosproxy.tools.matrix import Matrix, run_command, run_matrix
+from chaosproxy.scenario import load_library, parse_scenario
+from chaosproxy.tools.matrix import ONE_CLIENT, Matrix, run_command, run_matrix, run_one
 from tests.browser import require_chromium, shared_chromium
 from tests.clients.chromium_eventsource import SHARED as CHROMIUM_SHARED
 from tests.clients.zygote import ForkServer
@@ -213,3 +215,60 @@ def test_the_same_client_gets_the_same_verdict_every_time(
     assert disagreements(results) == []
     for scenario in scenarios:
         assert len({v for s, v, _ in results if s == scenario}) == 1, scenario
+
+
+#: A cut one event after the one the raising client gives up on (its fifth).
+RESET_AFTER_SIXTH = """
+name: reset-after-sixth-event
+faults: [{cut: {after: 6, how: reset}}]
+"""
+
+
+def test_a_client_that_gives_up_one_event_before_a_cut_never_flips(
+    python_clients: ForkServer,
+) -> None:
+    """200 real runs, two at a time, of a client that gives up on the fifth event of a
+    clean stream (reporting the text it had), against a reset after the sixth: every
+    one ``false_alarm``, whichever side of the race the cut landed. Half the runs the
+    client raises at once (its disconnect mostly reaches the proxy before the sixth
+    event: ``client_gone``), half it takes 60 ms to raise, three of the mock's
+    intervals (the proxy has written the sixth event and reset the connection first:
+    ``cut``, the order that said ``detected`` once in 190 runs at load)."""
+    runs = 200
+    scenario = parse_scenario(RESET_AFTER_SIXTH, "<test>")
+    seen: list[tuple[str, str, str | None]] = []
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def job(linger: str) -> None:
+        command = python_clients.command(*RAISING, linger)
+        try:
+            with (
+                ChaosProxy(**ONE_CLIENT, mock_interval=0.02) as proxy,
+                proxy.scenario(RESET_AFTER_SIXTH),  # (loaded: each run makes it the default)
+            ):
+                for _ in range(runs // 2):
+                    run = run_one(proxy, scenario, command, timeout=30)
+                    (end,) = [
+                        line
+                        for line in proxy.lines
+                        if line.get("request_id") == run.request_id
+                        and line["event"] == "response_end"
+                    ]
+                    with lock:
+                        seen.append((run.verdict, end["outcome"], run.error))
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=job, args=(linger,)) for linger in ("0", "0.06")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(seen) == runs
+    assert [v for v in seen if v[0] != "false_alarm"] == []
+    assert {error for _, _, error in seen} == {"ClientBug: a bug on event 5"}
+    # Both sides of the race were met (each of them at least once in a hundred tries).
+    outcomes = Counter(outcome for _, outcome, _ in seen)
+    assert set(outcomes) == {"client_gone", "cut"}, outcomes
