@@ -124,6 +124,21 @@ def test_the_build_is_pure_without_a_compiler_or_when_asked(
     assert proc.stdout.startswith(reason), proc.stdout
 
 
+def test_a_compiled_build_says_so_where_the_person_waiting_sees_it() -> None:
+    """setup.py's lines go to the terminal (pip hides a build's output unless it fails);
+    without one (a CI log, here: a new session has no controlling terminal), to stderr."""
+    code = "import runpy; runpy.run_path('setup.py', run_name='probe')['say']('compiling')"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "compiling\n")
+
+
 def test_the_compiled_list_names_modules_not_packages() -> None:
     # mypyc gives a package compiled into a shared library inside the package a wrong
     # __path__ (its submodules are then not found): no __init__ is compiled.

@@ -126,3 +126,43 @@ def test_the_tag_must_be_the_version(tmp_path: Path, offset: int, code: int) -> 
         assert output.read_text() == f"version={version}\n"
     else:
         assert f"::error::the tag {tag} is not v{version}" in done.stdout
+
+
+def test_compiled_wheels_for_311_to_313_on_linux_and_macos_each_run_before_pypi() -> None:
+    """cibuildwheel builds the compiled wheels on native runners (x86_64 and aarch64
+    Linux, x86_64 and arm64 macOS), installs each and runs it (pyproject.toml's
+    test-command: it must say compiled); PyPI gets them with the pure wheel and the sdist,
+    so that ``pip install chaosproxy`` needs no compiler where a wheel fits."""
+    job = workflow()["jobs"]["wheels"]
+    assert set(job["strategy"]["matrix"]["os"]) == {
+        "ubuntu-24.04", "ubuntu-24.04-arm", "macos-13", "macos-14"
+    }  # fmt: skip
+    (build,) = uses("wheels", "pypa/cibuildwheel")
+    assert build["with"]["output-dir"] == "wheelhouse"
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    assert config["build"].split() == ["cp311-*", "cp312-*", "cp313-*"]
+    assert "(compiled)" in config["test-command"]
+    dist = next(s for s in steps("dist") if s.get("name") == "the sdist and the pure wheel")
+    assert dist["run"] == "CHAOSPROXY_PURE_BUILD=1 python -m build"
+    pypi = workflow()["jobs"]["pypi"]
+    assert "wheels" in pypi["needs"]
+    downloads = uses("pypi", "actions/download-artifact")
+    assert [d["with"].get("pattern", d["with"].get("name")) for d in downloads] == [
+        "dist",
+        "wheels-*",
+    ]
+    assert all(d["with"]["path"] == "dist/" for d in downloads)
+
+
+def test_the_wheels_test_command_refuses_a_pure_build(tmp_path: Path) -> None:
+    """The release's check of each wheel, run here against this checkout's install: it
+    fails on a pure build, as it must (a compiled wheel that runs pure is no release)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    command = config["test-command"].replace("{package}", str(REPO))
+    bin_dir = Path(sys.executable).parent
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    pure = subprocess.run(
+        ["bash", "-c", command], env={**env, "CHAOSPROXY_PURE": "1"}, cwd=tmp_path,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert pure.returncode == 1, pure.stdout + pure.stderr
