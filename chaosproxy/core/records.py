@@ -237,6 +237,19 @@ class SkippedFault(TypedDict):
     reason: str
 
 
+class FallbackFault(TypedDict):
+    """A fault that applied otherwise than the scenario asked: a ``cut`` asked to fall
+    inside a multi-byte character that fell on the boundary, the next event having none."""
+
+    fault: str
+    #: 0-based position in the scenario's ``faults``.
+    position: int
+    #: What it was asked to do, and what it did instead (a ``cut``: its positions).
+    requested: str
+    actual: str
+    reason: str
+
+
 class TextDigests(TypedDict):
     """SHA-256 of the assembled text on each side of a framed body."""
 
@@ -294,6 +307,8 @@ class ResponseEnd(TypedDict):
     #: Under an active scenario: fault name → times it applied, and those it did not.
     faults_applied: NotRequired[dict[str, int]]
     faults_skipped: NotRequired[list[SkippedFault]]
+    #: Those that applied otherwise than asked, and why (only when any did).
+    faults_fallback: NotRequired[list[FallbackFault]]
     #: Milliseconds to the first body write (None: nothing written).
     ttfb_ms: NotRequired[float | None]
     max_gap_ms: NotRequired[float]
