@@ -353,6 +353,21 @@ class Judgement(TypedDict):
     text_matches: bool | None
 
 
+class FaultShortfall(TypedDict):
+    """A fault of a run's scenario that did not do what the scenario asked on any of
+    the run's requests under faults (:func:`chaosproxy.core.verdict.shortfalls`): it
+    was skipped (``requested`` None, ``actual`` ``skipped``), or it applied otherwise
+    (a ``cut`` asked for ``mid_utf8`` that fell on the ``boundary``), and why, as the
+    frame log says (``faults_skipped``, ``faults_fallback``)."""
+
+    fault: str
+    #: 0-based position in the scenario's ``faults``.
+    position: int
+    requested: str | None
+    actual: str
+    reason: str
+
+
 class RunVerdict(Judgement):
     """A verdict as it is recorded and answered (``POST /requests/{id}/verdict``,
     ``proxy.verdict(...)``)."""

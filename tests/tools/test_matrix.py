@@ -18,6 +18,7 @@ from chaosproxy.cli.main import build_parser
 from chaosproxy.core.verdict import FAILING
 from chaosproxy.tools.matrix import (
     NO_REQUEST,
+    CommandResult,
     Matrix,
     MatrixInputError,
     Progress,
@@ -51,6 +52,21 @@ def run(scenario: str, verdict: str, **kw: object) -> Run:
     return Run(scenario, verdict, **fields)  # type: ignore[arg-type]
 
 
+CUT_FELL_BACK = {
+    "fault": "cut",
+    "position": 1,
+    "requested": "mid_utf8",
+    "actual": "boundary",
+    "reason": "the event has no multi-byte UTF-8 character",
+}
+COMMENT_SKIPPED = {
+    "fault": "comment",
+    "position": 2,
+    "requested": None,
+    "actual": "skipped",
+    "reason": "comments need SSE; NDJSON has no comment syntax",
+}
+
 MATRIX = Matrix(
     client="python client.py",
     upstream="mock",
@@ -65,6 +81,16 @@ MATRIX = Matrix(
             text_matches=True,
         ),
         run("hang-after-last-event", "hung", exit_code=None, reason="a|b"),
+        run(
+            "resume-after-mid-utf8-cut",
+            "not_exercised",
+            exit_code=1,
+            error="APIConnectionError: terminated",
+            text_matches=None,
+            printed=False,
+            reason="the faults did not all fire as asked",
+            fallbacks=[CUT_FELL_BACK, COMMENT_SKIPPED],
+        ),
     ],
     fail_on=FAILING,
 )
@@ -73,7 +99,13 @@ MATRIX = Matrix(
 def test_the_json_shape() -> None:
     data = MATRIX.as_json()
     assert list(data) == ["client", "upstream", "results", "counts", "failed", "fail_on"]
-    assert data["counts"] == {"silent_corruption": 1, "hung": 1, "detected": 1, "tolerated": 1}
+    assert data["counts"] == {
+        "silent_corruption": 1,
+        "hung": 1,
+        "detected": 1,
+        "tolerated": 1,
+        "not_exercised": 1,
+    }
     assert data["failed"] is True
     first = data["results"][0]
     assert first == {
@@ -88,7 +120,10 @@ def test_the_json_shape() -> None:
         "text_matches": False,
         "error": None,
         "content": "altered",
+        "fallbacks": [],
+        "printed": True,
     }
+    assert data["results"][4]["fallbacks"] == [CUT_FELL_BACK, COMMENT_SKIPPED]
     passing = Matrix("c", "mock", MATRIX.results[1:3], FAILING)
     assert passing.as_json()["failed"] is False
     assert Matrix("c", "mock", MATRIX.results, frozenset()).failed is False
@@ -99,24 +134,50 @@ def test_the_json_shape() -> None:
 def test_the_markdown_table() -> None:
     text = render_markdown(MATRIX)
     assert "- gate (`--fail-on false_alarm,hung,silent_corruption`): **failed**" in text
-    assert "| scenario | verdict | answer | text | requests | exit | ms | reason |" in text
+    assert (
+        "- not exercised: 1 scenario whose faults did not all fire as asked (the `faults not "
+        "as asked` column says which and why): no evidence either way about the client"
+    ) in text
+    assert (
+        "| scenario | verdict | faults not as asked | answer | text | requests | exit | ms "
+        "| reason |"
+    ) in text
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert rows == [
-        "| `drop-third-delta` | **silent_corruption** | altered | differs | r-1, r-2 | 0 | 1500 "
-        "| why drop-third-delta |",
-        "| `cut-before-terminal-reset` | detected | altered | differs | r-1, r-2 | 1 | 1500 "
+        "| `drop-third-delta` | **silent_corruption** | - | altered | differs | r-1, r-2 | 0 "
+        "| 1500 | why drop-third-delta |",
+        "| `cut-before-terminal-reset` | detected | - | altered | differs | r-1, r-2 | 1 | 1500 "
         "| why cut-before-terminal-reset (ReadError: reset) |",
-        "| `one-event-per-read` | tolerated | intact | same | r-1, r-2 | 0 | 1500 "
+        "| `one-event-per-read` | tolerated | - | intact | same | r-1, r-2 | 0 | 1500 "
         "| why one-event-per-read |",
-        "| `hang-after-last-event` | **hung** | altered | differs | r-1, r-2 | killed | 1500 "
+        "| `hang-after-last-event` | **hung** | - | altered | differs | r-1, r-2 | killed | 1500 "
         "| a\\|b |",
+        "| `resume-after-mid-utf8-cut` | not_exercised | cut at boundary instead of mid_utf8: "
+        "the event has no multi-byte UTF-8 character; comment skipped: comments need SSE; "
+        "NDJSON has no comment syntax | altered | none | r-1, r-2 | 1 | 1500 "
+        "| the faults did not all fire as asked (APIConnectionError: terminated) |",
     ]
+
+
+def test_the_text_column_never_says_same_for_a_client_that_printed_nothing() -> None:
+    """A client that raised and printed nothing (or only a newline) has no text."""
+    assert run("x", "detected", exit_code=1, printed=False, text_matches=None).text_column == (
+        "none"
+    )
+    assert run("x", "hung", exit_code=None, printed=False, text_matches=None).text_column == "-"
+    # It printed part of the answer, then raised: its text is still compared.
+    assert run("x", "detected", exit_code=1, text_matches=False).text_column == "differs"
+    assert run("x", "tolerated", exit_code=0, text_matches=True).text_column == "same"
+    raised = CommandResult(exit_code=1, stdout="\n", stderr="Error: x", duration_ms=1.0)
+    assert raised.text is None
+    assert CommandResult(exit_code=1, stdout="Hel", stderr="", duration_ms=1.0).text == "Hel"
+    assert CommandResult(exit_code=0, stdout="\n", stderr="", duration_ms=1.0).text == "\n"
 
 
 def test_junit_one_case_per_scenario_failing_on_the_gate() -> None:
     root = ET.fromstring(render_junit(MATRIX))
     (suite,) = root.findall("testsuite")
-    assert (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    assert (suite.get("tests"), suite.get("failures")) == ("5", "2")
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [r.scenario for r in MATRIX.results]
     failed = {c.get("name"): c.find("failure") for c in cases}
@@ -126,6 +187,21 @@ def test_junit_one_case_per_scenario_failing_on_the_gate() -> None:
     assert failed["cut-before-terminal-reset"] is None and failed["one-event-per-read"] is None
     out = cases[1].find("system-out")
     assert out is not None and "error: ReadError: reset" in (out.text or "")
+    # not_exercised: skipped, with what was asked, what happened and why.
+    skipped = {c.get("name"): c.find("skipped") for c in cases}
+    assert [name for name, s in skipped.items() if s is not None] == ["resume-after-mid-utf8-cut"]
+    assert skipped["resume-after-mid-utf8-cut"].get("message") == (  # type: ignore[union-attr]
+        "not_exercised: cut at boundary instead of mid_utf8: the event has no multi-byte "
+        "UTF-8 character; comment skipped: comments need SSE; NDJSON has no comment syntax"
+    )
+    details = cases[4].find("system-out").text or ""  # type: ignore[union-attr]
+    assert (
+        "fault not as asked: cut at boundary instead of mid_utf8: the event has no multi-byte "
+        "UTF-8 character (requested: mid_utf8; actual: boundary)\n"
+        "fault not as asked: comment skipped: comments need SSE; NDJSON has no comment syntax "
+        "(requested: comment; actual: skipped)\n"
+    ) in details
+    assert "text: none\n" in details
 
 
 def test_a_command_that_outlives_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
