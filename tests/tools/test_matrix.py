@@ -30,6 +30,7 @@ from chaosproxy.tools.matrix import (
     run_command,
     run_matrix,
     telling_line,
+    write_outputs,
 )
 from tests.conftest import LIBRARY, REPO, chaosproxy_argv
 
@@ -347,6 +348,95 @@ def test_a_retry_is_listed_and_the_verdict_is_about_the_last_request(
     # The retry is not the scenario's (requests: [1]): no fault, but its answer is known.
     assert (limited.verdict, limited.content, limited.exit_code) == ("tolerated", "intact", 0)
     assert not matrix.failed
+
+
+def test_faults_not_as_asked_are_not_exercised_and_shown_in_every_file(tmp_path: Path) -> None:
+    """A cut that fell back to the boundary (no id line to cut after) and a fault that
+    never applied (LF endings on a stream already LF): not_exercised, with what was
+    asked, what happened and the log's reason, in matrix.md, matrix.json, junit.xml and
+    report.html; a cut that seeks its character is exercised."""
+    directory = tmp_path / "scenarios"
+    directory.mkdir()
+    (directory / "after-id-without-ids.yaml").write_text(
+        "faults:\n  - cut: {after: 2, position: after_id, how: reset}\n"
+    )
+    (directory / "lf-already.yaml").write_text("faults:\n  - line_endings: {style: lf}\n")
+    (directory / "seek-a-character.yaml").write_text(
+        "faults:\n  - cut: {after: 2, position: mid_utf8, seek: true}\n"
+    )
+    # (the mock's whole answers: each has a multi-byte character within 16 tokens)
+    settings = {"mock_interval": 0.001}
+    matrix, lines = run_matrix(CLIENT, scenarios=[str(directory)], timeout=10, settings=settings)
+    results = {r.scenario: r for r in matrix.results}
+    no_id = {
+        "fault": "cut",
+        "position": 0,
+        "requested": "after_id",
+        "actual": "boundary",
+        "reason": "the event has no id line",
+    }
+    lf = {
+        "fault": "line_endings",
+        "position": 0,
+        "requested": None,
+        "actual": "skipped",
+        "reason": "every line already ended in lf",
+    }
+    assert [(r.verdict, r.fallbacks) for r in matrix.results] == [
+        ("not_exercised", [no_id]),
+        ("not_exercised", [lf]),
+        ("detected", []),
+    ]
+    cut = results["after-id-without-ids"]
+    assert cut.reason.startswith(
+        "the scenario's faults did not all fire as asked (cut at boundary instead of after_id: "
+        "the event has no id line): the run is no evidence about what the scenario names; "
+        "the client would be detected (the client raised: the stream was not sound (cut "
+    )
+    assert (cut.exit_code, cut.text_column) == (1, "none")  # it raised, printed nothing
+    assert results["lf-already"].reason == (
+        "the scenario's faults never fired for this run (line_endings skipped: every line "
+        "already ended in lf): it says nothing about the client, which would be tolerated "
+        "(the client accepted the clean answer)"
+    )
+    seeking = results["seek-a-character"].request_id
+    [seek] = [x for x in lines if x["event"] == "action" and x["request_id"] == seeking]
+    assert seek["position"] == "mid_utf8" and "requested" not in seek  # inside é, ☕…
+    assert not matrix.failed  # not_exercised fails no gate (unless --fail-on names it)
+    assert Matrix("c", "mock", matrix.results, frozenset({"not_exercised"})).failed
+
+    out = tmp_path / "out"
+    write_outputs(matrix, lines, out)
+    md = (out / "matrix.md").read_text()
+    assert "- not exercised: 2 scenarios whose faults did not all fire as asked" in md
+    assert (
+        "| `after-id-without-ids` | not_exercised | cut at boundary instead of after_id: the "
+        "event has no id line | incomplete | none |"
+    ) in md
+    assert (
+        "| `lf-already` | not_exercised | line_endings skipped: every line already ended "
+        "in lf | intact | same |"
+    ) in md
+    data = json.loads((out / "matrix.json").read_text())
+    assert [r["fallbacks"] for r in data["results"]] == [[no_id], [lf], []]
+    assert data["counts"] == {"detected": 1, "not_exercised": 2}
+    cases = ET.fromstring((out / "junit.xml").read_text()).findall("testsuite/testcase")
+    skipped = {c.get("name"): c.find("skipped") for c in cases}
+    assert skipped["seek-a-character"] is None
+    assert skipped["after-id-without-ids"].get("message") == (  # type: ignore[union-attr]
+        "not_exercised: cut at boundary instead of after_id: the event has no id line"
+    )
+    assert skipped["lf-already"].get("message") == (  # type: ignore[union-attr]
+        "not_exercised: line_endings skipped: every line already ended in lf"
+    )
+    html = (out / "report.html").read_text()
+    assert "<b>cut: boundary instead of after_id</b>: the event has no id line" in html
+    assert "<b>line_endings skipped</b>: every line already ended in lf" in html
+    # Each request's section says it too, from its response_end line.
+    assert "fell back <b>cut at boundary instead of after_id: the event has no id line</b>" in (
+        html
+    )
+    assert "skipped <b>line_endings: every line already ended in lf</b>" in html
 
 
 def test_a_command_that_makes_no_request(tmp_path: Path) -> None:
