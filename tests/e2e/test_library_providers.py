@@ -5,14 +5,16 @@ either did what the scenario asks, or the request's summary says why not
 The streams are the mock's own (its renderers, the answer a request body picks, the
 scenario's ``mock:`` fixture when it has one), run through the proxy's core on a virtual
 clock (``chaosproxy simulate``): the same session the proxy runs, without sockets, so
-the whole library over every provider takes well under a second. That the proxy's live
-path gives the same summaries is tests/e2e/test_scenarios_e2e.py's and the matrix's.
+the whole library over every provider takes well under a second. Last, live: a client
+that resumes, under `chaosproxy matrix`, meets resume-after-mid-utf8-cut's cut inside a
+character for every SSE provider.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from typing import Any
 
 import orjson
@@ -28,7 +30,9 @@ from chaosproxy.mock import openai_responses as mock_responses
 from chaosproxy.mock.common import Knobs
 from chaosproxy.mock.corpus import ANSWERS
 from chaosproxy.scenario import Fixture, Scenario, load_library
+from chaosproxy.tools.matrix import run_matrix
 from chaosproxy.tools.simulate import Simulation, simulate
+from tests.conftest import REPO
 
 LIBRARY = load_library()
 KNOBS = Knobs(tokens=24, interval=0.0)  # the mock's defaults (--mock-tokens)
@@ -208,3 +212,33 @@ def test_resume_after_mid_utf8_cut_cuts_inside_a_character_for_every_answer(
         passed = [s for s in sends[:-1] if s.events and s.events[0].ordinal > 3]
         assert all(s.data.isascii() for s in passed), answer
         assert sim.summary.get("faults_fallback") is None
+
+
+@pytest.mark.parametrize("provider", ["openai-chat", "openai-responses", "anthropic", "gemini"])
+def test_a_resuming_client_meets_a_cut_inside_a_character_under_the_matrix(
+    provider: str,
+) -> None:
+    """Live, through `chaosproxy matrix`'s proxy and mock, with a client that resumes
+    (tests/clients/resume_any.py): for every SSE provider the first connection is cut
+    inside a character, the client reconnects, gets the rest and the 204 of the
+    finished stream, and ends with the clean answer: tolerated, nothing fell back."""
+    command = f"cd {REPO} && {sys.executable} -m tests.clients.resume_any {provider}"
+    matrix, lines = run_matrix(
+        command,
+        scenarios=["resume-after-mid-utf8-cut"],
+        timeout=20,
+        settings={"mock_interval": 0.002},
+    )
+    (result,) = matrix.results
+    assert (result.verdict, result.fallbacks, result.text_column) == ("tolerated", [], "same")
+    assert result.reason == "the client accepted the clean answer over 2 connections"
+    first, reconnect, finished = result.requests
+    [cut] = [x for x in lines if x["event"] == "action"]
+    assert (cut["request_id"], cut["position"], cut["how"]) == (first, "mid_utf8", "abort")
+    assert "requested" not in cut and cut["after_event"] >= 3
+    ends = {x["request_id"]: x for x in lines if x["event"] == "response_end"}
+    assert (ends[first]["outcome"], ends[reconnect]["status"], ends[finished]["status"]) == (
+        "cut",
+        200,
+        204,
+    )
