@@ -48,7 +48,9 @@ PATHS = {
 }
 
 
-def mock_stream(endpoint: str, prompt: str, fixture: Fixture | None = None) -> tuple[bytes, bytes]:
+def mock_stream(
+    endpoint: str, prompt: str, fixture: Fixture | None = None, knobs: Knobs = KNOBS
+) -> tuple[bytes, bytes]:
     """The mock's streamed answer to a request of ``endpoint`` asking ``prompt``: the
     request body (whose digest picks the corpus answer) and the response body."""
     messages = [{"role": "user", "content": prompt}]
@@ -56,22 +58,22 @@ def mock_stream(endpoint: str, prompt: str, fixture: Fixture | None = None) -> t
     if endpoint == "openai-chat":
         payload = {"model": "gpt-4o-mini", "messages": messages, "stream": True}
         body = orjson.dumps(payload)
-        reply = mock_chat.respond(body, payload, KNOBS, fixture)
+        reply = mock_chat.respond(body, payload, knobs, fixture)
     elif endpoint == "openai-responses":
         payload = {"model": "gpt-4o-mini", "input": prompt, "stream": True}
         body = orjson.dumps(payload)
-        reply = mock_responses.respond(body, payload, KNOBS, fixture)
+        reply = mock_responses.respond(body, payload, knobs, fixture)
     elif endpoint == "anthropic":
         payload = {"model": "claude", "max_tokens": 256, "messages": messages, "stream": True}
         body = orjson.dumps(payload)
-        reply = mock_anthropic.respond(body, payload, KNOBS, fixture)
+        reply = mock_anthropic.respond(body, payload, knobs, fixture)
     elif endpoint == "gemini":
         payload = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
         body = orjson.dumps(payload)
         reply = mock_gemini.respond(
             body,
             payload,
-            KNOBS,
+            knobs,
             model="gemini-2.0-flash",
             action="streamGenerateContent",
             alt="sse",
@@ -80,18 +82,20 @@ def mock_stream(endpoint: str, prompt: str, fixture: Fixture | None = None) -> t
     elif endpoint == "ollama-chat":
         payload = {"model": "llama3.2", "messages": messages}
         body = orjson.dumps(payload)
-        reply = mock_ollama.respond(body, payload, KNOBS, endpoint="chat", fixture=fixture)
+        reply = mock_ollama.respond(body, payload, knobs, endpoint="chat", fixture=fixture)
     else:
         payload = {"model": "llama3.2", "prompt": prompt}
         body = orjson.dumps(payload)
-        reply = mock_ollama.respond(body, payload, KNOBS, endpoint="generate", fixture=fixture)
+        reply = mock_ollama.respond(body, payload, knobs, endpoint="generate", fixture=fixture)
     return body, b"".join(reply.chunks)
 
 
-def run(scenario: Scenario, endpoint: str, prompt: str = "Plan my week, please.") -> Simulation:
+def run(
+    scenario: Scenario, endpoint: str, prompt: str = "Plan my week, please.", knobs: Knobs = KNOBS
+) -> Simulation:
     """``scenario`` over the mock's answer to ``prompt`` on ``endpoint``."""
     fixture = scenario.mock[0] if scenario.mock else None
-    _, data = mock_stream(endpoint, prompt, fixture)
+    _, data = mock_stream(endpoint, prompt, fixture, knobs)
     fmt: Format = "ndjson" if endpoint.startswith("ollama") else "sse"
     return simulate(scenario, data, seed=1, fmt=fmt, path=PATHS[endpoint])
 
@@ -191,16 +195,19 @@ def prompts_for_every_answer(endpoint: str) -> dict[int, str]:
 LEAD = re.compile(rb"[\xc0-\xf7]\Z")
 
 
+@pytest.mark.parametrize("tokens", [24, 8])
 @pytest.mark.parametrize("endpoint", list(PATHS))
 def test_resume_after_mid_utf8_cut_cuts_inside_a_character_for_every_answer(
-    endpoint: str,
+    endpoint: str, tokens: int
 ) -> None:
-    """Whatever the answer (each of the corpus's), the cut falls inside a character:
-    the last byte sent is the lead byte of a multi-byte character, and every event sent
-    whole after the third has none."""
+    """Whatever the answer (each of the corpus's), even cut short to 8 tokens
+    (``--mock-tokens 8``), the cut falls inside a character: the last byte sent is the
+    lead byte of a multi-byte character, and every event sent whole after the third has
+    none."""
     scenario = LIBRARY["resume-after-mid-utf8-cut"]
+    knobs = Knobs(tokens=tokens, interval=0.0)
     for answer, prompt in sorted(prompts_for_every_answer(endpoint).items()):
-        sim = run(scenario, endpoint, prompt)
+        sim = run(scenario, endpoint, prompt, knobs)
         [cut] = [a for _, a in sim.actions if isinstance(a, Cut)]
         sends = [a for _, a in sim.actions if isinstance(a, Send)]
         assert (cut.detail["position"], cut.how) == ("mid_utf8", "abort"), (answer, cut)
