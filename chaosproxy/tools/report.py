@@ -673,6 +673,14 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
         how = _e(line.get("how", "?"), 40)
         after = line.get("after_event")
         where = f" after event {_e(after, 20)}" if after is not None else ""
+        position = line.get("position")
+        if position is not None and position != "boundary":
+            where += f", {_e(position, 40)}"  # part-way into the next event
+        if line.get("requested") is not None:  # a position it could not honour
+            where += (
+                f", at the boundary instead of {_e(line.get('requested'), 40)}: "
+                f"{_e(line.get('fallback'))}"
+            )
         parts.append(
             f'<line class="cut" x1="{cx}" y1="{TOP - 4}" x2="{cx}" y2="{base}">'
             f"<title>cut ({how}){where}</title></line>"
