@@ -137,15 +137,31 @@ def expected(
         by_id[r].get("resume_answer") for r in requests
     )
     under_faults = any(by_id[r].get("faults_skipped") for r in requests)
+    # A fault skipped or fallen back on every request under faults: not as asked.
+    faulted = [by_id[r] for r in requests if "faults_applied" in by_id[r]]
+    not_as_asked = (
+        set.intersection(
+            *(
+                {
+                    f["position"]
+                    for f in (*s.get("faults_skipped", ()), *s.get("faults_fallback", ()))
+                }
+                for s in faulted
+            )
+        )
+        if faulted
+        else set()
+    )
+    passing = "not_exercised" if (under_faults and not exercised) or not_as_asked else None
     if not framed:  # an answer the proxy did not frame: status and outcome alone
         intact = last.get("status", 500) < 400 and last.get("outcome") == "completed"
         if exit_code != 0:
-            return "false_alarm" if intact else "detected"
-        return "tolerated" if intact else "silent_corruption"
+            return "false_alarm" if intact else (passing or "detected")
+        return (passing or "tolerated") if intact else "silent_corruption"
     clean_content = what.complete and what.text == clean and not what.error and not what.garbled
     if exit_code == 0:
         if clean_content and (printed or "").rstrip() == clean.rstrip():
-            return "not_exercised" if under_faults and not exercised else "tolerated"
+            return passing or "tolerated"
         return "silent_corruption"
     prefix = clean.startswith(what.text) and not what.error and not what.garbled
     sound, before = _sound(
@@ -158,7 +174,7 @@ def expected(
     reported = len((printed or "").rstrip())
     if before is not None and len(conns) == 1 and 0 < reported < len(before.rstrip()):
         return "false_alarm"
-    return "detected"
+    return passing or "detected"
 
 
 def _sound(

@@ -20,7 +20,7 @@ from chaosproxy.core.faults.base import Fault, SelectingFault, Stream
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
 from chaosproxy.core.providers import Profile
-from chaosproxy.core.records import SkippedFault
+from chaosproxy.core.records import FallbackFault, SkippedFault
 
 #: The fault budget (docs/scenarios.md, Limits). An event into an event fault costs
 #: the fault's ``cost`` steps (about its microseconds of CPU), each event out of one a
@@ -309,3 +309,22 @@ def fault_summary(faults: Sequence[Fault]) -> tuple[dict[str, int], list[Skipped
                     {"fault": fault.name, "position": fault.ctx.position, "reason": reason}
                 )
     return applied, skipped
+
+
+def fault_fallbacks(faults: Sequence[Fault]) -> list[FallbackFault]:
+    """``faults_fallback``: the faults of a request that applied otherwise than asked."""
+    out: list[FallbackFault] = []
+    for fault in faults:
+        fell = fault.fallback()
+        if fell is not None:
+            requested, actual, reason = fell
+            out.append(
+                {
+                    "fault": fault.name,
+                    "position": fault.ctx.position,
+                    "requested": requested,
+                    "actual": actual,
+                    "reason": reason,
+                }
+            )
+    return out

@@ -237,6 +237,19 @@ class SkippedFault(TypedDict):
     reason: str
 
 
+class FallbackFault(TypedDict):
+    """A fault that applied otherwise than the scenario asked: a ``cut`` asked to fall
+    inside a multi-byte character that fell on the boundary, the next event having none."""
+
+    fault: str
+    #: 0-based position in the scenario's ``faults``.
+    position: int
+    #: What it was asked to do, and what it did instead (a ``cut``: its positions).
+    requested: str
+    actual: str
+    reason: str
+
+
 class TextDigests(TypedDict):
     """SHA-256 of the assembled text on each side of a framed body."""
 
@@ -298,6 +311,8 @@ class ResponseEnd(TypedDict):
     #: Under an active scenario: fault name → times it applied, and those it did not.
     faults_applied: NotRequired[dict[str, int]]
     faults_skipped: NotRequired[list[SkippedFault]]
+    #: Those that applied otherwise than asked, and why (only when any did).
+    faults_fallback: NotRequired[list[FallbackFault]]
     #: Milliseconds to the first body write (None: nothing written).
     ttfb_ms: NotRequired[float | None]
     max_gap_ms: NotRequired[float]
@@ -340,6 +355,21 @@ class Judgement(TypedDict):
     #: Whether the client's text is the clean answer's (None: no text, or nothing to
     #: compare it with).
     text_matches: bool | None
+
+
+class FaultShortfall(TypedDict):
+    """A fault of a run's scenario that did not do what the scenario asked on any of
+    the run's requests under faults (:func:`chaosproxy.core.verdict.shortfalls`): it
+    was skipped (``requested`` None, ``actual`` ``skipped``), or it applied otherwise
+    (a ``cut`` asked for ``mid_utf8`` that fell on the ``boundary``), and why, as the
+    frame log says (``faults_skipped``, ``faults_fallback``)."""
+
+    fault: str
+    #: 0-based position in the scenario's ``faults``.
+    position: int
+    requested: str | None
+    actual: str
+    reason: str
 
 
 class RunVerdict(Judgement):

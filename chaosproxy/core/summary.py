@@ -22,7 +22,7 @@ from chaosproxy.core.faults import Fault
 from chaosproxy.core.frames import Format
 from chaosproxy.core.integrity import StreamContent
 from chaosproxy.core.lifecycle import WORKER_LOST
-from chaosproxy.core.pipeline import Pipeline, fault_summary
+from chaosproxy.core.pipeline import Pipeline, fault_fallbacks, fault_summary
 from chaosproxy.core.records import AnswerFields, FrameFields, Integrity, Outcome, ResponseEnd
 
 RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
@@ -157,6 +157,9 @@ def response_end(s: SessionParts, now: float) -> ResponseEnd:
             ]
         line["faults_applied"] = applied
         line["faults_skipped"] = skipped
+        fallbacks = fault_fallbacks(pipeline.faults if pipeline is not None else s.faults)
+        if fallbacks:
+            line["faults_fallback"] = fallbacks
     line["ttfb_ms"] = tally.ttfb_ms
     line["max_gap_ms"] = tally.max_gap_ms
     line["duration_ms"] = round(tally.ms_since_start(now), 3)

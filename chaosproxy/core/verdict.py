@@ -19,8 +19,12 @@ every connection, against the generation's clean answer. The rules, in order:
 ``detected``           it raised otherwise
 =====================  =========================================================
 
-``not_exercised`` replaces ``tolerated`` when the scenario's faults never fired for
-the run: the run says nothing about the client, and fails no gate.
+``not_exercised`` replaces ``tolerated`` and ``detected`` when the scenario's faults
+did not all fire as asked for the run (:func:`shortfalls`: one never fired, or fell
+back, such as a ``cut`` asked to fall inside a character that fell on a boundary):
+the run is no evidence that the client handles what the scenario names, and fails no
+gate. The verdicts that fail a gate stand: what the client did was wrong whatever the
+faults did.
 
 "Up to the moment it gave up" is placed by the order of the proxy's own writes and the
 client's report, never by which side of a race a defect landed: a client that raised
@@ -37,6 +41,7 @@ from typing import Any
 from chaosproxy.core.answer import text_sha256
 from chaosproxy.core.records import (
     AnswerFields,
+    FaultShortfall,
     Judgement,
     RequestSummary,
     RunVerdict,
@@ -57,6 +62,13 @@ VERDICTS: tuple[Verdict, ...] = (
 #: The verdicts that fail a CI gate by default (``chaosproxy matrix --fail-on``, the
 #: JUnit test cases, ``chaos_verdict``).
 FAILING: frozenset[str] = frozenset({"silent_corruption", "false_alarm", "hung"})
+
+#: How a stream sent the clean answer's content in a form a client may object to, by
+#: the answer's ``defect`` (the fault that made it so), for a verdict's reason.
+SENT_AS: dict[str, str] = {
+    "snapshot": "as cumulative snapshots (each text delta carrying all the text so far)",
+    "headers": "under changed response headers",
+}
 
 #: What ``integrity`` says when the stream reached the client as the upstream meant it.
 INTACT = "intact"
@@ -194,6 +206,45 @@ def exercised(run: Iterable[RequestSummary]) -> bool | None:
     return False if under_faults else None
 
 
+def shortfalls(run: Iterable[RequestSummary]) -> list[FaultShortfall]:
+    """The faults of the scenario that did not do what it asked on any request of the
+    run that ran under its faults (those its ``requests:`` left alone do not count):
+    skipped (``faults_skipped``) or applied otherwise (``faults_fallback``) on every
+    one of them, with the last one's reason; in the scenario's order."""
+    missing: dict[int, FaultShortfall] | None = None
+    for summary in run:
+        if "faults_applied" not in summary:
+            continue  # no fault ran on it: passthrough, or left alone by requests:
+        notes: dict[int, FaultShortfall] = {}
+        for skipped in summary.get("faults_skipped", ()):
+            notes[skipped["position"]] = {
+                "fault": skipped["fault"],
+                "position": skipped["position"],
+                "requested": None,
+                "actual": "skipped",
+                "reason": skipped["reason"],
+            }
+        for fell in summary.get("faults_fallback", ()):
+            notes[fell["position"]] = {
+                "fault": fell["fault"],
+                "position": fell["position"],
+                "requested": fell["requested"],
+                "actual": fell["actual"],
+                "reason": fell["reason"],
+            }
+        missing = notes if missing is None else {p: notes[p] for p in missing if p in notes}
+    return [] if missing is None else [missing[p] for p in sorted(missing)]
+
+
+def describe_shortfall(shortfall: FaultShortfall) -> str:
+    """One shortfall in a few words: ``comment skipped: NDJSON has no comment
+    syntax``, ``cut at boundary instead of mid_utf8: the event has no …``."""
+    fault, reason = shortfall["fault"], shortfall["reason"]
+    if shortfall["requested"] is None:
+        return f"{fault} {shortfall['actual']}: {reason}"
+    return f"{fault} at {shortfall['actual']} instead of {shortfall['requested']}: {reason}"
+
+
 def judge(run: Sequence[RequestSummary], report: ClientReport) -> Judgement:
     """The verdict on one client run: the summaries of its requests, in the order they
     began (the last one's ``answer`` is the answer judged)."""
@@ -216,11 +267,23 @@ def judge(run: Sequence[RequestSummary], report: ClientReport) -> Judgement:
         verdict, reason = _unframed(last, report, matches)
     else:
         verdict, reason = _answered(answer, last, report, matches)
-    if verdict == "tolerated" and exercised(run) is False:
+    if verdict not in ("tolerated", "detected"):
+        return result(verdict, reason)  # a failure stands, whatever the faults did
+    missing = shortfalls(run)
+    details = "; ".join(describe_shortfall(s) for s in missing)
+    if exercised(run) is False:
+        why = f" ({details})" if details else ""
         return result(
             "not_exercised",
-            f"the scenario's faults never fired for this run ({reason}): it says nothing "
-            "about the client",
+            f"the scenario's faults never fired for this run{why}: it says nothing about "
+            f"the client, which would be {verdict} ({reason})",
+        )
+    if missing:
+        return result(
+            "not_exercised",
+            f"the scenario's faults did not all fire as asked ({details}): the run is no "
+            f"evidence about what the scenario names; the client would be {verdict} "
+            f"({reason})",
         )
     return result(verdict, reason)
 
@@ -247,6 +310,14 @@ def _answered(
             said = "" if matches else " (it reported no text)"
             return "tolerated", f"the client accepted the clean answer{over}{said}"
         if content == INTACT:
+            defect = answer["defect"]
+            if not answer["sound"] and defect is not None:
+                form = SENT_AS.get(defect, f"in events a client may object to ({defect})")
+                return (
+                    "silent_corruption",
+                    f"the client was sent the clean answer's content {form}{over}, and "
+                    "accepted a different text",
+                )
             return (
                 "silent_corruption",
                 f"the client was sent the clean answer{over} but accepted a different text",
@@ -353,12 +424,14 @@ __all__ = [
     "VerdictInputError",
     "chain",
     "classify",
+    "describe_shortfall",
     "exercised",
     "gave_up_before",
     "judge",
     "judge_run",
     "run_ids",
     "run_of",
+    "shortfalls",
     "stream_state",
     "text_matches",
     "text_sha256",

@@ -1,9 +1,10 @@
 """The mock's fixed answer corpus and a small GPT-2-style pre-tokenizer.
 
-Every answer carries multi-byte UTF-8 early on (an accented word or an emoji within 16
-tokens, some Japanese within 40), so that faults which split bytes
-(``rechunk: {boundaries: hostile}``, ``cut: {position: mid_utf8}``) always have a
-character to split, even on short streams.
+Every answer carries multi-byte UTF-8 early on (an accented word or an emoji among its
+4th to 8th tokens, some Japanese within 40), so that faults which split bytes
+(``rechunk: {boundaries: hostile}``, ``cut: {position: mid_utf8, seek: true}``) always
+have a character to split, even on short streams (``--mock-tokens 8``) and past a
+provider's opening events (tests/e2e/test_library_providers.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ ANSWERS: tuple[str, ...] = (
     "Great question! The café on the corner ☕ opens at seven, and the barista greets "
     "everyone with a cheerful こんにちは. Their croissants are flaky, buttery and best "
     "enjoyed warm, ideally with a window seat and nowhere to be.",
-    "Here's a short summary: a streaming response arrives token by token 🚀, so a client "
+    "Here's a short summary 📝: a streaming response arrives token by token 🚀, so a client "
     "can render text as soon as it lands. In Japanese this is called ストリーミング. It "
     "feels naïve until a proxy splits a character in half.",
     "The résumé you shared reads well ✨. I would lead with your most recent role, keep "
@@ -28,25 +29,25 @@ ANSWERS: tuple[str, ...] = (
     "To brew a better cup of coffee ☕, start with freshly ground beans and water just off "
     "the boil. The Japanese pour-over method, ハンドドリップ, rewards patience. Voilà: a "
     "smoother, sweeter cup.",
-    "Certainly! Here is a haiku about autumn 🍁: crisp leaves drift and fall, the old pond "
+    "Certainly! Here is a haïku about autumn 🍁: crisp leaves drift and fall, the old pond "
     "holds the moon's face, quiet, 静か. I hope it brings a little calm to your day. À "
     "bientôt!",
     "In short, the answer is 42 🤖. Douglas Adams chose it as a joke, and fans have "
     "celebrated it ever since; in Japanese it is read よんじゅうに. Not bad for a naïve "
     "little number.",
-    "Here is a simple plan for the week 📅: Monday for errands, Tuesday for deep work, and "
+    "Here is a simple plan 📅 for the week: Monday for errands, Tuesday for deep work, and "
     "Wednesday for a long walk. On Friday, treat yourself to a café crème and some 抹茶 ice "
     "cream.",
-    "Sure! Photosynthesis lets plants turn sunlight 🌞 into sugar, releasing oxygen as a "
+    "Sure! Plants turn sunlight 🌞 into sugar by photosynthesis, releasing oxygen as a "
     "happy side effect. The Japanese word for it is 光合成, which literally means light "
     "combining. Quite the naïve-sounding miracle.",
-    "Of course. A good README answers three questions 📘: what is this, how do I run it, and "
+    "Of course. A good README 📘 answers three questions: what is this, how do I run it, and "
     "where do I ask for help? Keep it short, like a well-made お弁当, and put the first "
     "command near the top. Déjà vu is fine here.",
-    "Absolutely! Sourdough needs only flour, water and salt 🍞, plus a lively starter and "
+    "Absolutely! Sourdough 🍞 needs only flour, water and salt, plus a lively starter and "
     "some patience. Bakers in Japan call the crumb 気泡, the little bubbles. Bon appétit "
     "when it comes out of the oven.",
-    "Good thinking. Before a long hike ⛰️, check the forecast, tell someone your route, and "
+    "Good thinking ⛰️. Before a long hike, check the forecast, tell someone your route, and "
     "pack more water than you expect to need. In Japan, trail signs read 登山道. Señor "
     "Caution is a fine hiking partner.",
 )

@@ -35,6 +35,7 @@ import re
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -46,7 +47,7 @@ import orjson
 import yaml
 
 from chaosproxy.core.seeds import MAX_SEED
-from chaosproxy.core.verdict import FAILING, VERDICTS
+from chaosproxy.core.verdict import FAILING, VERDICTS, describe_shortfall
 from chaosproxy.server.routes import MOCK
 from chaosproxy.tools.explore_options import (
     DEFAULT_BUDGET,
@@ -73,6 +74,7 @@ from chaosproxy.tools.matrix import (
     Matrix,
     Run,
     estimate_left,
+    fallbacks_of,
     run_one,
     show_left,
 )
@@ -80,6 +82,7 @@ from chaosproxy.tools.shrink import MAX_TESTS, Candidate, Shrunk, faults_key, sh
 
 if TYPE_CHECKING:
     from chaosproxy.control.api import ChaosProxy
+    from chaosproxy.core.records import FaultShortfall
     from chaosproxy.scenario import Scenario
 
 #: The verdicts whose runs are shrunk and written: the client did its user wrong.
@@ -150,6 +153,13 @@ class TrialResult:
     @property
     def failure(self) -> Failure:
         return self.verdict, self.content, self.defect
+
+    @property
+    def fallbacks(self) -> list[FaultShortfall]:
+        """The faults that did not do what the trial asked on the run, and why."""
+        if self.run is not None:
+            return self.run.fallbacks
+        return fallbacks_of(self.lines, self.requests)
 
 
 class Runner(Protocol):
@@ -440,6 +450,7 @@ class ExploredRun:
             "requests": o.requests,
             "duration_ms": o.duration_ms,
             "error": o.error,
+            "fallbacks": o.fallbacks,
         }
 
 
@@ -489,6 +500,7 @@ class Found:
             "shrink_steps": self.shrink_steps,
             "reproduced": self.reproduced,
             "request_id": self.outcome.request_id,
+            "fallbacks": self.outcome.fallbacks,
         }
 
 
@@ -906,22 +918,41 @@ def render_summary(exploration: Exploration, fail_on: Iterable[str]) -> str:
         f"{_clock(exploration.seconds)}; verdicts: {counts}",
         f"- faults: {', '.join(exploration.space.faults)}",
         f"- gate (`--fail-on {','.join(gate)}`): " + ("**failed**" if failed else "passed"),
-        "",
     ]
+    out += _not_exercised(exploration)
+    out.append("")
     if not exploration.found:
         out.append("Nothing found: no run ended " + ", ".join(sorted(FOUND_VERDICTS)) + ".")
         return "\n".join(out) + "\n"
     out += [
-        "| # | verdict | why | minimal scenario | runs | shrunk from | file |",
-        "|---|---|---|---|---|---|---|",
+        "| # | verdict | why | minimal scenario | faults not as asked | runs | shrunk from "
+        "| file |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for i, f in enumerate(exploration.found, start=1):
         where = f"found/{f.name}.yaml" if f.reproduced else f"flaky/{f.name}.yaml (not reproduced)"
+        fell = "; ".join(describe_shortfall(x) for x in f.outcome.fallbacks) or "-"
         out.append(
             f"| {i} | {f.verdict} | {_cell(f.reason)} | {_cell(describe_faults(f.faults))} | "
-            f"{len(f.found_by)} | run {f.shrunk_from} ({f.shrink_runs} runs) | {where} |"
+            f"{_cell(fell)} | {len(f.found_by)} | run {f.shrunk_from} ({f.shrink_runs} runs) "
+            f"| {where} |"
         )
     return "\n".join(out) + "\n"
+
+
+def _not_exercised(exploration: Exploration) -> list[str]:
+    """``explore.md``'s line on the runs that were ``not_exercised``: how many, and why
+    most often (each fault that did not do as asked, as the log says)."""
+    runs = [r for r in exploration.runs if r.outcome.verdict == "not_exercised"]
+    if not runs:
+        return []
+    reasons = Counter(describe_shortfall(f) for r in runs for f in r.outcome.fallbacks)
+    often = "; ".join(f"{_cell(text)} ({n})" for text, n in reasons.most_common(3))
+    return [
+        f"- not exercised: {len(runs)} run{'s' if len(runs) != 1 else ''} whose faults did "
+        "not all fire as asked (no evidence either way)"
+        + (f"; most often: {often}" if often else "")
+    ]
 
 
 def _cell(text: str) -> str:
@@ -984,6 +1015,7 @@ def _as_run(found: Found) -> Run:
         duration_ms=o.duration_ms,
         error=o.error,
         content=o.content,
+        fallbacks=o.fallbacks,
     )
 
 

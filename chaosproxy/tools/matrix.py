@@ -31,16 +31,17 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from xml.sax.saxutils import escape, quoteattr
 
 import orjson
 
-from chaosproxy.core.verdict import FAILING, VERDICTS
+from chaosproxy.core.verdict import FAILING, VERDICTS, describe_shortfall, shortfalls
 from chaosproxy.server.routes import MOCK
 
 if TYPE_CHECKING:
     from chaosproxy.control.api import ChaosProxy
+    from chaosproxy.core.records import FaultShortfall, RequestSummary
     from chaosproxy.scenario import Scenario
 
 #: A command that made no request through the proxy cannot be judged on a stream: its
@@ -87,6 +88,26 @@ class Run:
     #: The answer's content as the client was sent it, over every connection
     #: (``intact``, ``altered``, ``incomplete``; None for an unframed answer).
     content: str | None = None
+    #: The scenario's faults that did not do what it asked on any request of the run:
+    #: skipped, or applied otherwise (a cut on the boundary instead of inside a
+    #: character), each with what was asked, what happened and why, from the log.
+    fallbacks: list[FaultShortfall] = field(default_factory=list)
+    #: Whether the command printed anything (a run that raised may have printed part).
+    printed: bool = True
+
+    @property
+    def text_column(self) -> str:
+        """What the client's text was: ``same`` or ``differs`` (from the clean text),
+        ``none`` when it raised and printed nothing, ``-`` when there is nothing to
+        compare (killed, or an answer with no clean text)."""
+        if not self.printed and self.exit_code != 0:
+            return "none" if self.exit_code is not None else "-"
+        return {True: "same", False: "differs", None: "-"}[self.text_matches]
+
+    @property
+    def fallback_text(self) -> str:
+        """The faults that did not do as asked, in a few words each (empty: none)."""
+        return "; ".join(describe_shortfall(f) for f in self.fallbacks)
 
 
 @dataclass
@@ -147,8 +168,8 @@ class CommandResult:
     def text(self) -> str | None:
         """The final text: stdout, or None when the command was killed, or raised
         without printing anything."""
-        if self.exit_code is None or (self.exit_code != 0 and not self.stdout):
-            return None
+        if self.exit_code is None or (self.exit_code != 0 and not self.stdout.strip()):
+            return None  # (killed; or raised, printing nothing but maybe a newline)
         return self.stdout
 
     @property
@@ -290,6 +311,31 @@ def _request_ids(lines: Sequence[Mapping[str, Any]], start: int) -> list[str]:
     ]
 
 
+def summaries_of(
+    lines: Iterable[Mapping[str, Any]], requests: Sequence[str]
+) -> list[RequestSummary]:
+    """The finished ``requests`` as summaries (each one's ``request`` line merged with its
+    ``response_end`` line), in the order given, from frame-log ``lines``."""
+    merged: dict[str, dict[str, Any]] = {}
+    ended: set[str] = set()
+    wanted = set(requests)
+    for line in lines:
+        rid = line.get("request_id")
+        if rid in wanted and line.get("event") in ("request", "response_end"):
+            merged.setdefault(rid, {}).update(line)
+            if line["event"] == "response_end":
+                ended.add(rid)
+    return [cast("RequestSummary", merged[r]) for r in requests if r in ended]
+
+
+def fallbacks_of(
+    lines: Iterable[Mapping[str, Any]], requests: Sequence[str]
+) -> list[FaultShortfall]:
+    """What of the scenario's faults did not happen as asked on the run of ``requests``
+    (:func:`~chaosproxy.core.verdict.shortfalls`), from frame-log ``lines``."""
+    return shortfalls(summaries_of(lines, requests))
+
+
 def run_scenario(
     proxy: ChaosProxy,
     scenario: str,
@@ -317,6 +363,8 @@ def run_scenario(
         "startup_ms": outcome.startup_ms,
         "error": outcome.error,
         "requests": ids,
+        "fallbacks": fallbacks_of(proxy.lines[start:], ids),
+        "printed": outcome.text is not None,
     }
     if not ids:
         return Run(
@@ -604,17 +652,28 @@ def render_markdown(matrix: Matrix) -> str:
         f"- verdicts: {counts or 'none'}",
         f"- gate (`--fail-on {','.join(sorted(matrix.fail_on))}`): "
         + ("**failed**" if matrix.failed else "passed"),
+    ]
+    unexercised = [run for run in matrix.results if run.verdict == "not_exercised"]
+    if unexercised:
+        out.append(
+            f"- not exercised: {len(unexercised)} scenario"
+            + ("s" if len(unexercised) != 1 else "")
+            + " whose faults did not all fire as asked (the `faults not as asked` column "
+            "says which and why): no evidence either way about the client"
+        )
+    out += [
         "",
-        "| scenario | verdict | answer | text | requests | exit | ms | reason |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scenario | verdict | faults not as asked | answer | text | requests | exit | ms "
+        "| reason |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in matrix.results:
         verdict = f"**{run.verdict}**" if matrix.failing(run) else run.verdict
-        text = {True: "same", False: "differs", None: "-"}[run.text_matches]
         exit_code = "killed" if run.exit_code is None else str(run.exit_code)
         reason = run.reason + (f" ({run.error})" if run.error else "")
         out.append(
-            f"| {_code(run.scenario)} | {verdict} | {run.content or '-'} | {text} | "
+            f"| {_code(run.scenario)} | {verdict} | {_cell(run.fallback_text or '-')} | "
+            f"{run.content or '-'} | {run.text_column} | "
             f"{', '.join(run.requests) or '-'} | {exit_code} | {run.duration_ms:.0f} | "
             f"{_cell(reason)} |"
         )
@@ -663,10 +722,16 @@ def render_junit(matrix: Matrix) -> str:
             f'  <testcase classname="chaosproxy.tools.matrix" name={quoteattr(run.scenario)} '
             f'time="{run.duration_ms / 1000:.3f}">'
         )
+        fell = "".join(
+            f"fault not as asked: {describe_shortfall(f)} (requested: "
+            f"{f['requested'] or f['fault']}; actual: {f['actual']})\n"
+            for f in run.fallbacks
+        )
         details = printable(
             f"verdict: {run.verdict}\nanswer: {run.content}\nintegrity: {run.integrity}\n"
-            f"reason: {run.reason}\nrequests: {', '.join(run.requests) or 'none'}\n"
-            f"exit code: {run.exit_code}\n" + (f"error: {run.error}\n" if run.error else "")
+            f"reason: {run.reason}\n{fell}requests: {', '.join(run.requests) or 'none'}\n"
+            f"exit code: {run.exit_code}\ntext: {run.text_column}\n"
+            + (f"error: {run.error}\n" if run.error else "")
         )
         if matrix.failing(run):
             message = printable(run.verdict + ": " + run.reason)
@@ -674,6 +739,9 @@ def render_junit(matrix: Matrix) -> str:
                 f"    <failure type={quoteattr(run.verdict)} message={quoteattr(message)}>"
                 f"{escape(details)}</failure>"
             )
+        elif run.verdict == "not_exercised":  # shown as skipped: no evidence either way
+            message = printable("not_exercised: " + (run.fallback_text or run.reason))
+            out.append(f"    <skipped message={quoteattr(message)}/>")
         out.append(f"    <system-out>{escape(details)}</system-out>")
         out.append("  </testcase>")
     out.append("</testsuite></testsuites>")
@@ -888,8 +956,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
     def ended(run: Run, done: int, total: int, left: tuple[float, float]) -> None:
         remaining = f"; {show_left(*left)} left" if done < total else ""
+        fell = f" [{run.fallback_text}]" if run.fallbacks else ""
         print(
-            f"[{done}/{total}] {run.scenario} {run.verdict} "
+            f"[{done}/{total}] {run.scenario} {run.verdict}{printable(fell)} "
             f"({run.duration_ms / 1000:.1f}s){remaining}",
             file=sys.stderr,
             flush=True,
@@ -942,6 +1011,7 @@ __all__ = [
     "choose_scenarios",
     "cmd_matrix",
     "estimate_left",
+    "fallbacks_of",
     "render_junit",
     "render_markdown",
     "run_command",
@@ -949,6 +1019,7 @@ __all__ = [
     "run_one",
     "run_scenario",
     "show_left",
+    "summaries_of",
     "telling_line",
     "write_outputs",
 ]

@@ -673,6 +673,14 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
         how = _e(line.get("how", "?"), 40)
         after = line.get("after_event")
         where = f" after event {_e(after, 20)}" if after is not None else ""
+        position = line.get("position")
+        if position is not None and position != "boundary":
+            where += f", {_e(position, 40)}"  # part-way into the next event
+        if line.get("requested") is not None:  # a position it could not honour
+            where += (
+                f", at the boundary instead of {_e(line.get('requested'), 40)}: "
+                f"{_e(line.get('fallback'))}"
+            )
         parts.append(
             f'<line class="cut" x1="{cx}" y1="{TOP - 4}" x2="{cx}" y2="{base}">'
             f"<title>cut ({how}){where}</title></line>"
@@ -770,6 +778,20 @@ def _request_section(
         faults = end.get("faults_applied")
         if faults:
             facts.append(_kv("faults", _e(", ".join(f"{k}\u00d7{v}" for k, v in faults.items()))))
+        for fell in _list(end.get("faults_fallback")):
+            if isinstance(fell, dict):
+                facts.append(
+                    _kv(
+                        "fell back",
+                        _e(
+                            f"{fell.get('fault')} at {fell.get('actual')} instead of "
+                            f"{fell.get('requested')}: {fell.get('reason')}"
+                        ),
+                    )
+                )
+        for skipped in _list(end.get("faults_skipped")):
+            if isinstance(skipped, dict):
+                facts.append(_kv("skipped", _e(f"{skipped.get('fault')}: {skipped.get('reason')}")))
         if end.get("reason"):
             facts.append(_kv("reason", _e(end.get("reason"))))
     parts = [
@@ -815,8 +837,9 @@ def _request_section(
 def _matrix_section(matrix: Mapping[str, Any], anchors: Mapping[str, int]) -> str:
     results = _list(matrix.get("results"))
     header = (
-        "<tr><th>scenario</th><th>verdict</th><th>integrity</th><th>reason</th>"
-        "<th>request</th><th>exit code</th><th>duration</th><th>text matches</th></tr>"
+        "<tr><th>scenario</th><th>verdict</th><th>faults not as asked</th><th>integrity</th>"
+        "<th>reason</th><th>request</th><th>exit code</th><th>duration</th>"
+        "<th>text matches</th></tr>"
     )
     rows = []
     for result in results:
@@ -836,6 +859,7 @@ def _matrix_section(matrix: Mapping[str, Any], anchors: Mapping[str, int]) -> st
             f'<tr data-scenario="{_e(result.get("scenario"), 120)}">'
             f"<td>{_e(result.get('scenario'), 120)}</td>"
             f'<td class="verdict verdict-{_slug(verdict)}">{_e(verdict, 60)}</td>'
+            f"<td>{_fallbacks(result.get('fallbacks'))}</td>"
             f"<td>{_e(result.get('integrity'), 60)}</td><td>{_e(result.get('reason'))}</td>"
             f"<td>{request}</td><td>{_e(result.get('exit_code'), 20)}</td>"
             f"<td>{_fmt_ms(_number(duration)) if duration is not None else ''}</td>"
@@ -856,6 +880,23 @@ def _matrix_section(matrix: Mapping[str, Any], anchors: Mapping[str, int]) -> st
         f"<code>{_e(matrix.get('upstream'))}</code>. {count_text} {gate}</p>"
         f'<table class="matrix">{header}{"".join(rows)}</table></section>'
     )
+
+
+def _fallbacks(value: Any) -> str:
+    """A matrix row's ``fallbacks``: each fault that did not do as asked, what was asked,
+    what happened and why (one line each)."""
+    out = []
+    for fell in _list(value):
+        if not isinstance(fell, dict):
+            continue
+        fault, requested, actual = fell.get("fault"), fell.get("requested"), fell.get("actual")
+        what = (
+            f"{fault} {actual}"
+            if requested is None
+            else (f"{fault}: {actual} instead of {requested}")
+        )
+        out.append(f"<b>{_e(what, 120)}</b>: {_e(fell.get('reason'))}")
+    return "<br>".join(out) or NONE
 
 
 def _legend() -> str:

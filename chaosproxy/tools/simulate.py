@@ -95,9 +95,14 @@ class Simulation:
             else:
                 line |= {"action": "respond", "status": action.status, "size": len(action.body)}
             lines.append(line)
-        lines.append(
-            {"event": "end", "faults_applied": self.applied, "faults_skipped": self.skipped}
-        )
+        end: dict[str, Any] = {
+            "event": "end",
+            "faults_applied": self.applied,
+            "faults_skipped": self.skipped,
+        }
+        if "faults_fallback" in self.summary:
+            end["faults_fallback"] = self.summary["faults_fallback"]
+        lines.append(end)
         return lines
 
 

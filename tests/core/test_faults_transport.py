@@ -30,7 +30,7 @@ from chaosproxy.core.faults.stall import StallConfig
 from chaosproxy.core.faults.status import StatusConfig
 from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.pipeline import Pipeline
+from chaosproxy.core.pipeline import Pipeline, fault_fallbacks
 from chaosproxy.core.providers import get_profile
 
 GENERIC = get_profile("generic")
@@ -455,6 +455,120 @@ def test_cut_position_falls_back_to_the_boundary(position: str, why: str) -> Non
     assert script(out) == [(E1, 1, ()), ("cut", "abort", detail)]
 
 
+def test_cut_without_seek_reports_its_fallback_in_the_summary() -> None:
+    cfg = CutConfig.model_validate({"after": 1, "position": "mid_utf8"})
+    _, p = run([("cut", cfg)])
+    assert fault_fallbacks(p.faults) == [
+        {
+            "fault": "cut",
+            "position": 0,
+            "requested": "mid_utf8",
+            "actual": "boundary",
+            "reason": "the event has no multi-byte UTF-8 character",
+        }
+    ]
+    assert p.summary() == ({"cut": 1}, [])
+
+
+ASCII = b'data: {"t":"a"}\n\n'
+CHAT = get_profile("openai-chat")
+
+
+def run_chat(cfg: CutConfig, data: bytes) -> tuple[list[Action], Pipeline]:
+    """``data`` through a cut on an OpenAI Chat stream (whose ``[DONE]`` is terminal)."""
+    p = Pipeline(build_faults([("cut", cfg)], 1, "sse", CHAT), "sse", CHAT)
+    return p.feed(data, 0.0) + p.end(0.0), p
+
+
+def test_cut_seek_passes_over_events_without_the_place() -> None:
+    """seek: the cut falls inside the first event from the cut point on that has a
+    multi-byte character (the third here), not on the boundary of the next one."""
+    cfg = CutConfig.model_validate({"after": 1, "position": "mid_utf8", "seek": True})
+    wide = 'data: {"t":"☕"}\n\n'.encode()
+    out, p = run([("cut", cfg)], E1 + ASCII + wide + DONE)
+    assert script(out) == [
+        (E1, 1, ()),
+        (ASCII, 1, ()),
+        (b'data: {"t":"\xe2', 0, ("cut",)),
+        ("cut", "abort", cut_detail(2, "mid_utf8")),
+    ]
+    assert ordinals(out[2]) == [3]
+    assert fault_fallbacks(p.faults) == []
+
+
+def test_cut_seek_without_a_place_cuts_before_the_terminal_event_and_says_why() -> None:
+    cfg = CutConfig.model_validate({"after": 1, "position": "mid_utf8", "seek": True})
+    out, p = run_chat(cfg, E1 + ASCII + E2 + DONE)
+    why = "no event from event 2 to the terminal event has a multi-byte UTF-8 character"
+    assert script(out) == [
+        (E1, 1, ()),
+        (ASCII, 1, ()),
+        (E2, 1, ()),
+        ("cut", "abort", cut_detail(3, "boundary", requested="mid_utf8", fallback=why)),
+    ]
+    assert fault_fallbacks(p.faults)[0]["reason"] == why
+
+
+def test_cut_seek_inside_the_terminal_event_when_it_has_the_place() -> None:
+    """A Gemini chunk with the last text and its finishReason is a terminal event."""
+    cfg = CutConfig.model_validate({"after": 1, "position": "mid_utf8", "seek": True})
+    gemini = get_profile("gemini")
+    p = Pipeline(build_faults([("cut", cfg)], 1, "sse", gemini), "sse", gemini)
+    text = 'data: {"candidates":[{"content":{"parts":[{"text":"%s"}]}%s}]}\n\n'
+    last = (text % ("é", ',"finishReason":"STOP"')).encode()
+    data = (text % ("a", "")).encode() * 2 + last
+    out = p.feed(data, 0.0) + p.end(0.0)
+    first = (text % ("a", "")).encode()
+    assert script(out) == [
+        (first, 1, ()),
+        (first, 1, ()),
+        (last[: last.index(b"\xc3") + 1], 0, ("cut",)),
+        ("cut", "abort", cut_detail(2, "mid_utf8")),
+    ]
+    assert "terminal" in out[2].events[0].kinds  # type: ignore[union-attr]
+
+
+def test_cut_seek_on_a_body_that_ends_without_a_place_or_a_terminal() -> None:
+    cfg = CutConfig.model_validate({"after": 1, "position": "after_id", "seek": True})
+    out, p = run([("cut", cfg)], E1 + ASCII + E2)
+    why = "no event from event 2 to the end of the body has an id line"
+    assert script(out) == [
+        (E1, 1, ()),
+        (ASCII, 1, ()),
+        (E2, 1, ()),
+        ("cut", "abort", cut_detail(3, "boundary", requested="after_id", fallback=why)),
+    ]
+    assert p.summary() == ({"cut": 1}, [])
+
+
+def test_cut_seek_with_nothing_after_the_cut_point_is_skipped() -> None:
+    cfg = CutConfig.model_validate({"after": 3, "position": "mid_utf8", "seek": True})
+    out, p = run([("cut", cfg)])
+    assert body(out) == BODY
+    assert p.summary() == (
+        {},
+        [
+            {
+                "fault": "cut",
+                "position": 0,
+                "reason": "no event came after event 3 to cut into (mid_utf8)",
+            }
+        ],
+    )
+
+
+def test_cut_without_seek_is_unchanged_by_a_later_place() -> None:
+    """An explicit scenario keeps its meaning: the boundary of the next event."""
+    cfg = CutConfig.model_validate({"after": 1, "position": "mid_utf8"})
+    wide = 'data: {"t":"☕"}\n\n'.encode()
+    out, _ = run([("cut", cfg)], E1 + ASCII + wide + DONE)
+    why = "the event has no multi-byte UTF-8 character"
+    assert script(out) == [
+        (E1, 1, ()),
+        ("cut", "abort", cut_detail(1, "boundary", requested="mid_utf8", fallback=why)),
+    ]
+
+
 def test_cut_after_data_without_a_final_terminator_falls_back() -> None:
     out, _ = run([("cut", CutConfig(after=1, position="after_data"))], b"ab", b"cd", fmt="raw")
     detail = cut_detail(
@@ -748,6 +862,12 @@ def test_transport_faults_work_on_raw_streams() -> None:
         (HeadersConfig, {"remove": "X-One"}, "Input should be a valid list"),
         (DelayConfig, {"headers": "later"}, "not a duration"),
         (CutConfig, {"before": "headers", "position": "mid_line"}, "position is not allowed"),
+        (CutConfig, {"after": 1, "seek": True}, "seek needs a position other than boundary"),
+        (
+            CutConfig,
+            {"before": "terminal", "position": "mid_utf8", "seek": True},
+            "seek searches forward from after",
+        ),
     ],
 )
 def test_bad_configs_fail_with_a_clear_message(

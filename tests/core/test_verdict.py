@@ -22,9 +22,11 @@ from chaosproxy.core.verdict import (
     VerdictInputError,
     chain,
     classify,
+    describe_shortfall,
     exercised,
     judge,
     run_ids,
+    shortfalls,
     text_matches,
 )
 from chaosproxy.scenario import parse_scenario
@@ -66,6 +68,25 @@ def framed(ans: dict[str, Any], **fields: Any) -> dict[str, Any]:
     }
     summary.update(fields)
     return summary
+
+
+SPLICE_SKIPPED = {
+    "fault": "splice",
+    "position": 0,
+    "reason": "from: concurrent: no other stream to take from",
+}
+COMMENT_SKIPPED = {
+    "fault": "comment",
+    "position": 1,
+    "reason": "comments need SSE; NDJSON has no comment syntax",
+}
+CUT_FELL_BACK = {
+    "fault": "cut",
+    "position": 1,
+    "requested": "mid_utf8",
+    "actual": "boundary",
+    "reason": "the event has no multi-byte UTF-8 character",
+}
 
 
 def unframed(status: int = 200, outcome: str = "completed") -> dict[str, Any]:
@@ -167,12 +188,65 @@ CASES: list[tuple[str, dict[str, Any], ClientReport, tuple[str, str]]] = [
     ),
     (
         "not exercised: the faults never fired",
-        framed(answer(), faults_applied={}, faults_skipped=[{"fault": "splice"}]),
+        framed(answer(), faults_applied={}, faults_skipped=[SPLICE_SKIPPED]),
         ClientReport(text=TEXT),
         (
             "not_exercised",
-            "the scenario's faults never fired for this run (the client accepted the clean "
-            "answer): it says nothing about the client",
+            "the scenario's faults never fired for this run (splice skipped: from: "
+            "concurrent: no other stream to take from): it says nothing about the client, "
+            "which would be tolerated (the client accepted the clean answer)",
+        ),
+    ),
+    (
+        "not exercised: the cut fell back, the client raised",
+        framed(
+            answer("incomplete", sound=False, defect="cut (abort)"),
+            outcome="cut",
+            faults_applied={"ids": 9, "cut": 1},
+            faults_fallback=[CUT_FELL_BACK],
+        ),
+        ClientReport(error="APIConnectionError"),
+        (
+            "not_exercised",
+            "the scenario's faults did not all fire as asked (cut at boundary instead of "
+            "mid_utf8: the event has no multi-byte UTF-8 character): the run is no evidence "
+            "about what the scenario names; the client would be detected (the client "
+            "raised: the stream was not sound (cut (abort)))",
+        ),
+    ),
+    (
+        "not exercised: one fault of two skipped, the client accepted",
+        framed(answer(), faults_applied={"delay": 1}, faults_skipped=[COMMENT_SKIPPED]),
+        ClientReport(text=TEXT),
+        (
+            "not_exercised",
+            "the scenario's faults did not all fire as asked (comment skipped: comments "
+            "need SSE; NDJSON has no comment syntax): the run is no evidence about what the "
+            "scenario names; the client would be tolerated (the client accepted the clean "
+            "answer)",
+        ),
+    ),
+    (
+        "a failure stands when a fault fell back",
+        framed(
+            answer("incomplete", sound=False, defect="cut (abort)"),
+            outcome="cut",
+            faults_fallback=[CUT_FELL_BACK],
+        ),
+        ClientReport(text="Hello"),
+        (
+            "silent_corruption",
+            "the client accepted an answer that never reached its terminal event",
+        ),
+    ),
+    (
+        "3. accepted a different text of cumulative snapshots: says what it was sent",
+        framed(answer(sound=False, defect="snapshot"), faults_applied={"snapshot": 5}),
+        ClientReport(text="HelHello"),
+        (
+            "silent_corruption",
+            "the client was sent the clean answer's content as cumulative snapshots (each "
+            "text delta carrying all the text so far), and accepted a different text",
         ),
     ),
     (
@@ -251,9 +325,28 @@ def test_a_chain_links_reconnects_and_the_generations_they_started() -> None:
 def test_exercised() -> None:
     assert exercised([{"faults_applied": {"cut": 1}}]) is True
     assert exercised([{"faults_applied": {}, "resume_answer": "history"}]) is True
-    assert exercised([{"faults_applied": {}, "faults_skipped": [{"fault": "x"}]}]) is False
+    assert exercised([{"faults_applied": {}, "faults_skipped": [SPLICE_SKIPPED]}]) is False
     assert exercised([{"faults_applied": {}, "faults_skipped": []}]) is None  # no faults
     assert exercised([unframed()]) is None
+
+
+def test_shortfalls_are_the_faults_that_did_as_asked_on_no_request_of_the_run() -> None:
+    skipped = {**SPLICE_SKIPPED, "requested": None, "actual": "skipped"}
+    fell = {k: CUT_FELL_BACK[k] for k in ("fault", "position", "requested", "actual", "reason")}
+    both = framed(answer(), faults_skipped=[SPLICE_SKIPPED], faults_fallback=[CUT_FELL_BACK])
+    assert shortfalls([both]) == [skipped, fell]
+    # A retry whose cut fell inside the character: only the splice never did as asked.
+    retry = framed(answer(), faults_skipped=[SPLICE_SKIPPED], request_id="r-2")
+    assert shortfalls([both, retry]) == [skipped]
+    # Requests left alone by requests: (no faults_applied) do not count.
+    alone = {"request_id": "r-3", "outcome": "completed", "status": 200}
+    assert shortfalls([both, alone]) == [skipped, fell]
+    assert shortfalls([alone]) == []
+    assert shortfalls([framed(answer())]) == []
+    assert [describe_shortfall(s) for s in shortfalls([both])] == [
+        "splice skipped: from: concurrent: no other stream to take from",
+        "cut at boundary instead of mid_utf8: the event has no multi-byte UTF-8 character",
+    ]
 
 
 def test_the_report_from_json() -> None:

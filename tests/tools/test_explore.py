@@ -291,7 +291,7 @@ def test_the_files(tmp_path: Path) -> None:
     assert summary == render_summary(exploration, FAILING)
     assert (
         f"| 2 | silent_corruption | silent_corruption: a gap in the events | "
-        f"drop {{kind: delta, nth: 1}} | {len(first.found_by)} | run {first.shrunk_from} "
+        f"drop {{kind: delta, nth: 1}} | - | {len(first.found_by)} | run {first.shrunk_from} "
         f"({first.shrink_runs} runs) | found/silent-corruption-drop.yaml |"
     ) in summary
     assert "- gate (`--fail-on false_alarm,hung,silent_corruption`): **failed**" in summary
@@ -299,6 +299,60 @@ def test_the_files(tmp_path: Path) -> None:
     assert "<h1>chaosproxy explore: the minimal runs</h1>" in html
     assert all(f.name in html for f in exploration.found)
     assert not exploration.failed({"detected"})
+
+
+class Unexercised(StandIn):
+    """A stand-in whose every run's ``comment`` is skipped (as on NDJSON): its runs'
+    lines say so, and its verdict is what the proxy then gives, not_exercised."""
+
+    def one(self, trial: Trial) -> TrialResult:
+        outcome = super().one(trial)
+        if trial.name == CLEAN or not has(faults_of(trial), "comment"):
+            return outcome
+        if outcome.verdict not in ("tolerated", "detected"):
+            return outcome  # a failure stands, whatever the faults did
+        rid = outcome.request_id or ""
+        skipped = {"fault": "comment", "position": 0, "reason": "NDJSON has no comment syntax"}
+        outcome.verdict, outcome.reason = "not_exercised", "comment skipped"
+        outcome.lines = [
+            {"event": "request", "request_id": rid},
+            {
+                "event": "response_end",
+                "request_id": rid,
+                "faults_applied": {},
+                "faults_skipped": [skipped],
+            },
+        ]
+        return outcome
+
+
+def test_runs_whose_faults_did_not_fire_as_asked_are_counted_with_their_reasons(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(seed=2, budget=Budget(runs=60), faults=("comment", "drop"), client="c")
+    exploration = explore(Unexercised(sdk_like), settings)
+    unexercised = [r for r in exploration.runs if r.outcome.verdict == "not_exercised"]
+    assert unexercised  # (the space draws comment alone in some runs)
+    summary = render_summary(exploration, FAILING)
+    assert (
+        f"- not exercised: {len(unexercised)} runs whose faults did not all fire as asked "
+        "(no evidence either way); most often: comment skipped: NDJSON has no comment syntax "
+        f"({len(unexercised)})"
+    ) in summary
+    write_outputs(exploration, tmp_path, FAILING)
+    data = json.loads((tmp_path / "explore.json").read_text())
+    by_run = {r["run"]: r for r in data["runs"]}
+    for run in unexercised:
+        assert by_run[run.run]["fallbacks"] == [
+            {
+                "fault": "comment",
+                "position": 0,
+                "requested": None,
+                "actual": "skipped",
+                "reason": "NDJSON has no comment syntax",
+            }
+        ]
+    assert all(r["fallbacks"] == [] for r in data["runs"] if r["verdict"] != "not_exercised")
 
 
 def test_budgets() -> None:

@@ -18,6 +18,7 @@ from chaosproxy.cli.main import build_parser
 from chaosproxy.core.verdict import FAILING
 from chaosproxy.tools.matrix import (
     NO_REQUEST,
+    CommandResult,
     Matrix,
     MatrixInputError,
     Progress,
@@ -31,6 +32,7 @@ from chaosproxy.tools.matrix import (
     run_matrix,
     show_left,
     telling_line,
+    write_outputs,
 )
 from tests.conftest import LIBRARY, REPO, chaosproxy_argv
 
@@ -53,6 +55,21 @@ def run(scenario: str, verdict: str, **kw: object) -> Run:
     return Run(scenario, verdict, **fields)  # type: ignore[arg-type]
 
 
+CUT_FELL_BACK = {
+    "fault": "cut",
+    "position": 1,
+    "requested": "mid_utf8",
+    "actual": "boundary",
+    "reason": "the event has no multi-byte UTF-8 character",
+}
+COMMENT_SKIPPED = {
+    "fault": "comment",
+    "position": 2,
+    "requested": None,
+    "actual": "skipped",
+    "reason": "comments need SSE; NDJSON has no comment syntax",
+}
+
 MATRIX = Matrix(
     client="python client.py",
     upstream="mock",
@@ -67,6 +84,16 @@ MATRIX = Matrix(
             text_matches=True,
         ),
         run("hang-after-last-event", "hung", exit_code=None, reason="a|b"),
+        run(
+            "resume-after-mid-utf8-cut",
+            "not_exercised",
+            exit_code=1,
+            error="APIConnectionError: terminated",
+            text_matches=None,
+            printed=False,
+            reason="the faults did not all fire as asked",
+            fallbacks=[CUT_FELL_BACK, COMMENT_SKIPPED],
+        ),
     ],
     fail_on=FAILING,
 )
@@ -75,7 +102,13 @@ MATRIX = Matrix(
 def test_the_json_shape() -> None:
     data = MATRIX.as_json()
     assert list(data) == ["client", "upstream", "results", "counts", "failed", "fail_on"]
-    assert data["counts"] == {"silent_corruption": 1, "hung": 1, "detected": 1, "tolerated": 1}
+    assert data["counts"] == {
+        "silent_corruption": 1,
+        "hung": 1,
+        "detected": 1,
+        "tolerated": 1,
+        "not_exercised": 1,
+    }
     assert data["failed"] is True
     first = data["results"][0]
     assert first == {
@@ -91,7 +124,10 @@ def test_the_json_shape() -> None:
         "text_matches": False,
         "error": None,
         "content": "altered",
+        "fallbacks": [],
+        "printed": True,
     }
+    assert data["results"][4]["fallbacks"] == [CUT_FELL_BACK, COMMENT_SKIPPED]
     passing = Matrix("c", "mock", MATRIX.results[1:3], FAILING)
     assert passing.as_json()["failed"] is False
     assert Matrix("c", "mock", MATRIX.results, frozenset()).failed is False
@@ -102,24 +138,50 @@ def test_the_json_shape() -> None:
 def test_the_markdown_table() -> None:
     text = render_markdown(MATRIX)
     assert "- gate (`--fail-on false_alarm,hung,silent_corruption`): **failed**" in text
-    assert "| scenario | verdict | answer | text | requests | exit | ms | reason |" in text
+    assert (
+        "- not exercised: 1 scenario whose faults did not all fire as asked (the `faults not "
+        "as asked` column says which and why): no evidence either way about the client"
+    ) in text
+    assert (
+        "| scenario | verdict | faults not as asked | answer | text | requests | exit | ms "
+        "| reason |"
+    ) in text
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert rows == [
-        "| `drop-third-delta` | **silent_corruption** | altered | differs | r-1, r-2 | 0 | 1500 "
-        "| why drop-third-delta |",
-        "| `cut-before-terminal-reset` | detected | altered | differs | r-1, r-2 | 1 | 1500 "
+        "| `drop-third-delta` | **silent_corruption** | - | altered | differs | r-1, r-2 | 0 "
+        "| 1500 | why drop-third-delta |",
+        "| `cut-before-terminal-reset` | detected | - | altered | differs | r-1, r-2 | 1 | 1500 "
         "| why cut-before-terminal-reset (ReadError: reset) |",
-        "| `one-event-per-read` | tolerated | intact | same | r-1, r-2 | 0 | 1500 "
+        "| `one-event-per-read` | tolerated | - | intact | same | r-1, r-2 | 0 | 1500 "
         "| why one-event-per-read |",
-        "| `hang-after-last-event` | **hung** | altered | differs | r-1, r-2 | killed | 1500 "
+        "| `hang-after-last-event` | **hung** | - | altered | differs | r-1, r-2 | killed | 1500 "
         "| a\\|b |",
+        "| `resume-after-mid-utf8-cut` | not_exercised | cut at boundary instead of mid_utf8: "
+        "the event has no multi-byte UTF-8 character; comment skipped: comments need SSE; "
+        "NDJSON has no comment syntax | altered | none | r-1, r-2 | 1 | 1500 "
+        "| the faults did not all fire as asked (APIConnectionError: terminated) |",
     ]
+
+
+def test_the_text_column_never_says_same_for_a_client_that_printed_nothing() -> None:
+    """A client that raised and printed nothing (or only a newline) has no text."""
+    assert run("x", "detected", exit_code=1, printed=False, text_matches=None).text_column == (
+        "none"
+    )
+    assert run("x", "hung", exit_code=None, printed=False, text_matches=None).text_column == "-"
+    # It printed part of the answer, then raised: its text is still compared.
+    assert run("x", "detected", exit_code=1, text_matches=False).text_column == "differs"
+    assert run("x", "tolerated", exit_code=0, text_matches=True).text_column == "same"
+    raised = CommandResult(exit_code=1, stdout="\n", stderr="Error: x", duration_ms=1.0)
+    assert raised.text is None
+    assert CommandResult(exit_code=1, stdout="Hel", stderr="", duration_ms=1.0).text == "Hel"
+    assert CommandResult(exit_code=0, stdout="\n", stderr="", duration_ms=1.0).text == "\n"
 
 
 def test_junit_one_case_per_scenario_failing_on_the_gate() -> None:
     root = ET.fromstring(render_junit(MATRIX))
     (suite,) = root.findall("testsuite")
-    assert (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    assert (suite.get("tests"), suite.get("failures")) == ("5", "2")
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [r.scenario for r in MATRIX.results]
     failed = {c.get("name"): c.find("failure") for c in cases}
@@ -129,6 +191,21 @@ def test_junit_one_case_per_scenario_failing_on_the_gate() -> None:
     assert failed["cut-before-terminal-reset"] is None and failed["one-event-per-read"] is None
     out = cases[1].find("system-out")
     assert out is not None and "error: ReadError: reset" in (out.text or "")
+    # not_exercised: skipped, with what was asked, what happened and why.
+    skipped = {c.get("name"): c.find("skipped") for c in cases}
+    assert [name for name, s in skipped.items() if s is not None] == ["resume-after-mid-utf8-cut"]
+    assert skipped["resume-after-mid-utf8-cut"].get("message") == (  # type: ignore[union-attr]
+        "not_exercised: cut at boundary instead of mid_utf8: the event has no multi-byte "
+        "UTF-8 character; comment skipped: comments need SSE; NDJSON has no comment syntax"
+    )
+    details = cases[4].find("system-out").text or ""  # type: ignore[union-attr]
+    assert (
+        "fault not as asked: cut at boundary instead of mid_utf8: the event has no multi-byte "
+        "UTF-8 character (requested: mid_utf8; actual: boundary)\n"
+        "fault not as asked: comment skipped: comments need SSE; NDJSON has no comment syntax "
+        "(requested: comment; actual: skipped)\n"
+    ) in details
+    assert "text: none\n" in details
 
 
 def test_a_command_that_outlives_its_timeout_is_killed_with_its_children(tmp_path: Path) -> None:
@@ -274,6 +351,95 @@ def test_a_retry_is_listed_and_the_verdict_is_about_the_last_request(
     # The retry is not the scenario's (requests: [1]): no fault, but its answer is known.
     assert (limited.verdict, limited.content, limited.exit_code) == ("tolerated", "intact", 0)
     assert not matrix.failed
+
+
+def test_faults_not_as_asked_are_not_exercised_and_shown_in_every_file(tmp_path: Path) -> None:
+    """A cut that fell back to the boundary (no id line to cut after) and a fault that
+    never applied (LF endings on a stream already LF): not_exercised, with what was
+    asked, what happened and the log's reason, in matrix.md, matrix.json, junit.xml and
+    report.html; a cut that seeks its character is exercised."""
+    directory = tmp_path / "scenarios"
+    directory.mkdir()
+    (directory / "after-id-without-ids.yaml").write_text(
+        "faults:\n  - cut: {after: 2, position: after_id, how: reset}\n"
+    )
+    (directory / "lf-already.yaml").write_text("faults:\n  - line_endings: {style: lf}\n")
+    (directory / "seek-a-character.yaml").write_text(
+        "faults:\n  - cut: {after: 2, position: mid_utf8, seek: true}\n"
+    )
+    # (the mock's whole answers: each has a multi-byte character within 16 tokens)
+    settings = {"mock_interval": 0.001}
+    matrix, lines = run_matrix(CLIENT, scenarios=[str(directory)], timeout=10, settings=settings)
+    results = {r.scenario: r for r in matrix.results}
+    no_id = {
+        "fault": "cut",
+        "position": 0,
+        "requested": "after_id",
+        "actual": "boundary",
+        "reason": "the event has no id line",
+    }
+    lf = {
+        "fault": "line_endings",
+        "position": 0,
+        "requested": None,
+        "actual": "skipped",
+        "reason": "every line already ended in lf",
+    }
+    assert [(r.verdict, r.fallbacks) for r in matrix.results] == [
+        ("not_exercised", [no_id]),
+        ("not_exercised", [lf]),
+        ("detected", []),
+    ]
+    cut = results["after-id-without-ids"]
+    assert cut.reason.startswith(
+        "the scenario's faults did not all fire as asked (cut at boundary instead of after_id: "
+        "the event has no id line): the run is no evidence about what the scenario names; "
+        "the client would be detected (the client raised: the stream was not sound (cut "
+    )
+    assert (cut.exit_code, cut.text_column) == (1, "none")  # it raised, printed nothing
+    assert results["lf-already"].reason == (
+        "the scenario's faults never fired for this run (line_endings skipped: every line "
+        "already ended in lf): it says nothing about the client, which would be tolerated "
+        "(the client accepted the clean answer)"
+    )
+    seeking = results["seek-a-character"].request_id
+    [seek] = [x for x in lines if x["event"] == "action" and x["request_id"] == seeking]
+    assert seek["position"] == "mid_utf8" and "requested" not in seek  # inside é, ☕…
+    assert not matrix.failed  # not_exercised fails no gate (unless --fail-on names it)
+    assert Matrix("c", "mock", matrix.results, frozenset({"not_exercised"})).failed
+
+    out = tmp_path / "out"
+    write_outputs(matrix, lines, out)
+    md = (out / "matrix.md").read_text()
+    assert "- not exercised: 2 scenarios whose faults did not all fire as asked" in md
+    assert (
+        "| `after-id-without-ids` | not_exercised | cut at boundary instead of after_id: the "
+        "event has no id line | incomplete | none |"
+    ) in md
+    assert (
+        "| `lf-already` | not_exercised | line_endings skipped: every line already ended "
+        "in lf | intact | same |"
+    ) in md
+    data = json.loads((out / "matrix.json").read_text())
+    assert [r["fallbacks"] for r in data["results"]] == [[no_id], [lf], []]
+    assert data["counts"] == {"detected": 1, "not_exercised": 2}
+    cases = ET.fromstring((out / "junit.xml").read_text()).findall("testsuite/testcase")
+    skipped = {c.get("name"): c.find("skipped") for c in cases}
+    assert skipped["seek-a-character"] is None
+    assert skipped["after-id-without-ids"].get("message") == (  # type: ignore[union-attr]
+        "not_exercised: cut at boundary instead of after_id: the event has no id line"
+    )
+    assert skipped["lf-already"].get("message") == (  # type: ignore[union-attr]
+        "not_exercised: line_endings skipped: every line already ended in lf"
+    )
+    html = (out / "report.html").read_text()
+    assert "<b>cut: boundary instead of after_id</b>: the event has no id line" in html
+    assert "<b>line_endings skipped</b>: every line already ended in lf" in html
+    # Each request's section says it too, from its response_end line.
+    assert "fell back <b>cut at boundary instead of after_id: the event has no id line</b>" in (
+        html
+    )
+    assert "skipped <b>line_endings: every line already ended in lf</b>" in html
 
 
 def test_a_command_that_makes_no_request(tmp_path: Path) -> None:

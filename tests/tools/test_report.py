@@ -217,6 +217,41 @@ def test_the_cut_is_marked_where_and_how_it_happened() -> None:
     assert 'class="pill outcome-cut"' in page
 
 
+def test_a_cut_and_faults_not_as_asked_say_what_was_asked_and_why() -> None:
+    """A cut that fell back to the boundary says so on its mark and in the request's
+    facts, as does a fault that was skipped; a cut inside a character names where."""
+    writes = [(100.0, 10, D, []), (400.0, 10, D, [])]
+    why = "the event has no multi-byte UTF-8 character"
+    fell_back = {"position": "boundary", "requested": "mid_utf8", "fallback": why}
+    skipped = {"fault": "comment", "position": 1, "reason": "NDJSON has no comment syntax"}
+    fallback = {
+        "fault": "cut",
+        "position": 0,
+        "requested": "mid_utf8",
+        "actual": "boundary",
+        "reason": why,
+    }
+    lines = stream(
+        "r-1",
+        writes,
+        cut=(500.0, "abort"),
+        outcome="cut",
+        extra_end={"faults_skipped": [skipped], "faults_fallback": [fallback]},
+    )
+    [cut] = [x for x in lines if x["event"] == "action"]
+    cut.update(fell_back)
+    inside = stream("r-2", writes, cut=(500.0, "abort"), outcome="cut")
+    [other] = [x for x in inside if x["event"] == "action"]
+    other["position"] = "mid_utf8"
+    page = render_report(lines + inside)
+    assert (
+        f"<title>cut (abort) after event 2, at the boundary instead of mid_utf8: {why}</title>"
+    ) in page
+    assert "<title>cut (abort) after event 2, mid_utf8</title>" in page
+    assert f"fell back <b>cut at boundary instead of mid_utf8: {why}</b>" in page
+    assert "skipped <b>comment: NDJSON has no comment syntax</b>" in page
+
+
 def test_gaps_and_stalls_are_shaded() -> None:
     writes = [(10.0, 1, D, []), (20.0, 1, D, []), (220.0, 1, D, []), (1020.0, 1, D, [])]
     page = render_report(stream("r-1", writes, duration_ms=1030.0))

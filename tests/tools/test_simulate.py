@@ -74,6 +74,31 @@ def test_cli_writes_the_body_to_stdout_and_actions_to_stderr(tmp_path: Path) -> 
     assert tail == {"event": "end", "faults_applied": {"drop": 1, "cut": 1}, "faults_skipped": []}
 
 
+def test_cli_says_when_a_fault_applied_otherwise_than_asked(tmp_path: Path) -> None:
+    code, out, lines, _ = run_cli(
+        tmp_path,
+        "faults:\n  - cut: {after: 1, position: after_id}\n",
+        BODY,
+        "--provider",
+        "openai-chat",
+    )
+    assert (code, out) == (0, upto(1))
+    assert lines[-1] == {
+        "event": "end",
+        "faults_applied": {"cut": 1},
+        "faults_skipped": [],
+        "faults_fallback": [
+            {
+                "fault": "cut",
+                "position": 0,
+                "requested": "after_id",
+                "actual": "boundary",
+                "reason": "the event has no id line",
+            }
+        ],
+    }
+
+
 def test_cli_sleeps_on_a_virtual_clock(tmp_path: Path) -> None:
     code, out, lines, _ = run_cli(
         tmp_path,

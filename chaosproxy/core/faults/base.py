@@ -492,6 +492,12 @@ class Fault(Generic[C]):
         """Why the fault never applied (reported in ``faults_skipped``), or None."""
         return None if self.applied else "never applied"
 
+    def fallback(self) -> tuple[str, str, str] | None:
+        """What the fault was asked to do, what it did instead and why, when it applied
+        otherwise than asked (a ``cut`` at the boundary for want of a multi-byte
+        character; reported in ``faults_fallback``), else None."""
+        return None
+
 
 class SelectingFault(Fault[S]):
     """A fault whose config has the event selectors: :attr:`selector` holds their

@@ -4,7 +4,10 @@ Transport part: ``after: N`` (once N events have been sent), ``after: start|term
 (once the first such event has been sent), ``before: terminal`` (instead of the write
 that carries the first terminal event) or ``after_bytes: N`` (after exactly N body
 bytes). With a ``position`` other than ``boundary``, the cut falls part-way into the
-next event. HTTP part: ``before: headers`` closes or resets before any response byte.
+next event; with ``seek: true`` as well, into the first event from there on that has
+such a place (the first multi-byte character, say), so that a scenario meaning "cut
+inside a character where one comes" does so whatever the upstream's text. HTTP part:
+``before: headers`` closes or resets before any response byte.
 
 The cut point is found on the writes this fault receives, so it is exact when ``cut``
 comes before ``rechunk``/``coalesce`` in the scenario (transport faults run in order).
@@ -25,7 +28,8 @@ Position = Literal["boundary", "after_id", "after_data", "mid_utf8", "mid_line"]
 
 
 class CutConfig(FaultConfig):
-    """Exactly one of ``after``, ``before``, ``after_bytes``; ``position``; ``how``."""
+    """Exactly one of ``after``, ``before``, ``after_bytes``; ``position``; ``seek``;
+    ``how``."""
 
     one_of = ("after", "before", "after_bytes")
 
@@ -33,6 +37,9 @@ class CutConfig(FaultConfig):
     before: Literal["terminal", "headers"] | None = None
     after_bytes: Annotated[int, Field(ge=0)] | None = None
     position: Position = "boundary"
+    #: Search forward from the cut point for the first event that has the
+    #: ``position``'s place, instead of falling back to the boundary of the next one.
+    seek: bool = False
     how: Literal["close", "abort", "reset"] = "abort"
 
     @model_validator(mode="after")
@@ -42,8 +49,21 @@ class CutConfig(FaultConfig):
                 raise ValueError("position is not allowed with before: headers")
             if self.after_bytes is not None:
                 raise ValueError("position is not allowed with after_bytes")
+        if self.seek:
+            if self.position == "boundary":
+                raise ValueError("seek needs a position other than boundary to search for")
+            if self.after is None:
+                raise ValueError("seek searches forward from after: N (or start, terminal)")
         return self
 
+
+#: What a ``seek`` looks for, per position (its fallback reason names it).
+_PLACES: dict[str, str] = {
+    "after_id": "an id line",
+    "after_data": "a final line terminator",
+    "mid_utf8": "a multi-byte UTF-8 character",
+    "mid_line": "a first line that is not empty",
+}
 
 _EOL = re.compile(rb"\r\n|\r|\n")
 _MULTIBYTE_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
@@ -94,6 +114,10 @@ class CutFault(Fault[CutConfig], name="cut", stage="transport"):
         #: The cut point is reached: cut now (boundary) or inside the next event.
         self._armed = config.after == 0
         self._done = False
+        #: ``seek``: events passed over since the cut point for want of the place.
+        self._passed = 0
+        #: The position asked for and why it could not be honoured, once it was not.
+        self._fell_back: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ HTTP
 
@@ -156,13 +180,29 @@ class CutFault(Fault[CutConfig], name="cut", stage="transport"):
             self._count(send)  # a comment before the next event goes through
             return [send]
         prefix, why = cut_prefix(send.data, position)
+        if prefix is None and self.config.seek:
+            if not any("terminal" in ev.kinds for ev in send.events):
+                self._count(send)  # no place in it: the search goes on
+                self._passed += send.ends
+                return [send]
+            why = self._sought("the terminal event")
         if prefix is None:
-            return self._cut(position="boundary", requested=position, fallback=why)
+            return self._boundary_instead(why)
         out: list[Action] = []
         if prefix:
             out.append(Send(prefix, send.events, 0, (*send.faults, self.name)))
             self.sent_bytes += len(prefix)
         return out + self._cut(position=position)
+
+    def _boundary_instead(self, why: str) -> list[Action]:
+        """The cut at the boundary, the position asked for having no place (``why``)."""
+        self._fell_back = (self.config.position, why)
+        return self._cut(position="boundary", requested=self.config.position, fallback=why)
+
+    def _sought(self, until: str) -> str:
+        """The fallback reason of a ``seek`` that found no place up to ``until``."""
+        first = self.sent_events - self._passed + 1
+        return f"no event from event {first} to {until} has {_PLACES[self.config.position]}"
 
     def _by_bytes(self, send: Send, limit: int) -> list[Action]:
         remaining = limit - self.sent_bytes
@@ -186,9 +226,17 @@ class CutFault(Fault[CutConfig], name="cut", stage="transport"):
             return self._cut(position="after_bytes", bytes=self.config.after_bytes)
         if self._armed and self.config.position == "boundary":
             return self._cut(position="boundary")
+        if self._armed and self._passed:  # seek: the body ended with no place found
+            return self._boundary_instead(self._sought("the end of the body"))
         return []
 
     # ------------------------------------------------------------------ report
+
+    def fallback(self) -> tuple[str, str, str] | None:
+        if self._fell_back is None:
+            return None
+        requested, why = self._fell_back
+        return requested, "boundary", why
 
     def skipped(self) -> str | None:
         if self.applied:
