@@ -72,7 +72,17 @@ def children(parent: int) -> set[int]:
 
 
 def _helper(pid: int) -> bool:
-    return any(name in _cmdline(pid) for name in _HELPERS)
+    return pid in _SPARED or any(name in _cmdline(pid) for name in _HELPERS)
+
+
+#: Processes a test helper starts once, on first use, for the rest of the session (the
+#: fork server of tests/clients/zygote.py): theirs to stop, not the test's.
+_SPARED: set[int] = set()
+
+
+def spare(pid: int) -> None:
+    """Process ``pid`` lives for the session, whichever test started it."""
+    _SPARED.add(pid)
 
 
 #: Processes started once for the life of this process, by the standard library.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.conftest import REPO
 from tests.test_examples import check_jsonschema
 
 ACTION = REPO / "action.yml"
+pytestmark = pytest.mark.xdist_group("action")  # (one venv for the module's runs)
 CAREFUL = f"{sys.executable} {REPO / 'examples' / 'clients' / 'httpx_sse_client.py'}"
 
 
@@ -40,7 +42,9 @@ def test_inputs_reach_the_shell_through_the_environment_only() -> None:
         assert "${{" not in step["run"], step["name"]
 
 
-def run_action(inputs: dict[str, str], tmp: Path, venv: Path) -> tuple[list[int], Path, str]:
+def run_action(
+    inputs: dict[str, str], tmp: Path, venv: Path, action_path: Path = REPO
+) -> tuple[list[int], Path, str]:
     """The action's steps, as the runner runs them: each step's exit status, the
     summary file, what the matrix step wrote to GITHUB_OUTPUT."""
     given = {k: inputs.get(k, v.get("default", "")) for k, v in action()["inputs"].items()}
@@ -50,7 +54,7 @@ def run_action(inputs: dict[str, str], tmp: Path, venv: Path) -> tuple[list[int]
     base = {
         **os.environ,
         "RUNNER_TEMP": str(venv.parent),
-        "GITHUB_ACTION_PATH": str(REPO),
+        "GITHUB_ACTION_PATH": str(action_path),
         "GITHUB_OUTPUT": str(output),
         "GITHUB_STEP_SUMMARY": str(summary),
     }
@@ -73,13 +77,31 @@ def run_action(inputs: dict[str, str], tmp: Path, venv: Path) -> tuple[list[int]
 
 @pytest.fixture(scope="module")
 def runner_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """RUNNER_TEMP: the action's venv is made there once for the module's runs."""
+    """RUNNER_TEMP: the action's venv is made there once for the module's runs (the
+    first run installs it from a copy of the checkout, as the runner's own checkout of
+    the action: a build never writes into this one)."""
     return tmp_path_factory.mktemp("runner") / "chaosproxy"
 
 
+@pytest.fixture(scope="module")
+def action_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The action as the runner checks it out: the repository's files, no more."""
+    copy = tmp_path_factory.mktemp("action") / "chaosproxy"
+    shutil.copytree(
+        REPO,
+        copy,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "node_modules", "build", "dist", "*.egg-info", "__pycache__",
+            ".mypy_cache", ".ruff_cache", ".pytest_cache",
+        ),
+    )  # fmt: skip
+    return copy
+
+
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # (the first run installs the action: a build and pip, minutes at load)
 def test_the_steps_install_run_the_matrix_and_fill_the_summary(
-    tmp_path: Path, runner_temp: Path
+    tmp_path: Path, runner_temp: Path, action_path: Path
 ) -> None:
     # (The careful client raises on a reset: detected; it reads a duplicated delta
     # twice: silent_corruption, not in this gate.)
@@ -88,6 +110,7 @@ def test_the_steps_install_run_the_matrix_and_fill_the_summary(
         {"client": CAREFUL, "scenarios": scenarios, "fail-on": "false_alarm,hung"},
         tmp_path,
         runner_temp,
+        action_path,
     )
     assert statuses == [0, 0, 0]
     assert output == "report=chaos-matrix\n"
@@ -101,13 +124,34 @@ def test_the_steps_install_run_the_matrix_and_fill_the_summary(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # (the first run installs the action: a build and pip, minutes at load)
 def test_a_verdict_named_in_fail_on_fails_the_step_and_the_summary_still_comes(
-    tmp_path: Path, runner_temp: Path
+    tmp_path: Path, runner_temp: Path, action_path: Path
 ) -> None:
     statuses, summary, _ = run_action(
         {"client": CAREFUL, "scenarios": "duplicate-third-delta"},  # (the default gate)
         tmp_path,
         runner_temp,
+        action_path,
     )
     assert statuses == [0, 1, 0]
     assert "| `duplicate-third-delta` | **silent_corruption** |" in summary.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # (the first run installs the action: a build and pip, minutes at load)
+def test_a_known_verdict_passes_the_default_gate(
+    tmp_path: Path, runner_temp: Path, action_path: Path
+) -> None:
+    statuses, summary, _ = run_action(
+        {
+            "client": CAREFUL,
+            "scenarios": "duplicate-third-delta",
+            "known": "duplicate-third-delta=silent_corruption",
+        },
+        tmp_path,
+        runner_temp,
+        action_path,
+    )
+    assert statuses == [0, 0, 0]
+    assert "| `duplicate-third-delta` | silent_corruption (known) |" in summary.read_text()

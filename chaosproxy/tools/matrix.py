@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 from xml.sax.saxutils import escape, quoteattr
 
 import orjson
+import yaml
 
 from chaosproxy.core.verdict import FAILING, VERDICTS, describe_shortfall, shortfalls
 from chaosproxy.server.routes import MOCK
@@ -116,6 +117,13 @@ class Matrix:
     upstream: str
     results: list[Run]
     fail_on: frozenset[str]
+    #: Verdicts known and accepted per scenario (``--known``): what a client cannot
+    #: detect by design (docs/verdicts.md, "A gate for an SDK client"). Shown, failing
+    #: no gate; any other verdict of that scenario is judged as ever.
+    known: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def is_known(self, run: Run) -> bool:
+        return run.verdict in self.known.get(run.scenario, ())
 
     @property
     def counts(self) -> dict[str, int]:
@@ -125,7 +133,9 @@ class Matrix:
         return {k: v for k, v in counts.items() if v}
 
     def failing(self, run: Run) -> bool:
-        return run.verdict in self.fail_on or run.verdict == NO_REQUEST
+        if run.verdict == NO_REQUEST:
+            return True
+        return run.verdict in self.fail_on and not self.is_known(run)
 
     @property
     def failed(self) -> bool:
@@ -135,10 +145,11 @@ class Matrix:
         return {
             "client": self.client,
             "upstream": self.upstream,
-            "results": [asdict(run) for run in self.results],
+            "results": [{**asdict(run), "known": self.is_known(run)} for run in self.results],
             "counts": self.counts,
             "failed": self.failed,
             "fail_on": sorted(self.fail_on),
+            "known": {name: sorted(v) for name, v in sorted(self.known.items())},
         }
 
 
@@ -542,6 +553,7 @@ def run_matrix(
     timeout: float = DEFAULT_TIMEOUT,
     startup: float | None = DEFAULT_STARTUP,
     fail_on: Iterable[str] = FAILING,
+    known: Mapping[str, frozenset[str]] | None = None,
     settings: Mapping[str, Any] | None = None,
     jobs: int = 1,
     progress: Progress | None = None,
@@ -556,6 +568,10 @@ def run_matrix(
 
     names, paths = choose_scenarios(scenarios)
     loaded = {**load_library(), **(load_scenarios(paths) if paths else {})}
+    for name in sorted(set(known or {}) - set(loaded)):
+        close = difflib.get_close_matches(name, list(loaded), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise MatrixInputError(f"--known {name}: no such scenario{hint}")
     queue = deque(names)
     total = len(queue)
     jobs = max(1, min(jobs, total or 1))
@@ -604,7 +620,7 @@ def run_matrix(
     if failures:
         raise failures[0]
     ordered = [results[name] for name in names if name in results]
-    return Matrix(command, upstream, ordered, frozenset(fail_on)), lines
+    return Matrix(command, upstream, ordered, frozenset(fail_on), dict(known or {})), lines
 
 
 def run_one(
@@ -653,6 +669,12 @@ def render_markdown(matrix: Matrix) -> str:
         f"- gate (`--fail-on {','.join(sorted(matrix.fail_on))}`): "
         + ("**failed**" if matrix.failed else "passed"),
     ]
+    known = [run for run in matrix.results if matrix.is_known(run)]
+    if known:
+        out.append(
+            f"- known: {len(known)} verdict{'s' if len(known) != 1 else ''} the client "
+            "cannot avoid by design (`--known`), shown as `(known)`, failing no gate"
+        )
     unexercised = [run for run in matrix.results if run.verdict == "not_exercised"]
     if unexercised:
         out.append(
@@ -669,6 +691,8 @@ def render_markdown(matrix: Matrix) -> str:
     ]
     for run in matrix.results:
         verdict = f"**{run.verdict}**" if matrix.failing(run) else run.verdict
+        if matrix.is_known(run):
+            verdict += " (known)"
         exit_code = "killed" if run.exit_code is None else str(run.exit_code)
         reason = run.reason + (f" ({run.error})" if run.error else "")
         out.append(
@@ -727,8 +751,9 @@ def render_junit(matrix: Matrix) -> str:
             f"{f['requested'] or f['fault']}; actual: {f['actual']})\n"
             for f in run.fallbacks
         )
+        known = " (known: --known)" if matrix.is_known(run) else ""
         details = printable(
-            f"verdict: {run.verdict}\nanswer: {run.content}\nintegrity: {run.integrity}\n"
+            f"verdict: {run.verdict}{known}\nanswer: {run.content}\nintegrity: {run.integrity}\n"
             f"reason: {run.reason}\n{fell}requests: {', '.join(run.requests) or 'none'}\n"
             f"exit code: {run.exit_code}\ntext: {run.text_column}\n"
             + (f"error: {run.error}\n" if run.error else "")
@@ -769,6 +794,52 @@ def write_outputs(matrix: Matrix, lines: list[dict[str, Any]], out: Path) -> lis
 
 
 # ---------------------------------------------------------------------------- the command
+
+
+def parse_known(value: str) -> dict[str, frozenset[str]]:
+    """``--known``: ``SCENARIO=VERDICT[,VERDICT]``, or a YAML file mapping scenario names
+    to a verdict, a list of them, or ``{verdict: ..., why: ...}`` (docs/verdicts.md)."""
+    if "=" in value and not Path(value).exists():
+        name, _, verdicts = value.partition("=")
+        return {name.strip(): _known_verdicts(verdicts.split(","), value)}
+    try:
+        data = yaml.safe_load(Path(value).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{value}: expected SCENARIO=VERDICT or a YAML file ({exc.strerror or exc})"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise argparse.ArgumentTypeError(f"{value}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("known"), dict):
+        raise argparse.ArgumentTypeError(
+            f"{value}: expected a mapping with 'known': {{scenario: verdict}}"
+        )
+    found: dict[str, frozenset[str]] = {}
+    for name, entry in data["known"].items():
+        given = entry.get("verdict") if isinstance(entry, dict) else entry
+        given = given if isinstance(given, list) else [given]
+        found[str(name)] = _known_verdicts([str(v) for v in given], f"{value}: {name}")
+    return found
+
+
+def _known_verdicts(given: Iterable[str], where: str) -> frozenset[str]:
+    names = frozenset(v.strip() for v in given if v.strip())
+    unknown = sorted(names - set(VERDICTS))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{where}: unknown verdict(s) {', '.join(unknown) or '(none given)'}; choose "
+            f"from {', '.join(VERDICTS)}"
+        )
+    return names
+
+
+def merge_known(given: Iterable[Mapping[str, frozenset[str]]]) -> dict[str, frozenset[str]]:
+    """Every ``--known`` together (a scenario named twice: either verdict)."""
+    merged: dict[str, frozenset[str]] = {}
+    for one in given:
+        for name, verdicts in one.items():
+            merged[name] = merged.get(name, frozenset()) | verdicts
+    return merged
 
 
 def parse_fail_on(value: str) -> frozenset[str]:
@@ -849,6 +920,15 @@ def add_run_flags(
             "help": "comma-separated verdicts that make the exit status 1 and fail their JUnit "
             "test case (default: silent_corruption,false_alarm,hung)",
         },
+        "--known": {
+            "type": parse_known,
+            "action": "append",
+            "default": [],
+            "metavar": "SCENARIO=VERDICT|FILE",
+            "help": "a verdict the client cannot avoid by design, shown as known and failing "
+            "no gate (any other verdict of that scenario is judged as ever); or a YAML "
+            "file of them (examples/gates/); repeatable",
+        },
     }
     for name, change in changes.items():
         parser.add_argument(name, **{**options[name], **change})
@@ -876,7 +956,14 @@ def add_parser(sub: Any) -> None:
     )
     add_run_flags(
         matrix,
-        {"--jobs": {}, "--out": {}, "--timeout": {}, "--startup-timeout": {}, "--fail-on": {}},
+        {
+            "--jobs": {},
+            "--out": {},
+            "--timeout": {},
+            "--startup-timeout": {},
+            "--fail-on": {},
+            "--known": {},
+        },
     )
     add_flags(matrix, ["seed", "mock_interval"], PROXY_FLAGS)
 
@@ -972,6 +1059,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             startup=args.startup_timeout,
             fail_on=args.fail_on,
+            known=merge_known(args.known),
             settings=settings,
             jobs=args.jobs,
             progress=Progress(started, ended),

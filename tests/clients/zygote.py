@@ -184,6 +184,9 @@ class ForkServer:
                 ),
             },
         )
+        from tests.reaper import spare  # (lives for the session, not the test)
+
+        spare(self._process.pid)
         assert self._process.stdout is not None
         said = self._process.stdout.readline()
         assert said == b"listening\n", f"the fork server did not start: {said!r}"

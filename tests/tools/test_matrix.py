@@ -101,7 +101,10 @@ MATRIX = Matrix(
 
 def test_the_json_shape() -> None:
     data = MATRIX.as_json()
-    assert list(data) == ["client", "upstream", "results", "counts", "failed", "fail_on"]
+    assert list(data) == [
+        "client", "upstream", "results", "counts", "failed", "fail_on", "known"
+    ]  # fmt: skip
+    assert data["known"] == {}
     assert data["counts"] == {
         "silent_corruption": 1,
         "hung": 1,
@@ -126,6 +129,7 @@ def test_the_json_shape() -> None:
         "content": "altered",
         "fallbacks": [],
         "printed": True,
+        "known": False,
     }
     assert data["results"][4]["fallbacks"] == [CUT_FELL_BACK, COMMENT_SKIPPED]
     passing = Matrix("c", "mock", MATRIX.results[1:3], FAILING)
@@ -694,3 +698,88 @@ def test_what_a_client_writes_is_text_in_the_matrix_files() -> None:
     assert "<script>" not in markdown and "&lt;script&gt;" in markdown
     assert "- client: ``python `client`.py <x>``" in markdown
     assert printable("a\x1b[1mb\x00") == "ab\\x00"
+
+
+# --------------------------------------------------------------------------- --known
+
+GATE = REPO / "examples" / "gates" / "openai-chat-sdk.yaml"
+OPENAI_PYTHON = f"{sys.executable} {REPO / 'examples' / 'clients' / 'openai_python.py'}"
+
+
+def test_a_known_verdict_is_shown_and_fails_no_gate_another_verdict_still_does() -> None:
+    known = {"drop-third-delta": frozenset({"silent_corruption"})}
+    matrix = Matrix(MATRIX.client, MATRIX.upstream, MATRIX.results, FAILING, known)
+    drop, _, _, hang, _ = matrix.results
+    assert not matrix.failing(drop) and matrix.is_known(drop)
+    assert matrix.failing(hang) and matrix.failed  # (hung: not known)
+    table = render_markdown(matrix)
+    assert "| `drop-third-delta` | silent_corruption (known) |" in table
+    assert "- known: 1 verdict the client cannot avoid by design (`--known`)" in table
+    shape = matrix.as_json()
+    assert shape["known"] == {"drop-third-delta": ["silent_corruption"]}
+    assert [r["known"] for r in shape["results"]] == [True, False, False, False, False]
+    suite = ET.fromstring(render_junit(matrix))
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["drop-third-delta"].find("failure") is None
+    assert "(known: --known)" in (cases["drop-third-delta"].findtext("system-out") or "")
+    # Known as something else: the verdict met is judged as ever.
+    other = Matrix(MATRIX.client, MATRIX.upstream, MATRIX.results, FAILING,
+                   {"drop-third-delta": frozenset({"detected"})})  # fmt: skip
+    assert other.failing(drop)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("drop-third-delta=nope", "unknown verdict(s) nope"),
+        ("no-such-file.yaml", "no-such-file.yaml: expected SCENARIO=VERDICT or a YAML file"),
+        ("drop-thrid-delta=silent_corruption", "--known drop-thrid-delta: no such scenario "
+         "(did you mean 'drop-third-delta'?)"),
+    ],
+)  # fmt: skip
+def test_a_bad_known_is_a_usage_error(value: str, said: str) -> None:
+    result = subprocess.run(
+        [*chaosproxy_argv(), "matrix", "--client", "true", "--scenarios", "drop-third-delta",
+         "--known", value],
+        capture_output=True, text=True, cwd=REPO, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert said in result.stderr
+
+
+def test_the_openai_gate_names_what_the_sdk_table_says_the_sdks_miss() -> None:
+    """examples/gates/openai-chat-sdk.yaml is the OpenAI SDK columns of docs/verdicts.md's
+    table: every silent_corruption of both, and nothing else."""
+    from chaosproxy.tools.matrix import parse_known
+
+    rows = (REPO / "docs" / "verdicts.md").read_text().split("<!-- verdicts:clients -->")[1]
+    table = rows.split("<!-- /verdicts:clients -->")[0]
+    missed: dict[str, set[str]] = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 3 and cells[0].startswith("`"):
+            for verdict in (cells[1], cells[3]):  # openai (Python), openai (Node)
+                if verdict == "silent_corruption":
+                    missed.setdefault(cells[0].strip("`"), set()).add(verdict)
+    assert {k: set(v) for k, v in parse_known(str(GATE)).items()} == missed
+
+
+@pytest.mark.slow
+def test_the_openai_sdk_passes_the_default_gate_with_its_known_verdicts(tmp_path: Path) -> None:
+    """The official Python SDK's example client over the scenarios it cannot detect by
+    design and one it detects: with the gate file, the default gate passes; without, it
+    fails."""
+    from chaosproxy.tools.matrix import parse_known
+
+    known = parse_known(str(GATE))
+    chosen = [*sorted(known), "cut-before-terminal-reset"]
+    settings = {"mock_interval": 0.001}
+    matrix, _ = run_matrix(OPENAI_PYTHON, scenarios=chosen, known=known, settings=settings,
+                           jobs=2, timeout=20)  # fmt: skip
+    verdicts = {r.scenario: (r.verdict, matrix.is_known(r)) for r in matrix.results}
+    assert verdicts == {
+        **{name: ("silent_corruption", True) for name in known},
+        "cut-before-terminal-reset": ("detected", False),
+    }
+    assert not matrix.failed
+    assert Matrix(matrix.client, matrix.upstream, matrix.results, FAILING).failed
