@@ -437,6 +437,11 @@ async def start_proxy(
         scenarios = load_scenarios(list(config.scenarios))
     if fixtures is None:
         fixtures = load_fixture_files(list(config.mock_fixtures) + _recorded_file(config))
+    if (config.record_on_miss is None) != (config.record_upstream is None):
+        raise StartupError(
+            "--record-on-miss and --record-upstream go together: the fixture file to record "
+            "into and the real upstream to ask"
+        )
     if config.record_on_miss is not None and not uses_mock(config):
         raise StartupError(
             "--record-on-miss records what the built-in mock has no fixture for: give "

@@ -657,7 +657,7 @@ class Config:
     )
     #: Record-on-miss (docs/mock.md, Recording): a request no fixture matches goes to
     #: ``record_upstream`` once, and its streamed answer is appended to this fixture file
-    #: and served from then on. Both or neither.
+    #: and served from then on. Both or neither (``serve`` refuses to start otherwise).
     record_on_miss: str | None = field(
         default=None,
         metadata=option(
@@ -849,11 +849,6 @@ class Config:
         if isinstance(fixtures, str | os.PathLike):  # ChaosProxy(mock_fixtures="dir/")
             fixtures = (fixtures,)
         object.__setattr__(self, "mock_fixtures", tuple(os.fspath(f) for f in fixtures))
-        if (self.record_on_miss is None) != (self.record_upstream is None):
-            raise ConfigError(
-                "--record-on-miss and --record-upstream go together: the file to record "
-                "into and the real upstream to ask"
-            )
         if self.record_upstream is not None:
             object.__setattr__(self, "record_upstream", parse_real_upstream(self.record_upstream))
         value: Any = self.upstream
