@@ -269,12 +269,11 @@ async def test_the_sdks_get_the_same_answer_recorded_and_replayed(tmp_path: Path
         calls = [(b.name, b.input) for b in message.content if b.type == "tool_use"]
         return text, calls
 
-    async with serve_handler(CaptureUpstream()) as up:
-        async with recording(up.url, out) as (url, _):
-            recorded = (
-                await asyncio.to_thread(openai_call, url),
-                await asyncio.to_thread(anthropic_call, url),
-            )
+    async with serve_handler(CaptureUpstream()) as up, recording(up.url, out) as (url, _):
+        recorded = (
+            await asyncio.to_thread(openai_call, url),
+            await asyncio.to_thread(anthropic_call, url),
+        )
     assert recorded[0] == ("", [("get_weather", {"city": "New York City"})])
     assert recorded[1] == (
         "Okay, let's check the weather for San Francisco, CA:",
@@ -342,9 +341,9 @@ async def test_an_upstream_that_is_not_there_is_a_502_and_not_recorded(tmp_path:
     with refused_port() as port:
         upstream = f"http://user:pa55word@127.0.0.1:{port}"
         async with recording(upstream, out) as (url, stderr), aiohttp.ClientSession() as session:
-            async with session.post(url + "/v1/chat/completions", json=CASES[0].body) as response:
-                assert response.status == 502
-                said = (await response.json())["error"]["message"]
+            response = await session.post(url + "/v1/chat/completions", json=CASES[0].body)
+            assert response.status == 502
+            said = (await response.json())["error"]["message"]
     assert said.startswith(f"upstream http://user:***@127.0.0.1:{port} failed: ")
     assert not out.exists()
     assert "pa55word" not in "".join(stderr)
@@ -370,6 +369,6 @@ def test_record_refuses_a_file_that_is_not_a_fixture_file_and_a_missing_upstream
     done = run_cli("record", "--out", str(tmp_path / "x.yaml"), "--upstream", "mock")
     assert (done.returncode, done.stderr) == (
         2,
-        "chaosproxy: error: argument --upstream: expected the real upstream's http(s) URL, "
-        "not 'mock'\n",
+        "chaosproxy record: error: argument --upstream: expected the real upstream's http(s) "
+        "URL, not 'mock'\n",
     )
