@@ -393,10 +393,19 @@ async def start_mock(
     grace: float = SHUTDOWN_GRACE,
     fixtures: MockFixtures | None = None,
     miss: MissHandler | None = None,
+    cleanup: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[web.AppRunner, str]:
+    """The mock on ``host:port``; ``miss`` answers what no fixture matches instead of
+    its corpus, and ``cleanup`` runs when it stops (the miss handler's upstream client)."""
     from chaosproxy.mock import create_mock_app
 
     app = create_mock_app(tokens=tokens, interval=interval, fixtures=fixtures, miss=miss)
+    if cleanup is not None:
+
+        async def clean(_app: web.Application) -> None:
+            await cleanup()
+
+        app.on_cleanup.append(clean)
     runner, bound = await listen(app, host, port, grace=grace)
     return runner, f"http://{hostport(host, bound)}"
 
@@ -502,6 +511,7 @@ async def start_proxy(
 
             mock_fixtures = MockFixtures(fixtures)
             miss: MissHandler | None = None
+            cleanup: Callable[[], Awaitable[None]] | None = None
             if config.record_on_miss is not None and config.record_upstream is not None:
                 from chaosproxy.control.recording import Recorder
 
@@ -511,7 +521,7 @@ async def start_proxy(
                     config,
                     on_recorded=mock_fixtures.add_recorded,
                 )
-                miss = recorder.forward
+                miss, cleanup = recorder.forward, recorder.close
             mock_runner, resolve[MOCK_UPSTREAM] = await start_mock(
                 "127.0.0.1",
                 0,
@@ -520,9 +530,8 @@ async def start_proxy(
                 grace=SIDE_GRACE,
                 fixtures=mock_fixtures,
                 miss=miss,
+                cleanup=cleanup,
             )
-            if miss is not None:
-                mock_runner.app.on_cleanup.append(lambda _app: recorder.close())
             runners.append(mock_runner)
         routes = RouteTable(config.routes, resolve)
         upstream = routes.first.url
