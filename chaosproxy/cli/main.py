@@ -491,7 +491,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from chaosproxy.control.recording import Recorder
+    from chaosproxy.control.recording import AnswerRecorder
     from chaosproxy.core.redact import redact_url
     from chaosproxy.mock.recording import read_fixture_items
     from chaosproxy.server.net import StartupError
@@ -512,7 +512,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(f"{args.out}: {exc.strerror or exc}")
     try:
-        recorder = Recorder(upstream, out, config)
+        recorder = AnswerRecorder(upstream, out, config)
     except StartupError as exc:
         return fail(str(exc))
     before = f" ({held} fixture{'' if held == 1 else 's'} already)" if held else ""

@@ -1,6 +1,6 @@
 """Recording a real upstream's answers into mock fixtures (docs/mock.md, Recording).
 
-:class:`Recorder` forwards one request to a real upstream with the proxy's own
+:class:`AnswerRecorder` forwards one request to a real upstream with the proxy's own
 upstream client (the headers forwarded as the proxy forwards them, no fault), streams
 the answer back to the client as it comes, and reads it on the way with a
 :class:`~chaosproxy.mock.recording.Transcript`. When the answer is a whole stream, its
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -25,10 +26,9 @@ from typing import Protocol
 import orjson
 from aiohttp import web
 
-from chaosproxy.control.process import say
 from chaosproxy.core.head import RESPONSE_DROP, UNTRUSTED_PREFIX, forwarded_request_headers
 from chaosproxy.core.llm_request import read_request
-from chaosproxy.core.redact import redact_path, redact_url
+from chaosproxy.core.redact import redact_path, redact_text, redact_url
 from chaosproxy.mock.recording import NotRecorded, Transcript, append_fixtures
 from chaosproxy.observe.logs import describe
 from chaosproxy.scenario.fixtures import Fixture
@@ -61,7 +61,7 @@ class _Sink:
         self.queue.put_nowait(error)
 
 
-class Recorder:
+class AnswerRecorder:
     """Forwards requests to ``url`` and records their streamed answers into ``out``."""
 
     def __init__(
@@ -165,14 +165,20 @@ class Recorder:
             self._pass_over(shown, f"cannot write {self.out}: {exc}")
             return
         self.recorded += 1
-        say("notice", f"recorded {shown} as fixture {fixture.name} in {self.out}")
+        _say("notice", f"recorded {shown} as fixture {fixture.name} in {self.out}")
         if self._on_recorded is not None:
             self._on_recorded(fixture)
 
     def _pass_over(self, shown: str, why: str) -> None:
         self.passed_over += 1
-        with contextlib.suppress(Exception):
-            say("warning", f"not recorded: {shown}: {why}")
+        _say("warning", f"not recorded: {shown}: {why}")
 
 
-__all__ = ["RecordSettings", "Recorder"]
+def _say(kind: str, message: str) -> None:
+    """One line on stderr, credentials masked (``control/process.py``'s ``say``, which
+    imports what starts a proxy, and so cannot be imported here)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(f"chaosproxy: {kind}: {redact_text(message)}", file=sys.stderr, flush=True)
+
+
+__all__ = ["AnswerRecorder", "RecordSettings"]

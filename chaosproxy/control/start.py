@@ -513,9 +513,9 @@ async def start_proxy(
             miss: MissHandler | None = None
             cleanup: Callable[[], Awaitable[None]] | None = None
             if config.record_on_miss is not None and config.record_upstream is not None:
-                from chaosproxy.control.recording import Recorder
+                from chaosproxy.control.recording import AnswerRecorder
 
-                recorder = Recorder(
+                recorder = AnswerRecorder(
                     config.record_upstream,
                     Path(config.record_on_miss),
                     config,
