@@ -493,7 +493,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_record(args: argparse.Namespace) -> int:
     from chaosproxy.control.recording import AnswerRecorder
     from chaosproxy.core.redact import redact_url
-    from chaosproxy.mock.recording import read_fixture_items
+    from chaosproxy.mock.transcript import read_fixture_items
     from chaosproxy.server.net import StartupError
     from chaosproxy.tools.record import start_record
 

@@ -3,7 +3,7 @@
 :class:`AnswerRecorder` forwards one request to a real upstream with the proxy's own
 upstream client (the headers forwarded as the proxy forwards them, no fault), streams
 the answer back to the client as it comes, and reads it on the way with a
-:class:`~chaosproxy.mock.recording.Transcript`. When the answer is a whole stream, its
+:class:`~chaosproxy.mock.transcript.Transcript`. When the answer is a whole stream, its
 fixture is appended to the fixture file and handed to ``on_recorded`` (record-on-miss
 serves it from then on); when it is not (an error status, garbage, a stream cut short),
 one line on stderr says why and nothing is written. Both ``chaosproxy record`` (every
@@ -29,7 +29,7 @@ from aiohttp import web
 from chaosproxy.core.head import RESPONSE_DROP, UNTRUSTED_PREFIX, forwarded_request_headers
 from chaosproxy.core.llm_request import read_request
 from chaosproxy.core.redact import redact_path, redact_text, redact_url
-from chaosproxy.mock.recording import NotRecorded, Transcript, append_fixtures
+from chaosproxy.mock.transcript import NotRecorded, Transcript, append_fixtures
 from chaosproxy.observe.logs import describe
 from chaosproxy.scenario.fixtures import Fixture
 from chaosproxy.upstream import UpstreamError

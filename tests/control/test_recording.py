@@ -8,6 +8,7 @@ work."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from chaosproxy.core.framing import make_framer
 from chaosproxy.core.providers import get_profile
 from chaosproxy.scenario import load_fixture_files
 from chaosproxy.server.net import StartupError
-from tests.conftest import ProxyFactory, fixture_bytes
+from tests.conftest import ProxyFactory, fixture_bytes, start_serve, stop_serve
 from tests.scripted_upstream import Script, ScriptedUpstream
 
 CHAT = "/v1/chat/completions"
@@ -108,6 +109,27 @@ async def test_a_fixture_that_matches_answers_before_the_upstream(
     )
     status, headers, _ = await post(proxy.url)
     assert (status, headers["X-Mock-Fixture"], upstream.seen) == (200, "mine", [])
+
+
+async def test_serve_says_at_start_that_it_records(
+    upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    out = tmp_path / "recorded.yaml"
+    proc, banner = await start_serve(
+        "--listen", "127.0.0.1:0", "--admin", "off", "--log", "/dev/null",
+        "--record-on-miss", str(out), "--record-upstream", f"{upstream.url}/",
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        assert "listening on" in banner
+        async with asyncio.timeout(10):
+            notice = (await proc.stderr.readline()).decode()
+    finally:
+        await stop_serve(proc)
+    assert notice == (
+        f"chaosproxy: notice: the mock records what no fixture matches: asked of {upstream.url} "
+        f"once, appended to {out} (docs/mock.md, Recording)\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A real stream turned into a fixture (chaosproxy/mock/recording.py): each provider's
+"""A real stream turned into a fixture (chaosproxy/mock/transcript.py): each provider's
 captures in tests/fixtures/providers/ read whole, in every chunking, into exact
 fixtures; what is not a whole stream (an error status, garbage, an in-stream error, a
 stream cut short, a broken tool call, no stream at all) refused with its reason; the
@@ -7,6 +7,7 @@ and a recorded fixture rendered by the mock gives back the same content."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from chaosproxy.core.llm_request import read_request
 from chaosproxy.core.providers import get_profile
 from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
 from chaosproxy.mock.common import Knobs
-from chaosproxy.mock.recording import (
+from chaosproxy.mock.transcript import (
     NotRecorded,
     Transcript,
     append_fixtures,
@@ -277,6 +278,29 @@ def test_fixtures_are_appended_to_the_file_and_read_back(tmp_path: Path) -> None
     assert list(load_fixture_files([str(out)])) == [first, second]
     assert len(read_fixture_items(out)) == 2
     assert [p.name for p in tmp_path.iterdir()] == ["recorded.yaml"]  # no temporary left
+
+
+def test_appends_from_many_threads_at_once_lose_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "recorded.yaml"
+    out.write_text("fixtures:\n  - {name: mine, text: hello}\n")
+    out.chmod(0o640)
+    fixture = transcript("/v1/messages", "anthropic_docs_basic.sse").fixture(ASK)
+    barrier = threading.Barrier(8)
+
+    def append() -> None:
+        barrier.wait()
+        for _ in range(5):
+            append_fixtures(out, [fixture])
+
+    threads = [threading.Thread(target=append) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    loaded = load_fixture_files([str(out)])
+    assert [f.name for f in loaded] == ["mine"] + [fixture.name] * 40
+    assert out.stat().st_mode & 0o777 == 0o640  # the file's mode kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recorded.yaml"]
 
 
 def test_a_file_that_is_not_a_fixture_file_is_never_written_over(tmp_path: Path) -> None:

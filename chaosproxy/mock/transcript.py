@@ -20,9 +20,11 @@ header, no query, no URL.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -349,18 +351,28 @@ def append_fixtures(path: Path, fixtures: list[Fixture]) -> None:
     """Add ``fixtures`` at the end of the fixture file ``path`` (made when missing),
     replacing the file whole. Raises ValueError for a file that is not a fixture file,
     OSError when it cannot be written."""
-    items = read_fixture_items(path)
-    items.extend(f.as_dict() for f in fixtures)
-    text = yaml.safe_dump({"fixtures": items}, sort_keys=False, allow_unicode=True, width=100)
     folder = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    # The folder locked while the file is read, extended and replaced: the workers of
+    # ``serve --workers N`` record into one file without losing each other's fixtures.
+    lock = os.open(folder, os.O_RDONLY)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        items = read_fixture_items(path)
+        items.extend(f.as_dict() for f in fixtures)
+        text = yaml.safe_dump({"fixtures": items}, sort_keys=False, allow_unicode=True, width=100)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            # mkstemp's file is the owner's alone: keep the file's mode, or a usual one.
+            mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+            os.chmod(temporary, mode)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    finally:
+        os.close(lock)  # (and the lock with it)
 
 
 __all__ = [
