@@ -33,6 +33,8 @@ ASK: dict[str, Any] = {
     "tools": TOOLS,
 }
 KEY = "sk-proj-RecordOnMissSecret0123456789"
+#: The client's headers: its key, and a knob of the mock's (not the real upstream's).
+HEADERS = {"Authorization": f"Bearer {KEY}", "X-Mock-Interval-Ms": "0"}
 
 
 def calls(body: bytes) -> tuple[str, list[str]]:
@@ -47,7 +49,7 @@ def calls(body: bytes) -> tuple[str, list[str]]:
 async def post(url: str, body: dict[str, Any] = ASK) -> tuple[int, dict[str, str], bytes]:
     async with (
         aiohttp.ClientSession() as session,
-        session.post(url + CHAT, json=body, headers={"Authorization": f"Bearer {KEY}"}) as got,
+        session.post(url + CHAT, json=body, headers=HEADERS) as got,
     ):
         return got.status, dict(got.headers), await got.read()
 
@@ -64,6 +66,7 @@ async def test_a_miss_goes_upstream_once_then_its_fixture_answers(
     assert "X-Mock-Fixture" not in headers
     assert len(upstream.seen) == 1
     assert upstream.seen[0].headers["Authorization"] == f"Bearer {KEY}"  # the key went on
+    assert "X-Mock-Interval-Ms" not in upstream.seen[0].headers  # the mock's knob did not
     (fixture,) = load_fixture_files([str(out)])
     assert KEY not in out.read_text()
     status, headers, second = await post(proxy.url)
