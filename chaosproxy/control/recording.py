@@ -32,6 +32,7 @@ from chaosproxy.core.redact import redact_path, redact_text, redact_url
 from chaosproxy.mock.transcript import NotRecorded, Transcript, append_fixtures
 from chaosproxy.observe.logs import describe
 from chaosproxy.scenario.fixtures import Fixture
+from chaosproxy.server.net import cut_connection
 from chaosproxy.upstream import UpstreamError
 from chaosproxy.upstream.factory import PoolSettings, pool_for
 
@@ -118,6 +119,7 @@ class AnswerRecorder:
         sink = _Sink()
         reply.start(sink)
         paused = False
+        failed = False
         try:
             await response.prepare(request)
             while True:
@@ -130,13 +132,17 @@ class AnswerRecorder:
                     break
                 if isinstance(item, UpstreamError):
                     transcript.fail(f"the upstream body failed: {describe(item)}")
+                    failed = True
                     break
                 transcript.feed(item)
                 if not paused and sink.queue.qsize() >= _HELD:
                     reply.pause_reading()
                     paused = True
                 await response.write(item)
-            await response.write_eof()
+            if failed:  # the client sees it failed, as the upstream's end was seen
+                await cut_connection(request, "abort")
+            else:
+                await response.write_eof()
         except (ConnectionError, asyncio.CancelledError):
             transcript.fail("the client left before the end")
             reply.close()
