@@ -378,3 +378,139 @@ def test_yaml_of_a_recorded_file_is_plain(tmp_path: Path) -> None:
     loaded = yaml.safe_load(out.read_text(encoding="utf-8"))
     assert "ジャガイモ" in out.read_text(encoding="utf-8")  # unicode kept as it is
     assert list(loaded["fixtures"][0]) == ["name", "match", "text", "usage"]
+
+
+def rendered(path: str, fixture: Fixture, stream_usage: bool = True) -> Transcript:
+    """The mock's own rendering of ``fixture`` for ``path``, read back by a transcript."""
+    payload: dict[str, Any] = {"model": "m", "stream": True, "max_tokens": 4096}
+    if path == CHAT:
+        options = {"stream_options": {"include_usage": True}} if stream_usage else {}
+        reply = openai_chat.respond(b"{}", {**payload, "messages": [], **options}, KNOBS, fixture)
+    elif path == "/v1/responses":
+        reply = openai_responses.respond(b"{}", {**payload, "input": "x"}, KNOBS, fixture)
+    elif path == "/v1/messages":
+        reply = anthropic.respond(b"{}", {**payload, "messages": []}, KNOBS, fixture)
+    elif path == GEMINI:
+        reply = gemini.respond(
+            b"{}", {"contents": []}, KNOBS, model="g", action="streamGenerateContent",
+            alt="sse", fixture=fixture,
+        )  # fmt: skip
+    else:
+        reply = ollama.respond(
+            b"{}", {**payload, "messages": []}, KNOBS, endpoint="chat", fixture=fixture
+        )
+    back = Transcript(path, 200, reply.content_type)
+    for chunk in reply.chunks:
+        back.feed(chunk)
+    back.end()
+    return back
+
+
+PATHS = [CHAT, "/v1/responses", "/v1/messages", GEMINI, "/api/chat"]
+#: What each provider's finish reason reads back as: where a provider says two reasons
+#: alike (docs/mock.md, How a finish reason is said), the reading is that one word.
+FINISH_BACK: dict[str, dict[str, str]] = {
+    CHAT: {},
+    "/v1/responses": {},
+    "/v1/messages": {"content_filter": "refusal"},
+    GEMINI: {"refusal": "stop"},
+    "/api/chat": {"content_filter": "stop", "refusal": "stop"},
+}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("finish", ["stop", "length", "content_filter", "refusal"])
+def test_every_finish_reason_reads_back_from_the_mocks_own_stream(path: str, finish: str) -> None:
+    fixture = Fixture.model_validate(
+        {
+            "text": "Hi there, café 🚀",
+            "finish": finish,
+            "usage": {"input_tokens": 7, "output_tokens": 5},
+        }
+    )
+    back = rendered(path, fixture).fixture(ASK)
+    assert back.text == "Hi there, café 🚀"
+    assert (back.finish or "stop") == FINISH_BACK[path].get(finish, finish)
+    assert back.usage is not None and back.usage.output_tokens == 5
+    if path != "/api/chat":  # (Ollama's counts are the mock's own)
+        assert back.usage.input_tokens == 7
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_parallel_tool_calls_read_back_with_their_names_arguments_and_ids(path: str) -> None:
+    calls = [
+        {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}, "id": "call_one"},
+        {"name": "get_time", "arguments": {"zone": "Europe/Paris"}, "id": "call_two"},
+    ]
+    fixture = Fixture.model_validate({"text": "Checking.", "tool_calls": calls})
+    back = rendered(path, fixture).fixture(ASK)
+    got = [c.model_dump(exclude_none=True) for c in back.tool_calls]
+    if path in (GEMINI, "/api/chat"):  # whole calls; Ollama's carry no id
+        for call in got:
+            call.pop("id", None)
+        calls = [{k: v for k, v in c.items() if k != "id"} for c in calls]
+    assert got == calls
+    assert (back.text, back.finish) == ("Checking.", None)  # tool_calls: the default
+
+
+def events_of(*payloads: dict[str, Any]) -> bytes:
+    import orjson
+
+    return b"".join(b"data: " + orjson.dumps(p) + b"\n\n" for p in payloads)
+
+
+def chat_chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (  # arguments that are JSON, but not an object
+            events_of(
+                chat_chunk(
+                    {
+                        "tool_calls": [
+                            {"index": 0, "id": "c", "function": {"name": "f", "arguments": "[1]"}}
+                        ]
+                    }
+                ),
+                chat_chunk({}, "tool_calls"),
+            )
+            + b"data: [DONE]\n\n",
+            "tool call f's arguments are not a JSON object",
+        ),
+        (  # a call that never says its name
+            events_of(
+                chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}),
+                chat_chunk({}, "tool_calls"),
+            )
+            + b"data: [DONE]\n\n",
+            "tool call 0/0 has no name",
+        ),
+        (b"data: " + b"x" * (2 * 1024 * 1024) + b"\n\n", "the body breaks its framing"),
+    ],
+    ids=["arguments-not-an-object", "call-without-a-name", "event-over-the-size-limit"],
+)
+def test_hostile_streams_are_not_recorded(body: bytes, why: str) -> None:
+    recording = Transcript(CHAT, 200, SSE)
+    recording.feed(body)
+    recording.end()
+    with pytest.raises(NotRecorded) as caught:
+        recording.fixture(ASK)
+    assert str(caught.value).startswith(why)
+
+
+def test_an_answer_longer_than_the_bound_is_not_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chaosproxy.mock import transcript as module
+
+    monkeypatch.setattr(module, "MAX_CONTENT", 100)
+    recording = Transcript(CHAT, 200, SSE)
+    recording.feed(events_of(*[chat_chunk({"content": "0123456789"}) for _ in range(11)]))
+    recording.feed(events_of(chat_chunk({}, "stop")) + b"data: [DONE]\n\n")
+    recording.end()
+    with pytest.raises(NotRecorded, match=r"^the answer is longer than 100 characters$"):
+        recording.fixture(ASK)
