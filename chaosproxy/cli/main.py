@@ -107,6 +107,10 @@ def config_from(args: argparse.Namespace, environ: Mapping[str, str] | None = No
 MOCK_SETTINGS = ("listen", "mock_tokens", "mock_interval", "mock_fixtures")
 
 
+#: The settings ``chaosproxy record`` takes (the real upstream as ``--upstream``).
+RECORD_SETTINGS = ("listen", "record_upstream", "connect_timeout", "head_timeout", "idle_timeout")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="chaosproxy", description="A fault-injecting proxy for LLM streams.")
     parser.add_argument(
@@ -158,6 +162,31 @@ def build_parser() -> argparse.ArgumentParser:
                 "help": "address to listen on (default CHAOSPROXY_LISTEN, else {default}; port "
                 "0 picks a free one)"
             }
+        },
+    )
+
+    record = sub.add_parser(
+        "record", help="record a real upstream's streamed answers into a mock fixture file"
+    )
+    record.add_argument(
+        "--out",
+        metavar="FILE",
+        required=True,
+        help="the fixture file each recorded answer is appended to (made when missing)",
+    )
+    add_flags(
+        record,
+        RECORD_SETTINGS,
+        {
+            "listen": {
+                "help": "address to listen on (default CHAOSPROXY_LISTEN, else {default}; port "
+                "0 picks a free one)"
+            },
+            "record_upstream": {
+                "name": "--upstream",
+                "help": "the real upstream's URL (http or https); default: "
+                "CHAOSPROXY_RECORD_UPSTREAM",
+            },
         },
     )
 
@@ -277,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scenarios": cmd_scenarios,
         "simulate": cmd_simulate,
         "replay": cmd_replay,
+        "record": cmd_record,
         "matrix": cmd_matrix,
         "explore": cmd_explore,
         "report": cmd_report,
@@ -454,6 +484,44 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return _serve_app(
         lambda: start_replay(trace, host, port),
         lambda url: f"chaosproxy replay listening on {url}; {args.trace}: {describe_trace(trace)}",
+    )
+
+
+# ---------------------------------------------------------------------------- record
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from chaosproxy.control.recording import AnswerRecorder
+    from chaosproxy.core.redact import redact_url
+    from chaosproxy.mock.transcript import read_fixture_items
+    from chaosproxy.server.net import StartupError
+    from chaosproxy.tools.record import start_record
+
+    try:
+        settings = command_settings(args, RECORD_SETTINGS)
+        host, port = settings.pop("listen", default("listen"))
+        if settings.get("record_upstream") is None:
+            return fail("record: give the real upstream: --upstream URL")
+        config = Config(record_on_miss=args.out, **settings)
+        upstream = config.record_upstream
+        assert upstream is not None
+        out = Path(args.out)
+        held = len(read_fixture_items(out))  # never write over what is not a fixture file
+    except (ConfigError, ValueError) as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(f"{args.out}: {exc.strerror or exc}")
+    try:
+        recorder = AnswerRecorder(upstream, out, config)
+    except StartupError as exc:
+        return fail(str(exc))
+    before = f" ({held} fixture{'' if held == 1 else 's'} already)" if held else ""
+    return _serve_app(
+        lambda: start_record(recorder, host, port),
+        lambda url: (
+            f"chaosproxy record listening on {url}; recording {redact_url(upstream)} "
+            f"into {out}{before}"
+        ),
     )
 
 

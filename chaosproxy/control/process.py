@@ -151,15 +151,22 @@ def _addresses(urls: Sequence[str]) -> str:
 def _startup_notices(config: Config, proxy: RunningProxy) -> list[str]:
     from chaosproxy.control.start import is_loopback
 
+    notices: list[str] = []
+    if config.record_on_miss is not None and config.record_upstream is not None:
+        notices.append(
+            f"the mock records what no fixture matches: asked of {config.record_upstream} "
+            f"once, appended to {config.record_on_miss} (docs/mock.md, Recording)"
+        )
     if config.admin is None or not is_loopback(config.admin[0]):
-        return []
+        return notices
     if is_loopback(config.listen[0]):
-        return []
+        return notices
     # Reachable proxy, loopback admin: a container's default. Say how to publish it.
     token = "" if config.admin_token else " and CHAOSPROXY_ADMIN_TOKEN"
     return [
+        *notices,
         f"the admin API is on loopback only ({proxy.admin_url}); to publish it, set "
-        f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]}{token}"
+        f"CHAOSPROXY_ADMIN=0.0.0.0:{config.admin[1]}{token}",
     ]
 
 

@@ -20,6 +20,7 @@ import ipaddress
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from chaosproxy.fleet import SharedState
     from chaosproxy.fleet.history import HistoryMirror
     from chaosproxy.fleet.journal import FleetJournal
+    from chaosproxy.mock.app import MissHandler
     from chaosproxy.mock.fixtures import MockFixtures
 
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
@@ -372,6 +374,16 @@ async def _cleanup_within(name: str, runner: web.BaseRunner, seconds: float) -> 
     return f"stopping {name} did not finish in time; abandoned"
 
 
+def _recorded_file(config: Config) -> list[str]:
+    """``--record-on-miss``'s file, when it exists and is not already a
+    ``--mock-fixtures`` path: what was recorded before is served again."""
+    path = config.record_on_miss
+    if path is None or path in config.mock_fixtures:
+        return []
+    file = Path(path)
+    return [path] if file.is_file() and file.stat().st_size > 0 else []
+
+
 async def start_mock(
     host: str,
     port: int,
@@ -380,10 +392,20 @@ async def start_mock(
     interval: float,
     grace: float = SHUTDOWN_GRACE,
     fixtures: MockFixtures | None = None,
+    miss: MissHandler | None = None,
+    cleanup: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[web.AppRunner, str]:
+    """The mock on ``host:port``; ``miss`` answers what no fixture matches instead of
+    its corpus, and ``cleanup`` runs when it stops (the miss handler's upstream client)."""
     from chaosproxy.mock import create_mock_app
 
-    app = create_mock_app(tokens=tokens, interval=interval, fixtures=fixtures)
+    app = create_mock_app(tokens=tokens, interval=interval, fixtures=fixtures, miss=miss)
+    if cleanup is not None:
+
+        async def clean(_app: web.Application) -> None:
+            await cleanup()
+
+        app.on_cleanup.append(clean)
     runner, bound = await listen(app, host, port, grace=grace)
     return runner, f"http://{hostport(host, bound)}"
 
@@ -423,7 +445,17 @@ async def start_proxy(
     if scenarios is None:
         scenarios = load_scenarios(list(config.scenarios))
     if fixtures is None:
-        fixtures = load_fixture_files(list(config.mock_fixtures))
+        fixtures = load_fixture_files(list(config.mock_fixtures) + _recorded_file(config))
+    if (config.record_on_miss is None) != (config.record_upstream is None):
+        raise StartupError(
+            "--record-on-miss and --record-upstream go together: the fixture file to record "
+            "into and the real upstream to ask"
+        )
+    if config.record_on_miss is not None and not uses_mock(config):
+        raise StartupError(
+            "--record-on-miss records what the built-in mock has no fixture for: give "
+            "--upstream mock (and the real upstream as --record-upstream)"
+        )
     if library:
         scenarios = with_library(scenarios)
     if config.scenario is not None and config.scenario not in scenarios:
@@ -478,6 +510,18 @@ async def start_proxy(
             from chaosproxy.mock.fixtures import MockFixtures
 
             mock_fixtures = MockFixtures(fixtures)
+            miss: MissHandler | None = None
+            cleanup: Callable[[], Awaitable[None]] | None = None
+            if config.record_on_miss is not None and config.record_upstream is not None:
+                from chaosproxy.control.recording import AnswerRecorder
+
+                recorder = AnswerRecorder(
+                    config.record_upstream,
+                    Path(config.record_on_miss),
+                    config,
+                    on_recorded=mock_fixtures.add_recorded,
+                )
+                miss, cleanup = recorder.forward, recorder.close
             mock_runner, resolve[MOCK_UPSTREAM] = await start_mock(
                 "127.0.0.1",
                 0,
@@ -485,6 +529,8 @@ async def start_proxy(
                 interval=config.mock_interval,
                 grace=SIDE_GRACE,
                 fixtures=mock_fixtures,
+                miss=miss,
+                cleanup=cleanup,
             )
             runners.append(mock_runner)
         routes = RouteTable(config.routes, resolve)

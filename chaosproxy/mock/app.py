@@ -49,17 +49,25 @@ MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5", "gemini-2.0-flash", "lla
 
 Render = Callable[[bytes, JsonObject, Knobs, Fixture | None], MockResponse]
 
+#: What answers a request no fixture matches instead of the corpus (record-on-miss:
+#: the real upstream, once; docs/mock.md, Recording): the request and its body read.
+MissHandler = Callable[[web.Request, bytes], Awaitable[web.StreamResponse]]
+#: The app's miss handler, when it has one.
+MOCK_MISS: web.AppKey[MissHandler] = web.AppKey("mock_miss")
+
 
 def create_mock_app(
     tokens: int = DEFAULT_TOKENS,
     interval: float = DEFAULT_INTERVAL,
     fixtures: MockFixtures | None = None,
+    miss: MissHandler | None = None,
 ) -> web.Application:
     """The mock LLM upstream as an aiohttp application.
 
     ``tokens`` is the number of text tokens (delta events) per answer, ``interval`` the
     seconds between two events on the wire; ``fixtures`` what it answers with before
-    its corpus (docs/mock.md, Fixtures).
+    its corpus (docs/mock.md, Fixtures); ``miss`` what answers a request no fixture
+    matches instead of the corpus (record-on-miss).
     """
     if tokens < 0 or not 0 <= interval <= MAX_INTERVAL_MS / 1000:
         raise ValueError("tokens must be >= 0 and interval between 0 and 60 seconds")
@@ -68,6 +76,8 @@ def create_mock_app(
     app[MOCK_REQUESTS] = Counter()
     app[MOCK_KNOBS] = Knobs(tokens=tokens, interval=interval)
     app[MOCK_FIXTURES] = fixtures if fixtures is not None else MockFixtures()
+    if miss is not None:
+        app[MOCK_MISS] = miss
     app.router.add_get("/health", _health)
     app.router.add_get("/v1/models", _models)
     app.router.add_post(
@@ -197,6 +207,9 @@ async def _answer(
         if not isinstance(payload, dict):
             raise MockRequestError("The request body must be a JSON object")
         chosen = _choose(request, payload, request.path_qs)
+        miss: MissHandler | None = request.app.get(MOCK_MISS)
+        if chosen is None and miss is not None:
+            return await miss(request, body)
         if chosen is not None and _is_http_error(chosen.fixture):
             return _http_error(chosen, error_body)
         fixture = chosen.fixture if chosen is not None else None

@@ -93,6 +93,12 @@ class MockFixtures:
                 raise TooManyFixtures(len(self._added), len(fixtures))
             self._added.extend(fixtures)
 
+    def add_recorded(self, fixture: Fixture) -> None:
+        """A fixture just recorded into a fixture file (record-on-miss): tried after
+        the files' (it is one of them now), and kept by :meth:`clear` and :meth:`reset`."""
+        with self._lock:
+            self.files = (*self.files, fixture)
+
     def clear(self) -> None:
         """Remove the fixtures added at run time (the files' stay)."""
         with self._lock:

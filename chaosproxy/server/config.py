@@ -37,6 +37,7 @@ from chaosproxy.server.routes import (
     MOCK,
     Route,
     RouteError,
+    check_url,
     parse_route,
     parse_routes,
     split_environment,
@@ -66,6 +67,17 @@ def parse_upstream(value: str) -> str:
     (docs/gateways.md); normalised (no trailing ``/``)."""
     try:
         return parse_route(value).text
+    except RouteError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def parse_real_upstream(value: str) -> str:
+    """A real upstream's URL (``--record-upstream``): http or https, not ``mock``;
+    normalised (no trailing ``/``)."""
+    if value == MOCK:
+        raise ConfigError("expected the real upstream's http(s) URL, not 'mock'")
+    try:
+        return check_url(value)
     except RouteError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -643,6 +655,28 @@ class Config:
             kind="append",
         ),
     )
+    #: Record-on-miss (docs/mock.md, Recording): a request no fixture matches goes to
+    #: ``record_upstream`` once, and its streamed answer is appended to this fixture file
+    #: and served from then on. Both or neither (``serve`` refuses to start otherwise).
+    record_on_miss: str | None = field(
+        default=None,
+        metadata=option(
+            "--record-on-miss",
+            "a fixture file the built-in mock records into: a request no fixture matches "
+            "goes to --record-upstream once, and its streamed answer becomes a fixture "
+            "(appended to FILE, served from then on); needs --record-upstream",
+            metavar="FILE",
+        ),
+    )
+    record_upstream: str | None = field(
+        default=None,
+        metadata=option(
+            "--record-upstream",
+            "the real upstream that --record-on-miss asks (an http(s) URL)",
+            parse_real_upstream,
+            "URL",
+        ),
+    )
     envelope: Envelope | None = field(
         default=None,
         metadata=option(
@@ -815,6 +849,8 @@ class Config:
         if isinstance(fixtures, str | os.PathLike):  # ChaosProxy(mock_fixtures="dir/")
             fixtures = (fixtures,)
         object.__setattr__(self, "mock_fixtures", tuple(os.fspath(f) for f in fixtures))
+        if self.record_upstream is not None:
+            object.__setattr__(self, "record_upstream", parse_real_upstream(self.record_upstream))
         value: Any = self.upstream
         values = (value,) if isinstance(value, str) else tuple(value)
         try:

@@ -65,6 +65,8 @@ SAMPLES: dict[str, str | None] = {
     "--mock-tokens": "3",
     "--mock-interval-ms": "5",
     "--mock-fixtures": "examples/mock-fixtures",
+    "--record-on-miss": "recorded.yaml",
+    "--record-upstream": "https://api.openai.com",
     "--envelope": "stream=/streamId,sequence=/meta~1seq",
     "--tenant-header": "X-User-Id",
     "--tenant-cookie": "session",
