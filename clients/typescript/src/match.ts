@@ -93,11 +93,12 @@ function translate(pattern: string): string {
       if (j >= n) {
         out += "\\[";
       } else {
-        let stuff = pattern.slice(i, j).replace(/\\/g, "\\\\");
+        let body = pattern.slice(i, j);
         i = j + 1;
-        if (stuff.startsWith("!")) stuff = "^" + stuff.slice(1);
-        else if (stuff.startsWith("^")) stuff = "\\" + stuff;
-        out += stuff === "" ? "(?!)" : stuff === "^" ? "." : `[${stuff.replace(/\[/g, "\\[")}]`;
+        const negate = body.startsWith("!");
+        if (negate) body = body.slice(1);
+        if (body === "") out += negate ? "." : "(?!)";
+        else out += `[${negate ? "^" : ""}${body.replace(/[\\[\]^]/g, "\\$&")}]`;
       }
     } else {
       out += c.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
