@@ -114,6 +114,7 @@ def test_the_vitest_suite_passes_against_a_real_proxy(tmp_path: Path) -> None:
         "helpers.test.ts": "passed",
         "jest.test.ts": "passed",
         "match.test.ts": "passed",
+        "transport.test.ts": "passed",
     }
 
 

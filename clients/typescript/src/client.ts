@@ -131,7 +131,12 @@ export class ChaosClient {
 
   async #call<T>(method: string, path: string, body?: string, query?: Record<string, string>): Promise<T> {
     const text = await this.#send(method, path, body, query, "application/json");
-    return JSON.parse(text) as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      const shown = text.length > 200 ? `${text.slice(0, 200)}…` : text;
+      throw new ChaosClientError(`${method} ${this.adminUrl + path}: the answer is not JSON: ${JSON.stringify(shown)}`);
+    }
   }
 
   async #send(
