@@ -9,4 +9,12 @@ export { REQUEST_ID_HEADER, requestIdOf, SCENARIO_HEADER, SEED_HEADER, scenarioH
 export { type Criteria, fnmatchcase, matches, misses } from "./match.js";
 export { type ChaosProxyOptions, ChaosProxyStartError, type RunningChaosProxy, startChaosProxy } from "./serve.js";
 export * from "./types.js";
-export { ChaosVerdictError, expectNoSilentCorruption, expectVerdictPasses } from "./verdicts.js";
+export {
+  type ChaosTestVerdict,
+  ChaosVerdictError,
+  type ClientReport,
+  clientRun,
+  expectNoSilentCorruption,
+  expectVerdictPasses,
+  judgeRun,
+} from "./verdicts.js";

@@ -14,7 +14,7 @@ import { type ChaosProxyHandle, type Hooks, setupWith } from "./hooks.js";
 import type { ChaosProxyOptions } from "./serve.js";
 
 export type { ChaosProxyHandle } from "./hooks.js";
-export { expectNoSilentCorruption, expectVerdictPasses } from "./verdicts.js";
+export { clientRun, expectNoSilentCorruption, expectVerdictPasses, judgeRun } from "./verdicts.js";
 
 /**
  * One `chaosproxy serve` for the test file: started in Jest's `beforeAll`, stopped in

@@ -16,7 +16,9 @@ import { type ChaosProxyHandle, setupWith } from "./hooks.js";
 import { type ChaosProxyOptions, type RunningChaosProxy, startChaosProxy } from "./serve.js";
 
 export type { ChaosProxyHandle } from "./hooks.js";
-export { expectNoSilentCorruption, expectVerdictPasses } from "./verdicts.js";
+import { type ChaosTestVerdict, type ClientReport, judgeRun } from "./verdicts.js";
+
+export { clientRun, expectNoSilentCorruption, expectVerdictPasses, judgeRun } from "./verdicts.js";
 
 /**
  * One `chaosproxy serve` for the test file: started in `beforeAll`, stopped in
@@ -30,6 +32,11 @@ export function setupChaosProxy(options: ChaosProxyOptions = {}): ChaosProxyHand
 export interface ChaosFixtures {
   /** A proxy of the test's own, started before it and stopped after it. */
   chaosproxy: RunningChaosProxy;
+  /**
+   * Record what the client concluded about the test's run through `chaosproxy` and
+   * fail the test on silent_corruption, false_alarm or hung (pytest's `chaos_verdict`).
+   */
+  chaosVerdict: (report: ClientReport) => Promise<ChaosTestVerdict>;
 }
 
 /** `test` with a `chaosproxy` fixture started with `options` (as pytest's `chaos_proxy`). */
@@ -43,6 +50,9 @@ export function createChaosTest(options: ChaosProxyOptions = {}) {
       } finally {
         await proxy.stop();
       }
+    },
+    chaosVerdict: async ({ chaosproxy }, use) => {
+      await use((report) => judgeRun(chaosproxy.client, report));
     },
   });
 }

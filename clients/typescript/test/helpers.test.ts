@@ -8,8 +8,10 @@ import { afterAll, describe, expect, test } from "vitest";
 import {
   ChaosProxyStartError,
   ChaosVerdictError,
+  clientRun,
   expectNoSilentCorruption,
   expectVerdictPasses,
+  judgeRun,
   type RunVerdict,
   startChaosProxy,
 } from "../src/index.js";
@@ -111,5 +113,47 @@ describe("verdict assertions", () => {
     expect(() => expectNoSilentCorruption(verdict("silent_corruption"))).toThrow(
       "silent_corruption (the client accepted a damaged answer): the client accepted an altered answer (duplicate) (request r-2)",
     );
+  });
+});
+
+describe("chaosVerdict", () => {
+  chaosTest("judges the test's run and fails the test on a silent corruption", async ({ chaosproxy, chaosVerdict }) => {
+    let id: string | null = null;
+    const report = await clientRun(async (run) => {
+      const streamed = await streamChat(chaosproxy.url, "judge me");
+      id = streamed.requestId;
+      run.text += streamed.text;
+    });
+    expect(report.error).toBeNull();
+    const error = (await chaosVerdict(report).catch((exc: unknown) => exc)) as ChaosVerdictError;
+    expect(error).toBeInstanceOf(ChaosVerdictError);
+    expect(error.message).toBe(
+      `silent_corruption under duplicate-third-delta: the client accepted an altered answer (duplicate) (request ${id})`,
+    );
+    expect(error.verdict.requests).toEqual([id]);
+    expect((await chaosproxy.client.summary(id as unknown as string)).verdict?.verdict).toBe("silent_corruption");
+  });
+
+  chaosTest("a retried run is judged on its last request; an error the client raised is recorded", async ({ chaosproxy, chaosVerdict }) => {
+    const ids: (string | null)[] = [];
+    const report = await clientRun(async (run) => {
+      for (const attempt of ["first try", "retry"]) {
+        const streamed = await streamChat(chaosproxy.url, attempt);
+        ids.push(streamed.requestId);
+        run.text = streamed.text;
+      }
+      throw new TypeError("the client gave up: duplicated text");
+    });
+    expect(report.error).toBe("TypeError: the client gave up: duplicated text");
+    const verdict = await chaosVerdict(report);
+    expect(verdict.verdict).toBe("detected");
+    expect(verdict.request_id).toBe(ids[1]);
+    expect(verdict.requests).toEqual(ids);
+    expect(verdict.scenario).toBe("duplicate-third-delta");
+  });
+
+  test("judgeRun without a request says so", async () => {
+    const client = { requests: async () => [], verdict: async () => Promise.reject(new Error("not called")) };
+    await expect(judgeRun(client, { text: "x" })).rejects.toThrow("judgeRun: the test made no request through the proxy");
   });
 });
