@@ -131,7 +131,8 @@ export async function startChaosProxy(options: ChaosProxyOptions = {}): Promise<
   });
 
   const stop = async (): Promise<void> => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
+    // (no pid: it never started)
+    if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const gone = exited(child);
     child.kill("SIGTERM");
     let timer: NodeJS.Timeout | undefined;

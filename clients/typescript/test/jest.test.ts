@@ -19,6 +19,20 @@ test("setupChaosProxy from /jest starts a proxy for the file", async () => {
   expect(chaos.proxy.adminUrl).toBe(chaos.adminUrl);
 });
 
+test("contains without --log-content: verify says the journal keeps no prompts, the admin API too", async () => {
+  const { ChaosClientError, ContentNotKeptError, NO_CONTENT } = await import("../src/index.js");
+  await streamChat(chaos.url, "a prompt not kept");
+  const local = await chaos.client.verify({ contains: "prompt" }).catch((exc: unknown) => exc);
+  expect(local).toBeInstanceOf(ContentNotKeptError);
+  expect((local as Error).message).toBe(NO_CONTENT);
+  const remote = (await chaos.client.requests({ contains: "prompt" }).catch((exc: unknown) => exc)) as InstanceType<
+    typeof ChaosClientError
+  >;
+  expect(remote).toBeInstanceOf(ChaosClientError);
+  expect(remote.status).toBe(400);
+  expect(remote.message).toContain("--log-content");
+});
+
 test("without Jest's globals it says what it needs", async () => {
   const hooks = globalThis as unknown as Record<string, unknown>;
   const saved = { beforeAll: hooks.beforeAll, afterAll: hooks.afterAll };
