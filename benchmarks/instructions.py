@@ -85,6 +85,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 from loadgen import StreamClient, StreamResult, request_bytes  # noqa: E402
+from targets import die_with_parent  # noqa: E402
 
 BENCH_FRAMED = "name: bench-framed\nfaults:\n  - duplicate: {probability: 0}\n"
 HEAD = (
@@ -467,7 +468,7 @@ def label(target: str, mode: str, version: str) -> str:
         "passthrough": f"chaosproxy passthrough, {mode}",
         "framed": f"chaosproxy framed + logged, {mode}",
     }[target]
-    return text.replace("  ", " ")  # (a version not known yet)
+    return " ".join(text.split())  # (a version not known yet)
 
 
 # ---------------------------------------------------------------------------- one run
@@ -549,7 +550,8 @@ async def one_run(
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        start_new_session=True,
+        start_new_session=True,  # a Ctrl-C in the terminal reaches only this process
+        preexec_fn=die_with_parent,  # ... which the target does not outlive
     )
     stderr: list[bytes] = []
     try:
@@ -649,6 +651,7 @@ async def attach_strace(pid: int, out: Path) -> asyncio.subprocess.Process:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        preexec_fn=die_with_parent,
     )
     assert tracer.stderr is not None
     attached = 0
@@ -888,6 +891,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.smoke:
         opts.streams, opts.events, opts.kernel_events = 2, 3, 3
         opts.shapes = "paced,burst"
+        opts.syscalls = shutil.which("strace") is not None
         if valgrind:  # valgrind's start-up for one cheap target: the count is read back
             opts_v = argparse.Namespace(**{**vars(opts), "targets": "relay", "shapes": "paced"})
             asyncio.run(bench(opts_v, True))

@@ -94,6 +94,7 @@ class SseUpstream(Side):
         self.left = 0  # payload bytes left in the current chunk
         self.skip = 0  # the CRLF after a chunk's payload, still to skip
         self.size_line = b""  # an incomplete chunk-size line
+        self.ended = False  # the last chunk was read
         self.rest = b""  # body bytes after the last complete event
         self.seq = 0
 
@@ -111,6 +112,8 @@ class SseUpstream(Side):
         self.body(self.dechunk(data) if self.chunked else data)
 
     def dechunk(self, data: bytes) -> bytes:
+        if self.ended:
+            return b""
         buf = self.size_line + data if self.size_line else data
         self.size_line = b""
         out: list[bytes] = []
@@ -132,9 +135,13 @@ class SseUpstream(Side):
                 if nl < 0:
                     self.size_line = buf[pos:]
                     break
-                self.left = int(buf[pos:nl].split(b";", 1)[0], 16)
+                size = int(buf[pos:nl].split(b";", 1)[0], 16)
                 pos = nl + 2
-        return out[0] if len(out) == 1 else b"".join(out)
+                if not size:  # the last chunk: what follows is its trailer
+                    self.ended = True
+                    break
+                self.left = size
+        return b"".join(out)
 
     def body(self, body: bytes) -> None:
         if not body:
