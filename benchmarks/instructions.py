@@ -142,6 +142,9 @@ global
     maxconn 1024
 defaults
     mode http
+    # Streaming: each piece leaves at once (no MSG_MORE, which held a paced event back
+    # until the next one, or up to 200 ms, since the next comes only after it is read).
+    option http-no-delay
     timeout connect 600s
     timeout client 600s
     timeout server 600s
