@@ -57,6 +57,10 @@ at most nginx's.
     python benchmarks/instructions.py --python /tmp/v/bin/python --modes compiled,pure --syscalls
     python benchmarks/instructions.py --smoke           # seconds: every target, tiny N (CI)
 
+``INSTRUCTIONS_CALLGRIND=DIR`` keeps a callgrind profile of every valgrind run there
+instead of counting (``DIR/<target>.<pid>``); ``INSTRUCTIONS_CPROFILE=DIR`` runs the
+chaosproxy targets under cProfile instead of valgrind (``DIR/<target>-<mode>-….prof``).
+
 Needs valgrind (Debian: ``apt-get install valgrind``; without it only ``--smoke`` runs,
 natively), strace for ``--syscalls``. A full run takes 15-30 minutes.
 """
@@ -533,7 +537,13 @@ async def one_run(
     upstream_port = server.sockets[0].getsockname()[1]
     spec = launch(target, mode, upstream_port, workdir, opts)
     prefix: list[str] = []
-    if how == "instructions":
+    # A directory: a cProfile profile of each chaosproxy run there, instead of valgrind.
+    cprofile = os.environ.get("INSTRUCTIONS_CPROFILE") if target in CHAOSPROXY else None
+    if cprofile:
+        where = f"{cprofile}/{target}-{mode}-{how}-{shape}-{events}.prof"
+        spec.argv[1:1] = ["-m", "cProfile", "-o", where]
+    profiling = bool(cprofile or os.environ.get("INSTRUCTIONS_CALLGRIND"))
+    if how == "instructions" and not cprofile:
         profile = os.environ.get("INSTRUCTIONS_CALLGRIND")  # a directory: callgrind profiles
         prefix = (
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={profile}/{target}.%p"]
@@ -590,7 +600,7 @@ async def one_run(
             proc.kill()
             await proc.wait()
         server.close()
-    if how == "instructions" and not os.environ.get("INSTRUCTIONS_CALLGRIND"):
+    if how == "instructions" and not profiling:
         out = workdir / f"cachegrind.out.{proc.pid}"
         if not out.exists():
             tail = b"".join(stderr).decode(errors="replace")[-2000:]
