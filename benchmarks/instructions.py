@@ -62,7 +62,7 @@ instead of counting (``DIR/<target>.<pid>``); ``INSTRUCTIONS_CPROFILE=DIR`` runs
 chaosproxy targets under cProfile instead of valgrind (``DIR/<target>-<mode>-….prof``).
 
 Needs valgrind (Debian: ``apt-get install valgrind``; without it only ``--smoke`` runs,
-natively), strace for ``--syscalls``. A full run takes 15-30 minutes.
+natively), strace for ``--syscalls``. A full run takes 12-20 minutes.
 """
 
 from __future__ import annotations
