@@ -10,7 +10,6 @@ themselves run in CI (``.ci/run``: ``run.py --smoke`` and ``instructions.py --sm
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import io
 import re
@@ -37,7 +36,11 @@ def load(name: str) -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # (dataclasses look their module up)
-    spec.loader.exec_module(module)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path  # (its folder first on the path would shadow other modules)
     return module
 
 
@@ -283,4 +286,3 @@ def test_the_colocated_phase_is_last_and_its_smoke_is_small() -> None:
     assert run.ALL_PHASES[-1] == "colocated"
     assert run.SMOKE.colocated_streams == "20"
     assert run.Scale().colocated_streams == "200,400"
-    asyncio.run(asyncio.sleep(0))  # (the module's imports leave no loop behind)
