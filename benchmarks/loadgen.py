@@ -6,16 +6,23 @@ line and, when asked, reads each event's send time (``"t": <ns>``) to compute it
 latency. That keeps the generator cheaper per event than the proxies it measures.
 
 All connections go to 127.0.0.1; every stream has a deadline and is aborted after it.
+``benchmarks/run.py`` imports it (the load generator in its own process), and runs it as a
+process of its own (``python benchmarks/loadgen.py --help``) for its ``colocated`` phase.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import math
+import resource
+import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 #: Where the send time sits in an upstream event: ``data: {"t": 1700000000000000000, …``.
 T_MARK = b'"t": '
@@ -283,3 +290,77 @@ def percentile(sorted_values: Sequence[int] | Sequence[float], q: float) -> floa
         return float("nan")
     rank = min(len(sorted_values), max(1, math.ceil(q / 100.0 * len(sorted_values))))
     return float(sorted_values[rank - 1])
+
+
+def summary(results: Sequence[StreamResult], expect_events: int) -> dict[str, Any]:
+    """What a paced run saw, in one JSON-ready dict: failures, latency percentiles."""
+    lat = sorted(v for r in results for v in r.latencies)
+    errors = Counter(r.error or "?" for r in results if not r.ok)
+    return {
+        "streams": len(results),
+        "failures": sum(not r.ok for r in results),
+        "errors": [f"{n}x {e}" for e, n in errors.most_common(3)],
+        "events_received": sum(r.events for r in results),
+        "events_expected": expect_events * len(results),
+        "latency_p50_ms": round(percentile(lat, 50) / 1e6, 3),
+        "latency_p99_ms": round(percentile(lat, 99) / 1e6, 3),
+        "latency_p999_ms": round(percentile(lat, 99.9) / 1e6, 3),
+        "latency_max_ms": round(lat[-1] / 1e6, 3) if lat else None,
+    }
+
+
+async def paced_run(args: argparse.Namespace) -> dict[str, Any]:
+    """``--streams`` streams of ``--rate`` events/s, all connecting at once, each one's
+    timetable offset by k/(streams x rate) s (the benchmark's latency phase)."""
+    n = max(1, round(args.rate * args.seconds))
+    spread_ms = 1000.0 / args.rate / args.streams
+    paths = [
+        f"/stream?n={n}&rate={args.rate:g}&size={args.size}"
+        + (f"&offset={k * spread_ms:.3f}" if k else "")
+        for k in range(args.streams)
+    ]
+    cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    results = await run_many(
+        args.host,
+        args.port,
+        paths,
+        latency=True,
+        limit_s=n / args.rate * 2 + 20,
+        expect_events=n,
+    )
+    cpu1, wall1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    return {
+        **summary(results, n),
+        "wall_s": round(wall1 - wall0, 3),
+        "cpu_user_s": round(cpu1.ru_utime - cpu0.ru_utime, 3),
+        "cpu_sys_s": round(cpu1.ru_stime - cpu0.ru_stime, 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python benchmarks/loadgen.py --port P --streams 200 --rate 50 --seconds 6``: the
+    load generator as a process of its own. With ``--wait``, it prints ``READY`` once
+    it is set up and starts when a line comes on stdin (so that whoever measures it
+    starts its clocks then). Prints its summary as one JSON line on stdout."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--rate", type=float, default=50.0, help="events/s per stream")
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--size", type=int, default=256, help="bytes per event")
+    parser.add_argument("--wait", action="store_true", help="READY, then start on a line")
+    args = parser.parse_args(argv)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.wait:
+        print("READY", flush=True)
+        sys.stdin.readline()
+    import uvloop
+
+    print(json.dumps(uvloop.run(paced_run(args))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -71,7 +71,7 @@ from targets import (
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 ALL_TARGETS = ("direct", "passthrough", "framed", "nginx")
-ALL_PHASES = ("ttfb", "throughput", "latency", "fanout")
+ALL_PHASES = ("ttfb", "throughput", "latency", "fanout", "colocated")
 
 
 @dataclass
@@ -89,6 +89,8 @@ class Scale:
     fanout_seconds: float = 8.0
     paced_event_size: int = 256
     ttfb_requests: int = 300
+    #: The colocated phase's steps: streams of latency_rate events/s, one after another.
+    colocated_streams: str = "200,400"
 
 
 SMOKE = Scale(
@@ -99,6 +101,7 @@ SMOKE = Scale(
     fanout_streams=100,
     fanout_seconds=0.5,
     ttfb_requests=20,
+    colocated_streams="20",
 )
 
 Check = tuple[str, str, float, str, str]
@@ -119,7 +122,7 @@ CHECKS: list[Check] = [
     *_both("fanout_completion_ratio", 1.2, "<=", "2,000 streams: <= 1.2x paced"),
     *_both("fanout_peak_rss_mb", 200, "<=", "2,000 streams: peak RSS <= 200 MB"),
     ("passthrough", "added_ttfb_p50_ms", 1.0, "<=", "TTFB p50 <= direct + 1 ms"),
-    ("framed", "cpu_200_x_nginx", 2.0, "<=", "CPU per paced event <= 2x nginx's"),
+    ("framed", "cpu_200_x_nginx", 1.6, "<=", "CPU per paced event <= 1.6x nginx's"),
     ("framed", "added_ttfb_p50_ms", 1.0, "<=", "TTFB p50 <= direct + 1 ms"),
 ]
 
@@ -447,6 +450,113 @@ async def phase_fanout(target: Target, scale: Scale) -> dict[str, Any]:
     return out
 
 
+def shared_cores() -> list[int]:
+    """The two CPUs the colocated phase pins its processes to: the first two this
+    process may run on (all of them on a smaller machine)."""
+    return sorted(os.sched_getaffinity(0))[:2]
+
+
+def pin(pids: list[int], cpus: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, cpus)
+
+
+async def colocated_step(
+    target: Target, streams: int, scale: Scale, pids: list[int]
+) -> dict[str, Any]:
+    """One step of the colocated phase: the load generator as a process of its own,
+    pinned with the proxy and the upstream to the same two cores; the CPU each of them
+    used over the step, as a share of the two cores."""
+    cpus = set(shared_cores())
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(HERE / "loadgen.py"),
+        "--wait",
+        "--port",
+        str(target.port),
+        "--streams",
+        str(streams),
+        "--rate",
+        f"{scale.latency_rate:g}",
+        "--seconds",
+        f"{scale.latency_seconds:g}",
+        "--size",
+        str(scale.paced_event_size),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        ready = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if ready.strip() != b"READY":
+            raise TargetError(f"the load generator did not start: {ready!r}")
+        pin([proc.pid, *pids], cpus)
+        user0, sys0 = cpu_times(target.measured_pids())
+        up0 = cpu_seconds(pids[-1:])
+        mb0, mt0 = machine_jiffies()
+        proc.stdin.write(b"GO\n")
+        await proc.stdin.drain()
+        line = await asyncio.wait_for(proc.stdout.readline(), scale.latency_seconds * 2 + 60)
+        user1, sys1 = cpu_times(target.measured_pids())
+        up1 = cpu_seconds(pids[-1:])
+        mb1, mt1 = machine_jiffies()
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        await proc.wait()
+    out: dict[str, Any] = json.loads(line)
+    wall = out["wall_s"]
+    capacity = wall * len(cpus)  # CPU seconds the two cores had
+    loadgen = out["cpu_user_s"] + out["cpu_sys_s"]
+    proxy = (user1 - user0) + (sys1 - sys0)
+    upstream = up1 - up0
+    out["cores"] = len(cpus)
+    out["proxy_user_s"] = round(user1 - user0, 3)
+    out["proxy_sys_s"] = round(sys1 - sys0, 3)
+    shares = {"proxy": proxy, "upstream": upstream, "loadgen": loadgen}
+    if not target.measured_pids():
+        shares.pop("proxy")
+    for name, seconds in shares.items():
+        out[f"{name}_share_pct"] = round(100 * seconds / capacity, 1) if capacity else None
+    if mt1 > mt0:
+        # Everything else on the whole machine (other cores too), in % of the two.
+        busy_s = (mb1 - mb0) / CLK_TCK
+        rest = busy_s - sum(shares.values())
+        out["others_share_pct"] = round(max(0.0, 100 * rest / capacity), 1) if capacity else None
+    if out["events_received"]:
+        out["proxy_cpu_us_per_event"] = round(proxy * 1e6 / out["events_received"], 2)
+    return out
+
+
+async def phase_colocated(target: Target, scale: Scale) -> dict[str, Any]:
+    """p99 with the load generator as a separate process, proxy + upstream + load
+    generator pinned to the same two cores (``--colocated-streams``: one step each, at
+    ``--latency-rate`` events/s per stream), and where the CPU goes as the p99 grows."""
+    cpus = set(shared_cores())
+    upstream_pid = int(target.extra["upstream_pid"])
+    pids = [*target.measured_pids(), upstream_pid]
+    before = {pid: os.sched_getaffinity(pid) for pid in pids}
+    steps = []
+    try:
+        for streams in (int(x) for x in scale.colocated_streams.split(",") if x.strip()):
+            steps.append({"streams": streams, **await colocated_step(target, streams, scale, pids)})
+    finally:
+        for pid, mask in before.items():
+            pin([pid], mask)
+    head = steps[0] if steps else {}
+    return {
+        "cpus": sorted(cpus),
+        "steps": steps,
+        "streams": head.get("streams"),
+        "failures": head.get("failures"),
+        "errors": head.get("errors", []),
+        "latency_p99_ms": head.get("latency_p99_ms"),
+        "proxy_share_pct": head.get("proxy_share_pct"),
+    }
+
+
 #: Phases during which the proxy's loop-lag probe is read (chaosproxy/observe/looplag.py).
 LAG_PHASES = ("latency", "fanout")
 
@@ -482,6 +592,7 @@ PHASES: dict[str, Callable[[Target, Scale], Coroutine[Any, Any, dict[str, Any]]]
     "throughput": phase_throughput,
     "latency": phase_latency,
     "fanout": phase_fanout,
+    "colocated": phase_colocated,
 }
 
 
@@ -711,11 +822,27 @@ def derive(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float | No
         for key in ("p99_ms", "p999_ms", "max_ms", "stalls"):
             value = lag.get(key)
             d["loop_lag_" + key] = float(value) if isinstance(value, int | float) else None
+        colocated = results.get(name, {}).get("colocated", {})
+        first = (colocated.get("steps") or [{}])[0]
+        d["colocated_p99_ms"] = first.get("latency_p99_ms")
+        d["colocated_proxy_share_pct"] = first.get("proxy_share_pct")
         out[name] = d
-    nginx = out.get("nginx", {}).get("cpu_us_per_event_200")
     for d in out.values():
-        mine = d.get("cpu_us_per_event_200")
-        d["cpu_200_x_nginx"] = round(mine / nginx, 2) if mine and nginx else None
+        d["colocated_added_p99_ms"] = minus(
+            d.get("colocated_p99_ms"), out.get("direct", {}).get("colocated_p99_ms")
+        )
+    nginx = out.get("nginx", {})
+    for d in out.values():
+        total, kernel = d.get("cpu_us_per_event_200"), d.get("sys_us_per_event_200")
+        d["user_us_per_event_200"] = round(total - kernel, 2) if total and kernel else None
+    for d in out.values():
+        for key, ratio in (
+            ("cpu_us_per_event_200", "cpu_200_x_nginx"),
+            ("user_us_per_event_200", "user_200_x_nginx"),
+            ("sys_us_per_event_200", "sys_200_x_nginx"),
+        ):
+            mine, theirs = d.get(key), nginx.get(key)
+            d[ratio] = round(mine / theirs, 2) if mine and theirs else None
     return out
 
 
@@ -797,6 +924,60 @@ def print_cpu_split(der: dict[str, dict[str, Any]]) -> None:
         print(f"{name:<12} " + " ".join(cells))
 
 
+def print_cpu_against_nginx(der: dict[str, dict[str, Any]]) -> None:
+    """Issue 34's target: the CPU of a paced framed event (200 streams) against nginx's,
+    user and system time apart, measured in this run."""
+    framed, nginx = der.get("framed", {}), der.get("nginx", {})
+    if framed.get("cpu_200_x_nginx") is None:
+        return
+    ratio = framed["cpu_200_x_nginx"]
+
+    def split(d: dict[str, Any]) -> str:
+        return (
+            f"{d['cpu_us_per_event_200']:.1f} us (user {fmt(d['user_us_per_event_200'], '.1f')}, "
+            f"system {fmt(d['sys_us_per_event_200'], '.1f')})"
+        )
+
+    print(
+        f"\nCPU per paced event (200 streams x 50 ev/s): framed {split(framed)} against "
+        f"nginx's {split(nginx)}: {ratio:.2f}x "
+        f"(user {fmt(framed['user_200_x_nginx'], '.2f')}x, system "
+        f"{fmt(framed['sys_200_x_nginx'], '.2f')}x); target <= 1.6x: "
+        f"{'PASS' if ratio <= 1.6 else 'FAIL'}"
+    )
+
+
+def print_colocated(res: dict[str, dict[str, Any]]) -> None:
+    """The colocated phase: p99 and where the two cores' CPU went, per step."""
+    rows = [(n, step) for n, r in res.items() for step in r.get("colocated", {}).get("steps", [])]
+    if not rows:
+        return
+    cpus = next(iter(r["colocated"]["cpus"] for r in res.values() if "colocated" in r))
+    print(
+        f"\np99 with the load generator as its own process; proxy, upstream and load "
+        f"generator pinned to CPUs {','.join(map(str, cpus))} (shares of those cores' CPU "
+        "time; others = every other process of the machine)"
+    )
+    head = (
+        f"{'colocated':<12} {'streams':>7} {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8} "
+        f"{'fail':>5} | {'proxy%':>6} {'upstr%':>6} {'loadg%':>6} {'other%':>6} "
+        f"{'proxy us/ev':>11}"
+    )
+    print(head)
+    print("-" * len(head))
+    for name, st in rows:
+        print(
+            f"{name:<12} {st['streams']:>7} {fmt(st.get('latency_p50_ms'), '.2f'):>7} "
+            f"{fmt(st.get('latency_p99_ms'), '.2f'):>7} "
+            f"{fmt(st.get('latency_p999_ms'), '.2f'):>8} {fmt(st.get('failures')):>5} | "
+            f"{fmt(st.get('proxy_share_pct'), '.1f'):>6} "
+            f"{fmt(st.get('upstream_share_pct'), '.1f'):>6} "
+            f"{fmt(st.get('loadgen_share_pct'), '.1f'):>6} "
+            f"{fmt(st.get('others_share_pct'), '.1f'):>6} "
+            f"{fmt(st.get('proxy_cpu_us_per_event'), '.1f'):>11}"
+        )
+
+
 def print_report(report: dict[str, Any]) -> None:
     res = report["results"]
     der = report["derived"]
@@ -839,6 +1020,8 @@ def print_report(report: dict[str, Any]) -> None:
     for name, reason in report["skipped"].items():
         print(f"{name:<12} skipped: {reason}")
     print_cpu_split(der)
+    print_cpu_against_nginx(der)
+    print_colocated(res)
     print_loop_lag(res)
     problems = [
         f"{n}/{p}: {', '.join(v['errors'])}"
@@ -990,6 +1173,8 @@ async def bench(args: argparse.Namespace, scale: Scale, workdir: Path) -> dict[s
                 else:
                     raise
         targets = ready
+        for t in targets:
+            t.extra["upstream_pid"] = str(upstream.pid)
         profiler = (
             Profiler(
                 Path(args.profile),

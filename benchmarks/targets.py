@@ -124,7 +124,7 @@ class Process:
                 self.popen.stdin.close()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: get SIGTERM when the benchmark process dies."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -151,7 +151,7 @@ def spawn(
             stdout=stdout if stdout is not None else subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,  # a Ctrl-C in the terminal reaches only us
-            preexec_fn=_die_with_parent,  # we are single-threaded here
+            preexec_fn=die_with_parent,  # we are single-threaded here
         )
     return Process(name, popen, stderr_path)
 
