@@ -54,6 +54,7 @@ from chaosproxy.tools.explore_options import (
     DEFAULT_TIMEOUT,
     Budget,
     _clock,
+    n_runs,
     parse_budget,
 )
 from chaosproxy.tools.fault_space import (
@@ -672,7 +673,7 @@ def _shrink_failures(
             with lock:
                 active[0] -= 1
         say(
-            f"  [{number}] minimal after {shrunk.tests} runs ({len(shrunk.steps) - 1} steps): "
+            f"  [{number}] minimal after {n_runs(shrunk.tests)} ({len(shrunk.steps) - 1} steps): "
             f"{describe_faults(shrunk.faults)}"
         )
         return shrunk, last
@@ -800,7 +801,7 @@ def _found_trial(
         f"(its seed {first.seed}); {runs} run{'s' if runs != 1 else ''} of {_what(settings)} "
         "ended so",
         f"shrunk from {describe_faults(first.faults)}",
-        f"in {shrunk.tests} runs of the client ({len(shrunk.steps) - 1} steps)",
+        f"in {n_runs(shrunk.tests)} of the client ({len(shrunk.steps) - 1} steps)",
     ]
     check = settings.check
     if check is None and settings.client:
@@ -914,7 +915,9 @@ def render_summary(exploration: Exploration, fail_on: Iterable[str]) -> str:
         f"- client: `{s.client}`" if s.client else "- client: (in process)",
         f"- upstream: {s.upstream}; stream: {exploration.shape.provider}, "
         f"{exploration.shape.format}, {exploration.shape.events} events",
-        f"- seed {s.seed}; {len(exploration.runs)} runs ({s.budget}) in "
+        f"- seed {s.seed}; {n_runs(len(exploration.runs))}"
+        + ("" if s.budget.seconds is None else f" (budget {s.budget})")
+        + " in "
         f"{_clock(exploration.seconds)}; verdicts: {counts}",
         f"- faults: {', '.join(exploration.space.faults)}",
         f"- gate (`--fail-on {','.join(gate)}`): " + ("**failed**" if failed else "passed"),
@@ -934,7 +937,7 @@ def render_summary(exploration: Exploration, fail_on: Iterable[str]) -> str:
         fell = "; ".join(describe_shortfall(x) for x in f.outcome.fallbacks) or "-"
         out.append(
             f"| {i} | {f.verdict} | {_cell(f.reason)} | {_cell(describe_faults(f.faults))} | "
-            f"{_cell(fell)} | {len(f.found_by)} | run {f.shrunk_from} ({f.shrink_runs} runs) "
+            f"{_cell(fell)} | {len(f.found_by)} | run {f.shrunk_from} ({n_runs(f.shrink_runs)}) "
             f"| {where} |"
         )
     return "\n".join(out) + "\n"
@@ -1078,7 +1081,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     sys.stdout.write(render_summary(exploration, args.fail_on))
     failed = exploration.failed(args.fail_on)
     say(
-        f"chaosproxy explore: {len(exploration.runs)} runs in {_clock(exploration.seconds)}; "
+        f"chaosproxy explore: {n_runs(len(exploration.runs))} in {_clock(exploration.seconds)}; "
         f"{len(exploration.reproduced)} found, {len(exploration.flaky)} flaky; wrote "
         f"{Path(args.out)} ({len(written)} files)" + ("; FAILED" if failed else "")
     )

@@ -18,6 +18,11 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_BUDGET = 100
 
 
+def n_runs(n: int) -> str:
+    """``1 run``, ``20 runs``."""
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
 @dataclass(frozen=True, slots=True)
 class Budget:
     """How long to explore: a number of runs, or a time in seconds."""
@@ -28,7 +33,7 @@ class Budget:
     def __str__(self) -> str:
         if self.seconds is not None:
             return _clock(self.seconds)
-        return f"{self.runs} runs"
+        return n_runs(self.runs or 0)
 
     def as_json(self) -> dict[str, Any]:
         return {"runs": self.runs} if self.seconds is None else {"seconds": self.seconds}

@@ -261,7 +261,7 @@ def test_the_files(tmp_path: Path) -> None:
         f"# found by chaosproxy explore --seed 2, run {first.shrunk_from} (its seed "
         f"{first.seed}); 1 run of 100 runs ended so",
         f"# shrunk from {describe_faults(first.shrunk_from_faults)}",
-        f"# in {first.shrink_runs} runs of the client ({first.shrink_steps} steps)",
+        f"# in 1 run of the client ({first.shrink_steps} steps)",
         "# check: chaosproxy matrix --client c --scenarios FILE",
     ]
     validate = run_cli("validate", str(out / "found"))
@@ -292,8 +292,10 @@ def test_the_files(tmp_path: Path) -> None:
     assert (
         f"| 2 | silent_corruption | silent_corruption: a gap in the events | "
         f"drop {{kind: delta, nth: 1}} | - | {len(first.found_by)} | run {first.shrunk_from} "
-        f"({first.shrink_runs} runs) | found/silent-corruption-drop.yaml |"
+        f"(1 run) | found/silent-corruption-drop.yaml |"  # (one run, not "1 runs")
     ) in summary
+    assert first.shrink_runs == 1
+    assert "- seed 2; 100 runs in " in summary  # (not "100 runs (100 runs)")
     assert "- gate (`--fail-on false_alarm,hung,silent_corruption`): **failed**" in summary
     html = (out / "report.html").read_text()
     assert "<h1>chaosproxy explore: the minimal runs</h1>" in html
