@@ -5,6 +5,7 @@ wheel to PyPI with trusted publishing, on a version tag that is pyproject.toml's
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -166,3 +167,19 @@ def test_the_wheels_test_command_refuses_a_pure_build(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert pure.returncode == 1, pure.stdout + pure.stderr
+
+
+def test_the_typescript_client_goes_to_npm_after_pypi_at_the_release_version() -> None:
+    job = workflow()["jobs"]["npm"]
+    assert set(job["needs"]) == {"version", "pypi"}
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    (node,) = uses("npm", "actions/setup-node")
+    assert node["with"]["registry-url"] == "https://registry.npmjs.org"
+    publish = steps("npm")[-1]
+    assert publish["working-directory"] == "clients/typescript"
+    assert publish["run"] == "npm publish --provenance --access public"
+    assert publish["env"] == {"NODE_AUTH_TOKEN": "${{ secrets.NPM_TOKEN }}"}
+    package = json.loads((REPO / "clients" / "typescript" / "package.json").read_text())
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert (package["name"], package["version"]) == ("@chaosproxy/client", version)
+    assert package["scripts"]["prepack"] == "npm run build"
