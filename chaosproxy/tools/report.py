@@ -316,6 +316,12 @@ class DrawnRequest:
     violations: list[ViolationLine] = field(default_factory=list)
     violation_count: int = 0
     verdict: VerdictLine | None = None
+    #: The upstream events never written (a ``drop``, or a stream cut before them), each
+    #: with the write after which it was missed: ``{ordinal: write index}``. Kept as
+    #: writes come (an event written late, by a ``reorder``, leaves it again).
+    unsent: dict[int, int] = field(default_factory=dict)
+    #: The highest upstream ordinal written so far.
+    high: int = 0
     #: Where each write's line is (an index, or a position in the log), for :meth:`write`.
     places: array[int] = field(default_factory=lambda: array("q"))
     _lines: Callable[[int], LogLine] | None = field(default=None, repr=False)
@@ -412,6 +418,7 @@ class _Requests:
             _append_size(req, line["size"])
             req.faulted.append(1 if line.get("faults") else 0)
             req.places.append(place)
+            _note_events(req, line.get("events", ()), len(req.times) - 1)
         elif line["event"] == "action":
             if line["action"] == "cut":
                 start, at = self._started.get(rid), _ts_ms(line["ts"])
@@ -426,6 +433,24 @@ class _Requests:
             req.violation_count += 1
         elif line["event"] == "verdict":
             req.verdict = line
+
+
+#: Unsent events noted per request at most (a hostile log's ordinals: no unbounded map).
+MAX_UNSENT = 1000
+
+
+def _note_events(req: DrawnRequest, events: Iterable[object], index: int) -> None:
+    """The upstream ordinals of write ``index``: a jump past the highest so far leaves
+    the ordinals between unsent (until a later write carries one of them)."""
+    for e in events:
+        if isinstance(e, bool) or not isinstance(e, int) or e <= 0:
+            continue  # (an event the proxy made, not the upstream's)
+        if e > req.high + 1:
+            for missing in range(req.high + 1, min(e, req.high + 1 + MAX_UNSENT)):
+                if len(req.unsent) < MAX_UNSENT:
+                    req.unsent.setdefault(missing, index)
+        req.unsent.pop(e, None)
+        req.high = max(req.high, e)
 
 
 def _append_size(req: DrawnRequest, size: int) -> None:
@@ -544,6 +569,7 @@ svg .bytes { fill: none; stroke: #495057; stroke-width: 1.5; }
 svg .gap { fill: #e9ecef; }
 svg .stall { fill: #ffc9c9; opacity: .6; }
 svg .mark { stroke: #fff; stroke-width: .5; }
+svg .unsent { stroke: #e03131; stroke-width: 2; fill: none; }
 svg .kind-start { fill: var(--start); } svg .kind-delta { fill: var(--delta); }
 svg .kind-tool { fill: var(--tool); } svg .kind-terminal { fill: var(--terminal); }
 svg .kind-error { fill: var(--error); } svg .kind-other { fill: var(--other); }
@@ -666,6 +692,22 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
                         f'text-anchor="middle">{_e(label, 60)}</text>'
                     )
                     last_label = (label, x)
+    # Upstream events never written: a mark on the byte line where each was missed.
+    missed: dict[int, list[int]] = {}
+    for ordinal, index in sorted(req.unsent.items()):
+        missed.setdefault(index, []).append(ordinal)
+    if missed:
+        before = list(itertools.accumulate(sizes, initial=0))
+        for index, ordinals in missed.items():
+            x, y = scale.x(times[index]), scale.y(before[index])
+            said = ", ".join(str(o) for o in ordinals[:10]) + (" …" if len(ordinals) > 10 else "")
+            noun = "events" if len(ordinals) > 1 else "event"
+            parts.append(
+                f'<path class="unsent" data-events="{_e(said, 80)}" '
+                f'd="M{_f(x - 4)},{_f(y - 4)}L{_f(x + 4)},{_f(y + 4)}M{_f(x - 4)},{_f(y + 4)}'
+                f'L{_f(x + 4)},{_f(y - 4)}"><title>upstream {noun} {_e(said, 80)} never sent '
+                "to the client, where later ones were</title></path>"
+            )
     # The cut(s), then the end.
     for line, at in cuts:
         t = last_t if at is None else min(max(at, last_t), end_ms)
@@ -837,8 +879,8 @@ def _request_section(
 def _matrix_section(matrix: Mapping[str, Any], anchors: Mapping[str, int]) -> str:
     results = _list(matrix.get("results"))
     header = (
-        "<tr><th>scenario</th><th>verdict</th><th>faults not as asked</th><th>integrity</th>"
-        "<th>reason</th><th>request</th><th>exit code</th><th>duration</th>"
+        "<tr><th>scenario</th><th>verdict</th><th>faults not as asked</th><th>answer</th>"
+        "<th>bytes</th><th>reason</th><th>request</th><th>exit code</th><th>duration</th>"
         "<th>text matches</th></tr>"
     )
     rows = []
@@ -860,6 +902,9 @@ def _matrix_section(matrix: Mapping[str, Any], anchors: Mapping[str, int]) -> st
             f"<td>{_e(result.get('scenario'), 120)}</td>"
             f'<td class="verdict verdict-{_slug(verdict)}">{_e(verdict, 60)}</td>'
             f"<td>{_fallbacks(result.get('fallbacks'))}</td>"
+            # (The answer, as matrix.md says it: a tolerated row's bytes may be altered,
+            # re-chunked or re-ended, while the answer the client read is intact.)
+            f"<td>{_e(result.get('content') or '-', 60)}</td>"
             f"<td>{_e(result.get('integrity'), 60)}</td><td>{_e(result.get('reason'))}</td>"
             f"<td>{request}</td><td>{_e(result.get('exit_code'), 20)}</td>"
             f"<td>{_fmt_ms(_number(duration)) if duration is not None else ''}</td>"

@@ -381,6 +381,36 @@ def test_the_matrix_is_a_table_with_a_class_per_verdict() -> None:
     assert 'class="pill verdict-silent_corruption"' in section
 
 
+def test_the_matrix_says_the_answer_as_matrix_md_does_and_the_bytes_apart() -> None:
+    """A tolerated row whose bytes were altered (CRLF endings, say) reads ``intact`` in
+    the answer column, as in matrix.md; the bytes' integrity has its own column."""
+    row = {**MATRIX["results"][2], "content": "intact", "integrity": "altered"}
+    page = render_report(stream("r-1", SIMPLE), {**MATRIX, "results": [row]})
+    assert "<th>answer</th><th>bytes</th>" in page
+    assert (
+        '<td class="verdict verdict-tolerated">tolerated</td><td>\u2013</td><td>intact</td>'
+        "<td>altered</td>"
+    ) in page
+
+
+def test_an_event_never_sent_is_marked_where_it_was_missed() -> None:
+    """A dropped event leaves no write: the byte line gets a mark at the write after
+    which it was missed; an event sent late (reordered) leaves none."""
+    writes = [(10.0, 10, D, []), (20.0, 10, D, []), (30.0, 10, D, []), (40.0, 10, D, [])]
+    lines = stream("r-1", writes)
+    frames = [line for line in lines if line["event"] == "frame"]
+    for line, events in zip(frames, ([1], [2], [4], [5]), strict=True):
+        line["events"] = events  # (event 3 dropped)
+    page = render_report(lines)
+    marks = re.findall(r'<path class="unsent" data-events="([^"]*)" d="M([\d.]+),', page)
+    x = LEFT + PLOT_W * 30 / 40
+    assert marks == [("3", f"{x - 4:.1f}")]
+    assert "upstream event 3 never sent to the client, where later ones were" in page
+    for line, events in zip(frames, ([1], [3], [2], [4]), strict=True):
+        line["events"] = events  # (2 and 3 swapped: both sent)
+    assert 'class="unsent"' not in render_report(lines)
+
+
 def test_the_newest_requests_are_kept_under_the_limit() -> None:
     records = [line for n in range(1, 11) for line in stream(f"r-{n}", SIMPLE)]
     page = render_report(records, limit=3)
