@@ -27,6 +27,30 @@ from chaosproxy.core.records import AnswerFields, FrameFields, Integrity, Outcom
 
 RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
 
+#: Below this many microseconds (2**40: 12 days in milliseconds), ``t * 1000.0`` is off
+#: from the exact product by less than 2**-13: far less than :func:`round_ms`'s margin.
+_EXACT_ENOUGH = 1099511627776.0
+
+
+def round_ms(t: float) -> float:
+    """``round(t, 3)``, the same float, without its cost where it can be avoided.
+
+    ``round(t, 3)`` converts ``t`` to a decimal string and back (about 2.9k
+    instructions a call, on every write's ``t_ms``). Rounding ``t * 1000`` to the
+    nearest integer gives the same thousandths (divided back, the same float: a
+    correctly rounded division) unless the product is within its rounding error of a
+    half, where the nearest integer may differ: those, a zero (its sign), negative,
+    huge or not finite values take ``round`` itself."""
+    y = t * 1000.0
+    if 0.0 < y < _EXACT_ENOUGH:
+        whole = int(y)
+        frac = y - whole
+        if frac < 0.499:
+            return whole / 1000.0
+        if frac > 0.501:
+            return (whole + 1) / 1000.0
+    return round(t, 3)
+
 
 class Tally:
     """The writes to the client: how many, how many bytes, and when."""
@@ -49,7 +73,7 @@ class Tally:
         t_ms = 0.0 if started is None else (now - started) * 1000.0
         last = self._last_write
         if last is None:
-            self.ttfb_ms = round(t_ms, 3)
+            self.ttfb_ms = round_ms(t_ms)
         else:
             gap = (now - last) * 1000.0
             if gap > self._max_gap_ms:
@@ -59,7 +83,7 @@ class Tally:
             "seq": self.frames,
             "offset": self.bytes,
             "size": size,
-            "t_ms": round(t_ms, 3),
+            "t_ms": round_ms(t_ms),
         }
         self.frames += 1
         self.bytes += size

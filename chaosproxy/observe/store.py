@@ -37,6 +37,7 @@ from chaosproxy.core.records import (
 )
 from chaosproxy.core.verdict import run_of
 from chaosproxy.observe.journal import RequestEntry
+from chaosproxy.observe.logs import FrameObserver
 
 #: Recent requests kept by default (in flight and finished).
 DEFAULT_HISTORY = 256
@@ -154,7 +155,7 @@ def recorded_verdict(line: VerdictLine) -> RecordedVerdict:
     return cast("RecordedVerdict", {k: v for k, v in line.items() if k not in _FRAME_SKIP})
 
 
-class RequestStore:
+class RequestStore(FrameObserver):
     """Recent requests, rebuilt from frame-log lines; call it with every line."""
 
     def __init__(
