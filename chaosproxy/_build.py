@@ -21,6 +21,7 @@ COMPILED: tuple[str, ...] = (
     "chaosproxy.core.frames",
     "chaosproxy.core.events",
     "chaosproxy.core.actions",
+    "chaosproxy.core.selector",
     "chaosproxy.core.framing.sse",
     "chaosproxy.core.framing.ndjson",
     "chaosproxy.core.framing.raw",

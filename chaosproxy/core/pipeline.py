@@ -21,6 +21,7 @@ from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.records import SkippedFault
+from chaosproxy.core.selector import Selector
 
 #: The fault budget (docs/scenarios.md, Limits). An event into an event fault costs
 #: the fault's ``cost`` steps (about its microseconds of CPU), each event out of one a
@@ -70,16 +71,27 @@ class Pipeline:
         # HTTP-stage faults act before the body: they take part in neither body stage
         # (but are in ``faults``, so summary() reports them).
         self._event_faults = [f for f in self.faults if f.stage == "event"]
+        #: For each event fault, its selector when the fault passes the events it does
+        #: not select as they came (``passes_unselected``): asked here, so that only
+        #: the selected ones go into the fault.
+        self._gates: list[Selector | None] = [
+            f.selector if isinstance(f, SelectingFault) and f.passes_unselected else None
+            for f in self._event_faults
+        ]
         self._transport_faults = [f for f in self.faults if f.stage == "transport"]
         # Per event, every fault's observe() runs; a selecting fault's only feeds its
         # selector, so call that directly and skip faults that observe nothing.
+        # The selectors (compiled: called directly) before the other observers: each
+        # keeps its own state and draws from its own fault's generator, so the order
+        # between them changes nothing.
+        self._selectors: list[Selector] = []
         self._observers: list[Callable[[Event], None]] = []
         for f in self.faults:
             observe = type(f).observe
             if observe is Fault.observe:
                 continue
             if isinstance(f, SelectingFault) and observe is SelectingFault.observe:
-                self._observers.append(f.selector.observe)
+                self._selectors.append(f.selector)
             else:
                 self._observers.append(f.observe)
         if record is not None:
@@ -210,6 +222,8 @@ class Pipeline:
             self._ordinal += 1
             ev = Event(frame, self._ordinal, self.stream.profile.classify(frame))
         self.events_in += 1
+        for selector in self._selectors:
+            selector.observe(ev)
         for observe in self._observers:
             observe(ev)
         self._event_from(0, ev, out)
@@ -219,16 +233,26 @@ class Pipeline:
         abort the response when they spend more steps than the budget has left."""
         events = [ev]
         credit = self._credit
-        for fault in self._event_faults[start:] if start else self._event_faults:
+        faults = self._event_faults
+        gates = self._gates
+        for i in range(start, len(faults)):
+            fault = faults[i]
+            gate = gates[i]
             # Usually one event goes in and one comes out: no list to flatten then.
             if len(events) == 1:
-                events = fault.on_event(events[0])
-                credit -= fault.cost + len(events)
+                if gate is not None and not gate.selects(events[0]):
+                    credit -= fault.cost + 1  # (what its ``[ev]`` costs)
+                else:
+                    events = fault.on_event(events[0])
+                    credit -= fault.cost + len(events)
             else:
                 flat: list[Event] = []
                 cost = fault.cost
                 for e in events:
-                    flat += fault.on_event(e)
+                    if gate is not None and not gate.selects(e):
+                        flat.append(e)
+                    else:
+                        flat += fault.on_event(e)
                     credit -= cost
                     if len(flat) > credit:
                         break
