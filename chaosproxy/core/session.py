@@ -25,7 +25,7 @@ from __future__ import annotations
 import builtins  # (the class has a ``bytes`` property)
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from chaosproxy.core.actions import Action, Cut, CutRequest, HoldRequest, HttpAction, Respond, Send
 from chaosproxy.core.answer import AnswerState, Ledger
@@ -96,7 +96,7 @@ class EnvelopeLike(Protocol):
 
 #: Phases in which nothing may be written to the client (a tuple: cheaper to search
 #: than a set of enum members, whose hash is a Python call).
-_NO_WRITES = (Phase.START, Phase.HTTP)
+_NO_WRITES: Final = (Phase.START, Phase.HTTP)
 
 
 class Session:

@@ -14,7 +14,7 @@ worker that died.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol, cast
+from typing import Final, Literal, Protocol, cast
 
 from chaosproxy.core.answer import AnswerState
 from chaosproxy.core.body import BodyPath
@@ -29,7 +29,7 @@ RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
 
 #: Below this many microseconds (2**40: 12 days in milliseconds), ``t * 1000.0`` is off
 #: from the exact product by less than 2**-13: far less than :func:`round_ms`'s margin.
-_EXACT_ENOUGH = 1099511627776.0
+_EXACT_ENOUGH: Final = 1099511627776.0
 
 
 def round_ms(t: float) -> float:

@@ -28,7 +28,7 @@ import time
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Final, Literal, cast
 
 import orjson
 import structlog
@@ -248,9 +248,9 @@ class _Sink:
 
 #: What ``FrameLog._frames`` hands on when nothing needs the frame lines' dicts, or
 #: their texts (never read).
-_NO_LINE: dict[str, Any] = {}
-_NO_LINES: list[dict[str, Any]] = []
-_NO_TEXTS: list[bytes] = []
+_NO_LINE: Final[dict[str, Any]] = {}
+_NO_LINES: Final[list[dict[str, Any]]] = []
+_NO_TEXTS: Final[list[bytes]] = []
 
 
 def _stdout() -> IO[bytes] | None:
