@@ -25,6 +25,7 @@ COMPILED: tuple[str, ...] = (
     "chaosproxy.core.framing.sse",
     "chaosproxy.core.framing.ndjson",
     "chaosproxy.core.framing.raw",
+    "chaosproxy.core.providers.generic_kinds",
     "chaosproxy.core.pipeline",
     "chaosproxy.core.integrity",
     "chaosproxy.core.answer",

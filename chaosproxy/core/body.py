@@ -14,6 +14,7 @@ that is not framed has no body path: each upstream read is written as it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
@@ -48,6 +49,11 @@ BENIGN = frozenset(
         "throttle",
     }
 )
+
+
+#: The kinds of an event, sorted, by the set a profile gave (a profile gives the same
+#: few sets again and again): a lookup and a copy per write instead of a sort.
+_SORTED_KINDS: Final[dict[frozenset[str], tuple[str, ...]]] = {}
 
 
 def _in_group(ev: Event, ordinal: int) -> bool:
@@ -184,7 +190,13 @@ class BodyPath:
         events = send.events
         if len(events) == 1:  # the usual case: no comprehension frames per write
             line["events"] = [events[0].ordinal]
-            line["kinds"] = sorted(events[0].kinds)
+            kinds = events[0].kinds
+            ordered = _SORTED_KINDS.get(kinds)
+            if ordered is None:
+                ordered = tuple(sorted(kinds))
+                if len(_SORTED_KINDS) < 256:
+                    _SORTED_KINDS[kinds] = ordered
+            line["kinds"] = list(ordered)
         else:
             line["events"] = [e.ordinal for e in events]
             line["kinds"] = sorted({k for e in events for k in e.kinds})

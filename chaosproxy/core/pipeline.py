@@ -13,12 +13,14 @@ returns the same actions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from chaosproxy.core.actions import Action, Cut, Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, SelectingFault, Stream
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
+from chaosproxy.core.framing.sse import SseFramer
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.records import SkippedFault
 from chaosproxy.core.selector import Selector
@@ -31,16 +33,18 @@ from chaosproxy.core.selector import Selector
 #: ``times: 1000``, several in a row) cost one request minutes of CPU for one upstream
 #: event; with it a request's fault work is at most MAX_FAULT_CREDIT steps plus
 #: MAX_FAULT_STEPS per upstream frame, whatever the scenario.
-MAX_FAULT_STEPS = 500
-MAX_FAULT_CREDIT = 20_000
+MAX_FAULT_STEPS: Final = 500
+MAX_FAULT_CREDIT: Final = 20_000
 #: The ``reason`` of the ``action`` line of such a cut.
 BUDGET_REASON = (
     f"fault budget: the faults took more than {MAX_FAULT_STEPS} steps per upstream event "
     f"(beyond a reserve of {MAX_FAULT_CREDIT})"
 )
 
-_NO_KINDS: frozenset[str] = frozenset()
-_RAW_KINDS = frozenset({"other"})
+# (Final, these and the budget's: compiled code reads a Final constant directly, any
+# other module global through the module's dict, about 140 instructions a read.)
+_NO_KINDS: Final[frozenset[str]] = frozenset()
+_RAW_KINDS: Final = frozenset({"other"})
 
 
 class Pipeline:
@@ -96,8 +100,15 @@ class Pipeline:
                 self._observers.append(f.observe)
         if record is not None:
             self._observers.append(record)
+        #: The profile the events were last classified by, and how (its
+        #: ``classifier()``: a compiled function for the generic profile).
+        self._classified: Profile | None = None
+        self._classify: Callable[[Frame], frozenset[str]] = profile.classify
         self._raw = fmt == "raw"
         self._framer: Framer = make_framer(fmt, max_size)
+        #: The same framer when it is the SSE one: called directly (a compiled call,
+        #: not Python's call through the Framer protocol), once per read.
+        self._sse = self._framer if isinstance(self._framer, SseFramer) else None
         self._ordinal = 0
         #: Fault steps left (see MAX_FAULT_STEPS).
         self._credit = MAX_FAULT_CREDIT
@@ -148,7 +159,8 @@ class Pipeline:
         if self._transport_faults:
             self._set_clock(now)
         out: list[Action] = []
-        for frame in self._framer.feed(chunk):
+        sse = self._sse
+        for frame in self._framer.feed(chunk) if sse is None else sse.feed(chunk):
             self._frame(frame, out)
             if self._stopped():
                 break
@@ -220,7 +232,12 @@ class Pipeline:
                 self.stream.profile = self._detect(frame)
                 self._detect = None
             self._ordinal += 1
-            ev = Event(frame, self._ordinal, self.stream.profile.classify(frame))
+            profile = self.stream.profile
+            if profile is not self._classified:  # (the first event, or a new profile)
+                self._classified = profile
+                classifier = getattr(profile, "classifier", None)
+                self._classify = profile.classify if classifier is None else classifier()
+            ev = Event(frame, self._ordinal, self._classify(frame))
         self.events_in += 1
         for selector in self._selectors:
             selector.observe(ev)
