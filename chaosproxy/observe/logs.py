@@ -76,7 +76,8 @@ class _Timestamp:
         """The ``ts`` of a line logged now, as text and as ASCII bytes."""
         ms = int(time.time() * 1000)
         if ms != self._ms:
-            second, millis = divmod(ms, 1000)
+            second = ms // 1000  # (not divmod(): a generic call on boxed integers)
+            millis = ms - second * 1000
             if second != self._second:
                 self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
                 self._second = second
