@@ -177,7 +177,7 @@ class BodyPath:
         self.content: StreamContent | None = None
         if fmt != "raw":
             self.content = StreamContent(self.pipeline.stream, fmt, envelope=envelope)
-            self.pipeline.watch(self.content.upstream_event)
+            self.pipeline.watch_side(self.content.upstream)
         self.soundness = Soundness()
 
     def wrote(self, send: Send, line: FrameFields) -> None:

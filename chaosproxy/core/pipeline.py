@@ -21,6 +21,7 @@ from chaosproxy.core.faults.base import Fault, SelectingFault, Stream
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
 from chaosproxy.core.framing.sse import SseFramer
+from chaosproxy.core.integrity import Side
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.records import SkippedFault
 from chaosproxy.core.selector import Selector
@@ -90,6 +91,7 @@ class Pipeline:
         # between them changes nothing.
         self._selectors: list[Selector] = []
         self._observers: list[Callable[[Event], None]] = []
+        self._sides: list[Side] = []
         for f in self.faults:
             observe = type(f).observe
             if observe is Fault.observe:
@@ -120,6 +122,12 @@ class Pipeline:
     def watch(self, observer: Callable[[Event], None]) -> None:
         """Call ``observer`` with every upstream event, as framed, before any fault."""
         self._observers.append(observer)
+
+    def watch_side(self, side: Side) -> None:
+        """Give every upstream event, as framed, before any fault, to ``side`` (the
+        stream's upstream content: :mod:`chaosproxy.core.integrity`), after the other
+        observers: called directly, a compiled call per event."""
+        self._sides.append(side)
 
     @property
     def format(self) -> Format:
@@ -243,6 +251,8 @@ class Pipeline:
             selector.observe(ev)
         for observe in self._observers:
             observe(ev)
+        for side in self._sides:
+            side.event(ev)
         self._event_from(0, ev, out)
 
     def _event_from(self, start: int, ev: Event, out: list[Action]) -> None:
