@@ -183,27 +183,40 @@ class BodyPath:
     def wrote(self, send: Send, line: FrameFields) -> None:
         """A write of events to the client: judge it, add it to the sent side, and
         give its ``frame`` line the events' fields."""
+        events, kinds, faults = self.judged(send)
+        line["events"] = events
+        line["kinds"] = kinds
+        line["faults"] = faults
+        self.splice_from(send, line)
+
+    def judged(self, send: Send) -> tuple[list[int], list[str], list[str]]:
+        """Judge a write of events, add it to the sent side; its ``events``, ``kinds``
+        and ``faults`` fields (for the session to make its line with, at once:
+        :meth:`~chaosproxy.core.summary.Tally.write_events`)."""
         self.soundness.wrote(send)
         content = self.content
         if content is not None:
             content.wrote(send)
         events = send.events
         if len(events) == 1:  # the usual case: no comprehension frames per write
-            line["events"] = [events[0].ordinal]
             kinds = events[0].kinds
             ordered = _SORTED_KINDS.get(kinds)
             if ordered is None:
                 ordered = tuple(sorted(kinds))
                 if len(_SORTED_KINDS) < 256:
                     _SORTED_KINDS[kinds] = ordered
-            line["kinds"] = list(ordered)
-        else:
-            line["events"] = [e.ordinal for e in events]
-            line["kinds"] = sorted({k for e in events for k in e.kinds})
-        faults = send.faults
-        line["faults"] = list(faults)
-        if "splice" in faults:
-            sources = list(dict.fromkeys(e.splice_from for e in events if e.splice_from))
+            return [events[0].ordinal], list(ordered), list(send.faults)
+        return (
+            [e.ordinal for e in events],
+            sorted({k for e in events for k in e.kinds}),
+            list(send.faults),
+        )
+
+    @staticmethod
+    def splice_from(send: Send, line: FrameFields) -> None:
+        """Give the line of a write of spliced events the streams they came from."""
+        if "splice" in send.faults:
+            sources = list(dict.fromkeys(e.splice_from for e in send.events if e.splice_from))
             if sources:
                 line["splice_from"] = sources[0] if len(sources) == 1 else sources
 

@@ -487,11 +487,13 @@ class Session:
         phase = self.life.phase
         if phase in _NO_WRITES:
             raise SessionError(f"a write is not allowed in phase {phase.name}")
-        line = self.tally.write(len(send.data), now)
         body = self.body
         if body is not None and send.events:
-            body.wrote(send, line)
-        return line
+            events, kinds, faults = body.judged(send)
+            line = self.tally.write_events(len(send.data), now, events, kinds, faults)
+            body.splice_from(send, line)
+            return line
+        return self.tally.write(len(send.data), now)
 
     def summary(self, now: float) -> ResponseEnd:
         """The fields of the ``response_end`` line (only once ended)."""

@@ -233,6 +233,42 @@ def test_a_body_path_gives_a_write_its_event_fields() -> None:
     assert path.content.sent.events == 2
 
 
+def test_a_write_of_events_gets_its_line_made_whole_with_the_same_keys_in_order() -> None:
+    """``Tally.write_events`` with ``BodyPath.judged`` (the session's way) gives the line
+    ``Tally.write`` then ``BodyPath.wrote`` give: the same keys in the same order (the
+    frame log's bytes follow it), the same counts."""
+    one, other = (
+        BodyPath(
+            [], "sse", get_profile("openai-chat"), max_size=1 << 20, record=None, envelope=None
+        ),
+        BodyPath(
+            [], "sse", get_profile("openai-chat"), max_size=1 << 20, record=None, envelope=None
+        ),
+    )
+    a, b = Tally(), Tally()
+    a.started = b.started = 1.0
+    for n, now in [(1, 1.0123), (2, 1.5)]:
+        send = Send(b"x" * n, (_event(n),), 1, ("duplicate",))
+        grown = a.write(n, now)
+        one.wrote(send, grown)
+        events, kinds, faults = other.judged(send)
+        made = b.write_events(n, now, events, kinds, faults)
+        assert list(made.items()) == list(grown.items())
+    assert made == {
+        "seq": 1,
+        "offset": 1,
+        "size": 2,
+        "t_ms": 500.0,
+        "events": [2],
+        "kinds": ["delta"],
+        "faults": ["duplicate"],
+    }
+    assert (a.frames, a.bytes, a.ttfb_ms) == (b.frames, b.bytes, b.ttfb_ms) == (2, 3, 12.3)
+    assert one.content is not None and other.content is not None
+    assert one.content.sent.events == other.content.sent.events == 2
+    assert one.soundness.defect == other.soundness.defect == "duplicate"
+
+
 def test_a_raw_body_leaves_out_the_faults_that_need_events() -> None:
     scenario = parse_scenario(
         "name: r\nfaults:\n  - drop: {nth: 1}\n  - rechunk: {size: 3}\n", source="r.yaml"
