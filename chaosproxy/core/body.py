@@ -205,7 +205,8 @@ class BodyPath:
                 ordered = tuple(sorted(kinds))
                 if len(_SORTED_KINDS) < 256:
                     _SORTED_KINDS[kinds] = ordered
-            return [events[0].ordinal], list(ordered), list(send.faults)
+            faults = send.faults
+            return [events[0].ordinal], list(ordered), list(faults) if faults else []
         return (
             [e.ordinal for e in events],
             sorted({k for e in events for k in e.kinds}),

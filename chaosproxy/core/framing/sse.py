@@ -107,17 +107,22 @@ class SseFramer:
         if _CR not in data:
             # (A read that starts "data: " has no BOM to decide at the body's start.)
             if not self._buf:
-                # The usual paced read: one "data: ..." line and the blank line.
-                first = data.find(b"\n")
+                # The usual paced read: one "data: ..." line and the blank line (the
+                # line's only LF is the one before the last: asked of the value's
+                # bytes, which are decoded anyway; ``data.find`` is a method call).
+                end = len(data) - 2
                 if (
-                    first == len(data) - 2
+                    end >= 6
                     and data[-1] == _LF
+                    and data[end] == _LF
                     and data.startswith(b"data: ")
-                    and first + 2 <= self.max_size
+                    and end + 2 <= self.max_size
                 ):
-                    self._at_body_start = False
-                    value = data[6:first].decode("utf-8", "replace")
-                    return [Frame(data, value, None, None, None, (), b"\n", True)]
+                    line = data[6:end]
+                    if _LF not in line:
+                        self._at_body_start = False
+                        value = line.decode("utf-8", "replace")
+                        return [Frame(data, value, None, None, None, (), b"\n", True)]
             nl = b"\n"
         else:
             if not self._buf:
