@@ -10,8 +10,8 @@ from chaosproxy.core.records import CutHow
 
 
 # Not frozen, for the cost of construction (one Send per event; see Frame);
-# immutable by convention.
-@dataclass(slots=True, unsafe_hash=True)
+# immutable by convention. An ``__init__`` of our own, compiled (see Frame).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Send:
     """Write ``data`` to the client as one write (one frame-log line). Treat it as
     immutable."""
@@ -23,6 +23,18 @@ class Send:
     ends: int = 0
     #: Names of the faults that shaped this write, in the order they acted.
     faults: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        data: bytes,
+        events: tuple[Event, ...] = (),
+        ends: int = 0,
+        faults: tuple[str, ...] = (),
+    ) -> None:
+        self.data = data
+        self.events = events
+        self.ends = ends
+        self.faults = faults
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ that is not framed has no body path: each upstream read is written as it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
@@ -48,6 +49,11 @@ BENIGN = frozenset(
         "throttle",
     }
 )
+
+
+#: The kinds of an event, sorted, by the set a profile gave (a profile gives the same
+#: few sets again and again): a lookup and a copy per write instead of a sort.
+_SORTED_KINDS: Final[dict[frozenset[str], tuple[str, ...]]] = {}
 
 
 def _in_group(ev: Event, ordinal: int) -> bool:
@@ -175,7 +181,7 @@ class BodyPath:
         self.content: StreamContent | None = None
         if fmt != "raw":
             self.content = StreamContent(self.pipeline.stream, fmt, envelope=envelope)
-            self.pipeline.watch(self.content.upstream_event)
+            self.pipeline.watch_side(self.content.upstream)
         self.soundness = Soundness()
 
     def flaw(self, what: str) -> None:
@@ -195,6 +201,16 @@ class BodyPath:
     def wrote(self, send: Send, line: FrameFields) -> None:
         """A write of events to the client: judge it, add it to the sent side, and
         give its ``frame`` line the events' fields."""
+        events, kinds, faults = self.judged(send)
+        line["events"] = events
+        line["kinds"] = kinds
+        line["faults"] = faults
+        self.splice_from(send, line)
+
+    def judged(self, send: Send) -> tuple[list[int], list[str], list[str]]:
+        """Judge a write of events, add it to the sent side; its ``events``, ``kinds``
+        and ``faults`` fields (for the session to make its line with, at once:
+        :meth:`~chaosproxy.core.summary.Tally.write_events`)."""
         soundness = self.soundness
         fresh = soundness.defect is None
         soundness.wrote(send)
@@ -205,15 +221,25 @@ class BodyPath:
             content.wrote(send)
         events = send.events
         if len(events) == 1:  # the usual case: no comprehension frames per write
-            line["events"] = [events[0].ordinal]
-            line["kinds"] = sorted(events[0].kinds)
-        else:
-            line["events"] = [e.ordinal for e in events]
-            line["kinds"] = sorted({k for e in events for k in e.kinds})
-        faults = send.faults
-        line["faults"] = list(faults)
-        if "splice" in faults:
-            sources = list(dict.fromkeys(e.splice_from for e in events if e.splice_from))
+            kinds = events[0].kinds
+            ordered = _SORTED_KINDS.get(kinds)
+            if ordered is None:
+                ordered = tuple(sorted(kinds))
+                if len(_SORTED_KINDS) < 256:
+                    _SORTED_KINDS[kinds] = ordered
+            faults = send.faults
+            return [events[0].ordinal], list(ordered), list(faults) if faults else []
+        return (
+            [e.ordinal for e in events],
+            sorted({k for e in events for k in e.kinds}),
+            list(send.faults),
+        )
+
+    @staticmethod
+    def splice_from(send: Send, line: FrameFields) -> None:
+        """Give the line of a write of spliced events the streams they came from."""
+        if "splice" in send.faults:
+            sources = list(dict.fromkeys(e.splice_from for e in send.events if e.splice_from))
             if sources:
                 line["splice_from"] = sources[0] if len(sources) == 1 else sources
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from chaosproxy.core.frames import Frame
 
 
-# Not frozen, for the cost of construction (see Frame); immutable by convention.
-@dataclass(slots=True, unsafe_hash=True)
+# Not frozen, for the cost of construction (see Frame); immutable by convention. An
+# ``__init__`` of our own, compiled (see Frame).
+@dataclass(slots=True, unsafe_hash=True, init=False)
 class Event:
     """A frame plus what the pipeline knows about it (treat it as immutable).
 
@@ -28,6 +29,22 @@ class Event:
     #: fault rewrote them as one group (merged them into one event, interleaved two
     #: calls' events): a client sees the group whole, so no gap or disorder inside it.
     group: tuple[int, int] | None = None
+
+    def __init__(
+        self,
+        frame: Frame,
+        ordinal: int,
+        kinds: frozenset[str],
+        faults: tuple[str, ...] = (),
+        splice_from: str | None = None,
+        group: tuple[int, int] | None = None,
+    ) -> None:
+        self.frame = frame
+        self.ordinal = ordinal
+        self.kinds = kinds
+        self.faults = faults
+        self.splice_from = splice_from
+        self.group = group
 
     @property
     def raw(self) -> bytes:

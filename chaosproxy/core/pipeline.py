@@ -13,14 +13,18 @@ returns the same actions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from chaosproxy.core.actions import Action, Cut, Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Fault, SelectingFault, Stream
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, Framer, make_framer
+from chaosproxy.core.framing.sse import SseFramer
+from chaosproxy.core.integrity import Side
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.records import FallbackFault, SkippedFault
+from chaosproxy.core.selector import Selector
 
 #: The fault budget (docs/scenarios.md, Limits). An event into an event fault costs
 #: the fault's ``cost`` steps (about its microseconds of CPU), each event out of one a
@@ -30,16 +34,18 @@ from chaosproxy.core.records import FallbackFault, SkippedFault
 #: ``times: 1000``, several in a row) cost one request minutes of CPU for one upstream
 #: event; with it a request's fault work is at most MAX_FAULT_CREDIT steps plus
 #: MAX_FAULT_STEPS per upstream frame, whatever the scenario.
-MAX_FAULT_STEPS = 500
-MAX_FAULT_CREDIT = 20_000
+MAX_FAULT_STEPS: Final = 500
+MAX_FAULT_CREDIT: Final = 20_000
 #: The ``reason`` of the ``action`` line of such a cut.
 BUDGET_REASON = (
     f"fault budget: the faults took more than {MAX_FAULT_STEPS} steps per upstream event "
     f"(beyond a reserve of {MAX_FAULT_CREDIT})"
 )
 
-_NO_KINDS: frozenset[str] = frozenset()
-_RAW_KINDS = frozenset({"other"})
+# (Final, these and the budget's: compiled code reads a Final constant directly, any
+# other module global through the module's dict, about 140 instructions a read.)
+_NO_KINDS: Final[frozenset[str]] = frozenset()
+_RAW_KINDS: Final = frozenset({"other"})
 
 
 class Pipeline:
@@ -70,22 +76,41 @@ class Pipeline:
         # HTTP-stage faults act before the body: they take part in neither body stage
         # (but are in ``faults``, so summary() reports them).
         self._event_faults = [f for f in self.faults if f.stage == "event"]
+        #: For each event fault, its selector when the fault passes the events it does
+        #: not select as they came (``passes_unselected``): asked here, so that only
+        #: the selected ones go into the fault.
+        self._gates: list[Selector | None] = [
+            f.selector if isinstance(f, SelectingFault) and f.passes_unselected else None
+            for f in self._event_faults
+        ]
         self._transport_faults = [f for f in self.faults if f.stage == "transport"]
         # Per event, every fault's observe() runs; a selecting fault's only feeds its
         # selector, so call that directly and skip faults that observe nothing.
+        # The selectors (compiled: called directly) before the other observers: each
+        # keeps its own state and draws from its own fault's generator, so the order
+        # between them changes nothing.
+        self._selectors: list[Selector] = []
         self._observers: list[Callable[[Event], None]] = []
+        self._sides: list[Side] = []
         for f in self.faults:
             observe = type(f).observe
             if observe is Fault.observe:
                 continue
             if isinstance(f, SelectingFault) and observe is SelectingFault.observe:
-                self._observers.append(f.selector.observe)
+                self._selectors.append(f.selector)
             else:
                 self._observers.append(f.observe)
         if record is not None:
             self._observers.append(record)
+        #: The profile the events were last classified by, and how (its
+        #: ``classifier()``: a compiled function for the generic profile).
+        self._classified: Profile | None = None
+        self._classify: Callable[[Frame], frozenset[str]] = profile.classify
         self._raw = fmt == "raw"
         self._framer: Framer = make_framer(fmt, max_size)
+        #: The same framer when it is the SSE one: called directly (a compiled call,
+        #: not Python's call through the Framer protocol), once per read.
+        self._sse = self._framer if isinstance(self._framer, SseFramer) else None
         self._ordinal = 0
         #: Fault steps left (see MAX_FAULT_STEPS).
         self._credit = MAX_FAULT_CREDIT
@@ -97,6 +122,12 @@ class Pipeline:
     def watch(self, observer: Callable[[Event], None]) -> None:
         """Call ``observer`` with every upstream event, as framed, before any fault."""
         self._observers.append(observer)
+
+    def watch_side(self, side: Side) -> None:
+        """Give every upstream event, as framed, before any fault, to ``side`` (the
+        stream's upstream content: :mod:`chaosproxy.core.integrity`), after the other
+        observers: called directly, a compiled call per event."""
+        self._sides.append(side)
 
     @property
     def format(self) -> Format:
@@ -136,7 +167,8 @@ class Pipeline:
         if self._transport_faults:
             self._set_clock(now)
         out: list[Action] = []
-        for frame in self._framer.feed(chunk):
+        sse = self._sse
+        for frame in self._framer.feed(chunk) if sse is None else sse.feed(chunk):
             self._frame(frame, out)
             if self._stopped():
                 break
@@ -208,10 +240,19 @@ class Pipeline:
                 self.stream.profile = self._detect(frame)
                 self._detect = None
             self._ordinal += 1
-            ev = Event(frame, self._ordinal, self.stream.profile.classify(frame))
+            profile = self.stream.profile
+            if profile is not self._classified:  # (the first event, or a new profile)
+                self._classified = profile
+                classifier = getattr(profile, "classifier", None)
+                self._classify = profile.classify if classifier is None else classifier()
+            ev = Event(frame, self._ordinal, self._classify(frame))
         self.events_in += 1
+        for selector in self._selectors:
+            selector.observe(ev)
         for observe in self._observers:
             observe(ev)
+        for side in self._sides:
+            side.event(ev)
         self._event_from(0, ev, out)
 
     def _event_from(self, start: int, ev: Event, out: list[Action]) -> None:
@@ -219,16 +260,26 @@ class Pipeline:
         abort the response when they spend more steps than the budget has left."""
         events = [ev]
         credit = self._credit
-        for fault in self._event_faults[start:] if start else self._event_faults:
+        faults = self._event_faults
+        gates = self._gates
+        for i in range(start, len(faults)):
+            fault = faults[i]
+            gate = gates[i]
             # Usually one event goes in and one comes out: no list to flatten then.
             if len(events) == 1:
-                events = fault.on_event(events[0])
-                credit -= fault.cost + len(events)
+                if gate is not None and not gate.selects(events[0]):
+                    credit -= fault.cost + 1  # (what its ``[ev]`` costs)
+                else:
+                    events = fault.on_event(events[0])
+                    credit -= fault.cost + len(events)
             else:
                 flat: list[Event] = []
                 cost = fault.cost
                 for e in events:
-                    flat += fault.on_event(e)
+                    if gate is not None and not gate.selects(e):
+                        flat.append(e)
+                    else:
+                        flat += fault.on_event(e)
                     credit -= cost
                     if len(flat) > credit:
                         break

@@ -25,7 +25,7 @@ from __future__ import annotations
 import builtins  # (the class has a ``bytes`` property)
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from chaosproxy.core.actions import Action, Cut, CutRequest, HoldRequest, HttpAction, Respond, Send
 from chaosproxy.core.answer import AnswerState, Ledger
@@ -96,7 +96,7 @@ class EnvelopeLike(Protocol):
 
 #: Phases in which nothing may be written to the client (a tuple: cheaper to search
 #: than a set of enum members, whose hash is a Python call).
-_NO_WRITES = (Phase.START, Phase.HTTP)
+_NO_WRITES: Final = (Phase.START, Phase.HTTP)
 
 
 class Session:
@@ -487,11 +487,13 @@ class Session:
         phase = self.life.phase
         if phase in _NO_WRITES:
             raise SessionError(f"a write is not allowed in phase {phase.name}")
-        line = self.tally.write(len(send.data), now)
         body = self.body
         if body is not None and send.events:
-            body.wrote(send, line)
-        return line
+            events, kinds, faults = body.judged(send)
+            line = self.tally.write_events(len(send.data), now, events, kinds, faults)
+            body.splice_from(send, line)
+            return line
+        return self.tally.write(len(send.data), now)
 
     def summary(self, now: float) -> ResponseEnd:
         """The fields of the ``response_end`` line (only once ended)."""

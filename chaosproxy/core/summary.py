@@ -14,7 +14,7 @@ worker that died.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol, cast
+from typing import Final, Literal, Protocol, cast
 
 from chaosproxy.core.answer import AnswerState
 from chaosproxy.core.body import BodyPath
@@ -26,6 +26,30 @@ from chaosproxy.core.pipeline import Pipeline, fault_fallbacks, fault_summary
 from chaosproxy.core.records import AnswerFields, FrameFields, Integrity, Outcome, ResponseEnd
 
 RAW_SKIP_REASON = "the response is not sse or ndjson, so it has no events"
+
+#: Below this many microseconds (2**40: 12 days in milliseconds), ``t * 1000.0`` is off
+#: from the exact product by less than 2**-13: far less than :func:`round_ms`'s margin.
+_EXACT_ENOUGH: Final = 1099511627776.0
+
+
+def round_ms(t: float) -> float:
+    """``round(t, 3)``, the same float, without its cost where it can be avoided.
+
+    ``round(t, 3)`` converts ``t`` to a decimal string and back (about 2.9k
+    instructions a call, on every write's ``t_ms``). Rounding ``t * 1000`` to the
+    nearest integer gives the same thousandths (divided back, the same float: a
+    correctly rounded division) unless the product is within its rounding error of a
+    half, where the nearest integer may differ: those, a zero (its sign), negative,
+    huge or not finite values take ``round`` itself."""
+    y = t * 1000.0
+    if 0.0 < y < _EXACT_ENOUGH:
+        whole = int(y)
+        frac = y - whole
+        if frac < 0.499:
+            return whole / 1000.0
+        if frac > 0.501:
+            return (whole + 1) / 1000.0
+    return round(t, 3)
 
 
 class Tally:
@@ -45,25 +69,47 @@ class Tally:
 
     def write(self, size: int, now: float) -> FrameFields:
         """A write of ``size`` bytes at ``now``: the start of its ``frame`` fields."""
+        t_ms = self._count(size, now)
+        line: FrameFields = {
+            "seq": self.frames - 1,
+            "offset": self.bytes - size,
+            "size": size,
+            "t_ms": t_ms,
+        }
+        return line
+
+    def write_events(
+        self, size: int, now: float, events: list[int], kinds: list[str], faults: list[str]
+    ) -> FrameFields:
+        """A write of events: its ``frame`` fields with the events' fields, made at
+        once (a dict of seven keys built whole, not grown from four, issue 34)."""
+        t_ms = self._count(size, now)
+        line: FrameFields = {
+            "seq": self.frames - 1,
+            "offset": self.bytes - size,
+            "size": size,
+            "t_ms": t_ms,
+            "events": events,
+            "kinds": kinds,
+            "faults": faults,
+        }
+        return line
+
+    def _count(self, size: int, now: float) -> float:
+        """Count a write of ``size`` bytes at ``now``; its ``t_ms``."""
         started = self.started
-        t_ms = 0.0 if started is None else (now - started) * 1000.0
+        t_ms = round_ms(0.0 if started is None else (now - started) * 1000.0)
         last = self._last_write
         if last is None:
-            self.ttfb_ms = round(t_ms, 3)
+            self.ttfb_ms = t_ms
         else:
             gap = (now - last) * 1000.0
             if gap > self._max_gap_ms:
                 self._max_gap_ms = gap
         self._last_write = now
-        line: FrameFields = {
-            "seq": self.frames,
-            "offset": self.bytes,
-            "size": size,
-            "t_ms": round(t_ms, 3),
-        }
         self.frames += 1
         self.bytes += size
-        return line
+        return t_ms
 
     @property
     def max_gap_ms(self) -> float:

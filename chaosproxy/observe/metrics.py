@@ -24,6 +24,7 @@ from prometheus_client import (
 )
 
 from chaosproxy.core.records import FrameFields, LogLine, ResponseEndLine
+from chaosproxy.observe.logs import FrameObserver
 from chaosproxy.observe.metrics_collector import (
     Counted,
     GuardCollector,
@@ -46,7 +47,7 @@ DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 #: Upstream failures answered by the proxy itself before any body byte (502, 504).
 
 
-class Metrics:
+class Metrics(FrameObserver):
     """The proxy's metrics; call it with every frame-log line (``log.add_observer``)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:

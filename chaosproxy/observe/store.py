@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import orjson
 
@@ -37,6 +37,7 @@ from chaosproxy.core.records import (
 )
 from chaosproxy.core.verdict import run_of
 from chaosproxy.observe.journal import RequestEntry
+from chaosproxy.observe.logs import FrameObserver
 
 #: Recent requests kept by default (in flight and finished).
 DEFAULT_HISTORY = 256
@@ -48,7 +49,7 @@ DEFAULT_MAX_CONTENT = 256 * 1024
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 #: What a kept line costs besides its characters: its ``str`` object (49 bytes of
 #: header, rounded up by the allocator) and its slot in a list.
-LINE_OVERHEAD = 64
+LINE_OVERHEAD: Final = 64
 #: What a record costs besides its lines and its journal entry: the record, its
 #: ``request`` line and (once ended) its summary, as dicts (measured with
 #: tracemalloc: tests/observe/test_store.py).
@@ -154,7 +155,7 @@ def recorded_verdict(line: VerdictLine) -> RecordedVerdict:
     return cast("RecordedVerdict", {k: v for k, v in line.items() if k not in _FRAME_SKIP})
 
 
-class RequestStore:
+class RequestStore(FrameObserver):
     """Recent requests, rebuilt from frame-log lines; call it with every line."""
 
     def __init__(

@@ -16,7 +16,7 @@ import pytest
 
 from chaosproxy.core.actions import Action, Cut, Send
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults import build_faults
+from chaosproxy.core.faults import build_faults, registry
 from chaosproxy.core.faults.base import Fault, fault_rng
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import make_framer
@@ -275,6 +275,42 @@ def test_probability_zero_draws_once_per_counted_event(reads: int) -> None:
     assert faults[0].ctx.rng.getstate() == every.getstate()
     assert faults[1].ctx.rng.getstate() == terminal_only.getstate()
     assert [f.applied for f in faults] == [0, 0]
+
+
+def _spied(fault: Fault, seen: list[int]) -> None:
+    """Record the ordinal of each event ``fault.on_event`` is called with (a fault is
+    Python: the pipeline calls it by name, an attribute of the instance first)."""
+    on_event = fault.on_event
+
+    def spy(ev: Event) -> list[Event]:
+        seen.append(ev.ordinal)
+        return on_event(ev)
+
+    fault.on_event = spy  # type: ignore[method-assign]
+
+
+def test_a_fault_that_passes_unselected_events_sees_only_the_selected_ones() -> None:
+    """``drop``, ``duplicate``, ``corrupt`` and ``mutate`` give back an event they do
+    not select as it came: the pipeline asks their selector and calls them with the
+    selected events only (the output is the plain algorithm's: above); a fault that
+    may act on any event (``comment``) is called with each."""
+    passing = sorted(n for n, t in registry().items() if getattr(t, "passes_unselected", False))
+    assert passing == ["corrupt", "drop", "duplicate", "mutate"]
+    scenario = parse_scenario(
+        "name: g\nfaults:\n  - mutate: {nth: [2, 4], set: {y: 1}}\n  - comment: {every: 9}\n"
+        "  - duplicate: {nth: 3}\n",
+        "g",
+    )
+    profile = get_profile("openai-chat")
+    faults = build_faults(scenario.faults, 5, "sse", profile)
+    seen: dict[str, list[int]] = {f.name: [] for f in faults}
+    for fault in faults:
+        _spied(fault, seen[fault.name])
+    pipeline = Pipeline(faults, "sse", profile)
+    sends = pipeline.feed(_deltas(5), 0.0) + pipeline.end(0.0)
+    assert seen == {"mutate": [2, 4], "comment": [1, 2, 3, 4, 5, 6], "duplicate": [3]}
+    assert len(sends) == 6 + 1  # (the third event twice)
+    assert [f.applied for f in faults] == [2, 0, 1]
 
 
 # --------------------------------------------------------------------------- the budget

@@ -4,6 +4,8 @@ drives them together through the facade."""
 
 from __future__ import annotations
 
+import math
+import random
 from typing import get_args
 
 import pytest
@@ -31,7 +33,7 @@ from chaosproxy.core.lifecycle import (
 )
 from chaosproxy.core.providers import get_profile
 from chaosproxy.core.records import Outcome
-from chaosproxy.core.summary import Tally, worker_lost_end
+from chaosproxy.core.summary import Tally, round_ms, worker_lost_end
 from chaosproxy.scenario import parse_scenario
 
 # --------------------------------------------------------------------------- lifecycle
@@ -231,6 +233,42 @@ def test_a_body_path_gives_a_write_its_event_fields() -> None:
     assert path.content.sent.events == 2
 
 
+def test_a_write_of_events_gets_its_line_made_whole_with_the_same_keys_in_order() -> None:
+    """``Tally.write_events`` with ``BodyPath.judged`` (the session's way) gives the line
+    ``Tally.write`` then ``BodyPath.wrote`` give: the same keys in the same order (the
+    frame log's bytes follow it), the same counts."""
+    one, other = (
+        BodyPath(
+            [], "sse", get_profile("openai-chat"), max_size=1 << 20, record=None, envelope=None
+        ),
+        BodyPath(
+            [], "sse", get_profile("openai-chat"), max_size=1 << 20, record=None, envelope=None
+        ),
+    )
+    a, b = Tally(), Tally()
+    a.started = b.started = 1.0
+    for n, now in [(1, 1.0123), (2, 1.5)]:
+        send = Send(b"x" * n, (_event(n),), 1, ("duplicate",))
+        grown = a.write(n, now)
+        one.wrote(send, grown)
+        events, kinds, faults = other.judged(send)
+        made = b.write_events(n, now, events, kinds, faults)
+        assert list(made.items()) == list(grown.items())
+    assert made == {
+        "seq": 1,
+        "offset": 1,
+        "size": 2,
+        "t_ms": 500.0,
+        "events": [2],
+        "kinds": ["delta"],
+        "faults": ["duplicate"],
+    }
+    assert (a.frames, a.bytes, a.ttfb_ms) == (b.frames, b.bytes, b.ttfb_ms) == (2, 3, 12.3)
+    assert one.content is not None and other.content is not None
+    assert one.content.sent.events == other.content.sent.events == 2
+    assert one.soundness.defect == other.soundness.defect == "duplicate"
+
+
 def test_a_raw_body_leaves_out_the_faults_that_need_events() -> None:
     scenario = parse_scenario(
         "name: r\nfaults:\n  - drop: {nth: 1}\n  - rechunk: {size: 3}\n", source="r.yaml"
@@ -253,6 +291,20 @@ def test_a_tally_numbers_the_writes_and_times_them() -> None:
     assert tally.write(1, 10.0530) == {"seq": 2, "offset": 12, "size": 1, "t_ms": 53.0}
     assert (tally.frames, tally.bytes, tally.ttfb_ms, tally.max_gap_ms) == (3, 13, 31.4, 20.6)
     assert tally.ms_since_start(10.088) == pytest.approx(88.0)
+
+
+def test_round_ms_is_round_to_the_thousandth_float_for_float() -> None:
+    """The write's ``t_ms`` is ``round(t, 3)`` exactly (the frame log's bytes depend
+    on it), by a shorter way where the product by 1000 is far enough from a half."""
+    rng = random.Random(34)
+    cases = [0.0, -0.0, -1.5, 0.0005, 0.0015, 2.675, 1.0005, 1e12, 1e300, math.inf, 5e-324]
+    for _ in range(200_000):
+        cases.append(rng.random() * 10 ** rng.randint(-4, 10))  # anything
+        half = (rng.randint(0, 10**9) + 0.5) / 1000  # a half of a thousandth, or next to it
+        cases += [half, math.nextafter(half, 0.0), math.nextafter(half, math.inf)]
+    # (as text: the sign of a zero counts; the log writes it)
+    assert [repr(round_ms(t)) for t in cases] == [repr(round(t, 3)) for t in cases]
+    assert math.isnan(round_ms(math.nan))
 
 
 def test_a_tally_of_nothing() -> None:

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from chaosproxy.observe import logs
 from chaosproxy.observe.logs import FrameLog, redact_path, redact_text, redact_url
+from chaosproxy.observe.metrics import Metrics
+from chaosproxy.observe.store import RequestStore
 from tests.conftest import chaosproxy_argv
 
 #: The least a line of each kind carries (the shipped schema requires it: tests/logcheck.py).
@@ -174,6 +176,35 @@ def test_an_observer_object_sees_every_line_until_removed() -> None:
     bound.info("response_end", **RESPONSE_END)
     assert seen.events == ["request", "frame"]
     assert other.events == ["request", "frame", "frame", "response_end"]
+
+
+def test_a_frame_observer_is_called_directly_with_the_lines_the_log_writes() -> None:
+    """The admin store and the metrics (each a :class:`~chaosproxy.observe.logs.
+    FrameObserver`) get every frame line's parts and text by a direct call, before the
+    other observers, one line or one batch at a time, until removed; the other lines
+    as any observer."""
+    out = io.BytesIO()
+    log = FrameLog(out)
+    order: list[str] = []
+    log.add_observer(lambda line: order.append(f"plain {line['event']}"))
+    store, metrics = RequestStore(), Metrics()
+    log.add_observer(store)
+    log.add_observer(metrics)
+    bound = log.for_request(request_id="r-5", scenario="s")
+    bound.info("request", **REQUEST)
+    bound.frame({**FRAME, "size": 3})
+    bound.frames([{**FRAME, "seq": 1, "offset": 3, "size": 4}, {**FRAME, "seq": 2, "size": 5}])
+    log.remove_observer(metrics)
+    bound.frame({**FRAME, "seq": 3, "size": 6})
+    bound.info("response_end", **{**RESPONSE_END, "bytes": 18, "frames": 4})
+    written = out.getvalue().splitlines(keepends=True)
+    frames = [line[:-1].decode() for line in written if b'"event":"frame"' in line]
+    record = store.get("r-5")
+    assert record is not None and record.done
+    assert record.frames == frames  # each kept as the text the log wrote
+    assert (record.sent_frames, record.sent_bytes) == (4, 18)
+    assert metrics._sent == {"s": [3, 12]}  # (the last frame came after it was removed)
+    assert order == ["plain request", *["plain frame"] * 4, "plain response_end"]
 
 
 def test_error_texts_are_redacted_before_observers_and_rendering() -> None:

@@ -80,6 +80,30 @@ def test_lines_become_metrics() -> None:
     assert value(metrics, "chaosproxy_request_duration_seconds_bucket", scenario="s", le="0.1") == 0
 
 
+def test_the_frame_lines_of_requests_in_turn_count_for_their_own_scenarios() -> None:
+    """The counts of a request's scenario are kept for its next line (its lines share
+    one context): lines of requests taking turns, or a line given whole, still count
+    where they belong."""
+    metrics = Metrics()
+    a, b, none = (
+        {"request_id": "r-1", "scenario": "a"},
+        {"request_id": "r-2", "scenario": "b"},
+        {
+            "request_id": "r-3",
+            "scenario": None,
+        },
+    )
+    for context, size in [(a, 1), (a, 2), (b, 10), (a, 4), (none, 100), (b, 20), (b, 40)]:
+        metrics.frame_json(context, {"seq": 0, "offset": 0, "size": size, "t_ms": 0.0}, b"")
+    metrics.frames_json(a, [{"seq": 0, "offset": 0, "size": 8, "t_ms": 0.0}] * 2, [b"", b""])
+    metrics({"event": "frame", "request_id": "r-2", "scenario": "b", "size": 80})  # type: ignore[typeddict-item]
+    assert value(metrics, "chaosproxy_frames_total", scenario="a") == 5
+    assert value(metrics, "chaosproxy_bytes_sent_total", scenario="a") == 1 + 2 + 4 + 16
+    assert value(metrics, "chaosproxy_frames_total", scenario="b") == 4
+    assert value(metrics, "chaosproxy_bytes_sent_total", scenario="b") == 150
+    assert value(metrics, "chaosproxy_bytes_sent_total", scenario="none") == 100
+
+
 def test_each_metrics_has_its_own_registry() -> None:
     a, b = Metrics(), Metrics()
     assert a.registry is not b.registry

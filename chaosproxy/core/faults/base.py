@@ -58,6 +58,7 @@ from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.regex import compile_search
+from chaosproxy.core.selector import Selector
 from chaosproxy.core.tenancy import ANONYMOUS
 
 # --------------------------------------------------------------------------- config
@@ -212,109 +213,8 @@ class SelectorConfig(FaultConfig):
         return v
 
 
-# --------------------------------------------------------------------------- selection
-
-
-class Selector:
-    """Per-request state of a fault's selectors.
-
-    The pipeline calls :meth:`observe` for every upstream event *before* any fault
-    runs, so ordinals (``nth``, ``every``, ``range``) count upstream events that pass
-    ``kind``/``type``/``match``, whatever earlier faults did to the stream, and the
-    ``probability`` draw for an event does not depend on other faults either.
-    """
-
-    __slots__ = (
-        "_cfg",
-        "_every",
-        "_filtered",
-        "_kinds",
-        "_nth",
-        "_positional",
-        "_probability",
-        "_range",
-        "_regex",
-        "_rng",
-        "_selected",
-        "_types",
-        "matched",
-    )
-
-    def __init__(self, cfg: SelectorConfig, rng: random.Random) -> None:
-        self._cfg = cfg
-        self._kinds = _as_set(cfg.kind)
-        self._types = _as_set(cfg.type)
-        self._regex = compile_search(cfg.match) if cfg.match is not None else None
-        self._nth = _as_int_set(cfg.nth)
-        # Copies of the config's fields: observe() runs per event.
-        self._every = cfg.every
-        self._range = cfg.range
-        self._probability = cfg.probability
-        #: Whether kind/type/match filter at all (else every event counts).
-        self._filtered = (
-            self._kinds is not None or self._types is not None or self._regex is not None
-        )
-        #: Whether nth/every/range pick among the events that count.
-        self._positional = (
-            self._nth is not None or self._every is not None or self._range is not None
-        )
-        self._rng = rng
-        #: How many upstream events passed kind/type/match so far.
-        self.matched = 0
-        self._selected: set[int] = set()
-
-    def observe(self, ev: Event) -> None:
-        if ev.ordinal <= 0:
-            return
-        if self._filtered:
-            frame = ev.frame
-            if self._kinds is not None and not (self._kinds & ev.kinds):
-                return
-            if self._types is not None and frame.type not in self._types:
-                return
-            if self._regex is not None and not self._regex(frame.data or ""):
-                return
-        self.matched += 1
-        if self._positional:
-            n = self.matched
-            if self._nth is not None and n not in self._nth:
-                return
-            if self._every is not None and n % self._every:
-                return
-            if self._range is not None and not self._range[0] <= n <= self._range[1]:
-                return
-        # Drawn for every event that gets here, selected or not (probability 0
-        # included), so a seed gives the same selection whatever the other faults do.
-        if self._probability is not None and self._rng.random() >= self._probability:
-            return
-        self._selected.add(ev.ordinal)
-
-    def selects(self, ev: Event) -> bool:
-        """True when ``ev`` (an upstream event, or a copy of one) is selected."""
-        return ev.ordinal in self._selected
-
-    def unreached(self) -> str | None:
-        """Why an ordinal the config names never came, or None."""
-        cfg = self._cfg
-        wanted = [*(self._nth or ()), *([cfg.range[0]] if cfg.range else [])]
-        if cfg.every is not None:
-            wanted.append(cfg.every)
-        if wanted and min(wanted) > self.matched:
-            what = "events" if self._kinds is None else f"{'/'.join(sorted(self._kinds))} events"
-            return f"ordinal {min(wanted)} never reached: the stream had {self.matched} {what}"
-        return None
-
-
-def _as_set(v: StrOrList | None) -> frozenset[str] | None:
-    if v is None:
-        return None
-    return frozenset([v] if isinstance(v, str) else v)
-
-
-def _as_int_set(v: IntOrList | None) -> frozenset[int] | None:
-    if v is None:
-        return None
-    return frozenset([v] if isinstance(v, int) else v)
+# (The selectors' per-request state, Selector, is compiled with the hot modules:
+# chaosproxy/core/selector.py.)
 
 
 # --------------------------------------------------------------------------- context
@@ -502,6 +402,12 @@ class Fault(Generic[C]):
 class SelectingFault(Fault[S]):
     """A fault whose config has the event selectors: :attr:`selector` holds their
     per-request state, fed by :meth:`observe`."""
+
+    #: True for a fault that gives back an event its selectors do not select as it
+    #: came (``[ev]``), and does nothing else then: the pipeline asks the selector
+    #: itself and calls :meth:`on_event` only with the selected events (the same
+    #: output and fault steps, without a call into the fault per event).
+    passes_unselected: ClassVar[bool] = False
 
     def __init__(self, config: S, ctx: FaultContext) -> None:
         super().__init__(config, ctx)

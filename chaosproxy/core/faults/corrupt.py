@@ -52,6 +52,7 @@ def corrupted(data: bytes, mode: Mode, fmt: str) -> bytes:
 
 
 class CorruptFault(SelectingFault[CorruptConfig], name="corrupt", stage="event"):
+    passes_unselected = True
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 15
 

@@ -11,6 +11,8 @@ class DropConfig(SelectorConfig):
 
 
 class DropFault(SelectingFault[DropConfig], name="drop", stage="event"):
+    passes_unselected = True
+
     def on_event(self, ev: Event) -> list[Event]:
         if self.selector.selects(ev):
             self.applied += 1  # every copy an earlier fault made is dropped too

@@ -16,6 +16,8 @@ class DuplicateConfig(SelectorConfig):
 
 
 class DuplicateFault(SelectingFault[DuplicateConfig], name="duplicate", stage="event"):
+    passes_unselected = True
+
     def __init__(self, config: DuplicateConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._selects = self.selector.selects

@@ -95,6 +95,7 @@ def delete_path(doc: Any, path: str) -> None:
 
 
 class MutateFault(SelectingFault[MutateConfig], name="mutate", stage="event"):
+    passes_unselected = True
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 15
 

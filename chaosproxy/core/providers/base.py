@@ -29,6 +29,7 @@ Gemini, Ollama) and :class:`TypedProfile` (each event named by its SSE event or 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -93,6 +94,11 @@ class ProviderProfile:
     def classify(self, frame: Frame) -> frozenset[str]:
         """The kinds of one event frame; never empty (``{"other"}`` at least)."""
         raise NotImplementedError
+
+    def classifier(self) -> Callable[[Frame], frozenset[str]]:
+        """What the pipeline calls per event for :meth:`classify`: the same answers,
+        by a compiled function where the profile has one (the generic profile)."""
+        return self.classify
 
     def content(self, frame: Frame) -> EventContent:
         """What one event frame means: its text, tool-call argument fragments, whether

@@ -7,9 +7,12 @@ terminal}``, ``inject: {after: terminal}``) for unknown providers too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers._wire import DONE_MARKER, OTHER, TERMINAL, encode_event
+from chaosproxy.core.providers._wire import encode_event
 from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, EventContent, ProviderProfile
+from chaosproxy.core.providers.generic_kinds import generic_kinds
 
 
 class GenericProfile(ProviderProfile):
@@ -18,19 +21,10 @@ class GenericProfile(ProviderProfile):
     rank = 100
 
     def classify(self, frame: Frame) -> frozenset[str]:
-        data = frame.data
-        if data is None:
-            return OTHER
-        if data == DONE_MARKER or data.strip() == DONE_MARKER:  # is_done_marker, inlined
-            return TERMINAL
-        # ``"done": true`` needs the literal ``true`` and the key spelled out (or
-        # escaped): without them no parse can find it. Most events stop here.
-        if "true" not in data or ("done" not in data and "\\" not in data):
-            return OTHER
-        payload = frame.json()
-        if isinstance(payload, dict) and payload.get("done") is True:
-            return TERMINAL
-        return OTHER
+        return generic_kinds(frame)
+
+    def classifier(self) -> Callable[[Frame], frozenset[str]]:
+        return generic_kinds
 
     def content(self, frame: Frame) -> EventContent:
         """Only the terminal markers: a generic stream's text is unknown."""
