@@ -58,7 +58,7 @@ from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.regex import compile_search
-from chaosproxy.core.selector import Selector
+from chaosproxy.core.selector import Selector, StrOrList
 from chaosproxy.core.tenancy import ANONYMOUS
 
 # --------------------------------------------------------------------------- config
@@ -180,8 +180,6 @@ def regex_compiles(pattern: str) -> str:
 #: compile or is too costly to search (``core/regex.py``).
 SearchRegex = Annotated[str, AfterValidator(regex_compiles)]
 
-IntOrList = int | list[int]
-StrOrList = str | list[str]
 
 
 class SelectorConfig(FaultConfig):
