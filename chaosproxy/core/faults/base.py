@@ -181,7 +181,6 @@ def regex_compiles(pattern: str) -> str:
 SearchRegex = Annotated[str, AfterValidator(regex_compiles)]
 
 
-
 class SelectorConfig(FaultConfig):
     """The event selectors (docs/scenarios.md, Selectors); all given must hold.
 
