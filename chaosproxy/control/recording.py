@@ -144,7 +144,7 @@ class AnswerRecorder:
             else:
                 await response.write_eof()
         except (ConnectionError, asyncio.CancelledError):
-            transcript.fail("the client left before the end")
+            transcript.client_left()  # (after the terminal event: still a whole answer)
             reply.close()
             self._settle(shown, request.path, body, transcript)
             raise

@@ -100,6 +100,8 @@ class Transcript:
         self._refusal = False
         self._responses_reason: str | None = None
         self.events = 0
+        #: The client left before the upstream's body ended (:meth:`client_left`).
+        self.left = False
 
     def feed(self, data: bytes) -> None:
         """A piece of the body, as it came."""
@@ -125,9 +127,16 @@ class Transcript:
                 self._event(frame)
 
     def fail(self, why: str) -> None:
-        """The body did not arrive whole (the upstream failed, or the client left)."""
+        """The body did not arrive whole (the upstream failed)."""
         if self._problem is None:
             self._problem = why
+
+    def client_left(self) -> None:
+        """The client left: what it was sent is the answer. A client that stops at the
+        terminal event (an SDK closes right after ``[DONE]``) leaves a whole answer, which
+        is recorded; one that left before it leaves none."""
+        self.left = True
+        self.end()
 
     def _event(self, frame: Frame) -> None:
         if frame.data is None:
@@ -265,6 +274,8 @@ class Transcript:
         if content.errors:
             raise NotRecorded("the stream carries an error event")
         if not content.terminal:
+            if self.left:
+                raise NotRecorded("the client left before the terminal event")
             raise NotRecorded("the stream ended before its terminal event")
         provider = self.provider or "generic"
         calls: list[dict[str, Any]] = []

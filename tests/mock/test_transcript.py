@@ -220,6 +220,24 @@ def test_a_stream_cut_before_its_terminal_event_is_not_recorded() -> None:
         recording.fixture(ASK)
 
 
+def test_a_client_that_left_at_the_terminal_event_leaves_a_whole_answer() -> None:
+    """An SDK closes right after ``[DONE]``: the recording proxy may see it leave before
+    the upstream's body ended. What it was sent is whole: recorded, exactly as if it had
+    stayed. One that left before the terminal event leaves nothing to record."""
+    data = fixture_bytes("openai_chat_text_usage.sse")
+    stayed = transcript(CHAT, "openai_chat_text_usage.sse")
+    done = data.index(b"data: [DONE]") + len(b"data: [DONE]\n\n")
+    left = Transcript(CHAT, 200, SSE)
+    left.feed(data[:done])
+    left.client_left()
+    assert left.fixture(ASK) == stayed.fixture(ASK)
+    early = Transcript(CHAT, 200, SSE)
+    early.feed(data[: data.index(b"data: [DONE]")])
+    early.client_left()
+    with pytest.raises(NotRecorded, match=r"^the client left before the terminal event$"):
+        early.fixture(ASK)
+
+
 def test_a_body_that_failed_or_was_garbage_is_not_recorded() -> None:
     failed = Transcript(CHAT, 200, SSE)
     failed.feed(fixture_bytes("openai_chat_text_usage.sse"))
