@@ -138,6 +138,25 @@ class Engine:
             self.run("volume", "rm", "-f", name, check=False)
 
 
+def compose_runner(
+    project: str, file: Path, env: dict[str, str], default_timeout: float = 120
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``compose(*args, timeout=...)``: ``docker compose -p PROJECT -f FILE ARGS`` in
+    ``env``, its output as text, never raising on its exit status."""
+
+    def compose(*args: str, timeout: float = default_timeout) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["docker", "compose", "-p", project, "-f", str(file), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+
+    return compose
+
+
 def _split(args: list[str]) -> tuple[list[str], str, list[str]]:
     if "--" in args:
         i = args.index("--")

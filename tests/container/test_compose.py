@@ -3,13 +3,12 @@ the repository's Dockerfile), its client service passing, and down."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 
 from tests.conftest import REPO
-from tests.container.engine import SESSION, TAG, Engine
+from tests.container.engine import SESSION, TAG, Engine, compose_runner
 
 # One worker runs them all (--dist loadgroup): one image build, no two engines' races.
 pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]
@@ -24,15 +23,7 @@ def test_the_compose_example_up_its_client_passing_and_down(engine: Engine) -> N
     # Its own tag, so that the user's `chaosproxy` image is left alone.
     env = {**engine.env, "CHAOS_IMAGE": f"{TAG}-compose"}
 
-    def compose(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["docker", "compose", "-p", project, "-f", str(COMPOSE), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
+    compose = compose_runner(project, COMPOSE, env)
 
     try:
         start = time.monotonic()

@@ -20,7 +20,6 @@ import asyncio
 import functools
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +29,15 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.container.engine import CHAT, SESSION, Build, Engine, build, wait_until
+from tests.container.engine import (
+    CHAT,
+    SESSION,
+    Build,
+    Engine,
+    build,
+    compose_runner,
+    wait_until,
+)
 from tests.resume_client import resume_loop
 
 # One worker runs them all (--dist loadgroup): one image build, no two engines' races.
@@ -170,15 +177,7 @@ def fleet(engine: Engine, image: Build, images: Images) -> Iterator[Fleet]:
         CHAOS_PORT="127.0.0.1:0",  # any free port of the host's loopback
     )
 
-    def compose(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["docker", "compose", "-p", project, "-f", str(COMPOSE), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
+    compose = compose_runner(project, COMPOSE, env)
 
     try:
         start = time.monotonic()
