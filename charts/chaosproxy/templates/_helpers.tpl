@@ -9,16 +9,17 @@ and .Release; .Chart is optional, so that an app's chart can include the sidecar
 {{- default "chaosproxy" .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* RELEASE-chaosproxy, or the release's name when it already says chaosproxy. */}}
+{{/* RELEASE-chaosproxy, or the release's name when it already says chaosproxy; at most
+53 characters, so that each name made from it (NAME-scenarios) is at most 63. */}}
 {{- define "chaosproxy.fullname" -}}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- .Values.fullnameOverride | trunc 53 | trimSuffix "-" }}
 {{- else }}
 {{- $name := include "chaosproxy.name" . }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- .Release.Name | trunc 53 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc 53 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
 {{- end }}
