@@ -76,9 +76,7 @@ def renderer() -> Path:
     return built
 
 
-def render(
-    *args: str, chart: Path = CHART, check: bool = True
-) -> subprocess.CompletedProcess[str]:
+def render(*args: str, chart: Path = CHART, check: bool = True) -> subprocess.CompletedProcess[str]:
     """``helm-render ARGS CHART``: as ``helm template ARGS CHART``."""
     done = subprocess.run(
         [str(renderer()), *args, str(chart)],

@@ -35,7 +35,7 @@ def test_each_template_is_a_source_in_install_order_and_partials_and_notes_are_n
         tmp_path,
         {
             "_helpers.tpl": '{{- define "demo.name" -}}d-{{ .Release.Name }}{{- end }}',
-            "a-deploy.yaml": "kind: Deployment\nmetadata:\n  name: {{ include \"demo.name\" . }}\n",
+            "a-deploy.yaml": 'kind: Deployment\nmetadata:\n  name: {{ include "demo.name" . }}\n',
             "b-service.yaml": "kind: Service\nmetadata:\n  name: s\n---\nkind: Secret\n",
             "c-blank.yaml": "{{- if false }}\nkind: Pod\n{{- end }}\n",
             "NOTES.txt": "installed {{ .Release.Name }}",
@@ -60,8 +60,9 @@ def test_the_objects_a_template_sees(tmp_path: Path) -> None:
                 "  release: {{ .Release.Name }}/{{ .Release.Namespace }}/{{ .Release.IsInstall }}"
                 "/{{ .Release.Revision }}/{{ .Release.Service }}\n"
                 "  chart: {{ .Chart.Name }}-{{ .Chart.Version }}-{{ .Chart.AppVersion }}\n"
-                "  kube: {{ .Capabilities.KubeVersion.Version }}/{{ .Capabilities.KubeVersion.Minor }}\n"
-                "  apps: {{ .Capabilities.APIVersions.Has \"apps/v1\" }}\n"
+                "  kube: {{ .Capabilities.KubeVersion.Version }}"
+                "/{{ .Capabilities.KubeVersion.Minor }}\n"
+                '  apps: {{ .Capabilities.APIVersions.Has "apps/v1" }}\n'
                 "  template: {{ .Template.Name }} in {{ .Template.BasePath }}\n"
                 "  missing: [{{ .Values.nothing }}]\n"
             )
@@ -127,8 +128,8 @@ def test_helms_own_functions(tmp_path: Path) -> None:
                 '  fromYamlError: {{ hasKey (fromYaml "[") "Error" }}\n'
                 '  fromJson: {{ (fromJson "{\\"k\\": [1, 2]}").k | len }}\n'
                 '  lookup: {{ lookup "v1" "Secret" "ns" "name" | len }}\n'
-                "  sprig: {{ list 3 1 2 | sortAlpha | join \"-\" }} {{ b64enc \"hi\" }}\n"
-            )
+                '  sprig: {{ list 3 1 2 | sortAlpha | join "-" }} {{ b64enc "hi" }}\n'
+            ),
         },
         values="greeting: hello\nnested: {k: [1, {a: b}], s: 'x: y'}\n",
     )

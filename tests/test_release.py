@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.helm import CHART, documents, find, values_of
 from tests.test_examples import check_jsonschema
 
 RELEASE = REPO / ".github" / "workflows" / "release.yml"
@@ -183,3 +185,55 @@ def test_the_typescript_client_goes_to_npm_after_pypi_at_the_release_version() -
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert (package["name"], package["version"]) == ("@chaosproxy/client", version)
     assert package["scripts"]["prepack"] == "npm run build"
+
+
+def test_the_chart_is_linted_validated_then_pushed_next_to_the_image() -> None:
+    """The real helm and kubeconform, on GitHub's runners (not here: tests/test_helm_chart.py
+    validates the chart offline): lint and validation before the push, after the image."""
+    job = workflow()["jobs"]["chart"]
+    assert set(job["needs"]) == {"version", "image"}
+    assert "chart" in workflow()["jobs"]["pypi"]["needs"]  # nothing on PyPI if it failed
+    assert job["permissions"] == {"contents": "read", "packages": "write"}
+    assert job["env"]["CHART"] == "charts/chaosproxy"
+    (helm,) = uses("chart", "azure/setup-helm")
+    assert re.fullmatch(r"v3\.\d+\.\d+", helm["with"]["version"])
+    runs = [s.get("run", "") for s in steps("chart")]
+    lint = next(i for i, r in enumerate(runs) if "helm lint --strict" in r)
+    template = next(i for i, r in enumerate(runs) if "| kubeconform -strict" in r)
+    push = next(i for i, r in enumerate(runs) if "helm push" in r)
+    assert lint < template < push
+    assert runs[template].startswith("set -o pipefail\n")  # a failed render fails the step
+    assert "-kubernetes-version 1.29.0" in runs[template]
+    assert 'helm package "$CHART" --version "$VERSION" --app-version "$VERSION"' in runs[push]
+    pushed = 'helm push "dist/chaosproxy-$VERSION.tgz" "oci://ghcr.io/${OWNER,,}/charts"'
+    assert pushed in runs[push]
+    assert "--password-stdin" in runs[push] and "${{" not in runs[push]  # the token via env
+
+
+def test_the_released_chart_names_the_released_image(tmp_path: Path) -> None:
+    """The chart job's first step, run on a copy of the chart as Actions would: the
+    default image becomes this owner's (lower-cased, as ghcr.io wants it), and the chart
+    renders with it."""
+    step = next(s for s in steps("chart") if s.get("name") == "the release's image and repository")
+    chart = tmp_path / "charts" / "chaosproxy"
+    shutil.copytree(CHART, chart)
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=tmp_path,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CHART": "charts/chaosproxy",
+            "OWNER": "Some-Org",
+            "REPOSITORY": "Some-Org/chaosproxy",
+        },
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert values_of(chart / "Chart.yaml")["home"] == "https://github.com/Some-Org/chaosproxy"
+    docs = documents(chart=chart)
+    (proxy,) = find(docs, "Deployment", "release-name-chaosproxy")
+    image = proxy["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "ghcr.io/some-org/chaosproxy:0.1.0"
