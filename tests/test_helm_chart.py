@@ -200,7 +200,8 @@ def test_each_values_file_is_valid_against_the_schema(path: Path) -> None:
         ({"scenarios": {"files": {"flaky.txt": "x"}}}, "$.scenarios.files", "'flaky.txt'"),
         ({"admin": {"token": "short"}}, "$.admin.token", "'short' does not match"),
         ({"admin": {"port": 70000}}, "$.admin.port", "70000 is greater than the maximum"),
-        ({"upstream": "gateway:443"}, "$.upstream", "'gateway:443' does not match"),
+        ({"settings": {"CHAOSPROXY_SEED": 7}}, "$.settings.CHAOSPROXY_SEED", "7 is not"),
+        ({"trustClientScenarios": "no"}, "$.trustClientScenarios", "'no' is not of type"),
         ({"redis": {"url": "http://redis"}}, "$.redis.url", "'http://redis' does not match"),
         ({"readinessProbe": {"perodSeconds": 5}}, "$.readinessProbe", "'perodSeconds'"),
         ({"image": {"pullPolicy": "always"}}, "$.image.pullPolicy", "'always' is not one of"),
@@ -232,6 +233,19 @@ def test_the_app_chart_with_the_sidecar_is_valid_kubernetes(app_chart: Path, ver
     assert [d["kind"] for d in docs] == ["Secret", "ConfigMap", "Pod"]
     for doc in docs:
         kube_validate(doc, version)
+
+
+@pytest.mark.parametrize("case", [*CASES, "app-chart"])
+def test_no_template_reads_a_value_that_is_not_there(app_chart: Path, case: str) -> None:
+    """Rendered strictly (a missing key an error, as Helm's strict engine), the same
+    documents: the chart never relies on a missing value printing as nothing, and the
+    sidecar's include does not need the .Chart an app's chart cannot give."""
+    args, chart = (
+        (("-f", str(SIDECAR_VALUES)), app_chart) if case == "app-chart" else (CASES[case], CHART)
+    )
+    pinned = ("--set", f"admin.token={TOKEN}") if "admin.existingSecret" not in str(args) else ()
+    lenient = render(*args, *pinned, chart=chart).stdout
+    assert render("--strict", *args, *pinned, chart=chart).stdout == lenient
 
 
 def test_the_strict_validation_catches_a_misspelt_field(app_chart: Path) -> None:

@@ -208,3 +208,32 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode == 1 and "absent.yaml" in done.stderr
     done = render(chart=tmp_path, check=False)
     assert done.returncode == 1 and done.stderr.startswith("Error: Chart.yaml file is missing")
+
+
+def test_strict_makes_a_missing_key_an_error(tmp_path: Path) -> None:
+    """As Helm's strict engine: ``missingkey=error`` (in tpl too), where the default
+    prints nothing."""
+    root = chart(
+        tmp_path,
+        {
+            "m.yaml": "kind: ConfigMap\ndata: [{{ .Values.absent }}]\n",
+            "t.yaml": '{{ tpl "{{ .Values.gone }}" . }}\nkind: Secret\n',
+        },
+    )
+    assert render(chart=root).stdout.splitlines()[-1] == "data: []"
+    done = render("--strict", chart=root, check=False)
+    assert done.returncode == 1
+    assert 'map has no entry for key "absent"' in done.stderr
+    (tmp_path / "demo" / "templates" / "m.yaml").unlink()
+    done = render("--strict", chart=root, check=False)
+    assert done.returncode == 1
+    assert 'map has no entry for key "gone"' in done.stderr
+
+
+def test_kinds_helm_does_not_know_come_last_by_name(tmp_path: Path) -> None:
+    root = chart(
+        tmp_path,
+        {"k.yaml": "kind: Zeta\n---\nkind: Deployment\n---\nkind: Alpha\n---\nkind: Zeta\nn: 2\n"},
+    )
+    kinds = [line for line in render(chart=root).stdout.splitlines() if line.startswith("kind")]
+    assert kinds == ["kind: Deployment", "kind: Alpha", "kind: Zeta", "kind: Zeta"]

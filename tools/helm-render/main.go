@@ -1,11 +1,13 @@
 // helm-render renders a Helm chart's templates the way `helm template` does, with the
 // same template engine and function library: Go's text/template, sprig (Helm's
 // function library) and Helm's own functions (include, tpl, required, fail, toYaml,
-// fromYaml, toJson, fromJson, lookup). It is not helm: no chart dependencies, no hooks,
-// no values.schema.json validation (tests/test_helm_chart.py validates values against
-// the schema), no cluster. It exists because the helm binary cannot be installed where
-// chaosproxy's CI runs offline; the release workflow runs the real helm on GitHub's
-// runners (docs/deploy.md, "Helm").
+// fromYaml, fromYamlArray, toJson, fromJson, fromJsonArray, lookup). It is not helm: no
+// chart dependencies (subcharts), no hooks, no values.schema.json validation
+// (tests/test_helm_chart.py validates values against the schema), no cluster (lookup
+// finds nothing, as in helm template); .Files has Get and GetBytes only, and toToml is
+// missing (Debian has no TOML library for it). It exists because the helm binary cannot
+// be installed where chaosproxy's tests run offline; the release workflow runs the real
+// helm on GitHub's runners (docs/deploy.md, "Helm").
 //
 // Build it in GOPATH mode from Debian's packages (golang-go,
 // golang-github-masterminds-sprig-dev, golang-k8s-sigs-yaml-dev), offline:
@@ -15,11 +17,13 @@
 // Usage, as `helm template NAME CHART`:
 //
 //	helm-render [--name NAME] [--namespace NS] [--kube-version 1.29.0] [-f values.yaml]...
-//	            [--set k=v]... [--set-string k=v]... [--set-file k=path]... [--notes] CHART
+//	            [--set k=v]... [--set-string k=v]... [--set-file k=path]... [--notes]
+//	            [--strict] CHART
 //
-// The manifests go to stdout, each preceded by `---` and `# Source: CHART/templates/FILE`;
-// with --notes, the rendered NOTES.txt instead. An error goes to stderr as `Error: ...`,
-// exit status 1.
+// The manifests go to stdout, each preceded by `---` and `# Source: CHART/templates/FILE`,
+// in Helm's install order of kinds; with --notes, the rendered NOTES.txt instead.
+// --strict makes a missing map key an error (Helm's engine in strict mode) instead of
+// an empty value. An error goes to stderr as `Error: ...`, exit status 1.
 package main
 
 import (
@@ -150,6 +154,7 @@ func run(args []string) error {
 	namespace := flags.String("namespace", "default", "the release namespace")
 	kube := flags.String("kube-version", "1.29.0", "the Kubernetes version .Capabilities gives")
 	notes := flags.Bool("notes", false, "print the rendered NOTES.txt instead of the manifests")
+	strict := flags.Bool("strict", false, "a missing map key is an error (Helm's engine.Strict)")
 	var valueFiles, sets, setStrings, setFiles stringList
 	flags.Var(&valueFiles, "f", "a values file (repeatable; the last wins)")
 	flags.Var(&valueFiles, "values", "a values file (repeatable; the last wins)")
@@ -222,7 +227,7 @@ func run(args []string) error {
 		"Capabilities": capabilities,
 		"Files":        files,
 	}
-	rendered, err := render(templates, top)
+	rendered, err := render(templates, top, *strict)
 	if err != nil {
 		return err
 	}
@@ -463,7 +468,7 @@ func loadTemplates(chartDir, chartName string) ([]source, Files, error) {
 }
 
 // funcMap is Helm's: sprig's functions without env and expandenv, and Helm's own.
-func funcMap(t *template.Template) template.FuncMap {
+func funcMap(t *template.Template, missing string) template.FuncMap {
 	f := sprig.TxtFuncMap()
 	delete(f, "env")
 	delete(f, "expandenv")
@@ -483,7 +488,7 @@ func funcMap(t *template.Template) template.FuncMap {
 		if err != nil {
 			return "", err
 		}
-		clone.Option("missingkey=zero")
+		clone.Option(missing)
 		name := "tpl"
 		if top, ok := vals.(map[string]interface{}); ok {
 			if tmpl, ok := top["Template"].(map[string]interface{}); ok {
@@ -560,10 +565,14 @@ func funcMap(t *template.Template) template.FuncMap {
 
 // render parses every template into one set (named templates are shared), then
 // executes each whose name does not start with "_", as Helm's engine does.
-func render(templates []source, top map[string]interface{}) (map[string]string, error) {
+func render(templates []source, top map[string]interface{}, strict bool) (map[string]string, error) {
 	t := template.New("gotpl")
-	t.Option("missingkey=zero")
-	t.Funcs(funcMap(t))
+	missing := "missingkey=zero"
+	if strict {
+		missing = "missingkey=error"
+	}
+	t.Option(missing)
+	t.Funcs(funcMap(t, missing))
 	for _, s := range templates {
 		if _, err := t.New(s.name).Parse(s.text); err != nil {
 			return nil, fmt.Errorf("parse error at (%s): %w", s.name, err)
@@ -633,6 +642,13 @@ func manifestsOf(rendered map[string]string, notesName string) ([]manifest, erro
 			out = append(out, manifest{source: name, content: strings.TrimSpace(doc), kind: head.Kind, order: order})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].order < out[j].order })
+	// Helm's lessByKind: known kinds in install order, then unknown kinds by name; the
+	// order of the files within one kind.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].order != out[j].order {
+			return out[i].order < out[j].order
+		}
+		return out[i].order == len(installOrder) && out[i].kind < out[j].kind
+	})
 	return out, nil
 }

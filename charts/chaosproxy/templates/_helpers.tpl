@@ -38,7 +38,7 @@ app.kubernetes.io/component: proxy
 {{- define "chaosproxy.labels" -}}
 {{ include "chaosproxy.instanceLabels" . }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-{{- with .Chart }}
+{{- with (get . "Chart") }}
 helm.sh/chart: {{ printf "%s-%s" .Name .Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 app.kubernetes.io/version: {{ .AppVersion | quote }}
 {{- end }}
@@ -46,7 +46,7 @@ app.kubernetes.io/version: {{ .AppVersion | quote }}
 
 {{- define "chaosproxy.image" -}}
 {{- $tag := .Values.image.tag }}
-{{- if and (not $tag) .Chart }}{{ $tag = .Chart.AppVersion }}{{ end }}
+{{- if and (not $tag) (hasKey . "Chart") }}{{ $tag = .Chart.AppVersion }}{{ end }}
 {{- printf "%s:%s" .Values.image.repository (required "image.tag is required" $tag | toString) }}
 {{- end }}
 
