@@ -40,6 +40,7 @@ from typing import Any
 import aiohttp
 import jsonschema
 import pytest
+import yaml
 
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.config import flags, from_environment
@@ -56,29 +57,45 @@ KUBE_VERSIONS = ("1.29.0", "1.37.0")
 SETTINGS = {flag.env for _, flag, _ in flags()}
 TOKEN = "a-token-given-in-the-values-0123"
 
-#: An app's chart that includes the sidecar, as docs/deploy.md shows (here the chart's
-#: own values stand for ``.Values.chaosproxy``).
+#: The include lines docs/deploy.md gives an app's chart, used as they are written there.
+SIDECAR_INCLUDES = re.findall(
+    r'^ *\{\{- include "chaosproxy\.sidecar\w+" .*\}\}$',
+    DEPLOY_DOC.read_text("utf-8"),
+    flags=re.MULTILINE,
+)
+#: An app's chart with chaosproxy as its dependency (in charts/), as docs/deploy.md says.
+APP_CHART_YAML = """\
+apiVersion: v2
+name: app
+version: 1.0.0
+dependencies:
+  - name: chaosproxy
+    version: 0.1.0
+    repository: oci://ghcr.io/OWNER/charts
+"""
 APP_TEMPLATE = """\
-{{- $chaosproxy := dict "Values" .Values "Release" .Release }}
-apiVersion: v1
-kind: Pod
+apiVersion: apps/v1
+kind: Deployment
 metadata:
-  name: app-with-chaosproxy
+  name: {{ .Release.Name }}-app
 spec:
-  securityContext:
-    {{- toYaml .Values.podSecurityContext | nindent 4 }}
-  initContainers:
-    {{- include "chaosproxy.sidecarContainer" $chaosproxy | nindent 4 }}
-  containers:
-    - name: app
-      image: your-app:latest
-      env:
-        - name: OPENAI_BASE_URL
-          value: http://127.0.0.1:{{ .Values.proxyPort }}/v1
-  {{- with include "chaosproxy.sidecarVolumes" $chaosproxy }}
-  volumes:
-    {{- . | nindent 4 }}
-  {{- end }}
+  replicas: 1
+  selector:
+    matchLabels: {app: {{ .Release.Name }}-app}
+  template:
+    metadata:
+      labels: {app: {{ .Release.Name }}-app}
+    spec:
+      initContainers:
+%s
+      containers:
+        - name: app
+          image: your-app:latest
+          env:
+            - name: OPENAI_BASE_URL
+              value: http://127.0.0.1:{{ .Values.chaosproxy.proxyPort }}/v1
+      volumes:
+%s
 """
 
 #: (id, helm-render arguments): each kind of install.
@@ -101,10 +118,21 @@ CASES: dict[str, tuple[str, ...]] = {
 
 @pytest.fixture(scope="module")
 def app_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The chart, copied, with an app Pod that includes the sidecar."""
-    root = tmp_path_factory.mktemp("app-chart") / "chaosproxy"
-    shutil.copytree(CHART, root)
-    return write_chart(root, {"templates/app.yaml": APP_TEMPLATE})
+    """An app's chart, its values for chaosproxy ci/sidecar-values.yaml's, whose
+    Deployment includes the sidecar with docs/deploy.md's own lines."""
+    container, volumes = SIDECAR_INCLUDES
+    assert "sidecarContainer" in container and "sidecarVolumes" in volumes
+    root = tmp_path_factory.mktemp("app-chart") / "app"
+    shutil.copytree(CHART, root / "charts" / "chaosproxy")
+    values = yaml.safe_dump({"chaosproxy": values_of(SIDECAR_VALUES)})
+    return write_chart(
+        root,
+        {
+            "Chart.yaml": APP_CHART_YAML,
+            "values.yaml": values,
+            "templates/deployment.yaml": APP_TEMPLATE % (container, volumes),
+        },
+    )
 
 
 def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -229,8 +257,12 @@ def test_every_document_is_valid_kubernetes(case: str, version: str) -> None:
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
 def test_the_app_chart_with_the_sidecar_is_valid_kubernetes(app_chart: Path, version: str) -> None:
-    docs = documents("--kube-version", version, "-f", str(SIDECAR_VALUES), chart=app_chart)
-    assert [d["kind"] for d in docs] == ["Secret", "ConfigMap", "Pod"]
+    docs = documents("--kube-version", version, chart=app_chart)
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("Secret", "release-name-chaosproxy-admin"),
+        ("ConfigMap", "release-name-chaosproxy-scenarios"),
+        ("Deployment", "release-name-app"),
+    ]  # the subchart's pieces, and the app with its sidecar
     for doc in docs:
         kube_validate(doc, version)
 
@@ -240,10 +272,9 @@ def test_no_template_reads_a_value_that_is_not_there(app_chart: Path, case: str)
     """Rendered strictly (a missing key an error, as Helm's strict engine), the same
     documents: the chart never relies on a missing value printing as nothing, and the
     sidecar's include does not need the .Chart an app's chart cannot give."""
-    args, chart = (
-        (("-f", str(SIDECAR_VALUES)), app_chart) if case == "app-chart" else (CASES[case], CHART)
-    )
-    pinned = ("--set", f"admin.token={TOKEN}") if "admin.existingSecret" not in str(args) else ()
+    args, chart = ((), app_chart) if case == "app-chart" else (CASES[case], CHART)
+    token = "chaosproxy.admin.token" if case == "app-chart" else "admin.token"
+    pinned = ("--set", f"{token}={TOKEN}") if "admin.existingSecret" not in str(args) else ()
     lenient = render(*args, *pinned, chart=chart).stdout
     assert render("--strict", *args, *pinned, chart=chart).stdout == lenient
 
@@ -251,10 +282,10 @@ def test_no_template_reads_a_value_that_is_not_there(app_chart: Path, case: str)
 def test_the_strict_validation_catches_a_misspelt_field(app_chart: Path) -> None:
     import kubernetes_validate
 
-    (pod,) = find(documents("-f", str(SIDECAR_VALUES), chart=app_chart), "Pod")
-    pod["spec"]["initContainers"][0]["readinesProbe"] = {}
+    (app,) = find(documents(chart=app_chart), "Deployment")
+    pod_spec(app)["initContainers"][0]["readinesProbe"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
-        kube_validate(pod, KUBE_VERSIONS[-1])
+        kube_validate(app, KUBE_VERSIONS[-1])
 
 
 def test_older_clusters_are_refused_by_the_charts_kube_version() -> None:
@@ -382,8 +413,8 @@ def test_sidecar_mode_makes_no_workload() -> None:
 
 def test_the_included_sidecar_is_the_examples_native_sidecar(app_chart: Path) -> None:
     """What examples/kubernetes/pod.yaml's sidecar is, the chart's include gives."""
-    (pod,) = find(documents("-f", str(SIDECAR_VALUES), chart=app_chart), "Pod")
-    (sidecar,) = pod["spec"]["initContainers"]
+    (app,) = find(documents(chart=app_chart), "Deployment")
+    (sidecar,) = pod_spec(app)["initContainers"]
     example = values_of(EXAMPLES / "pod.yaml")["spec"]["initContainers"][0]
     assert sidecar["restartPolicy"] == example["restartPolicy"] == "Always"
     assert sidecar["args"] == example["args"] == ["serve", "--listen", "127.0.0.1:8080"]
@@ -394,7 +425,7 @@ def test_the_included_sidecar_is_the_examples_native_sidecar(app_chart: Path) ->
     assert sidecar["volumeMounts"] == [
         {"name": "chaosproxy-scenarios", "mountPath": "/scenarios", "readOnly": True}
     ]
-    assert pod["spec"]["volumes"] == [
+    assert pod_spec(app)["volumes"] == [
         {"name": "chaosproxy-scenarios", "configMap": {"name": "release-name-chaosproxy-scenarios"}}
     ]
     assert sidecar["securityContext"].items() >= example["securityContext"].items()
@@ -409,9 +440,9 @@ def test_the_included_sidecar_is_the_examples_native_sidecar(app_chart: Path) ->
 
 
 def test_a_plain_sidecar_container_for_older_clusters(app_chart: Path) -> None:
-    docs = documents("-f", str(SIDECAR_VALUES), "--set", "sidecar.native=false", chart=app_chart)
-    (pod,) = find(docs, "Pod")
-    assert "restartPolicy" not in pod["spec"]["initContainers"][0]
+    docs = documents("--set", "chaosproxy.sidecar.native=false", chart=app_chart)
+    (app,) = find(docs, "Deployment")
+    assert "restartPolicy" not in pod_spec(app)["initContainers"][0]
 
 
 # --------------------------------------------------------------------------- the token
@@ -531,7 +562,7 @@ def rendered_containers(app_chart: Path) -> Iterator[tuple[str, dict[str, Any]]]
     for case, args in CASES.items():
         for container in chaosproxy_containers(documents(*args)):
             yield case, container
-    for container in chaosproxy_containers(documents("-f", str(SIDECAR_VALUES), chart=app_chart)):
+    for container in chaosproxy_containers(documents(chart=app_chart)):
         yield "app-chart", container
 
 
@@ -617,8 +648,8 @@ async def test_serve_runs_the_rendered_sidecar(app_chart: Path, tmp_path: Path) 
     scenario to a request that names it."""
     proxy_port, admin_port = free_port(), free_port()
     docs = documents(
-        "-f", str(SIDECAR_VALUES),
-        "--set", f"upstream=,proxyPort={proxy_port},admin.port={admin_port}",
+        "--set", f"chaosproxy.upstream=,chaosproxy.proxyPort={proxy_port}",
+        "--set", f"chaosproxy.admin.port={admin_port}",
         chart=app_chart,
     )  # fmt: skip
     (sidecar,) = chaosproxy_containers(docs)

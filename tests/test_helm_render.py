@@ -237,3 +237,50 @@ def test_kinds_helm_does_not_know_come_last_by_name(tmp_path: Path) -> None:
     )
     kinds = [line for line in render(chart=root).stdout.splitlines() if line.startswith("kind")]
     assert kinds == ["kind: Deployment", "kind: Alpha", "kind: Zeta", "kind: Zeta"]
+
+
+def test_a_subchart_sees_its_values_and_chart_and_its_named_templates_are_shared(
+    tmp_path: Path,
+) -> None:
+    """Helm's dependencies, unpacked in charts/: the subchart's defaults under the
+    parent's values at its name (the parent's win), the parent's globals, its own .Chart
+    and .Values in its templates, its named templates the parent's too, its notes never
+    printed."""
+    root = chart(
+        tmp_path,
+        {
+            "p.yaml": (
+                "kind: ConfigMap\ndata:\n"
+                "  sub: {{ toJson .Values.sub }}\n"
+                '  named: {{ include "sub.hello" .Values.sub }}\n'
+            )
+        },
+        values="sub: {b: 20}\nglobal: {g: 1}\n",
+    )
+    write_chart(
+        root / "charts" / "sub",
+        {
+            "Chart.yaml": "apiVersion: v2\nname: sub\nversion: 0.0.1\n",
+            "values.yaml": "a: 1\nb: 2\n",
+            "templates/_h.tpl": '{{- define "sub.hello" -}}hello {{ .b }}{{- end }}',
+            "templates/s.yaml": (
+                "kind: Secret\nmetadata:\n  name: {{ .Chart.Name }}-{{ .Values.a }}-{{ .Values.b }}"
+                "-{{ .Values.global.g }}-{{ .Template.Name }}\n"
+            ),
+            "templates/NOTES.txt": "the subchart's notes",
+        },
+    )
+    assert render(chart=root).stdout == (
+        "---\n# Source: demo/charts/sub/templates/s.yaml\n"
+        "kind: Secret\nmetadata:\n  name: sub-1-20-1-demo/charts/sub/templates/s.yaml\n"
+        "---\n# Source: demo/templates/p.yaml\n"
+        'kind: ConfigMap\ndata:\n  sub: {"a":1,"b":20,"global":{"g":1}}\n  named: hello 20\n'
+    )
+    assert render("--set", "sub.a=5", "--notes", chart=root).stdout == ""
+    packed = root / "charts" / "packed-1.0.0.tgz"
+    packed.write_bytes(b"")
+    done = render(chart=root, check=False)
+    assert done.returncode == 1
+    assert done.stderr.endswith(
+        "packed-1.0.0.tgz: only unpacked subcharts (directories) are supported\n"
+    )

@@ -1,13 +1,15 @@
 // helm-render renders a Helm chart's templates the way `helm template` does, with the
 // same template engine and function library: Go's text/template, sprig (Helm's
 // function library) and Helm's own functions (include, tpl, required, fail, toYaml,
-// fromYaml, fromYamlArray, toJson, fromJson, fromJsonArray, lookup). It is not helm: no
-// chart dependencies (subcharts), no hooks, no values.schema.json validation
-// (tests/test_helm_chart.py validates values against the schema), no cluster (lookup
-// finds nothing, as in helm template); .Files has Get and GetBytes only, and toToml is
-// missing (Debian has no TOML library for it). It exists because the helm binary cannot
-// be installed where chaosproxy's tests run offline; the release workflow runs the real
-// helm on GitHub's runners (docs/deploy.md, "Helm").
+// fromYaml, fromYamlArray, toJson, fromJson, fromJsonArray, lookup), with Helm's values
+// coalescing (subcharts' values and globals included). It is not helm: subcharts are
+// read unpacked from charts/ only (no repositories, no condition, tags or alias), no
+// hooks, no values.schema.json validation (tests/test_helm_chart.py validates values
+// against the schema), no cluster (lookup finds nothing, as in helm template); .Files
+// has Get and GetBytes only, and toToml is missing (Debian has no TOML library for it).
+// It exists because the helm binary cannot be installed where chaosproxy's tests run
+// offline; the release workflow runs the real helm on GitHub's runners
+// (docs/deploy.md, "Helm").
 //
 // Build it in GOPATH mode from Debian's packages (golang-go,
 // golang-github-masterminds-sprig-dev, golang-k8s-sigs-yaml-dev), offline:
@@ -167,12 +169,11 @@ func run(args []string) error {
 	if flags.NArg() != 1 {
 		return errors.New("one chart directory expected")
 	}
-	chartDir := flags.Arg(0)
-
-	meta, err := loadMetadata(chartDir)
+	root, err := loadChart(flags.Arg(0))
 	if err != nil {
 		return err
 	}
+	meta := root.meta
 	user := Values{}
 	for _, file := range valueFiles {
 		loaded, err := readValues(file)
@@ -196,11 +197,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	defaults, err := readValues(filepath.Join(chartDir, "values.yaml"))
-	if err != nil && !os.IsNotExist(errors.Unwrap(err)) {
-		return err
-	}
-	values := coalesce(user, defaults)
+	values := coalesceChart(root, user)
 
 	capabilities, err := capabilitiesFor(*kube)
 	if err != nil {
@@ -216,18 +213,9 @@ func run(args []string) error {
 				meta.KubeVersion, capabilities.KubeVersion.Version)
 		}
 	}
-	templates, files, err := loadTemplates(chartDir, meta.Name)
-	if err != nil {
-		return err
-	}
-	top := map[string]interface{}{
-		"Values":       values,
-		"Chart":        meta,
-		"Release":      Release{Name: *name, Namespace: *namespace, IsInstall: true, Revision: 1, Service: "Helm"},
-		"Capabilities": capabilities,
-		"Files":        files,
-	}
-	rendered, err := render(templates, top, *strict)
+	release := Release{Name: *name, Namespace: *namespace, IsInstall: true, Revision: 1, Service: "Helm"}
+	templates := allTemplates(root, meta.Name, values, release, capabilities)
+	rendered, err := render(templates, *strict)
 	if err != nil {
 		return err
 	}
@@ -428,43 +416,125 @@ func capabilitiesFor(version string) (Capabilities, error) {
 	}, nil
 }
 
-type source struct {
-	name     string
-	text     string
-	basePath string
+// chart is a chart directory: its Chart.yaml, values.yaml, templates and other files,
+// and its subcharts (unpacked directories under charts/).
+type chart struct {
+	meta      *Metadata
+	defaults  Values
+	templates map[string]string // templates/FILE: text
+	files     Files
+	subcharts []*chart
 }
 
-// loadTemplates reads every file under templates/ (named CHART/templates/FILE, as Helm
-// names them) and every other file for .Files.
-func loadTemplates(chartDir, chartName string) ([]source, Files, error) {
-	templates := []source{}
-	files := Files{}
-	err := filepath.Walk(chartDir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
+func loadChart(dir string) (*chart, error) {
+	meta, err := loadMetadata(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &chart{meta: meta, defaults: Values{}, templates: map[string]string{}, files: Files{}}
+	if _, err := os.Stat(filepath.Join(dir, "values.yaml")); err == nil {
+		if c.defaults, err = readValues(filepath.Join(dir, "values.yaml")); err != nil {
+			return nil, err
+		}
+	}
+	err = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(chartDir, p)
+		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if rel == "charts" && info.IsDir() {
+			return filepath.SkipDir // below, one chart each
+		}
+		if info.IsDir() {
+			return nil
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
 		if strings.HasPrefix(rel, "templates/") {
-			templates = append(templates, source{
-				name:     path.Join(chartName, rel),
-				text:     string(data),
-				basePath: path.Join(chartName, "templates"),
-			})
+			c.templates[rel] = string(data)
 		} else {
-			files[rel] = data
+			c.files[rel] = data
 		}
 		return nil
 	})
-	sort.Slice(templates, func(i, j int) bool { return templates[i].name < templates[j].name })
-	return templates, files, err
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "charts"))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	for _, entry := range entries {
+		sub := filepath.Join(dir, "charts", entry.Name())
+		if info, err := os.Stat(sub); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("%s: only unpacked subcharts (directories) are supported", sub)
+		}
+		loaded, err := loadChart(sub)
+		if err != nil {
+			return nil, err
+		}
+		c.subcharts = append(c.subcharts, loaded)
+	}
+	sort.Slice(c.subcharts, func(i, j int) bool { return c.subcharts[i].meta.Name < c.subcharts[j].meta.Name })
+	return c, nil
+}
+
+// coalesceChart gives the user's values over the chart's defaults, then each subchart's
+// defaults under the parent's values at the subchart's name, with the parent's globals
+// (Helm's CoalesceValues).
+func coalesceChart(c *chart, user Values) Values {
+	values := coalesce(user, c.defaults)
+	for _, sub := range c.subcharts {
+		scoped, _ := values[sub.meta.Name].(map[string]interface{})
+		if scoped == nil {
+			scoped = Values{}
+		}
+		if globals, ok := values["global"].(map[string]interface{}); ok {
+			mine, _ := scoped["global"].(map[string]interface{})
+			if mine == nil {
+				mine = Values{}
+			}
+			scoped["global"] = coalesce(globals, mine)
+		}
+		values[sub.meta.Name] = coalesceChart(sub, scoped)
+	}
+	return values
+}
+
+type source struct {
+	name     string
+	text     string
+	basePath string
+	vals     map[string]interface{}
+}
+
+// allTemplates names every template of the chart and its subcharts as Helm does
+// (CHART/templates/FILE, CHART/charts/SUB/templates/FILE) and gives each the objects of
+// its own chart: its .Chart, its part of the values, its .Files.
+func allTemplates(c *chart, id string, values Values, release Release, caps Capabilities) []source {
+	vals := map[string]interface{}{
+		"Values":       values,
+		"Chart":        c.meta,
+		"Release":      release,
+		"Capabilities": caps,
+		"Files":        c.files,
+	}
+	out := []source{}
+	for rel, text := range c.templates {
+		out = append(out, source{name: path.Join(id, rel), text: text, basePath: path.Join(id, "templates"), vals: vals})
+	}
+	for _, sub := range c.subcharts {
+		scoped, _ := values[sub.meta.Name].(map[string]interface{})
+		out = append(out, allTemplates(sub, path.Join(id, "charts", sub.meta.Name), scoped, release, caps)...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 // funcMap is Helm's: sprig's functions without env and expandenv, and Helm's own.
@@ -565,7 +635,7 @@ func funcMap(t *template.Template, missing string) template.FuncMap {
 
 // render parses every template into one set (named templates are shared), then
 // executes each whose name does not start with "_", as Helm's engine does.
-func render(templates []source, top map[string]interface{}, strict bool) (map[string]string, error) {
+func render(templates []source, strict bool) (map[string]string, error) {
 	t := template.New("gotpl")
 	missing := "missingkey=zero"
 	if strict {
@@ -584,7 +654,7 @@ func render(templates []source, top map[string]interface{}, strict bool) (map[st
 			continue
 		}
 		vals := map[string]interface{}{}
-		for k, v := range top {
+		for k, v := range s.vals {
 			vals[k] = v
 		}
 		vals["Template"] = map[string]interface{}{"Name": s.name, "BasePath": s.basePath}
@@ -616,8 +686,8 @@ func manifestsOf(rendered map[string]string, notesName string) ([]manifest, erro
 	sort.Strings(names)
 	out := []manifest{}
 	for _, name := range names {
-		if name == notesName {
-			continue
+		if name == notesName || strings.HasSuffix(name, "/templates/NOTES.txt") {
+			continue // the top chart's notes are printed by --notes; a subchart's never
 		}
 		ext := path.Ext(name)
 		if ext != ".yaml" && ext != ".yml" && ext != ".json" {
