@@ -131,6 +131,8 @@ def app_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "Chart.yaml": APP_CHART_YAML,
             "values.yaml": values,
             "templates/deployment.yaml": APP_TEMPLATE % (container, volumes),
+            # What Helm validates against chaosproxy's schema: the dependency's values.
+            "templates/NOTES.txt": "{{ toJson .Values.chaosproxy }}",
         },
     )
 
@@ -277,6 +279,15 @@ def test_no_template_reads_a_value_that_is_not_there(app_chart: Path, case: str)
     pinned = ("--set", f"{token}={TOKEN}") if "admin.existingSecret" not in str(args) else ()
     lenient = render(*args, *pinned, chart=chart).stdout
     assert render("--strict", *args, *pinned, chart=chart).stdout == lenient
+
+
+def test_the_values_helm_gives_chaosproxy_as_a_dependency_are_valid(app_chart: Path) -> None:
+    """Helm validates a dependency's values (with the global table every dependency
+    gets) against its schema."""
+    values = json.loads(notes("--set", "global.imageRegistry=registry.example", chart=app_chart))
+    assert values["global"] == {"imageRegistry": "registry.example"}
+    assert values["mode"] == "sidecar" and values["replicas"] == 3  # the chart's defaults
+    assert schema_errors(values) == []
 
 
 def test_the_strict_validation_catches_a_misspelt_field(app_chart: Path) -> None:

@@ -495,13 +495,14 @@ func coalesceChart(c *chart, user Values) Values {
 		if scoped == nil {
 			scoped = Values{}
 		}
-		if globals, ok := values["global"].(map[string]interface{}); ok {
-			mine, _ := scoped["global"].(map[string]interface{})
-			if mine == nil {
-				mine = Values{}
-			}
-			scoped["global"] = coalesce(globals, mine)
+		// Helm's coalesceGlobals: a subchart always has a global table, the parent's over
+		// its own.
+		globals, _ := values["global"].(map[string]interface{})
+		mine, _ := scoped["global"].(map[string]interface{})
+		if mine == nil {
+			mine = Values{}
 		}
+		scoped["global"] = coalesce(globals, mine)
 		values[sub.meta.Name] = coalesceChart(sub, scoped)
 	}
 	return values
