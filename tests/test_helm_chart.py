@@ -326,6 +326,32 @@ def test_names_and_labels_are_kubernetes_names_whatever_the_release(release: str
         assert "chaosproxy-staging" in names
 
 
+@pytest.mark.parametrize("case", [*(c for c in CASES if c != "sidecar"), "app-chart"])
+def test_the_charts_containers_meet_the_restricted_pod_security_standard(
+    app_chart: Path, case: str
+) -> None:
+    """Each container the chart makes (chaosproxy's, Redis's; not the app's) meets the
+    restricted profile with its pod's context, the sidecar with its own alone (it
+    joins a pod the chart does not make)."""
+    docs = documents(chart=app_chart) if case == "app-chart" else documents(*CASES[case])
+    checked = 0
+    for doc in docs:
+        if doc["kind"] not in ("Deployment", "Pod"):
+            continue
+        pod = pod_spec(doc).get("securityContext", {}) if case != "app-chart" else {}
+        for container in containers(doc):
+            if container["name"] == "app":
+                continue
+            context = {**pod, **container["securityContext"]}
+            assert context["runAsNonRoot"] is True, container["name"]
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+            assert context.get("runAsUser", 1) != 0
+            checked += 1
+    assert checked >= 1
+
+
 def test_bad_values_the_schema_cannot_see_stop_the_render_with_a_message() -> None:
     cases = {
         ("--set", "mode=fleet,redis.enabled=false"): (
