@@ -32,6 +32,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,6 +246,36 @@ def test_a_bad_value_is_refused_where_it_is(
     best = jsonschema.exceptions.best_match(schema_errors(values))
     assert best is not None
     assert (best.json_path, says in best.message) == (where, True), best.message
+
+
+def test_check_jsonschema_checks_a_values_file_of_ones_own(tmp_path: Path) -> None:
+    """As docs/deploy.md says: an override file alone, each problem at its place."""
+    if importlib.util.find_spec("check_jsonschema") is None:
+        pytest.skip("check-jsonschema is not installed (pip install -e '.[test]' installs it)")
+    mine = tmp_path / "my-values.yaml"
+    mine.write_text("mode: flet\nadmin: {token: short}\nimage: {tag: '0.1.0'}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--schemafile", str(SCHEMA), str(mine)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert sorted(done.stdout.splitlines()[1:]) == [
+        f"  {mine}::$.admin.token: 'short' does not match " + repr("^(\\S{16,})?$"),
+        f"  {mine}::$.mode: 'flet' is not one of ['fleet', 'sidecar']",
+    ]
+    mine.write_text(FLEET_VALUES.read_text("utf-8"))
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "check_jsonschema", "--schemafile", str(SCHEMA), str(mine)],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        ).returncode
+        == 0
+    )
 
 
 # --------------------------------------------------------------------------- rendered
