@@ -394,6 +394,10 @@ def test_bad_values_the_schema_cannot_see_stop_the_render_with_a_message() -> No
             "error calling fail: settings.CHAOSPROXY_ADMIN: the chart sets CHAOSPROXY_ADMIN "
             "itself (see values.yaml)"
         ),
+        ("--set", "redis.url=redis://redis.example:6379/0"): (
+            "error calling fail: redis.url or redis.existingSecret names your Redis: set "
+            "redis.enabled=false too (or drop them for the chart's own Redis)"
+        ),
         ("--set", "mode=daemonset"): (
             "error calling fail: mode: daemonset is neither fleet nor sidecar"
         ),
