@@ -687,7 +687,8 @@ async def serve_rendered(
     scenarios.mkdir()
     for name, text in files.items():
         (scenarios / name).write_text(text, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_")}
+    # The settings are the container's alone; the rest (CHAOSPROXY_PURE: the build) stays.
+    env = {k: v for k, v in os.environ.items() if k not in SETTINGS}
     for entry in container["env"]:
         value = entry.get("value")
         if value is None:
