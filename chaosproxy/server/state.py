@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -91,6 +92,11 @@ class ProxyState:
     #: Told each request's tenant as it begins (the fleet's journal bounds what it
     #: keeps per tenant); None: nothing needs it (a passthrough is then not tenanted).
     whose: Callable[[str, str], None] | None = None
+    #: The clock the requests' shell reads the times it gives the sessions from (holds,
+    #: coalesce windows, the times of the frame lines, the hold timeout): the
+    #: monotonic clock; a test on virtual time gives its event loop's
+    #: (tests/support/playbook.py).
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self.resume.max_event_size = self.config.max_event_size

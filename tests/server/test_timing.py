@@ -1,0 +1,244 @@
+"""The proxy's own timing, on virtual time (tests/support/playbook.py): the holds of
+``delay``, ``stall``, ``throttle`` and ``hang``, a ``coalesce`` window, the hold timeout,
+the upstream's head and idle timeouts, a client that leaves, each an exact timeline of
+what the client got and when (virtual milliseconds since the request), and the frame
+log's times with it. No socket, no wall clock: a busy machine changes nothing here.
+
+What only real sockets and clocks show stays end to end: a real client's read timeout
+against a stall (tests/e2e/test_faults_live.py), the kernel's RST and FIN on the wire,
+SIGTERM's grace (tests/server/test_shutdown.py), slow clients over TCP
+(tests/e2e/test_hostile_client.py)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from chaosproxy.core.faults.base import fault_rng
+from chaosproxy.upstream.testing import Answer, Request
+from tests.support.playbook import Call, Client, Playbook, ms, sse_answer
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def chunk(content: str, finish: str | None = None, role: str | None = None) -> bytes:
+    delta = {"role": role, "content": content} if role else {"content": content}
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return b"data: " + orjson.dumps({"id": "c1", "choices": [choice]}) + b"\n\n"
+
+
+E1, E2 = chunk("He", role="assistant"), chunk("llo")  # E1: openai-chat's start event
+E3, E4 = chunk(" w\u00f6rld"), chunk("!", finish="stop")
+DONE = b"data: [DONE]\n\n"
+EVENTS = [E1, E2, E3, E4, DONE]
+BODY = b"".join(EVENTS)
+
+
+def paced(gap: float, events: list[bytes] = EVENTS) -> Answer:
+    """The events, ``gap`` seconds apart (the first at once)."""
+    items: list[bytes | float] = [events[0]]
+    for event in events[1:]:
+        items += [gap, event]
+    return sse_answer(*items)
+
+
+def run(answer: Answer, scenario: str, call: Call | None = None, **settings: float) -> Client:
+    play = Playbook(lambda request: answer, {"s": scenario}, **settings)
+    return play.play(call or Call(scenario="s"))
+
+
+def bodies(client: Client) -> list[tuple[float, bytes]]:
+    return [(t, detail) for t, what, detail in client.timeline if what == "body"]
+
+
+def frames(client: Client) -> list[tuple[float, int]]:
+    """The frame lines' (t_ms, size): when the proxy says it wrote what."""
+    return [(f["t_ms"], f["size"]) for f in client.lines if f["event"] == "frame"]
+
+
+def end_line(client: Client) -> dict[str, object]:
+    (end,) = [line for line in client.lines if line["event"] == "response_end"]
+    return end
+
+
+# ---------------------------------------------------------------------------- delay
+
+
+def test_delay_headers_then_first_byte_each_hold_their_time() -> None:
+    client = run(paced(0.0), "faults:\n  - delay: {headers: 150ms, first_byte: 200ms}")
+    assert client.timeline == [
+        (150.0, "head", 200),
+        (350.0, "body", E1),  # the body's pause comes after the head's
+        (350.0, "body", E2),
+        (350.0, "body", E3),
+        (350.0, "body", E4),
+        (350.0, "body", DONE),
+        (350.0, "end", None),
+        (350.0, "response_end", "completed"),
+    ]
+    assert end_line(client)["ttfb_ms"] == 350.0
+    assert end_line(client)["faults_applied"] == {"delay": 2}
+
+
+def test_delay_per_event_holds_each_selected_event() -> None:
+    client = run(paced(0.0), "faults:\n  - delay: {per_event: 80ms, kind: delta}")
+    # Each delta (events 1-4) waits 80 ms before it is written; [DONE] is no delta.
+    assert bodies(client) == [(80.0, E1), (160.0, E2), (240.0, E3), (320.0, E4), (320.0, DONE)]
+    assert end_line(client)["faults_applied"] == {"delay": 4}
+    assert end_line(client)["max_gap_ms"] == 80.0
+
+
+def test_delay_per_event_comes_after_the_upstreams_own_pause() -> None:
+    client = run(paced(0.05), "faults:\n  - delay: {per_event: 80ms, nth: 3}")
+    assert bodies(client) == [(0.0, E1), (50.0, E2), (180.0, E3), (180.0, E4), (200.0, DONE)]
+
+
+def test_delay_jitter_draws_each_pause_from_the_seed() -> None:
+    scenario = "seed: 5\nfaults:\n  - delay: {jitter: 150ms, nth: [2, 4]}"
+    client = run(paced(0.0), scenario, Call(scenario="s", seed=None))  # the scenario's seed
+    rng = fault_rng(5, 0, "delay")
+    first, second = (rng.uniform(0.0, 0.15) for _ in range(2))
+    assert bodies(client) == [
+        (0.0, E1),
+        (ms(first), E2),
+        (ms(first), E3),
+        (ms(first + second), E4),
+        (ms(first + second), DONE),
+    ]
+
+
+# ---------------------------------------------------------------------------- stall
+
+
+@pytest.mark.parametrize(("after", "n"), [("2", 2), ("start", 1), ("0", 0)])
+def test_stall_for_a_duration_holds_everything_after_the_nth_event(after: str, n: int) -> None:
+    client = run(paced(0.1), f"faults:\n  - stall: {{after: {after}, duration: 250ms}}")
+    # The upstream's events come every 100 ms; after event n, nothing for 250 ms, and
+    # what arrived meanwhile goes at its end, at once.
+    arrived = [100.0 * i for i in range(len(EVENTS))]
+    expected = [
+        (t if i < n else max(t, 100.0 * max(n - 1, 0) + 250.0), event)
+        for i, (t, event) in enumerate(zip(arrived, EVENTS, strict=True))
+    ]
+    assert bodies(client) == expected
+    assert end_line(client)["faults_applied"] == {"stall": 1}
+
+
+def test_stall_forever_holds_until_the_client_leaves() -> None:
+    client = run(
+        paced(0.0),
+        "faults:\n  - stall: {after: 2, forever: true}",
+        Call(scenario="s", leave_at=0.3),
+        hold_timeout=600.0,
+    )
+    assert client.timeline == [
+        (0.0, "head", 200),
+        (0.0, "body", E1),
+        (0.0, "body", E2),
+        (300.0, "left", None),
+        (300.0, "response_end", "client_gone"),
+    ]
+
+
+# ---------------------------------------------------------------------------- throttle
+
+
+def test_throttle_writes_its_pieces_at_the_rate() -> None:
+    rate = 2000  # bytes a second: writes of rate/20 = 100 bytes, 50 ms apart
+    client = run(paced(0.0), f"faults:\n  - throttle: {{bytes_per_second: {rate}}}")
+    assert client.body == BODY
+    sizes = [len(data) for _, data in bodies(client)]
+    assert all(size <= rate // 20 for size in sizes)
+    # Each write waits for the one before it to have left at the rate: len/rate.
+    at, expected = 0.0, []
+    for size in sizes:
+        expected.append(ms(at))
+        at += size / rate
+    assert [t for t, _ in bodies(client)] == expected
+    assert frames(client) == list(zip(expected, sizes, strict=True))
+
+
+# ---------------------------------------------------------------------------- coalesce
+
+
+def test_coalesce_window_closes_on_its_own_before_a_late_event() -> None:
+    answer = sse_answer(E1, E2, E3, 0.3, E4, DONE)
+    client = run(answer, "faults:\n  - coalesce: {window: 100ms}")
+    # The first window opens with E1 and closes at 100 ms, 200 ms before E4 comes.
+    assert bodies(client) == [(100.0, E1 + E2 + E3), (300.0, E4 + DONE)]
+
+
+# ---------------------------------------------------------------------------- hang, hold timeout
+
+
+def test_a_hang_is_cut_at_the_hold_timeout_and_the_connection_aborted() -> None:
+    client = run(paced(0.0), "faults:\n  - hang: {}", hold_timeout=5.0)
+    assert client.timeline == [
+        (0.0, "head", 200),
+        (0.0, "body", E1),
+        (0.0, "body", E2),
+        (0.0, "body", E3),
+        (0.0, "body", E4),
+        (0.0, "body", DONE),
+        (5000.0, "action", "cut"),
+        (5000.0, "closed", "close"),  # (no last chunk: a client sees the body broken)
+        (5000.0, "response_end", "cut"),
+    ]
+    (action,) = [line for line in client.lines if line["event"] == "action"]
+    assert (action["reason"], action["fault"]) == ("hold timeout", "hang")
+
+
+def test_holds_in_a_row_share_one_hold_timeout() -> None:
+    # Three 2 s holds with nothing sent between them: 6 s in all against 5 s.
+    scenario = "faults:\n  - delay: {first_byte: 2s}\n  - stall: {after: 0, duration: 2s}\n"
+    scenario += "  - delay: {per_event: 2s, nth: 1}"
+    client = run(paced(0.0), scenario, hold_timeout=5.0)
+    assert [(t, what) for t, what, _ in client.timeline] == [
+        (0.0, "head"),
+        (5000.0, "action"),
+        (5000.0, "closed"),
+        (5000.0, "response_end"),
+    ]
+
+
+def test_a_hold_after_progress_gets_the_whole_hold_timeout_again() -> None:
+    scenario = "faults:\n  - stall: {after: 0, duration: 4s}\n  - stall: {after: 1, duration: 4s}"
+    client = run(paced(0.0), scenario, hold_timeout=5.0)
+    assert bodies(client) == [(4000.0, E1), *((8000.0, event) for event in EVENTS[1:])]
+    assert end_line(client)["outcome"] == "completed"
+
+
+# ---------------------------------------------------------------------------- upstream timeouts
+
+
+def test_an_upstream_slower_than_the_head_timeout_is_a_504_at_the_timeout() -> None:
+    async def slow(request: Request) -> Answer:
+        import asyncio
+
+        await asyncio.sleep(60)
+        return paced(0.0)
+
+    play = Playbook(slow, {"s": "faults: []"}, head_timeout=2.5)
+    client = play.play(Call(scenario="s"))
+    assert client.timeline == [
+        (2500.0, "response_end", "upstream_error"),  # (logged as the answer is made)
+        (2500.0, "head", 504),
+        (
+            2500.0,
+            "body",
+            b'{"error":{"type":"chaosproxy_error","message":"upstream sent no response head'
+            b' within 2.5 s: http://mock.invalid"}}',
+        ),
+        (2500.0, "end", None),
+    ]
+
+
+def test_an_upstream_silent_mid_body_for_the_idle_timeout_is_cut_then() -> None:
+    client = run(sse_answer(E1, E2, 30.0, E3), "faults: []", idle_timeout=1.5)
+    assert client.timeline == [
+        (0.0, "head", 200),
+        (0.0, "body", E1),
+        (0.0, "body", E2),
+        (1500.0, "closed", "close"),
+        (1500.0, "response_end", "upstream_error"),
+    ]
