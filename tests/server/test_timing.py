@@ -16,7 +16,7 @@ import pytest
 
 from chaosproxy.core.faults.base import fault_rng
 from chaosproxy.upstream.testing import Answer, Request
-from tests.support.playbook import Call, Client, Playbook, ms, sse_answer
+from tests.support.playbook import Beat, Call, Client, Playbook, ms, sse_answer
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -144,11 +144,12 @@ def test_stall_forever_holds_until_the_client_leaves() -> None:
 
 
 def test_throttle_writes_its_pieces_at_the_rate() -> None:
-    rate = 2000  # bytes a second: writes of rate/20 = 100 bytes, 50 ms apart
+    rate = 2000  # bytes a second: writes of at most rate/20 = 100 bytes
     client = run(paced(0.0), f"faults:\n  - throttle: {{bytes_per_second: {rate}}}")
     assert client.body == BODY
     sizes = [len(data) for _, data in bodies(client)]
-    assert all(size <= rate // 20 for size in sizes)
+    # Each event in writes of rate/20 bytes, the last piece of each what is left of it.
+    assert sizes == [min(100, len(e) - at) for e in EVENTS for at in range(0, len(e), 100)]
     # Each write waits for the one before it to have left at the rate: len/rate.
     at, expected = 0.0, []
     for size in sizes:
@@ -186,6 +187,42 @@ def test_a_hang_is_cut_at_the_hold_timeout_and_the_connection_aborted() -> None:
     ]
     (action,) = [line for line in client.lines if line["event"] == "action"]
     assert (action["reason"], action["fault"]) == ("hold timeout", "hang")
+
+
+#: A hold that outlasts the hold timeout, what the client got before it, the fault.
+HOLDS: dict[str, tuple[str, list[bytes] | None, str]] = {
+    "stall-forever": ("[{stall: {after: 2, forever: true}}]", [E1, E2], "stall"),
+    "stall-long": ("[{stall: {after: 2, duration: 1m}}]", [E1, E2], "stall"),
+    "hang": ("[hang]", EVENTS, "hang"),
+    "delay-headers": ("[{delay: {headers: 1m}}]", None, "delay"),  # None: not even the head
+    "delay-first-byte": ("[{delay: {first_byte: 1m}}]", [], "delay"),
+    "delay-per-event": ("[{delay: {per_event: 1m, nth: 3}}]", [E1, E2], "delay"),
+    # Two holds in a row, each under the limit, with nothing sent between them.
+    "two-in-a-row": (
+        "[{delay: {first_byte: 200ms}}, {stall: {after: 0, duration: 200ms}}]",
+        [],
+        "stall",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HOLDS))
+def test_every_hold_ends_at_the_hold_timeout_as_an_aborted_cut(name: str) -> None:
+    faults, saw, fault = HOLDS[name]
+    client = run(paced(0.0), f"faults: {faults}", hold_timeout=0.3)
+    got: list[Beat] = [] if saw is None else [(0.0, "head", 200)]
+    got += [(0.0, "body", event) for event in saw or []]
+    assert client.timeline == [
+        *got,
+        (300.0, "action", "cut"),
+        (300.0, "closed", "close"),  # never the last chunk: the body is broken
+        (300.0, "response_end", "cut"),
+    ]
+    (action,) = [line for line in client.lines if line["event"] == "action"]
+    assert (action["how"], action["fault"], action["reason"]) == ("abort", fault, "hold timeout")
+    end = end_line(client)
+    assert (end["reason"], end["duration_ms"]) == ("hold timeout", 300.0)
+    assert end["error"] == f"the {fault} fault held the response 0.3 s with nothing sent"
 
 
 def test_holds_in_a_row_share_one_hold_timeout() -> None:

@@ -253,9 +253,12 @@ class Client:
         self.done = self._loop.create_future()
         self.transport = _Transport(self)
 
+    #: Its request's id when no head told it (see :meth:`Playbook.run`).
+    assigned: str | None = None
+
     @property
     def request_id(self) -> str | None:
-        return self.headers.get("x-chaos-request-id")
+        return self.headers.get("x-chaos-request-id", self.assigned)
 
     def beat(self, what: str, detail: Any, at: tuple[int, float] | None = None) -> None:
         seq, when = at if at is not None else (self.order(), ms(self._loop.time()))
@@ -392,16 +395,24 @@ class Playbook:
             for client in clients:
                 assert client.done is not None
                 await client.done
-                request_id = client.request_id
-                if request_id is not None:  # (a refused head has no request)
-                    await ended.setdefault(request_id, loop.create_future())
+            # Every request logged is ended and logged (a refused head has none).
+            for request_id in [x["request_id"] for _, x in numbered if x["event"] == "request"]:
+                await ended.setdefault(request_id, loop.create_future())
         finally:
             for client in clients:  # (the proxy closing idle connections is not theirs)
                 client.settled = True
             await runner.cleanup()
+        # Whose request each is: its X-Chaos-Request-Id; a client that got no head (a
+        # hold before it, a cut) takes the requests left, in the order they were logged.
+        taken = {c.request_id for c in clients}
+        left = [x["request_id"] for _, x in numbered if x["event"] == "request"]
+        left = [request_id for request_id in left if request_id not in taken]
         for client in clients:  # its request's lines, in their places among its beats
+            request_id = client.request_id
+            if request_id is None and left:
+                request_id = client.assigned = left.pop(0)
             for seq, line in numbered:
-                if client.request_id is not None and line.get("request_id") == client.request_id:
+                if request_id is not None and line.get("request_id") == request_id:
                     client.logged(seq, line)
         return clients
 
