@@ -13,6 +13,7 @@ import pytest
 
 from chaosproxy.upstream.testing import Answer, Request
 from tests.support.playbook import (
+    Beat,
     Call,
     Deadlock,
     Playbook,
@@ -116,7 +117,7 @@ def test_a_passthrough_timeline_is_the_upstreams_own_pace() -> None:
 def test_runs_are_the_same_every_time() -> None:
     scenario = {"s": "faults:\n  - delay: {jitter: 300ms}\n  - rechunk: {size: 3}"}
 
-    def once() -> list[object]:
+    def once() -> list[list[Beat]]:
         play = Playbook(lambda request: sse_answer(ONE, 0.1, TWO, 0.1, DONE), scenario)
         return [c.timeline for c in play.run(Call(scenario="s"), Call(scenario="s", at=0.05))]
 
