@@ -11,11 +11,14 @@ SIGTERM's grace (tests/server/test_shutdown.py), slow clients over TCP
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 import pytest
 
+from chaosproxy.control.start import CLOSE_MARGIN
 from chaosproxy.core.faults.base import fault_rng
-from chaosproxy.upstream.testing import Answer, Request
+from chaosproxy.upstream.testing import Answer, MockUpstream, Request
 from tests.support.playbook import Beat, Call, Client, Playbook, ms, sse_answer
 
 pytestmark = pytest.mark.timeout(30)
@@ -279,3 +282,114 @@ def test_an_upstream_silent_mid_body_for_the_idle_timeout_is_cut_then() -> None:
         (1500.0, "closed", "close"),
         (1500.0, "response_end", "upstream_error"),
     ]
+
+
+# ---------------------------------------------------------------------------- stopping
+
+
+def test_a_stop_lets_streams_run_for_the_grace_then_cuts_the_rest_as_shutdown() -> None:
+    def answer(request: Request) -> Answer:
+        if request.target.endswith("slow"):  # done 2 s in: within the grace
+            return paced(0.5)
+        return paced(0.0)
+
+    play = Playbook(answer, {"hang": "faults: [hang]"}, stop_at=1.0, grace=2.0)
+    slow, hung = play.run(Call(path="/v1/chat/completions?slow"), Call(scenario="hang"))
+    assert slow.timeline == [
+        (0.0, "head", 200),
+        *((500.0 * i, "body", event) for i, event in enumerate(EVENTS)),
+        (2000.0, "end", None),
+        (2000.0, "response_end", "completed"),
+        (2000.0, "closed", "close"),  # stopping: no keep-alive
+    ]
+    assert hung.timeline[-2:] == [
+        (3000.0, "closed", "close"),  # at the grace's end, 2 s after the stop
+        (3000.0, "response_end", "shutdown"),
+    ]
+    assert [t for t, what, _ in hung.timeline if what == "body"] == [0.0] * len(EVENTS)
+    assert play.problems == []
+
+
+class NeverCloses(MockUpstream):
+    async def close(self) -> None:
+        await asyncio.Event().wait()  # honours cancellation: a plain hang
+
+
+def test_a_stop_gives_up_an_upstream_that_never_closes_at_grace_plus_the_margin() -> None:
+    play = Playbook(
+        lambda request: paced(0.0),
+        {"hang": "faults: [hang]"},
+        stop_at=1.0,
+        grace=0.3,
+        upstream=NeverCloses,
+    )
+    client = play.play(Call(scenario="hang"))
+    assert client.timeline[-2:] == [
+        (1300.0, "closed", "close"),
+        (1300.0, "response_end", "shutdown"),
+    ]
+    # The grace, then the hung upstream's close is given up at grace + CLOSE_MARGIN.
+    assert play.stopped_at == ms(1.0 + 0.3 + CLOSE_MARGIN)
+    assert play.problems == [
+        "stopping the proxy (its upstream client) did not finish in time; abandoned"
+    ]
+
+
+# ---------------------------------------------------------------------------- the client timeout
+
+TIMEOUT = 0.5  # --client-timeout
+GET = b"GET /v1/models HTTP/1.1\r\nHost: proxy.test\r\n\r\n"
+
+
+def guarded(call: Call) -> tuple[Client, list[dict[str, object]]]:
+    """The client, and the ``rejected`` lines (no request's: the guard's own)."""
+    play = Playbook(lambda request: paced(0.0), client_timeout=TIMEOUT)
+    client = play.play(call)
+    return client, [line for line in play.lines if line["event"] == "rejected"]
+
+
+def test_a_head_dribbled_a_byte_at_a_time_is_answered_408_at_the_client_timeout() -> None:
+    head = b"GET /v1/slow HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"p" * 100 + b"\r\n\r\n"
+    dribble = [(0.15 * i, head[i : i + 1]) for i in range(len(head))]  # 25 timeouts' worth
+    client, (line,) = guarded(Call(sends=dribble, until="close"))
+    assert [(t, what) for t, what, _ in client.timeline] == [
+        (500.0, "head"),
+        (500.0, "body"),
+        (500.0, "end"),
+        (500.0, "closed"),
+    ]
+    assert client.status == 408
+    # Four bytes came in time: at 0, 150, 300 and 450 ms.
+    assert (line["status"], line["reason"]) == (408, "request head incomplete after 0.5s (4 bytes)")
+
+
+def test_an_idle_keep_alive_connection_is_closed_without_a_word_at_the_client_timeout() -> None:
+    client, rejected = guarded(Call(sends=[(0.0, GET)], until="close"))
+    assert [(t, what) for t, what, _ in client.timeline] == [
+        (0.0, "head"),
+        *((0.0, "body") for _ in EVENTS),
+        (0.0, "end"),
+        (0.0, "response_end"),
+        (500.0, "closed"),  # nothing sent before it
+    ]
+    assert rejected == []
+
+
+def test_a_client_that_asks_in_time_again_and_again_is_never_cut() -> None:
+    asks = [(0.3 * i, GET) for i in range(6)]  # each 300 ms after the last answer
+    client, rejected = guarded(Call(sends=asks, until="close"))
+    heads = [t for t, what, _ in client.timeline if what == "head"]
+    assert heads == [ms(0.3 * i) for i in range(6)]
+    assert client.timeline[-1] == (ms(0.3 * 5 + TIMEOUT), "closed", "close")
+    assert rejected == []
+
+
+def test_a_request_body_that_stalls_ends_the_request_at_the_client_timeout() -> None:
+    head = b"POST /v1/stall HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"
+    client, rejected = guarded(Call(sends=[(0.0, head)], until="close"))
+    assert client.timeline == [
+        (500.0, "closed", "close"),  # no answer: the body never came
+        (500.0, "response_end", "client_gone"),
+    ]
+    assert [line["event"] for line in client.lines] == ["request", "response_end"]
+    assert rejected == []

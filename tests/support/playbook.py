@@ -36,21 +36,18 @@ import itertools
 import selectors
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httptools
 import orjson
 from aiohttp import web
 
 from chaosproxy.control.api import EMBEDDED
+from chaosproxy.control.start import start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.scenario.selection import ScenarioSet
 from chaosproxy.server.config import Config
 from chaosproxy.server.guard import GuardedRunner
-from chaosproxy.server.net import CLIENT_GUARD, SERVER_LOG
-from chaosproxy.server.proxy import create_proxy_app
-from chaosproxy.server.state import ProxyState
 from chaosproxy.upstream.testing import Answer, MockUpstream, Request
 
 #: Where the proxy forwards to (the double answers whatever the address).
@@ -215,6 +212,18 @@ class Call:
     at: float = 0.0
     leave_at: float | None = None
     seed: int | None = 7
+    #: What the client sends instead of the request, as (seconds after ``at``, bytes):
+    #: a head dribbled, a body that stalls, a second request on the connection.
+    sends: Sequence[tuple[float, bytes]] | None = None
+    #: When the client is done: once it has an answer whole, or once its connection
+    #: has ended (a keep-alive connection the proxy closes when idle).
+    until: Literal["answer", "close"] = "answer"
+
+    def bytes_at(self) -> list[tuple[float, bytes]]:
+        """What it sends, when (virtual seconds since the start)."""
+        if self.sends is None:
+            return [(self.at, self.head() + self.body)]
+        return [(self.at + after, data) for after, data in self.sends]
 
     def head(self) -> bytes:
         fields = [("Host", "proxy.test"), ("Content-Type", "application/json")]
@@ -278,6 +287,14 @@ class Client:
         except httptools.HttpParserError as exc:  # a broken response is a failed test
             self.beat("broken", str(exc))
 
+    def send(self, data: bytes) -> None:
+        """Bytes from the client, as a socket's read hands them to the protocol."""
+        protocol = self.transport.protocol
+        if self.gone or self.transport.closing or protocol is None:
+            return
+        assert isinstance(protocol, asyncio.Protocol)
+        protocol.data_received(data)
+
     def leave(self) -> None:
         """The client closes its connection (as a client whose read timed out)."""
         if self.gone or self.transport.closing:
@@ -304,7 +321,8 @@ class Client:
 
     def on_message_complete(self) -> None:
         self.beat("end", None)
-        self.finished()
+        if self.call.until == "answer":
+            self.finished()
 
     def logged(self, seq: int, line: dict[str, Any]) -> None:
         """A frame-log line of its request (``seq``: where it came among the beats)."""
@@ -319,13 +337,19 @@ class Client:
 class Playbook:
     """A proxy (``chaosproxy/server/``) whose upstream is ``handler`` (a
     :class:`MockUpstream` handler) and whose scenarios are ``scenarios`` (name: YAML
-    text), run on virtual time. ``settings`` are :class:`Config` fields
-    (``hold_timeout=5.0``, ``idle_timeout=...``)."""
+    text), started as ``ChaosProxy`` starts it (``start_proxy``, the built-in library
+    left out) and run on virtual time. ``settings`` are :class:`Config` fields
+    (``hold_timeout=5.0``, ``idle_timeout=...``, ``grace=...``); ``stop_at``: when to
+    stop it (see :attr:`stop_at`); ``upstream``: the double's class (a subclass that
+    misbehaves)."""
 
     def __init__(
         self,
         handler: Callable[[Request], Answer | Awaitable[Answer]],
         scenarios: Mapping[str, str] | None = None,
+        *,
+        stop_at: float | None = None,
+        upstream: type[MockUpstream] = MockUpstream,
         **settings: Any,
     ) -> None:
         self.handler = handler
@@ -334,7 +358,15 @@ class Playbook:
             for name, text in (scenarios or {}).items()
         }
         self.config: Config = EMBEDDED.replace(upstream=UPSTREAM_URL, seed=7, **settings)
+        self.upstream_class = upstream
         self.upstream: MockUpstream | None = None
+        #: When the proxy is stopped (``RunningProxy.close``: its grace, then the cut),
+        #: in virtual seconds; None: once every call is answered.
+        self.stop_at = stop_at
+        #: What the stop said did not go as planned (empty: a clean stop), and when it
+        #: returned (virtual ms).
+        self.problems: list[str] = []
+        self.stopped_at: float | None = None
         #: Every frame-log line, whole, in order (each with its virtual ``ms``).
         self.lines: list[dict[str, Any]] = []
 
@@ -369,23 +401,21 @@ class Playbook:
                 ended.setdefault(request_id, loop.create_future()).set_result(None)
 
         log.add_listener(listen)
-        upstream = self.upstream = MockUpstream(self.handler)
-        state = ProxyState(
-            config=self.config,
-            upstream_url=UPSTREAM_URL,
-            scenarios=ScenarioSet(self.scenarios, None, self.config.seed),
+        upstream = self.upstream = self.upstream_class(self.handler)
+        proxy = await start_proxy(
+            self.config,
+            scenarios=self.scenarios,
             log=log,
             upstream_factory=lambda: upstream,
-            clock=loop.time,
+            library=False,
         )
-        app = create_proxy_app(state)
-        runner = GuardedRunner(
-            app, app[CLIENT_GUARD], handler_cancellation=True, access_log=None, logger=SERVER_LOG
-        )
-        await runner.setup()
+        proxy.state.clock = loop.time  # (before any request: each reads it as it goes)
+        (server,) = [r.server for r in proxy.runners if isinstance(r, GuardedRunner)]
+        assert isinstance(server, web.Server)
+        stopping: list[asyncio.Task[list[str]]] = []
+        if self.stop_at is not None:
+            loop.call_at(self.stop_at, lambda: stopping.append(loop.create_task(proxy.close())))
         try:
-            server = runner.server
-            assert isinstance(server, web.Server)
             for call in calls:
                 client = Client(call, order=order)
                 clients.append(client)
@@ -395,13 +425,22 @@ class Playbook:
             for client in clients:
                 assert client.done is not None
                 await client.done
-            # Every request logged is ended and logged (a refused head has none).
+            # Every request has ended (a request line can come with its end: a body
+            # that never came), and every one logged is logged ended. The proxy says
+            # only how many run: look each virtual millisecond (no time to the proxy's
+            # timers, which fire at their own times), for an hour of virtual time at most.
+            give_up = loop.time() + 3600.0
+            while proxy.in_flight and not stopping:
+                if loop.time() > give_up:
+                    raise Deadlock(f"{proxy.in_flight} request(s) still running after an hour")
+                await asyncio.sleep(0.001)
             for request_id in [x["request_id"] for _, x in numbered if x["event"] == "request"]:
                 await ended.setdefault(request_id, loop.create_future())
         finally:
             for client in clients:  # (the proxy closing idle connections is not theirs)
                 client.settled = True
-            await runner.cleanup()
+            self.problems = await (stopping[0] if stopping else proxy.close())
+            self.stopped_at = ms(loop.time())
         # Whose request each is: its X-Chaos-Request-Id; a client that got no head (a
         # hold before it, a cut) takes the requests left, in the order they were logged.
         taken = {c.request_id for c in clients}
@@ -421,7 +460,12 @@ class Playbook:
         protocol = server()
         client.transport.set_protocol(protocol)
         protocol.connection_made(client.transport)
-        protocol.data_received(client.call.head() + client.call.body)
+        loop = asyncio.get_running_loop()
+        for when, data in client.call.bytes_at():  # (what is due now, sent now)
+            if when <= loop.time():
+                client.send(data)
+            else:
+                loop.call_at(when, client.send, data)
 
 
 __all__ = [
