@@ -393,3 +393,32 @@ def test_a_request_body_that_stalls_ends_the_request_at_the_client_timeout() -> 
     ]
     assert [line["event"] for line in client.lines] == ["request", "response_end"]
     assert rejected == []
+
+
+# ---------------------------------------------------------------------------- upstream silence
+
+
+@pytest.mark.parametrize(
+    ("size", "count", "gap", "resumed"),
+    [
+        (10, 8, 0.05, 950.0),  # events 50 ms apart: the stall, from event 2, ends at 950
+        (1000, 400, 0.0, 900.0),  # 400 KB at once: past the inbox's limit meanwhile
+    ],
+)
+def test_a_stall_over_a_healthy_upstream_is_not_upstream_silence(
+    size: int, count: int, gap: float, resumed: float
+) -> None:
+    """The pump holds the upstream itself during a stall (or the upstream keeps sending
+    into its inbox): neither is upstream silence, though the stall outlasts its limit."""
+    events = [b"data: " + b"%d" % (i % 10) * size + b"\n\n" for i in range(count)]
+    stall = "faults:\n  - stall: {after: 2, duration: 900ms}"
+    client = run(paced(gap, events), stall, idle_timeout=0.3)
+    assert bodies(client) == [
+        (0.0, events[0]),
+        (ms(gap), events[1]),
+        *((resumed, event) for event in events[2:]),
+    ]
+    assert client.timeline[-1] == (resumed, "response_end", "completed")
+    end = end_line(client)
+    assert (end["faults_applied"], end["max_gap_ms"]) == ({"stall": 1}, 900.0)
+    assert "reason" not in end
