@@ -92,13 +92,15 @@ class ProxyState:
     #: Told each request's tenant as it begins (the fleet's journal bounds what it
     #: keeps per tenant); None: nothing needs it (a passthrough is then not tenanted).
     whose: Callable[[str, str], None] | None = None
-    #: The clock the requests' shell reads the times it gives the sessions from (holds,
-    #: coalesce windows, the times of the frame lines, the hold timeout): the
-    #: monotonic clock; a test on virtual time gives its event loop's
+    #: The clock the shell reads the times it decides by from (holds, coalesce windows,
+    #: the hold timeout, the stop's grace, the frame lines' times; the kept streams'
+    #: too, ``resume.clock``, set from it here): the monotonic clock; a test on virtual
+    #: time sets both to its event loop's before the first request
     #: (tests/support/playbook.py).
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
+        self.resume.clock = self.clock
         self.resume.max_event_size = self.config.max_event_size
         self.resume.max_readers = reader_share(self.config.upstream_max_connections)
         if cast("TenantKeys | None", self.tenants) is None:

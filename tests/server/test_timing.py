@@ -12,11 +12,12 @@ SIGTERM's grace (tests/server/test_shutdown.py), slow clients over TCP
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import orjson
 import pytest
 
-from chaosproxy.control.start import CLOSE_MARGIN
+from chaosproxy.control.start import CLOSE_MARGIN, RunningProxy
 from chaosproxy.core.faults.base import fault_rng
 from chaosproxy.upstream.testing import Answer, MockUpstream, Request
 from tests.support.playbook import Beat, Call, Client, Playbook, ms, sse_answer
@@ -45,7 +46,7 @@ def paced(gap: float, events: list[bytes] = EVENTS) -> Answer:
     return sse_answer(*items)
 
 
-def run(answer: Answer, scenario: str, call: Call | None = None, **settings: float) -> Client:
+def run(answer: Answer, scenario: str, call: Call | None = None, **settings: Any) -> Client:
     play = Playbook(lambda request: answer, {"s": scenario}, **settings)
     return play.play(call or Call(scenario="s"))
 
@@ -422,3 +423,44 @@ def test_a_stall_over_a_healthy_upstream_is_not_upstream_silence(
     end = end_line(client)
     assert (end["faults_applied"], end["max_gap_ms"]) == ({"stall": 1}, 900.0)
     assert "reason" not in end
+
+
+# ---------------------------------------------------------------------------- resume: retention
+
+
+def test_a_kept_stream_is_read_on_after_the_cut_until_its_retention_runs_out() -> None:
+    resume = "resume: {policy: resume, retention: 300ms}\nfaults:\n  - cut: {after: 2, how: reset}"
+    answer = Answer(headers={"Content-Type": "text/event-stream"}, body=[E1, E2, E3], end="hold")
+
+    def kept(proxy: RunningProxy) -> list[tuple[int, str, float]]:
+        return [(s.total, s.state, s.last_activity) for s in proxy.state.resume.store.streams()]
+
+    play = Playbook(
+        lambda request: answer, {"s": resume}, stop_at=1.0, probes={0.299: kept, 0.301: kept}
+    )
+    client = play.play(Call(scenario="s"))
+    assert [(t, what) for t, what, _ in client.timeline] == [
+        (0.0, "head"),
+        (0.0, "body"),
+        (0.0, "body"),
+        (0.0, "action"),
+        (0.0, "closed"),
+        (0.0, "response_end"),
+    ]
+    # Read on, unattended, into history (all three events), then let go when the
+    # retention ran out with nobody following: 300 ms after the cut.
+    assert play.probed == {0.299: [(3, "live", 0.0)], 0.301: [(3, "abandoned", 0.3)]}
+
+
+def test_stopping_the_proxy_ends_the_background_readers_at_once() -> None:
+    resume = "resume: {policy: resume}\nfaults:\n  - cut: {after: 2, how: close}"
+    answer = Answer(headers={"Content-Type": "text/event-stream"}, body=[E1, E2, E3], end="hold")
+
+    def readers(proxy: RunningProxy) -> int:
+        return proxy.state.resume.readers
+
+    play = Playbook(lambda request: answer, {"s": resume}, stop_at=0.5, probes={0.499: readers})
+    play.play(Call(scenario="s"))
+    assert play.probed == {0.499: 1}  # reading on, unattended, until the stop
+    assert play.stopped_at == 500.0  # no grace to give: no request runs
+    assert play.proxy is not None and play.proxy.state.resume.readers == 0

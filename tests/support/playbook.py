@@ -43,7 +43,7 @@ import orjson
 from aiohttp import web
 
 from chaosproxy.control.api import EMBEDDED
-from chaosproxy.control.start import start_proxy
+from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.config import Config
@@ -341,7 +341,7 @@ class Playbook:
     left out) and run on virtual time. ``settings`` are :class:`Config` fields
     (``hold_timeout=5.0``, ``idle_timeout=...``, ``grace=...``); ``stop_at``: when to
     stop it (see :attr:`stop_at`); ``upstream``: the double's class (a subclass that
-    misbehaves)."""
+    misbehaves); ``probes``: what to read of the running proxy, and when."""
 
     def __init__(
         self,
@@ -350,6 +350,7 @@ class Playbook:
         *,
         stop_at: float | None = None,
         upstream: type[MockUpstream] = MockUpstream,
+        probes: Mapping[float, Callable[[RunningProxy], Any]] | None = None,
         **settings: Any,
     ) -> None:
         self.handler = handler
@@ -360,6 +361,12 @@ class Playbook:
         self.config: Config = EMBEDDED.replace(upstream=UPSTREAM_URL, seed=7, **settings)
         self.upstream_class = upstream
         self.upstream: MockUpstream | None = None
+        #: The proxy of the last run (stopped by now).
+        self.proxy: RunningProxy | None = None
+        #: What to look at in the running proxy, when (virtual seconds), and what was
+        #: seen (by the same times).
+        self.probes = dict(probes or {})
+        self.probed: dict[float, Any] = {}
         #: When the proxy is stopped (``RunningProxy.close``: its grace, then the cut),
         #: in virtual seconds; None: once every call is answered.
         self.stop_at = stop_at
@@ -402,19 +409,23 @@ class Playbook:
 
         log.add_listener(listen)
         upstream = self.upstream = self.upstream_class(self.handler)
-        proxy = await start_proxy(
+        proxy = self.proxy = await start_proxy(
             self.config,
             scenarios=self.scenarios,
             log=log,
             upstream_factory=lambda: upstream,
             library=False,
         )
-        proxy.state.clock = loop.time  # (before any request: each reads it as it goes)
+        # (Before any request: each reads it as it goes. The kept streams' too.)
+        proxy.state.clock = proxy.state.resume.clock = loop.time
         (server,) = [r.server for r in proxy.runners if isinstance(r, GuardedRunner)]
         assert isinstance(server, web.Server)
-        stopping: list[asyncio.Task[list[str]]] = []
+        #: The stop at ``stop_at``, once it began.
+        stopping: asyncio.Future[asyncio.Task[list[str]]] = loop.create_future()
+        for when, probe in self.probes.items():
+            loop.call_at(when, self._probe, when, probe, proxy)
         if self.stop_at is not None:
-            loop.call_at(self.stop_at, lambda: stopping.append(loop.create_task(proxy.close())))
+            loop.call_at(self.stop_at, lambda: stopping.set_result(loop.create_task(proxy.close())))
         try:
             for call in calls:
                 client = Client(call, order=order)
@@ -430,7 +441,7 @@ class Playbook:
             # only how many run: look each virtual millisecond (no time to the proxy's
             # timers, which fire at their own times), for an hour of virtual time at most.
             give_up = loop.time() + 3600.0
-            while proxy.in_flight and not stopping:
+            while proxy.in_flight and not stopping.done():
                 if loop.time() > give_up:
                     raise Deadlock(f"{proxy.in_flight} request(s) still running after an hour")
                 await asyncio.sleep(0.001)
@@ -439,7 +450,10 @@ class Playbook:
         finally:
             for client in clients:  # (the proxy closing idle connections is not theirs)
                 client.settled = True
-            self.problems = await (stopping[0] if stopping else proxy.close())
+            if self.stop_at is None:
+                self.problems = await proxy.close()
+            else:  # (the stop comes at its time, whatever the clients did)
+                self.problems = await (await stopping)
             self.stopped_at = ms(loop.time())
         # Whose request each is: its X-Chaos-Request-Id; a client that got no head (a
         # hold before it, a cut) takes the requests left, in the order they were logged.
@@ -454,6 +468,11 @@ class Playbook:
                 if request_id is not None and line.get("request_id") == request_id:
                     client.logged(seq, line)
         return clients
+
+    def _probe(
+        self, when: float, probe: Callable[[RunningProxy], Any], proxy: RunningProxy
+    ) -> None:
+        self.probed[when] = probe(proxy)
 
     @staticmethod
     def _connect(server: web.Server, client: Client) -> None:
