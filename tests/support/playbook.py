@@ -2,11 +2,13 @@
 (``test/mitmproxy/proxy/tutils.py``), for the proxy's own timing.
 
 :class:`Playbook` drives ``chaosproxy/server/`` whole (the guarded aiohttp server, the
-handler, the exchange, the body pump) with no socket and no wall clock:
+handler, the exchange, the body pump), started as ``ChaosProxy`` starts it
+(``start_proxy``; its listening socket is bound but unused) and stopped the same way
+(``RunningProxy.close``), with no client or upstream socket and no wall clock:
 
 - the clients are in-memory transports handed to the server's own protocol
-  (:class:`Client`): a request's bytes in, what the proxy wrote out, parsed as a client
-  would (llhttp);
+  (:class:`Client`): a request's bytes in (or any bytes, at their times: a
+  :class:`Call`), what the proxy wrote out, parsed as a client would (llhttp);
 - the upstream is :class:`~chaosproxy.upstream.testing.MockUpstream`, the real upstream
   client over in-memory sockets;
 - the event loop is :func:`virtual_loop`'s: its clock starts at 0 and advances only
