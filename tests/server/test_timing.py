@@ -12,6 +12,7 @@ SIGTERM's grace (tests/server/test_shutdown.py), slow clients over TCP
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -464,3 +465,41 @@ def test_stopping_the_proxy_ends_the_background_readers_at_once() -> None:
     assert play.probed == {0.499: 1}  # reading on, unattended, until the stop
     assert play.stopped_at == 500.0  # no grace to give: no request runs
     assert play.proxy is not None and play.proxy.state.resume.readers == 0
+
+
+# ---------------------------------------------------------------------------- the library's timing
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios"
+MANY = [chunk(f"w{i} ") for i in range(40)] + [chunk("", finish="stop"), DONE]
+
+
+def library(name: str, answer: Answer) -> Client:
+    play = Playbook(lambda request: answer, {name: (LIBRARY / f"{name}.yaml").read_text()})
+    return play.play(Call(scenario=name))
+
+
+def test_the_librarys_stall_mid_stream_is_silent_600ms_after_the_fourth_event() -> None:
+    client = library("stall-mid-stream", paced(0.01, MANY))
+    times = [t for t, _ in bodies(client)]
+    assert times == [10.0 * i for i in range(4)] + [630.0] * (len(MANY) - 4)
+    assert end_line(client)["max_gap_ms"] == 600.0
+
+
+def test_the_librarys_slow_first_byte_sends_the_head_at_once_the_body_800ms_later() -> None:
+    client = library("slow-first-byte", paced(0.0, MANY))
+    assert client.timeline[:2] == [(0.0, "head", 200), (800.0, "body", MANY[0])]
+    assert end_line(client)["ttfb_ms"] == 800.0
+
+
+def test_the_librarys_throttled_stream_delivers_4_kib_a_second() -> None:
+    big = [chunk(str(i % 10) * 300) for i in range(12)] + [DONE]  # 300+ bytes an event
+    client = library("throttled-stream", paced(0.0, big))
+    sizes = [len(data) for _, data in bodies(client)]
+    piece = 4096 // 20  # each event in pieces of 204 bytes, its last what is left
+    assert sizes == [min(piece, len(e) - at) for e in big for at in range(0, len(e), piece)]
+    at, expected = 0.0, []
+    for size in sizes:  # each write after the pause the one before it took, at the cap
+        expected.append(ms(at))
+        at += size / 4096
+    assert [t for t, _ in bodies(client)] == expected
+    assert client.body == b"".join(big)
