@@ -77,6 +77,15 @@ def test_a_wait_that_nothing_can_end_is_a_deadlock_not_a_hang() -> None:
         on_virtual_time(main())
 
 
+def test_a_thread_that_hands_back_its_result_wakes_a_loop_with_no_timer() -> None:
+    async def main() -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(None, sum, [40, 2])
+        return result, loop.time()
+
+    assert on_virtual_time(main()) == (42, 0.0)  # no deadlock, and no time
+
+
 def test_ms_gives_virtual_seconds_as_milliseconds_to_the_microsecond() -> None:
     assert ms(0.1 + 0.2) == 300.0
     assert ms(1.2345678) == 1234.568

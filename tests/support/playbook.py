@@ -63,10 +63,17 @@ class Deadlock(RuntimeError):
     """Every task waits and no timer is set: on virtual time, nothing would ever happen."""
 
 
+#: How long (wall seconds) a loop with no timer waits for a thread's wake-up (a
+#: ``call_soon_threadsafe``) before it is called deadlocked.
+THREAD_WAIT = 1.0
+
+
 class _VirtualSelector(selectors.BaseSelector):
     """A selector whose wait takes no time: what is ready now is returned at once;
     when nothing is, the clock jumps by the wait the loop asked for (its next timer).
-    The real selector still serves the loop's own self-pipe."""
+    The real selector still serves the loop's own self-pipe. A thread's work (an
+    executor's) takes no virtual time: the clock does not wait for it while a timer is
+    due, so what the playbook drives keeps to the loop (the proxy's request path does)."""
 
     def __init__(self) -> None:
         self.real = selectors.DefaultSelector()
@@ -85,7 +92,10 @@ class _VirtualSelector(selectors.BaseSelector):
         ready = self.real.select(0)
         if ready or timeout == 0:
             return ready
-        if timeout is None:
+        if timeout is None:  # only a thread could wake the loop now: give it a second
+            ready = self.real.select(THREAD_WAIT)
+            if ready:
+                return ready
             raise Deadlock("virtual time: every task waits, and no timer would wake one")
         self.now += timeout
         return []
