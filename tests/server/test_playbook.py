@@ -162,3 +162,33 @@ def test_a_client_that_gets_no_head_still_gets_its_requests_lines() -> None:
     client = play.play(Call(scenario="s", leave_at=1.0))
     assert client.timeline == [(1000.0, "left", None), (1000.0, "response_end", "client_gone")]
     assert client.request_id == play.lines[0]["request_id"]
+
+
+# ---------------------------------------------------------------------------- hostile peers
+
+
+def test_an_upstream_that_resets_mid_body_ends_the_response_then() -> None:
+    play = Playbook(lambda request: sse_answer(ONE, 0.1, TWO, 0.1, end="reset"))
+    client = play.play(Call())
+    assert client.timeline == [
+        (0.0, "head", 200),
+        (0.0, "body", ONE),
+        (100.0, "body", TWO),
+        (200.0, "closed", "close"),  # no last chunk: the client sees the body broken
+        (200.0, "response_end", "upstream_error"),
+    ]
+
+
+def test_a_head_the_proxy_cannot_parse_is_answered_400_and_logged_rejected() -> None:
+    play = Playbook(lambda request: sse_answer(ONE))
+    client = play.play(Call(sends=[(0.0, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n")], until="close"))
+    assert [(t, what) for t, what, _ in client.timeline] == [
+        (0.0, "head"),
+        (0.0, "body"),
+        (0.0, "end"),
+        (0.0, "closed"),
+    ]
+    assert client.status == 400
+    (line,) = [x for x in play.lines if x["event"] == "rejected"]
+    assert (line["status"], line["ms"]) == (400, 0.0)
+    assert play.upstream is not None and play.upstream.requests == []  # never forwarded
