@@ -209,8 +209,9 @@ class RunningProxy:
 
     async def close(self, within: float | None = None, *, since: float | None = None) -> list[str]:
         """Stop, within ``config.grace + CLOSE_MARGIN`` (or ``within``) seconds of
-        ``since`` (a ``time.monotonic()``: when the stop was asked for, such as a
-        signal's arrival, which a busy loop may see late; default: now).
+        ``since`` (a reading of the proxy's clock, ``state.clock``: ``time.monotonic()``;
+        when the stop was asked for, such as a signal's arrival, which a busy loop may
+        see late; default: now).
 
         Stops accepting at once (on every listening socket, idle keep-alive
         connections closed), lets streams in flight run for the grace (those that end
@@ -225,7 +226,7 @@ class RunningProxy:
         loop = asyncio.get_running_loop()
         self._closing = loop.create_future()
         try:
-            problems = await self._close(within, time.monotonic() if since is None else since)
+            problems = await self._close(within, self.state.clock() if since is None else since)
         except BaseException as exc:
             self._closing.set_exception(exc)
             self._closing.exception()  # retrieved: a second caller may never come
@@ -234,8 +235,8 @@ class RunningProxy:
         return problems
 
     async def _close(self, within: float | None, start: float) -> list[str]:
-        # time.monotonic(), not loop.time(): uvloop's is the time its iteration began,
-        # which on a busy loop is well behind.
+        # The proxy's clock (time.monotonic()), not loop.time(): uvloop's is the time
+        # its iteration began, which on a busy loop is well behind.
         grace = self.config.grace
         budget = grace + CLOSE_MARGIN if within is None else within
         grace_end = start + min(grace, budget)
@@ -260,8 +261,8 @@ class RunningProxy:
                 runner.server.pre_shutdown()
         # The grace: streams in flight may end on their own.
         tasks = self._in_flight.tasks
-        if tasks and grace_end > time.monotonic():
-            await asyncio.wait(set(tasks), timeout=grace_end - time.monotonic())
+        if tasks and grace_end > self.state.clock():
+            await asyncio.wait(set(tasks), timeout=grace_end - self.state.clock())
         # The cut, always, however late this is: the rest end now, as ``shutdown``,
         # each logged in this one pass; then their tasks only have to unwind.
         self._cut()
@@ -269,15 +270,15 @@ class RunningProxy:
             running = set(tasks)
             for task in running:
                 task.cancel()
-            await asyncio.wait(running, timeout=max(deadline - time.monotonic(), CUT_UNWIND))
+            await asyncio.wait(running, timeout=max(deadline - self.state.clock(), CUT_UNWIND))
             self._cut()  # a request whose handler began meanwhile
-            if time.monotonic() >= deadline:
+            if self.state.clock() >= deadline:
                 break
         if tasks:
             problems.append(f"{len(tasks)} request(s) did not end when cut; abandoned")
         # The rest: the proxy's own cleanup (its upstream client), the admin, the mock.
         for name, runner in reversed(named):
-            problem = await _cleanup_within(name, runner, deadline - time.monotonic())
+            problem = await _cleanup_within(name, runner, deadline - self.state.clock())
             if problem is not None:
                 problems.append(problem)
         # Every response that could end has been logged by now: detach from the log.

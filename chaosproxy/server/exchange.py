@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +125,7 @@ class Exchange:
         #: The ``response_end`` line is written (by the task, :meth:`stop` or
         #: :meth:`last_words`).
         self._end_logged = False
-        self._began = time.monotonic()
+        self._began = state.clock()
         #: The body being streamed (upstream, kept or replayed), once its head is in.
         self._upstream: Reply | None = None
 
@@ -209,8 +208,8 @@ class Exchange:
         try:
             if refusal is not None:
                 self._log_request()
-                return answer(session.refuse(status, refusal, time.monotonic()))
-            for action in session.start(time.monotonic()):
+                return answer(session.refuse(status, refusal, self.state.clock()))
+            for action in session.start(self.state.clock()):
                 if isinstance(action, HoldRequest):
                     await self._hold_request(action)
                     continue
@@ -261,7 +260,7 @@ class Exchange:
         head = self.session.respond(canned)
         resp = await self._prepare(web.StreamResponse(status=head.status, headers=head.headers))
         if canned.body:
-            self.log_frame(Send(canned.body), time.monotonic())
+            self.log_frame(Send(canned.body), self.state.clock())
             await resp.write(canned.body)
         await resp.write_eof()
         if self._client_left():  # the end went into a connection the client had left
@@ -379,7 +378,7 @@ class Exchange:
             self.session.client_gone()
             return resp
         chunked = "chunked" in resp.headers.get("Transfer-Encoding", "").lower()
-        pump = BodyPump(self, transport, writer, upstream, chunked=chunked)
+        pump = BodyPump(self, transport, writer, upstream, chunked=chunked, clock=self.state.clock)
         try:
             await pump.run()
         except FramingError as exc:
@@ -456,14 +455,14 @@ class Exchange:
         if progress != self._progress:  # something went out since the last hold
             self._progress, self._held = progress, 0.0
         left = self.state.config.hold_timeout - self._held
-        self._hold_started = time.monotonic()
+        self._hold_started = self.state.clock()
         if seconds <= left:
             return seconds, False
         return max(left, 0.0), True
 
     def hold_end(self) -> None:
         """The hold ended (its time passed, or the response ended meanwhile)."""
-        self._held += time.monotonic() - self._hold_started
+        self._held += self.state.clock() - self._hold_started
 
     async def hold_expired(self, fault: str) -> None:
         """The hold reached the hold timeout: the session ends the response, and the
@@ -518,7 +517,7 @@ class Exchange:
             session = self.session
             if not session.ended:  # every path above ends it: a guard against a bug
                 session.internal_error("internal error: the request ended without an outcome")
-            line = session.summary(time.monotonic())
+            line = session.summary(self.state.clock())
             if self.choice.local:  # numbered by this replica alone: its fleet was away
                 line["fleet_state"] = "local"
             joined, content = self._joined, session.content
@@ -538,6 +537,6 @@ class Exchange:
         if self._end_logged:
             return False
         self._end_logged = True
-        line = self.session.watchdog_summary((time.monotonic() - self._began) * 1000.0)
+        line = self.session.watchdog_summary((self.state.clock() - self._began) * 1000.0)
         self.log.info("response_end", **line)
         return True

@@ -134,8 +134,12 @@ class BodyPump:
         upstream: Reply,
         *,
         chunked: bool,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.host = host
+        #: What the session's times are read from (the proxy's clock: ``ProxyState.
+        #: clock``; a test's virtual one).
+        self._clock = clock
         self.session = host.session
         self.transport = transport
         self.writer = writer
@@ -257,7 +261,7 @@ class BodyPump:
             return
         try:
             sends = self.session.upstream_failed(
-                message, time.monotonic(), reason=reason, salvage=salvage
+                message, self._clock(), reason=reason, salvage=salvage
             )
         except FramingError:  # what is held breaks the framing too: nothing to salvage
             sends = []
@@ -287,7 +291,7 @@ class BodyPump:
             if self._inbox_bytes > INBOX_LIMIT:
                 self._pause("inbox")
             return
-        now = time.monotonic()
+        now = self._clock()
         try:
             actions = session.feed(data, now)
         except Exception as exc:  # FramingError, or a bug: the task reports it
@@ -355,16 +359,16 @@ class BodyPump:
                     self._inbox_bytes -= len(data)
                     if not self._inbox:
                         self._unpause("inbox")
-                    self._carry.extend(session.feed(data, time.monotonic()))
+                    self._carry.extend(session.feed(data, self._clock()))
                 elif self._due:
                     self._due = False
-                    self._carry.extend(session.poll(time.monotonic()))
+                    self._carry.extend(session.poll(self._clock()))
                 elif self._end is not None:
                     end, self._end = self._end, None
                     if isinstance(end, UpstreamError):
                         self._hand_over(("failed", end))
                     else:
-                        self._carry.extend(session.body_end(time.monotonic()))
+                        self._carry.extend(session.body_end(self._clock()))
                         self._carry.append(_EOF)
                 else:
                     if self._timed:
@@ -454,7 +458,7 @@ class BodyPump:
             data = send.data
             if not data:
                 return True
-            self.host.log_frame(send, time.monotonic() if now < 0.0 else now)
+            self.host.log_frame(send, self._clock() if now < 0.0 else now)
             if not self.chunked:
                 transport.write(data)
             elif len(data) < 4096:
@@ -465,7 +469,7 @@ class BodyPump:
         sends = [s for s in sends if s.data]
         if not sends:
             return True
-        self.host.log_frames(sends, time.monotonic() if now < 0.0 else now)
+        self.host.log_frames(sends, self._clock() if now < 0.0 else now)
         if self.chunked:
             transport.writelines([_chunk(s.data) for s in sends])
         else:
@@ -484,5 +488,5 @@ class BodyPump:
             self._timer = None
         self._timer_at = deadline
         if deadline is not None:
-            delay = max(deadline - time.monotonic(), 0.0)
+            delay = max(deadline - self._clock(), 0.0)
             self._timer = self._loop.call_later(delay, self._on_timer)

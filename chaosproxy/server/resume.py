@@ -126,11 +126,14 @@ class ResumeManager:
         self.token_prefix = ""
         #: The fleet's shared history (``--state redis://…``); None: this process's.
         self.mirror: Mirror | None = None
+        #: The clock of the kept streams' times and their readers' retention: the
+        #: proxy's (``ProxyState.clock``).
+        self.clock: Callable[[], float] = time.monotonic
 
     def decide(
         self, scenario: str, config: ResumeConfig, last_event_id: str, tenant: str = ANONYMOUS
     ) -> Decision:
-        return self.store.decide(scenario, config, last_event_id, time.monotonic(), tenant=tenant)
+        return self.store.decide(scenario, config, last_event_id, self.clock(), tenant=tenant)
 
     def keep(
         self,
@@ -156,7 +159,7 @@ class ResumeManager:
             config,
             request_id,
             _unframed(reply.headers),
-            time.monotonic(),
+            self.clock(),
             tenant=tenant,
             token=self.token_prefix + secrets.token_urlsafe(TOKEN_BYTES),
         )
@@ -223,7 +226,7 @@ class ResumeManager:
                 reader = self._readers.get(reply.stream)
                 if reader is not None:
                     if self.store.holds(reply.stream):
-                        reader.unattended_since = time.monotonic()
+                        reader.unattended_since = self.clock()
                     else:
                         reader.stop()
 
@@ -361,14 +364,14 @@ class KeptReply:
             self.stop()
             return
         manager._adopt(self)
-        self.unattended_since = time.monotonic()
+        self.unattended_since = self.manager.clock()
         self._arm()
         self.upstream.resume_reading()  # the pump may have paused it
 
     # ------------------------------------------------------------------ BodySink
 
     def body_data(self, data: bytes) -> None:
-        now = time.monotonic()
+        now = self.manager.clock()
         out = self.recorder.feed(data, now)
         manager = self.manager
         manager.notify(self.stream)
@@ -387,7 +390,7 @@ class KeptReply:
                 self.stop()
 
     def body_end(self, error: UpstreamError | None) -> None:
-        now = time.monotonic()
+        now = self.manager.clock()
         tail = self.recorder.eof(now)
         self.stream.end("completed" if error is None else "failed", now)
         self.manager.notify(self.stream)
@@ -411,7 +414,7 @@ class KeptReply:
         if self._stopped:
             return
         manager = self.manager
-        now = time.monotonic()
+        now = self.manager.clock()
         retention = self.stream.config.retention
         gone = manager.orphaned(self.stream)
         idle = not manager.following(self.stream) and now - self.unattended_since >= retention
@@ -427,7 +430,7 @@ class KeptReply:
             return
         self._stopped = True
         self._sink = None
-        self.stream.end("abandoned", time.monotonic())
+        self.stream.end("abandoned", self.manager.clock())
         self.upstream.close()  # (its body_end comes back here; the stream has ended)
         self.manager.notify(self.stream)
         if self.manager.mirror is not None:

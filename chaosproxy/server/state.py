@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -91,8 +92,15 @@ class ProxyState:
     #: Told each request's tenant as it begins (the fleet's journal bounds what it
     #: keeps per tenant); None: nothing needs it (a passthrough is then not tenanted).
     whose: Callable[[str, str], None] | None = None
+    #: The clock the shell reads the times it decides by from (holds, coalesce windows,
+    #: the hold timeout, the stop's grace, the frame lines' times; the kept streams'
+    #: too, ``resume.clock``, set from it here): the monotonic clock; a test on virtual
+    #: time sets both to its event loop's before the first request
+    #: (tests/support/playbook.py).
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
+        self.resume.clock = self.clock
         self.resume.max_event_size = self.config.max_event_size
         self.resume.max_readers = reader_share(self.config.upstream_max_connections)
         if cast("TenantKeys | None", self.tenants) is None:

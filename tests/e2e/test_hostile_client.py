@@ -178,15 +178,12 @@ async def test_slowloris_a_head_sent_a_byte_at_a_time_is_answered_408_and_closed
                 await writer.drain()
                 await asyncio.sleep(TIMEOUT / 5)  # the whole head would take 25 timeouts
 
-    started = time.monotonic()
     sender = asyncio.create_task(dribble())
     async with asyncio.timeout(5):
         answer = await reader.read()  # until the proxy closes
-    took = time.monotonic() - started
     sender.cancel()
     writer.close()
-    assert status_of(answer) == 408
-    assert TIMEOUT * 0.9 <= took < TIMEOUT + 2
+    assert status_of(answer) == 408  # (when: exactly, on virtual time, test_timing.py)
     [line] = rejected(log_capture)
     assert line["status"] == 408
     assert line["reason"].startswith("request head incomplete after 0.5s")
@@ -293,10 +290,9 @@ async def test_an_idle_keep_alive_connection_is_closed_without_a_word(
     head = await ask(reader, writer, "/v1/a")
     end = await log_capture.wait_end(request_id_of(head))
     assert end["outcome"] == "completed"
-    started = time.monotonic()
     async with asyncio.timeout(5):
         assert await reader.read() == b""  # closed by the proxy, nothing sent
-    assert TIMEOUT * 0.9 <= time.monotonic() - started < TIMEOUT + 2
+    # (When: at the client timeout exactly, on virtual time: tests/server/test_timing.py.)
     writer.close()
     await settled_quietly(proxy, fds, log_capture)
 
@@ -519,10 +515,8 @@ async def test_a_request_body_that_stalls_ends_the_request_after_the_client_time
     known = {x["request_id"] for x in requests(log_capture)}
     reader, writer = await asyncio.open_connection("127.0.0.1", port_of(proxy))
     writer.write(head)
-    started = time.monotonic()
     async with asyncio.timeout(5):
-        assert await reader.read() == b""
-    assert TIMEOUT * 0.9 <= time.monotonic() - started < 2 * TIMEOUT + 2
+        assert await reader.read() == b""  # (when: exactly, in tests/server/test_timing.py)
     writer.close()
     # Its request line waits for its body (the journal), so it comes with its end.
     await until(lambda: len(requests(log_capture)) > len(known))

@@ -12,7 +12,6 @@ Expected ids and texts are built from the upstream's events and the policy's rul
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import httpx
@@ -297,10 +296,9 @@ async def test_the_upstream_is_read_after_the_cut_and_stopped_by_retention(
     assert len(streams) == 1
     await until(lambda: streams[0].total == 8)  # read into history, nobody listening
     assert manager.readers == 1
-    started = time.monotonic()
     await asyncio.wait_for(upstream.disconnected.wait(), 5)  # retention ran out
     assert manager.readers == 0 and streams[0].state == "abandoned"
-    assert time.monotonic() - started < 2
+    # (When: at the retention exactly, on virtual time: tests/server/test_timing.py.)
 
 
 async def test_stopping_the_proxy_ends_background_readers(
@@ -311,9 +309,7 @@ async def test_stopping_the_proxy_ends_background_readers(
     async with httpx.AsyncClient(timeout=5) as client:
         await (await client.get(proxy.url + "/stream")).aread()  # cut with a clean close
     await until(lambda: proxy.state.resume.readers == 1)
-    started = time.monotonic()
-    await proxy.close()
-    assert time.monotonic() - started < 2.5
+    await proxy.close()  # (at once: on virtual time, tests/server/test_timing.py)
     assert proxy.state.resume.readers == 0
     await asyncio.wait_for(upstream.disconnected.wait(), 5)
 

@@ -546,10 +546,8 @@ async def test_async_chaosproxy_cuts_streams_as_shutdown_and_stops_in_bounded_ti
     async with proxy:
         reader, writer = await open_hanging_stream(proxy.url)
         await asyncio.sleep(0.8)  # every event is out: the body hangs
-        started = time.monotonic()
-    took = time.monotonic() - started
-    # The grace, then the hung upstream close is given up at grace + CLOSE_MARGIN.
-    assert 0.3 <= took <= 0.3 + CLOSE_MARGIN + 0.2, took
+    # (When: the grace, then the hung upstream's close given up at grace + CLOSE_MARGIN,
+    # exactly, on virtual time: tests/server/test_timing.py. Here: what a socket sees.)
     async with asyncio.timeout(2):
         rest = await reader.read()  # EOF: the connection was closed
     assert not rest.endswith(b"0\r\n\r\n")

@@ -976,12 +976,9 @@ async def test_head_timeout() -> None:
 
     async with raw_server(handler) as srv:
         pool = UpstreamPool(srv.url)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        try:
+        try:  # (when: at 0.2 s exactly, on virtual time: test_upstream_timing.py)
             with pytest.raises(UpstreamHeadTimeout, match=r"no response head within 0\.2 s"):
                 await pool.request("GET", "/", [], head_timeout=0.2)
-            assert 0.15 < loop.time() - started < 2
             await until(lambda: pool.stats.active == 0)
         finally:
             await pool.close()

@@ -214,20 +214,8 @@ async def test_the_readmes_example_plays_as_it_says() -> None:
 # ---------------------------------------------------------------------- the body's timeline
 
 
-async def test_reads_come_after_their_pauses_and_the_end_after_the_last_pause() -> None:
-    loop = asyncio.get_running_loop()
-    upstream = answering(Answer(body=[b"a", 0.05, b"b", 0.05, b"c", 0.05]))
-    sink = Sink()
-    t0 = loop.time()
-    await started(upstream, sink)
-    await sink.ended()
-    t_end = loop.time()
-    assert sink.calls == [b"a", b"b", b"c"]
-    gaps = [b - a for a, b in zip([t0, *sink.times], sink.times, strict=False)]
-    assert gaps[0] < 0.04
-    assert min(gaps[1:]) >= 0.045
-    assert t_end - sink.times[-1] >= 0.045
-    await upstream.close()
+# (Each read after its pause, the end after the last one: on virtual time, exactly,
+# in test_upstream_timing.py.)
 
 
 @pytest.mark.parametrize(
