@@ -7,10 +7,13 @@ tools it offers and whether it streams. :func:`read_request` reads them from the
 and the parsed JSON body, without I/O; a body it does not understand gives what it can
 (an empty conversation, no model), never an error.
 
-Shapes understood: OpenAI Chat Completions and Ollama chat (``messages``), OpenAI
-Responses (``instructions``, ``input`` as text or items), Anthropic Messages (``system``,
-``messages`` with content blocks), Gemini (``systemInstruction``, ``contents`` with
-parts; the model is in the path) and Ollama generate (``system``, ``prompt``).
+Where a body says each fact is each provider's declaration (its ``request``, a
+:class:`~chaosproxy.core.providers.base.RequestShape`: OpenAI Chat's ``messages``,
+Responses' ``instructions`` and ``input``, Anthropic's ``system``, Gemini's
+``systemInstruction`` and ``contents`` with the model in the path, Ollama's ``prompt``...).
+Every registered provider's keys are read, in rank order, whatever the path: a gateway
+may put any body behind any path. What the contents hold (text parts, content blocks, a
+tool's result) is read the same for every provider.
 """
 
 from __future__ import annotations
@@ -20,10 +23,61 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: Gemini's model is in the path: ``/v1beta/models/{model}:streamGenerateContent``.
-_GEMINI_MODEL = re.compile(r"/models/([^/:?]+):[A-Za-z]+")
-#: Roles spelled otherwise by a provider, as the journal shows them.
-_ROLES = {"model": "assistant", "function": "tool"}
+from chaosproxy.core.providers import ProviderProfile, declarations
+
+
+@dataclass(frozen=True, slots=True)
+class _Keys:
+    """Every registered provider's request keys, each field in rank order, once each."""
+
+    model: tuple[str, ...]
+    path_models: tuple[tuple[re.Pattern[str], str | None], ...]
+    system: tuple[tuple[str, ...], ...]
+    messages: tuple[str, ...]
+    items: tuple[str, ...]
+    prompt: tuple[str, ...]
+    tools: tuple[str, ...]
+    tool_wrappers: tuple[str, ...]
+    tool_groups: tuple[str, ...]
+    roles: dict[str, str]
+
+
+def _once(keys: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(keys))
+
+
+def _union(providers: tuple[ProviderProfile, ...]) -> _Keys:
+    shapes = [p.request for p in providers]
+    system: list[tuple[str, ...]] = []
+    for shape in shapes:  # a provider's keys are alternatives; a key is read once
+        keys = tuple(k for k in shape.system if all(k not in seen for seen in system))
+        if keys:
+            system.append(keys)
+    return _Keys(
+        model=_once([k for s in shapes for k in s.model]),
+        path_models=tuple(
+            (s.model_in_path, s.stream_in_path) for s in shapes if s.model_in_path is not None
+        ),
+        system=tuple(system),
+        messages=_once([k for s in shapes for k in s.messages]),
+        items=_once([k for s in shapes for k in s.items]),
+        prompt=_once([k for s in shapes for k in s.prompt]),
+        tools=_once([k for s in shapes for k in s.tools]),
+        tool_wrappers=_once([k for s in shapes for k in s.tool_wrappers]),
+        tool_groups=_once([k for s in shapes for k in s.tool_groups]),
+        roles={spelled: role for s in shapes for spelled, role in s.roles},
+    )
+
+
+_KEYS: list[tuple[tuple[ProviderProfile, ...], _Keys]] = []
+
+
+def _keys() -> _Keys:
+    """The request keys of the providers registered now (made again when they change)."""
+    providers = declarations()
+    if not _KEYS or _KEYS[0][0] is not providers:
+        _KEYS[:] = [(providers, _union(providers))]
+    return _KEYS[0][1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,50 +128,59 @@ NOTHING = RequestView(None, (), (), None)
 def read_request(path: str, body: Any) -> RequestView:
     """The view of a request to ``path`` (query allowed) whose body parsed to ``body``
     (anything: only a JSON object is read)."""
+    keys = _keys()
     bare = path.split("?", 1)[0]
-    gemini = _GEMINI_MODEL.search(bare)
+    in_path: str | None = None
+    streams: bool | None = None
+    for pattern, stream_text in keys.path_models:
+        found = pattern.search(bare)
+        if found is not None:
+            in_path = found.group(1)
+            streams = stream_text is not None and stream_text in bare
+            break
     if not isinstance(body, Mapping):
-        if gemini is None:
+        if in_path is None:
             return NOTHING
-        return RequestView(gemini.group(1), (), (), "streamGenerateContent" in bare)
-    model = body.get("model")
+        return RequestView(in_path, (), (), streams)
+    model = next((body[k] for k in keys.model if k in body), None)
     if not isinstance(model, str) or not model:
-        model = gemini.group(1) if gemini is not None else None
+        model = in_path
     stream = body.get("stream")
     if not isinstance(stream, bool):
-        stream = ("streamGenerateContent" in bare) if gemini is not None else None
-    return RequestView(model, tuple(_messages(body)), tuple(tool_names(body.get("tools"))), stream)
+        stream = streams
+    tools = next((body[k] for k in keys.tools if k in body), None)
+    return RequestView(model, tuple(_messages(body, keys)), tuple(tool_names(tools)), stream)
 
 
-def _messages(body: Mapping[str, Any]) -> list[Message]:
+def _messages(body: Mapping[str, Any], keys: _Keys) -> list[Message]:
     out: list[Message] = []
-    for key in ("system", "instructions"):
-        system = _text(body.get(key))
+    for alternatives in keys.system:
+        value = next((body[k] for k in alternatives if body.get(k) is not None), None)
+        system = _text(value)
         if system:
             out.append(Message("system", system))
-    instruction = body.get("systemInstruction", body.get("system_instruction"))
-    if instruction is not None:
-        out.append(Message("system", _text(instruction)))
-    messages = body.get("messages")
-    contents = body.get("contents")
-    given = body.get("input")
-    if isinstance(messages, list):
-        out += [_message(m) for m in messages if isinstance(m, Mapping)]
-    elif isinstance(contents, list):
-        out += [_message(c) for c in contents if isinstance(c, Mapping)]
-    elif isinstance(given, str):
-        out.append(Message("user", given))
-    elif isinstance(given, list):
-        out += [_item(i) for i in given if isinstance(i, Mapping)]
-    elif isinstance(body.get("prompt"), str):
-        out.append(Message("user", body["prompt"]))
+    roles = keys.roles
+    for key in keys.messages:
+        messages = body.get(key)
+        if isinstance(messages, list):
+            return out + [_message(m, roles) for m in messages if isinstance(m, Mapping)]
+    for key in keys.items:
+        given = body.get(key)
+        if isinstance(given, str):
+            return [*out, Message("user", given)]
+        if isinstance(given, list):
+            return out + [_item(i, roles) for i in given if isinstance(i, Mapping)]
+    for key in keys.prompt:
+        prompt = body.get(key)
+        if isinstance(prompt, str):
+            return [*out, Message("user", prompt)]
     return out
 
 
-def _message(message: Mapping[str, Any]) -> Message:
+def _message(message: Mapping[str, Any], roles: dict[str, str]) -> Message:
     """A chat message (OpenAI, Anthropic, Ollama) or a Gemini content."""
     role = message.get("role")
-    role = _ROLES.get(role, role) if isinstance(role, str) else "user"
+    role = roles.get(role, role) if isinstance(role, str) else "user"
     parts = message.get("parts")
     content = message.get("content", parts)
     if isinstance(parts, list) and any(
@@ -132,14 +195,14 @@ def _message(message: Mapping[str, Any]) -> Message:
     return Message(role, _text(content))
 
 
-def _item(item: Mapping[str, Any]) -> Message:
+def _item(item: Mapping[str, Any], roles: dict[str, str]) -> Message:
     """An OpenAI Responses input item."""
     kind = item.get("type")
     if kind == "function_call_output":
         return Message("tool", _text(item.get("output")))
     if kind == "function_call":
         return Message("assistant", "")
-    return _message(item)
+    return _message(item, roles)
 
 
 #: How deep a content value is read for its text: parts in parts in parts are a few
@@ -170,18 +233,21 @@ def _text(value: Any, depth: int = 0) -> str:
 def tool_declarations(raw: Any) -> list[Mapping[str, Any]]:
     """The function tools in any provider's ``tools`` list, each the mapping that holds
     its ``name`` (a string) and its parameters: OpenAI Chat and Ollama (``{"type":
-    "function", "function": {"name"}}``), OpenAI Responses and Anthropic (``{"name"}``),
-    Gemini (``{"functionDeclarations": [{"name"}]}``). Other tools (a web search without
-    a name) are left out."""
+    "function", "function": {"name"}}``: their ``tool_wrappers``), OpenAI Responses and
+    Anthropic (``{"name"}``), Gemini (``{"functionDeclarations": [{"name"}]}``: its
+    ``tool_groups``). Other tools (a web search without a name) are left out."""
     found: list[Mapping[str, Any]] = []
     if not isinstance(raw, list):
         return found
+    keys = _keys()
     for tool in raw:
         if not isinstance(tool, Mapping):
             continue
-        if isinstance(tool.get("function"), Mapping):
-            tool = tool["function"]
-        decls = tool.get("functionDeclarations", tool.get("function_declarations"))
+        for key in keys.tool_wrappers:
+            if isinstance(tool.get(key), Mapping):
+                tool = tool[key]
+                break
+        decls = next((tool[k] for k in keys.tool_groups if k in tool), None)
         for decl in decls if isinstance(decls, list) else [tool]:
             if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):
                 found.append(decl)

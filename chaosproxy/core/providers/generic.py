@@ -19,6 +19,8 @@ class GenericProfile(ProviderProfile):
     name = "generic"
     #: Last: ``generic`` is also what detection falls back to.
     rank = 100
+    #: The universal one: every gateway and most providers take ``Authorization``.
+    key_headers = frozenset({"authorization"})
 
     def classify(self, frame: Frame) -> frozenset[str]:
         return generic_kinds(frame)
