@@ -129,6 +129,7 @@ class AnthropicProfile(TypedProfile):
     )
     request = RequestShape(system=("system",), messages=("messages",))
     key_headers = frozenset({"x-api-key"})
+    key_params = frozenset[str]()
     slots = AnthropicSlots()
     mock = "chaosproxy.mock.anthropic"
     mock_routes = (MockRoute("/v1/messages"),)

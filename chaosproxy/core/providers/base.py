@@ -203,9 +203,9 @@ class ProviderProfile:
     request: ClassVar[RequestShape] = NO_SHAPE
     #: Request headers that carry a client's API key (lower case): its tenant, and
     #: masked wherever a request is shown.
-    key_headers: ClassVar[frozenset[str]] = frozenset()
+    key_headers = frozenset[str]()
     #: Query parameters that carry one (lower case).
-    key_params: ClassVar[frozenset[str]] = frozenset()
+    key_params = frozenset[str]()
     #: Where its events keep their text and tool fragments (None: the content faults
     #: cannot rewrite its streams).
     slots: ClassVar[ProviderSlots | None] = None

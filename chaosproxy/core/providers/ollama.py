@@ -86,6 +86,9 @@ class OllamaProfile(JsonProfile):
     request = RequestShape(
         system=("system",), messages=("messages",), prompt=("prompt",), tool_wrappers=("function",)
     )
+    # A local server: no API key (a gateway in front of it brings its own).
+    key_headers = frozenset[str]()
+    key_params = frozenset[str]()
     slots = OllamaSlots()
     mock = "chaosproxy.mock.ollama"
     mock_routes = (

@@ -149,6 +149,7 @@ class OpenAIChatProfile(JsonProfile):
     request = RequestShape(messages=("messages",), tool_wrappers=("function",))
     # ``api-key``: Azure OpenAI's.
     key_headers = frozenset({"authorization", "api-key"})
+    key_params = frozenset[str]()
     slots = OpenAIChatSlots()
     mock = "chaosproxy.mock.openai_chat"
     # GET: a browser's EventSource, which cannot send a body (docs/mock.md).

@@ -142,6 +142,7 @@ class OpenAIResponsesProfile(TypedProfile):
     paths = (re.compile(r"/responses(?:/resp_[^/]*)?$"),)
     request = RequestShape(system=("instructions",), items=("input",))
     key_headers = frozenset({"authorization", "api-key"})
+    key_params = frozenset[str]()
     slots = OpenAIResponsesSlots()
     mock = "chaosproxy.mock.openai_responses"
     mock_routes = (MockRoute("/v1/responses"),)
