@@ -128,7 +128,8 @@ def test_its_request_shape_reads_the_model_from_the_path() -> None:
 
 def test_its_key_header_and_parameter_make_one_tenant_and_are_masked() -> None:
     keys = TenantKeys(secrets.token_bytes(16))
-    assert (declared(NAME).key_headers, declared(NAME).key_params) == ({"x-goog-api-key"}, {"key"})
+    assert declared(NAME).key_headers == {"x-goog-api-key"}
+    assert declared(NAME).key_params == {"key"}
     by_header = keys.of([("x-goog-api-key", "AIza-one")])
     assert keys.of([], "alt=sse&key=AIza-one") == by_header != keys.anonymous
     assert redact_path("/v1beta/models/g:streamGenerateContent?key=abc&alt=sse") == (

@@ -147,8 +147,9 @@ def test_its_slots_find_text_fragments_and_sequence_numbers() -> None:
     assert slots is not None and slots.sequence == ("sequence_number",)
     delta = {"type": "response.output_text.delta", "delta": "Hi", "sequence_number": 4}
     assert slots.text(js(delta, "response.output_text.delta")) == Slot(("delta",), "Hi", "0")
-    args = {"type": "response.function_call_arguments.delta", "delta": "{", "output_index": 1}
-    assert slots.call(js(args, args["type"])) == ("fragment", "1")
+    kind = "response.function_call_arguments.delta"
+    args = {"type": kind, "delta": "{", "output_index": 1}
+    assert slots.call(js(args, kind)) == ("fragment", "1")
 
 
 async def test_the_mock_serves_its_route() -> None:
