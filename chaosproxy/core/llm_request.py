@@ -21,9 +21,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
+from urllib.parse import unquote
 
 from chaosproxy.core.providers import ProviderProfile, declarations
+
+#: The keys of a block that hold its text, for every provider (in this order).
+TEXT_KEYS = ("text", "content", "parts", "output")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +36,7 @@ class _Keys:
     """Every registered provider's request keys, each field in rank order, once each."""
 
     model: tuple[str, ...]
-    path_models: tuple[tuple[re.Pattern[str], str | None], ...]
+    path_models: tuple[tuple[re.Pattern[str], re.Pattern[str] | None], ...]
     system: tuple[tuple[str, ...], ...]
     messages: tuple[str, ...]
     items: tuple[str, ...]
@@ -40,6 +45,9 @@ class _Keys:
     tool_wrappers: tuple[str, ...]
     tool_groups: tuple[str, ...]
     roles: dict[str, str]
+    result_keys: frozenset[str]
+    result_types: frozenset[str]
+    text_keys: tuple[str, ...]
 
 
 def _once(keys: list[str]) -> tuple[str, ...]:
@@ -66,7 +74,20 @@ def _union(providers: tuple[ProviderProfile, ...]) -> _Keys:
         tool_wrappers=_once([k for s in shapes for k in s.tool_wrappers]),
         tool_groups=_once([k for s in shapes for k in s.tool_groups]),
         roles={spelled: role for s in shapes for spelled, role in s.roles},
+        result_keys=frozenset(k for s in shapes for k in s.result_keys),
+        result_types=frozenset(t for s in shapes for t in s.result_types),
+        text_keys=_once([*TEXT_KEYS, *(k for s in shapes for k in s.text_keys)]),
     )
+
+
+def _get(body: Mapping[str, Any], key: str) -> Any:
+    """The value of ``key`` in ``body`` (a dotted key: a key in a key), None if absent."""
+    value: Any = body
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
 
 
 _KEYS: list[tuple[tuple[ProviderProfile, ...], _Keys]] = []
@@ -132,77 +153,77 @@ def read_request(path: str, body: Any) -> RequestView:
     bare = path.split("?", 1)[0]
     in_path: str | None = None
     streams: bool | None = None
-    for pattern, stream_text in keys.path_models:
+    for pattern, says_stream in keys.path_models:
         found = pattern.search(bare)
         if found is not None:
-            in_path = found.group(1)
-            streams = stream_text is not None and stream_text in bare
+            in_path = unquote(found.group(1))
+            streams = says_stream is not None and says_stream.search(bare) is not None
             break
     if not isinstance(body, Mapping):
         if in_path is None:
             return NOTHING
         return RequestView(in_path, (), (), streams)
-    model = next((body[k] for k in keys.model if k in body), None)
+    model = next((v for v in map(partial(_get, body), keys.model) if v is not None), None)
     if not isinstance(model, str) or not model:
         model = in_path
     stream = body.get("stream")
     if not isinstance(stream, bool):
         stream = streams
-    tools = next((body[k] for k in keys.tools if k in body), None)
+    tools = next((v for v in map(partial(_get, body), keys.tools) if v is not None), None)
     return RequestView(model, tuple(_messages(body, keys)), tuple(tool_names(tools)), stream)
 
 
 def _messages(body: Mapping[str, Any], keys: _Keys) -> list[Message]:
     out: list[Message] = []
     for alternatives in keys.system:
-        value = next((body[k] for k in alternatives if body.get(k) is not None), None)
-        system = _text(value)
+        value = next((v for v in map(partial(_get, body), alternatives) if v is not None), None)
+        system = _text(value, keys.text_keys)
         if system:
             out.append(Message("system", system))
-    roles = keys.roles
     for key in keys.messages:
-        messages = body.get(key)
+        messages = _get(body, key)
         if isinstance(messages, list):
-            return out + [_message(m, roles) for m in messages if isinstance(m, Mapping)]
+            return out + [_message(m, keys) for m in messages if isinstance(m, Mapping)]
     for key in keys.items:
-        given = body.get(key)
+        given = _get(body, key)
         if isinstance(given, str):
             return [*out, Message("user", given)]
         if isinstance(given, list):
-            return out + [_item(i, roles) for i in given if isinstance(i, Mapping)]
+            return out + [_item(i, keys) for i in given if isinstance(i, Mapping)]
     for key in keys.prompt:
-        prompt = body.get(key)
+        prompt = _get(body, key)
         if isinstance(prompt, str):
             return [*out, Message("user", prompt)]
     return out
 
 
-def _message(message: Mapping[str, Any], roles: dict[str, str]) -> Message:
-    """A chat message (OpenAI, Anthropic, Ollama) or a Gemini content."""
+def _message(message: Mapping[str, Any], keys: _Keys) -> Message:
+    """A chat message (OpenAI, Anthropic, Ollama) or a Gemini content: a tool's when a
+    block of it is a tool's result (a provider's ``result_keys``, ``result_types``)."""
     role = message.get("role")
-    role = roles.get(role, role) if isinstance(role, str) else "user"
+    role = keys.roles.get(role, role) if isinstance(role, str) else "user"
     parts = message.get("parts")
     content = message.get("content", parts)
-    if isinstance(parts, list) and any(
-        isinstance(p, Mapping) and ("functionResponse" in p or "function_response" in p)
-        for p in parts
-    ):
-        role = "tool"
-    if isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
-    ):
-        role = "tool"
-    return Message(role, _text(content))
+    for blocks in (parts, content):
+        if isinstance(blocks, list) and any(_is_result(b, keys) for b in blocks):
+            role = "tool"
+    return Message(role, _text(content, keys.text_keys))
 
 
-def _item(item: Mapping[str, Any], roles: dict[str, str]) -> Message:
+def _is_result(block: Any, keys: _Keys) -> bool:
+    if not isinstance(block, Mapping):
+        return False
+    return block.get("type") in keys.result_types or any(k in block for k in keys.result_keys)
+
+
+def _item(item: Mapping[str, Any], keys: _Keys) -> Message:
     """An OpenAI Responses input item."""
     kind = item.get("type")
     if kind == "function_call_output":
-        return Message("tool", _text(item.get("output")))
+        return Message("tool", _text(item.get("output"), keys.text_keys))
     if kind == "function_call":
         return Message("assistant", "")
-    return _message(item, roles)
+    return _message(item, keys)
 
 
 #: How deep a content value is read for its text: parts in parts in parts are a few
@@ -211,22 +232,22 @@ def _item(item: Mapping[str, Any], roles: dict[str, str]) -> Message:
 TEXT_DEPTH = 32
 
 
-def _text(value: Any, depth: int = 0) -> str:
+def _text(value: Any, keys: tuple[str, ...], depth: int = 0) -> str:
     """The text in a content value: a string, a list of parts or blocks (their ``text``,
-    a tool result's ``content``), a Gemini ``{parts: [...]}``; nothing of what is nested
-    deeper than :data:`TEXT_DEPTH`."""
+    a tool result's ``content``), a Gemini ``{parts: [...]}`` (the first of ``keys`` a
+    block has); nothing of what is nested deeper than :data:`TEXT_DEPTH`."""
     if isinstance(value, str):
         return value
     if depth >= TEXT_DEPTH:
         return ""
     if isinstance(value, list):
-        texts = [_text(v, depth + 1) for v in value]
+        texts = [_text(v, keys, depth + 1) for v in value]
         return "\n".join(t for t in texts if t)
     if isinstance(value, Mapping):
-        for key in ("text", "content", "parts", "output"):
+        for key in keys:
             inner = value.get(key)
             if isinstance(inner, str | list | Mapping):
-                return _text(inner, depth + 1)
+                return _text(inner, keys, depth + 1)
     return ""
 
 
@@ -247,7 +268,7 @@ def tool_declarations(raw: Any) -> list[Mapping[str, Any]]:
             if isinstance(tool.get(key), Mapping):
                 tool = tool[key]
                 break
-        decls = next((tool[k] for k in keys.tool_groups if k in tool), None)
+        decls = next((v for v in map(tool.get, keys.tool_groups) if v is not None), None)
         for decl in decls if isinstance(decls, list) else [tool]:
             if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):
                 found.append(decl)

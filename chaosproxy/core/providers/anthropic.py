@@ -127,7 +127,9 @@ class AnthropicProfile(TypedProfile):
         # Claude on Vertex AI speaks the Messages stream.
         re.compile(r"/publishers/anthropic/models/[^/]*:streamRawPredict$"),
     )
-    request = RequestShape(system=("system",), messages=("messages",))
+    request = RequestShape(
+        system=("system",), messages=("messages",), result_types=("tool_result",)
+    )
     key_headers = frozenset({"x-api-key"})
     key_params = frozenset[str]()
     slots = AnthropicSlots()

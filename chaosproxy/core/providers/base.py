@@ -91,16 +91,17 @@ ERROR_PIECE = EventContent(error=True)
 @dataclass(frozen=True, slots=True)
 class RequestShape:
     """Where a provider's request body says what it asks (read by
-    :func:`chaosproxy.core.llm_request.read_request`). Each field names body keys; the
-    first key of a provider's that is present is read."""
+    :func:`chaosproxy.core.llm_request.read_request`). Each field names body keys (a
+    dotted name is a key in a key: ``toolConfig.tools``); of a provider's alternatives,
+    the first present is read."""
 
     #: The model asked for.
     model: tuple[str, ...] = ("model",)
-    #: A path that names the model (group 1), for a provider whose body does not
-    #: (Gemini's ``/models/{model}:streamGenerateContent``).
+    #: A path that names the model (group 1, percent-decoded), for a provider whose body
+    #: does not (Gemini's ``/models/{model}:streamGenerateContent``).
     model_in_path: re.Pattern[str] | None = None
-    #: Text of such a path that says the answer streams (when the body does not say).
-    stream_in_path: str | None = None
+    #: Searched in such a path: found, the answer streams (when the body does not say).
+    stream_in_path: re.Pattern[str] | None = None
     #: A system prompt: a text, text blocks, or a content with parts.
     system: tuple[str, ...] = ()
     #: The conversation: a list of messages (or contents) with a role each.
@@ -119,6 +120,14 @@ class RequestShape:
     tool_groups: tuple[str, ...] = ()
     #: Roles this provider spells otherwise, as the journal shows them.
     roles: tuple[tuple[str, str], ...] = ()
+    #: What makes a message a tool's result: a block (or part) with one of these keys
+    #: (Gemini's ``functionResponse``), or of one of these ``type`` s (Anthropic's
+    #: ``tool_result``).
+    result_keys: tuple[str, ...] = ()
+    result_types: tuple[str, ...] = ()
+    #: Keys of a block that hold its text, besides those every provider's are read by
+    #: (``text``, ``content``, ``parts``, ``output``).
+    text_keys: tuple[str, ...] = ()
 
 
 #: The request shape of a provider that declares none: nothing but ``model``, ``tools``.

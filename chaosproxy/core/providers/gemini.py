@@ -111,11 +111,12 @@ class GeminiProfile(JsonProfile):
     # The model is in the path: /v1beta/models/{model}:streamGenerateContent.
     request = RequestShape(
         model_in_path=re.compile(r"/models/([^/:?]+):[A-Za-z]+"),
-        stream_in_path="streamGenerateContent",
+        stream_in_path=re.compile("streamGenerateContent"),
         system=("systemInstruction", "system_instruction"),
         messages=("contents",),
         tool_groups=("functionDeclarations", "function_declarations"),
         roles=(("model", "assistant"), ("function", "tool")),
+        result_keys=("functionResponse", "function_response"),
     )
     key_headers = frozenset({"x-goog-api-key"})
     key_params = frozenset({"key"})
