@@ -10,8 +10,8 @@ names it. Its class declares, as class attributes and methods::
         paths = (re.compile(r"/api/(?:chat|generate)$"),)   # requests that are its
         request = RequestShape(messages=("messages",), system=("system",),
                                prompt=("prompt",))           # what a request body asks
-        key_headers = frozenset()            # headers that carry a client's API key
-        key_params = frozenset()             # query parameters that carry one
+        key_headers = frozenset[str]()       # headers that carry a client's API key
+        key_params = frozenset[str]()        # query parameters that carry one
         slots = OllamaSlots()                # where its events keep text and tool fragments
         mock = "chaosproxy.mock.ollama"      # the mock module that renders its answers
         mock_routes = (MockRoute("/api/chat", params=(("endpoint", "chat"),)), ...)
@@ -36,12 +36,17 @@ module named in ``mock``: ``mock/app.py`` builds its routes from them; the modul
 ``serve(call)`` and ``error_body(status, message, kind)``, docs/mock.md). The core never
 imports the mock: ``mock`` is a module's dotted name, which the mock imports.
 
-``rank`` orders everything that goes provider by provider: ``PROVIDER_NAMES``, path
-matching and first-event detection (lowest first). A test may add a provider for its
-duration with :func:`chaosproxy.core.providers.register` (and ``unregister``).
+Every attribute above is declared in the class body, an empty one too (a provider with
+no key, no slots, no mock says so): tests/core/test_providers.py fails on one left to
+a base, and on a provider without its own test file,
+tests/core/providers/test_<module>.py. ``rank`` orders everything that goes provider by
+provider: ``PROVIDER_NAMES``, path matching and first-event detection (lowest first). A
+test may add a provider for its duration with :func:`chaosproxy.core.providers.register`
+(and ``unregister``): tests/e2e/test_new_provider.py declares a whole one.
 
-Most providers subclass one of the two shapes of stream below instead, which read what
-every event of that shape has in common and leave the provider its own fields:
+Most providers subclass one of the two shapes of stream below rather than
+:class:`ProviderProfile` itself; each reads what every event of that shape has in
+common and leaves the provider its own fields:
 :class:`JsonProfile` (each event one JSON object read by its fields: OpenAI Chat,
 Gemini, Ollama) and :class:`TypedProfile` (each event named by its SSE event or its
 ``type``: Anthropic, OpenAI Responses).
