@@ -2,8 +2,9 @@
 profile, request shape, key header and parameter, slots, and its mock renderer: this
 module's ``serve`` and ``error_body``), registered for each test's duration, is routed
 by the mock, framed and kinded by the pipeline, rewritten by the content faults through
-its slots, read by the journal, keyed by tenancy, masked by redaction and judged by the
-verdicts, through a real proxy, mock and client.
+its slots, read by the journal, keyed by tenancy, masked by redaction, named by
+scenarios and the scenario schema, and judged by the verdicts, through a real proxy,
+mock and client.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from jsonschema.validators import validator_for
 
 from chaosproxy import ChaosProxy
 from chaosproxy.core.frames import Format, Frame
@@ -35,6 +37,9 @@ from chaosproxy.core.providers.base import (
 from chaosproxy.core.redact import mask_headers, redact_path
 from chaosproxy.core.tenancy import TenantKeys
 from chaosproxy.mock.common import MockCall, MockRequestError, MockResponse
+from chaosproxy.scenario.errors import ScenarioError
+from chaosproxy.scenario.loader import parse_scenario
+from chaosproxy.tools.schema import scenario_schema
 
 # --------------------------------------------------------------------------- the provider
 
@@ -224,3 +229,24 @@ def test_its_key_header_and_parameter_key_a_tenant_and_are_masked_only_once_decl
     finally:
         unregister("acme")
     assert keys.of(header) == keys.anonymous
+
+
+def test_scenarios_name_it_and_the_schema_lists_it(acme: None) -> None:
+    assert parse_scenario("provider: acme\nfaults: []", "s.yaml", "s").provider == "acme"
+    with pytest.raises(ScenarioError) as refused:
+        parse_scenario("provider: acmee\nfaults: []", "s.yaml", "s")
+    assert str(refused.value) == (
+        "s.yaml:1: provider: must be one of: auto, openai-chat, openai-responses, anthropic, "
+        "gemini, ollama, acme, generic"
+    )
+    # Its slots say its tool calls come whole: a fault that cuts their fragments cannot
+    # apply to it, in the loader and in the schema an editor checks files with.
+    with pytest.raises(ScenarioError, match="acme sends each tool call whole"):
+        parse_scenario("provider: acme\nfaults:\n  - split_tool_args: {every: 2}", "s.yaml", "s")
+    schema = scenario_schema()
+    assert schema["properties"]["provider"]["enum"][-2:] == ["acme", "generic"]
+    validator = validator_for(schema)(schema)
+    document = {"provider": "acme", "faults": [{"split_tool_args": {"every": 2}}]}
+    assert not validator.is_valid(document)
+    assert validator.is_valid({**document, "provider": "anthropic"})
+    assert not validator.is_valid({"provider": "acmee", "faults": []})
