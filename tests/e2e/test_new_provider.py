@@ -40,6 +40,7 @@ from chaosproxy.mock.common import MockCall, MockRequestError, MockResponse
 from chaosproxy.scenario.errors import ScenarioError
 from chaosproxy.scenario.loader import parse_scenario
 from chaosproxy.tools.schema import scenario_schema
+from chaosproxy.tools.simulate import simulate
 
 # --------------------------------------------------------------------------- the provider
 
@@ -250,3 +251,22 @@ def test_scenarios_name_it_and_the_schema_lists_it(acme: None) -> None:
     assert not validator.is_valid(document)
     assert validator.is_valid({**document, "provider": "anthropic"})
     assert not validator.is_valid({"provider": "acmee", "faults": []})
+
+
+def test_the_simulator_runs_a_scenario_over_it_offline(acme: None) -> None:
+    scenario = parse_scenario(
+        "faults:\n  - drop: {kind: delta, nth: 2}\n  - inject: {after: 4, event: {kind: error}}",
+        "s.yaml",
+        "s",
+    )
+    result = simulate(scenario, CLEAN, path="/acme/v1/stream", seed=1)
+    # The second delta dropped; its own error event after the upstream's 4th event (":").
+    assert result.body == (
+        b'{"t":"start","acme":1}\n'
+        b'{"t":"text","text":"You"}\n'
+        b'{"t":"text","text":":"}\n'
+        b'{"error":"acme failed"}\n'
+        b'{"t":"text","text":" how"}\n'
+        b'{"t":"text","text":" far"}\n'
+        b'{"t":"end"}\n'
+    )
