@@ -23,7 +23,7 @@ PACKAGE = Path(chaosproxy.__file__).parent
 ROLES: dict[str, tuple[str, str]] = {
     **{
         name: (r"\.mock\.\w+$", "each mock provider module renders its own format")
-        for name in ("respond", "error_body", "error_event", "stream_events")
+        for name in ("respond", "serve", "error_body", "error_event", "stream_events")
     },
     "add_parser": (
         r"\.(matrix|explore_options|schema)$",

@@ -1,8 +1,10 @@
 """Masking credentials in what is printed, logged or shown, by name and by shape.
 
-By name (:func:`is_secret_name`): a header, a query parameter or a JSON key whose name
-says secret, key, token, credential, password, cert or assertion (and auth, cookie,
-session, signature, jwt...), word by word: ``X-Amz-Credential``, ``X-JWT-Assertion``,
+By name (:func:`is_secret_name`): a header or query parameter that a provider declares
+as carrying its API key (``key_headers``, ``key_params``: chaosproxy/core/providers/),
+and a header, a query parameter or a JSON key whose name says secret, key, token,
+credential, password, cert or assertion (and auth, cookie, session, signature, jwt...),
+word by word: ``X-Amz-Credential``, ``X-JWT-Assertion``,
 ``X-Client-Cert``, ``openai_api_key``, ``aws_secret_access_key``, ``apiKey``, ``token``,
 ``auth_header``. A word is a whole word of the name (``_``, ``-``, ``.``, a change of
 case), so ``tokens``, ``max_tokens``, ``tokenizer`` or ``keyword`` are not secret names;
@@ -30,6 +32,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote_plus
+
+from chaosproxy.core.providers import key_headers, key_params
 
 #: What a masked value is shown as.
 MASK = "***"
@@ -63,7 +67,8 @@ SECRET_WORDS = frozenset(
     }
 )
 
-#: Query parameters whose values never reach a log (compared case-insensitively).
+#: Query parameters whose values never reach a log (compared case-insensitively),
+#: besides those a provider declares (its ``key_headers`` and ``key_params``).
 SECRET_PARAMS = frozenset(
     {
         "key",
@@ -82,8 +87,6 @@ SECRET_PARAMS = frozenset(
         "signature",
         "sig",
         "code",
-        "x-api-key",
-        "x-goog-api-key",
         "api_token",
         "auth_token",
         "session",
@@ -110,10 +113,16 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 
 
-@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """Whether a header, query parameter or JSON key of this name carries a credential:
-    one of :data:`SECRET_PARAMS`, or a name with a word of :data:`SECRET_WORDS`."""
+    a provider's key header or parameter, one of :data:`SECRET_PARAMS`, or a name with a
+    word of :data:`SECRET_WORDS`."""
+    lower = name.strip().lower()
+    return lower in key_headers() or lower in key_params() or _secret_by_name(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_by_name(name: str) -> bool:
     lower = name.strip().lower()
     if lower in SECRET_PARAMS:
         return True

@@ -4,10 +4,11 @@ Everything the proxy keeps across requests (resume history, the recent streams
 ``splice`` takes from) belongs to a *tenant*, and nothing crosses tenants unless a
 scenario says so. A tenant is an opaque string made from a request's credentials:
 
-* the values of ``Authorization`` (a ``Bearer`` scheme left out, so ``Authorization:
-  Bearer K`` and ``x-api-key: K`` are one key), ``x-api-key`` (Anthropic), ``api-key``
-  (Azure OpenAI), ``x-goog-api-key`` (Gemini) and the ``key`` query parameter (Gemini's,
-  which the log already masks as a credential);
+* the values of the headers and query parameters that carry an API key, as each
+  provider declares them (its ``key_headers`` and ``key_params``): ``Authorization`` (a
+  ``Bearer`` scheme left out, so ``Authorization: Bearer K`` and ``x-api-key: K`` are
+  one key), ``x-api-key`` (Anthropic), ``api-key`` (Azure OpenAI), ``x-goog-api-key``
+  (Gemini) and the ``key`` query parameter (Gemini's, which the log masks too);
 * plus, when the operator names one (``--tenant-header``), that header's value;
 * plus, when the operator names one (``--tenant-cookie``), that cookie's value from the
   ``Cookie`` header (a browser's session), or every cookie with ``*``.
@@ -37,6 +38,8 @@ from urllib.parse import unquote_plus
 
 import orjson
 
+from chaosproxy.core.providers import key_headers, key_params
+
 #: The tenant of every request without credentials (nor ``--tenant-header`` or
 #: ``--tenant-cookie``) when anonymous requests are shared (``anonymous="shared"``); also
 #: the default where no tenant is given (offline, unit tests).
@@ -49,10 +52,12 @@ ALL_COOKIES = "*"
 #: How anonymous requests are tenanted: kept apart (the default), or one shared tenant.
 AnonymousRequests = Literal["apart", "shared"]
 
-#: Request headers that carry a client's credentials (lower case).
-CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
+#: Request headers that carry a client's credentials (lower case): those of the
+#: providers found in chaosproxy/core/providers/ (``key_headers()`` has those registered
+#: since, a test's, too).
+CREDENTIAL_HEADERS = key_headers()
 #: Query parameters that carry one (compared decoded and case-insensitively).
-CREDENTIAL_PARAMS = frozenset({"key"})
+CREDENTIAL_PARAMS = key_params()
 
 #: Bytes of the HMAC kept in a tenant key (128 bits).
 _DIGEST_BYTES = 16
@@ -134,9 +139,10 @@ class TenantKeys:
         extra: list[str] = []
         cookie_headers: list[str] = []
         tenant_header = self._header
+        credential_headers = key_headers()
         for name, value in headers:
             lower = name.lower()
-            if lower in CREDENTIAL_HEADERS:
+            if lower in credential_headers:
                 bare = _bare(lower, value)
                 if bare:
                     credentials.add(bare)
@@ -145,9 +151,10 @@ class TenantKeys:
             if lower == "cookie" and self._cookie is not None:
                 cookie_headers.append(value)
         if query:
+            credential_params = key_params()
             for part in _QUERY_SEP.split(query):
                 key, eq, value = part.partition("=")
-                if eq and unquote_plus(key).strip().lower() in CREDENTIAL_PARAMS:
+                if eq and unquote_plus(key).strip().lower() in credential_params:
                     bare = unquote_plus(value).strip()
                     if bare:
                         credentials.add(bare)

@@ -22,6 +22,11 @@ CONTENT_TYPE = "text/event-stream"
 PING = sse(b'{"type": "ping"}', event="ping")
 
 
+def serve(call: common.MockCall) -> MockResponse:
+    """The answer to a call to the mock's Messages route (the declaration's renderer)."""
+    return respond(call.body, call.payload, call.knobs, call.fixture)
+
+
 def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
 ) -> MockResponse:

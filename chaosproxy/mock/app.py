@@ -1,17 +1,23 @@
 """The mock's I/O shell: routes, knobs, and paced writes on the wire.
 
-The provider modules render a request into a list of writes; this module sends them one
-``await write()`` each, with ``asyncio.sleep(interval)`` between two writes, so a client
-really sees the tokens arrive one by one.
+The routes are the providers' own: each provider declares its ``mock_routes`` and the
+mock module that renders them (``mock``; chaosproxy/core/providers/base.py), and
+:func:`create_mock_app` serves every registered provider's. The provider modules render
+a request into a list of writes (:class:`~chaosproxy.mock.common.MockCall` says what
+they give); this module sends them one ``await write()`` each, with
+``asyncio.sleep(interval)`` between two writes, so a client really sees the tokens
+arrive one by one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -19,12 +25,15 @@ from aiohttp import web
 
 from chaosproxy.core.llm_request import read_request
 from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
-from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
+from chaosproxy.core.providers import MockRoute, declarations
+from chaosproxy.mock import openai_chat
 from chaosproxy.mock.common import (
     CREATED_BASE,
+    MODELS,
     ErrorBody,
     JsonObject,
     Knobs,
+    MockCall,
     MockRequestError,
     MockResponse,
     compact,
@@ -45,9 +54,8 @@ MAX_TOKENS = 100_000
 MAX_INTERVAL_MS = 60_000.0
 MAX_BODY = 64 * 1024 * 1024
 
-MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5", "gemini-2.0-flash", "llama3.2")
-
 Render = Callable[[bytes, JsonObject, Knobs, Fixture | None], MockResponse]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: What answers a request no fixture matches instead of the corpus (record-on-miss:
 #: the real upstream, once; docs/mock.md, Recording): the request and its body read.
@@ -80,18 +88,16 @@ def create_mock_app(
         app[MOCK_MISS] = miss
     app.router.add_get("/health", _health)
     app.router.add_get("/v1/models", _models)
-    app.router.add_post(
-        "/v1/chat/completions", _provider(openai_chat.respond, openai_chat.error_body)
-    )
-    app.router.add_get("/v1/chat/completions", _chat_for_eventsource)
-    app.router.add_post(
-        "/v1/responses", _provider(openai_responses.respond, openai_chat.error_body)
-    )
-    app.router.add_post("/v1/messages", _provider(anthropic.respond, anthropic.error_body))
-    app.router.add_post(r"/{version:v1beta|v1alpha|v1}/models/{target}", _gemini)
-    app.router.add_post("/api/chat", _ollama("chat"))
-    app.router.add_post("/api/generate", _ollama("generate"))
-    app.router.add_route("*", "/{tail:.*}", _not_found)
+    post_paths: set[str] = set()
+    for provider in declarations():
+        if provider.mock is None:
+            continue
+        module = importlib.import_module(provider.mock)
+        for route in provider.mock_routes:
+            app.router.add_route(route.method, route.path, _route(module, route))
+            if route.method == "POST" and "{" not in route.path:
+                post_paths.add(route.path)
+    app.router.add_route("*", "/{tail:.*}", _not_found(frozenset(post_paths)))
     return app
 
 
@@ -141,17 +147,18 @@ async def _models(request: web.Request) -> web.Response:
     )
 
 
-_POST_PATHS = frozenset(
-    {"/v1/chat/completions", "/v1/responses", "/v1/messages", "/api/chat", "/api/generate"}
-)
+def _not_found(post_paths: frozenset[str]) -> Handler:
+    """What answers a path no route serves: a 405 for another method on a provider's
+    POST path, a 404 otherwise (OpenAI's error envelope: the mock's own)."""
 
+    async def handler(request: web.Request) -> web.Response:
+        if request.path in post_paths:
+            message = f"Method {request.method} not allowed on {request.path}; use POST"
+            return _json(openai_chat.error_body(405, message), status=405)
+        message = f"Unknown path: {request.method} {request.path}"
+        return _json(openai_chat.error_body(404, message), status=404)
 
-async def _not_found(request: web.Request) -> web.Response:
-    if request.path in _POST_PATHS:
-        message = f"Method {request.method} not allowed on {request.path}; use POST"
-        return _json(openai_chat.error_body(405, message), status=405)
-    message = f"Unknown path: {request.method} {request.path}"
-    return _json(openai_chat.error_body(404, message), status=404)
+    return handler
 
 
 def _knobs(request: web.Request, fixture: Fixture | None = None) -> Knobs:
@@ -294,57 +301,61 @@ async def _stream(
     return response
 
 
-def _provider(
-    render: Render, error_body: ErrorBody
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    async def handler(request: web.Request) -> web.StreamResponse:
+def _route(module: ModuleType, route: MockRoute) -> Handler:
+    """The handler of one of a provider's mock routes, rendered by its mock ``module``
+    (:class:`~chaosproxy.mock.common.MockCall`)."""
+    serve: Callable[[MockCall], MockResponse] = module.serve
+    error_body: ErrorBody = module.error_body
+    unknown: Callable[[dict[str, str]], bool] | None = getattr(module, "unknown", None)
+    fixed = dict(route.params)
+
+    def params(request: web.Request) -> dict[str, str]:
+        return {**request.match_info, **fixed}
+
+    if route.method == "GET":
+        query_payload: Callable[[Any], JsonObject] = module.query_payload
+
+        async def get(request: web.Request) -> web.StreamResponse:
+            payload = query_payload(request.query)
+            return await _answer_query(request, payload, route.path, error_body, serve, params)
+
+        return get
+
+    async def post(request: web.Request) -> web.StreamResponse:
+        found = params(request)
+        if unknown is not None and unknown(found):
+            message = f"Unknown path: {request.method} {request.path}"
+            return _json(error_body(404, message, None), status=404)
+
+        def render(
+            body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None
+        ) -> MockResponse:
+            return serve(MockCall(body, payload, knobs, fixture, found, request.query))
+
         return await _answer(request, render, error_body)
 
-    return handler
+    return post
 
 
-async def _chat_for_eventsource(request: web.Request) -> web.StreamResponse:
-    """``GET /v1/chat/completions?q=TEXT&model=NAME``: the streamed chat answer to one
-    user message, for a browser's ``EventSource``, which can only GET (and so cannot
-    send a body)."""
-    payload: JsonObject = {
-        "model": request.query.get("model", MODELS[0]),
-        "stream": True,
-        "messages": [{"role": "user", "content": request.query.get("q", "hi")}],
-    }
+async def _answer_query(
+    request: web.Request,
+    payload: JsonObject,
+    path: str,
+    error_body: ErrorBody,
+    serve: Callable[[MockCall], MockResponse],
+    params: Callable[[web.Request], dict[str, str]],
+) -> web.StreamResponse:
+    """The streamed answer to a ``GET`` route, whose query stands for its body."""
     try:
-        chosen = _choose(request, payload, "/v1/chat/completions")
+        chosen = _choose(request, payload, path)
         if chosen is not None and _is_http_error(chosen.fixture):
-            return _http_error(chosen, openai_chat.error_body)
+            return _http_error(chosen, error_body)
         fixture = chosen.fixture if chosen is not None else None
         knobs = _knobs(request, fixture)
-        reply = openai_chat.respond(orjson.dumps(payload), payload, knobs, fixture)
-    except MockRequestError as exc:
-        return _json(openai_chat.error_body(400, str(exc)), status=400)
-    return await _stream(request, reply, knobs.interval, chosen.label if chosen else None)
-
-
-async def _gemini(request: web.Request) -> web.StreamResponse:
-    model, _, action = request.match_info["target"].rpartition(":")
-    if not model or action not in {"generateContent", "streamGenerateContent"}:
-        message = f"Unknown path: {request.method} {request.path}"
-        return _json(gemini.error_body(404, message), status=404)
-    alt = request.query.get("alt")
-
-    def render(
-        body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None
-    ) -> MockResponse:
-        return gemini.respond(
-            body, payload, knobs, model=model, action=action, alt=alt, fixture=fixture
+        call = MockCall(
+            orjson.dumps(payload), payload, knobs, fixture, params(request), request.query
         )
-
-    return await _answer(request, render, gemini.error_body)
-
-
-def _ollama(endpoint: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    def render(
-        body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None
-    ) -> MockResponse:
-        return ollama.respond(body, payload, knobs, endpoint=endpoint, fixture=fixture)
-
-    return _provider(render, ollama.error_body)
+        reply = serve(call)
+    except MockRequestError as exc:
+        return _json(error_body(400, str(exc), None), status=400)
+    return await _stream(request, reply, knobs.interval, chosen.label if chosen else None)

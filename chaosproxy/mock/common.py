@@ -23,6 +23,9 @@ from chaosproxy.scenario.fixtures import Fixture
 JsonObject = dict[str, Any]
 T = TypeVar("T")
 
+#: The models the mock lists (``GET /v1/models``); a GET chat request names the first.
+MODELS = ("gpt-4o-mini", "gpt-4o", "claude-sonnet-4-5", "gemini-2.0-flash", "llama3.2")
+
 #: The earliest ``created`` timestamp the mock reports (2024-01-01T00:00:00Z).
 CREATED_BASE = 1_704_067_200
 #: ``created`` falls within this many seconds after CREATED_BASE.
@@ -410,6 +413,35 @@ class MockResponse:
     chunks: list[bytes]
     status: int = 200
     streamed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class MockCall:
+    """One request to a provider's mock route, as its mock module's ``serve`` is given it.
+
+    A provider names its mock module in its declaration (``mock``, with its
+    ``mock_routes``: chaosproxy/core/providers/base.py); ``mock/app.py`` serves each
+    route with that module, which gives:
+
+    - ``serve(call: MockCall) -> MockResponse``: the answer (``MockRequestError``: a 400);
+    - ``error_body(status, message, kind=None)``: its error envelope (:data:`ErrorBody`);
+    - ``unknown(params) -> bool`` (optional): True when a route's params name nothing it
+      serves (a 404, before the body is read);
+    - ``query_payload(query) -> JsonObject`` (a ``GET`` route's): the request body a
+      query stands for.
+    """
+
+    #: The request body, as sent.
+    body: bytes
+    #: The body parsed (a JSON object).
+    payload: JsonObject
+    knobs: Knobs
+    #: The fixture that answers it, if one does.
+    fixture: Fixture | None
+    #: The route's ``{name}`` parts and fixed params (``MockRoute.params``).
+    params: Mapping[str, str]
+    #: The request's query parameters.
+    query: Mapping[str, str]
 
 
 class MockRequestError(Exception):

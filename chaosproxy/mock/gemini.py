@@ -26,6 +26,30 @@ JSON_CONTENT_TYPE = "application/json; charset=UTF-8"
 CRLF = b"\r\n"
 
 
+#: The actions of ``/models/{model}:{action}`` the mock serves.
+ACTIONS = frozenset({"generateContent", "streamGenerateContent"})
+
+
+def unknown(params: Mapping[str, str]) -> bool:
+    """Whether the route's ``{target}`` (``{model}:{action}``) names nothing served."""
+    model, _, action = params["target"].rpartition(":")
+    return not model or action not in ACTIONS
+
+
+def serve(call: common.MockCall) -> MockResponse:
+    """The answer to a call to the mock's Gemini route (the declaration's renderer)."""
+    model, _, action = call.params["target"].rpartition(":")
+    return respond(
+        call.body,
+        call.payload,
+        call.knobs,
+        model=model,
+        action=action,
+        alt=call.query.get("alt"),
+        fixture=call.fixture,
+    )
+
+
 def respond(
     body: bytes,
     payload: JsonObject,

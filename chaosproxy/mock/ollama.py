@@ -20,6 +20,14 @@ from chaosproxy.scenario.fixtures import Fixture
 CONTENT_TYPE = "application/x-ndjson"
 
 
+def serve(call: common.MockCall) -> MockResponse:
+    """The answer to a call to the mock's ``/api/chat`` or ``/api/generate`` route (its
+    ``endpoint`` param; the declaration's renderer)."""
+    return respond(
+        call.body, call.payload, call.knobs, endpoint=call.params["endpoint"], fixture=call.fixture
+    )
+
+
 def respond(
     body: bytes,
     payload: JsonObject,

@@ -8,6 +8,7 @@ then ``data: [DONE]``. With ``n`` > 1 the choices interleave by index.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from chaosproxy.mock import common
@@ -17,6 +18,22 @@ from chaosproxy.scenario.fixtures import Fixture
 DEFAULT_MODEL = "gpt-4o-mini"
 CONTENT_TYPE = "text/event-stream"
 DONE = b"data: [DONE]\n\n"
+
+
+def serve(call: common.MockCall) -> MockResponse:
+    """The answer to a call to the mock's chat route (the declaration's renderer)."""
+    return respond(call.body, call.payload, call.knobs, call.fixture)
+
+
+def query_payload(query: Mapping[str, str]) -> JsonObject:
+    """``GET /v1/chat/completions?q=TEXT&model=NAME``: the streamed chat request for one
+    user message, for a browser's ``EventSource``, which can only GET (and so cannot
+    send a body)."""
+    return {
+        "model": query.get("model", common.MODELS[0]),
+        "stream": True,
+        "messages": [{"role": "user", "content": query.get("q", "hi")}],
+    }
 
 
 def respond(

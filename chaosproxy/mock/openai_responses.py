@@ -26,6 +26,11 @@ CONTENT_TYPE = "text/event-stream"
 _OBFUSCATION_WIDTH = 16
 
 
+def serve(call: common.MockCall) -> MockResponse:
+    """The answer to a call to the mock's Responses route (the declaration's renderer)."""
+    return respond(call.body, call.payload, call.knobs, call.fixture)
+
+
 def respond(
     body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None = None
 ) -> MockResponse:

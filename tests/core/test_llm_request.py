@@ -1,12 +1,18 @@
 """What a request asks (chaosproxy/core/llm_request.py): the reading that the journal and
-the mock's fixtures share, here where it must hold against a hostile body (most of its
+the mock's fixtures share, here where it must hold against a hostile body, and read from
+what the providers declare (each provider's own shape: tests/core/providers/; most of its
 cases are read through the mock's fixtures: tests/mock/test_mock_fixtures.py)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
-from chaosproxy.core.llm_request import TEXT_DEPTH, Message, read_request
+import pytest
+
+from chaosproxy.core.llm_request import TEXT_DEPTH, Message, RequestView, read_request
+from chaosproxy.core.providers import ProviderProfile, RequestShape, register, unregister
 
 
 def parts(depth: int, text: str) -> Any:
@@ -25,3 +31,62 @@ def test_a_content_nested_deeper_than_it_reads_gives_no_text_never_an_error() ->
     hostile = {"model": "m", "messages": [{"role": "user", "content": parts(5000, "hi")}]}
     view = read_request("/v1/chat/completions", hostile)  # far past the recursion limit
     assert (view.model, view.messages) == ("m", (Message("user", ""),))
+
+
+class _ConverseLike(ProviderProfile):
+    """A provider declared here only, shaped like Bedrock's Converse: the model in the
+    path (percent-encoded), the tools in ``toolConfig``, results as ``toolResult``
+    blocks whose text is under that key."""
+
+    name = "converse-like"
+    rank = 900
+    request = RequestShape(
+        model_in_path=re.compile(r"/model/([^/]+)/converse(?:-stream)?$"),
+        stream_in_path=re.compile(r"-stream$"),
+        system=("system",),
+        messages=("messages",),
+        tools=("toolConfig.tools",),
+        tool_wrappers=("toolSpec",),
+        result_keys=("toolResult",),
+        text_keys=("toolResult",),
+    )
+
+
+@pytest.fixture
+def converse_like() -> Iterator[None]:
+    register(_ConverseLike)
+    try:
+        yield
+    finally:
+        unregister(_ConverseLike.name)
+
+
+BEDROCKISH = {
+    "system": [{"text": "Be brief."}],
+    "messages": [
+        {"role": "user", "content": [{"text": "Weather?"}]},
+        {"role": "user", "content": [{"toolResult": {"content": [{"text": "sunny"}]}}]},
+    ],
+    "toolConfig": {"tools": [{"toolSpec": {"name": "get_weather"}}]},
+}
+
+
+def test_a_provider_declares_where_its_requests_say_what_they_ask(converse_like: None) -> None:
+    path = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
+    assert read_request(path, BEDROCKISH) == RequestView(
+        "anthropic.claude-3-haiku-20240307-v1:0",
+        (Message("system", "Be brief."), Message("user", "Weather?"), Message("tool", "sunny")),
+        ("get_weather",),
+        True,
+    )
+    assert read_request("/model/m/converse", None) == RequestView("m", (), (), False)
+
+
+def test_a_shape_no_provider_declares_is_not_read() -> None:
+    path = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
+    assert read_request(path, BEDROCKISH) == RequestView(
+        None,
+        (Message("system", "Be brief."), Message("user", "Weather?"), Message("user", "")),
+        (),
+        None,
+    )

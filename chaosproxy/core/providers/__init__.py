@@ -3,9 +3,13 @@
 A profile classifies every event into provider-neutral kinds (see ``KINDS``), so that
 one scenario (``drop: {kind: delta, nth: 3}``) means the same for every provider.
 One profile per file (a :class:`~chaosproxy.core.providers.base.ProviderProfile`
-subclass), found by discovery: adding a provider is adding a file. This module holds the
-registry and auto-detection (``provider_for_path`` from the request,
-``provider_for_event`` from the first event), both driven by what each profile declares.
+subclass), found by discovery: adding a provider is adding a file (what it declares:
+:mod:`chaosproxy.core.providers.base`). This module holds the registry, what every other
+module reads of the providers (``declared``, ``declarations``, ``key_headers``,
+``key_params``), and auto-detection (``provider_for_path`` from the request,
+``provider_for_event`` from the first event), all driven by what each profile declares.
+``register`` adds a provider defined elsewhere (a test's, for its duration), and
+``unregister`` takes it away again.
 """
 
 from __future__ import annotations
@@ -16,7 +20,13 @@ import re
 from typing import Protocol
 
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.providers.base import EventContent, ProviderProfile
+from chaosproxy.core.providers.base import (
+    EventContent,
+    MockRoute,
+    ProviderProfile,
+    ProviderSlots,
+    RequestShape,
+)
 
 KINDS = ("start", "delta", "tool_delta", "usage", "ping", "error", "terminal", "other")
 
@@ -42,8 +52,8 @@ class Profile(Protocol):
         ...
 
 
-def _discover() -> dict[str, ProviderProfile]:
-    """Name → shared instance of every profile in this package, in rank order."""
+def _discover() -> list[type[ProviderProfile]]:
+    """Every profile class in this package."""
     found: list[type[ProviderProfile]] = []
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
@@ -55,27 +65,85 @@ def _discover() -> dict[str, ProviderProfile]:
                 and "name" in vars(obj)
             ):
                 found.append(obj)
-    found.sort(key=lambda cls: cls.rank)
-    ranks = [cls.rank for cls in found]
-    if len(set(ranks)) != len(ranks):
-        raise RuntimeError(f"provider profiles share a rank: {[(c.name, c.rank) for c in found]}")
-    return {cls.name: cls() for cls in found}
+    return found
 
 
-_PROFILES = _discover()
-
-#: Every provider, in rank order (``generic`` last).
-PROVIDER_NAMES: tuple[str, ...] = tuple(_PROFILES)
 #: What detection answers when nothing else matches.
 FALLBACK = "generic"
-if FALLBACK not in _PROFILES:
-    raise RuntimeError(f"no {FALLBACK!r} provider profile: detection has nothing to fall back to")
 
-_RANKED = tuple(_PROFILES.values())
+_PROFILES: dict[str, ProviderProfile] = {}
+#: Every provider, in rank order (``generic`` last).
+PROVIDER_NAMES: tuple[str, ...] = ()
+_RANKED: tuple[ProviderProfile, ...] = ()
 # Request paths, matched against the path without its query string and trailing "/".
-_PATH_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (pattern, p.name) for p in _RANKED for pattern in p.paths
-)
+_PATH_RULES: tuple[tuple[re.Pattern[str], str], ...] = ()
+_KEY_HEADERS: frozenset[str] = frozenset()
+_KEY_PARAMS: frozenset[str] = frozenset()
+
+
+def _install(classes: list[type[ProviderProfile]]) -> None:
+    """Make ``classes`` the registry, and every table read from it."""
+    global PROVIDER_NAMES, _RANKED, _PATH_RULES, _KEY_HEADERS, _KEY_PARAMS
+    classes = sorted(classes, key=lambda cls: cls.rank)
+    ranks = [cls.rank for cls in classes]
+    names = [cls.name for cls in classes]
+    if len(set(ranks)) != len(ranks):
+        raise RuntimeError(f"provider profiles share a rank: {[(c.name, c.rank) for c in classes]}")
+    if len(set(names)) != len(names):
+        raise RuntimeError(f"provider profiles share a name: {names}")
+    if FALLBACK not in names:
+        raise RuntimeError(
+            f"no {FALLBACK!r} provider profile: detection has nothing to fall back to"
+        )
+    kept = {type(p): p for p in _RANKED}  # profiles are stateless: keep the instances
+    _PROFILES.clear()
+    _PROFILES.update((cls.name, kept.get(cls) or cls()) for cls in classes)
+    PROVIDER_NAMES = tuple(_PROFILES)
+    _RANKED = tuple(_PROFILES.values())
+    _PATH_RULES = tuple((pattern, p.name) for p in _RANKED for pattern in p.paths)
+    _KEY_HEADERS = frozenset(h.lower() for p in _RANKED for h in p.key_headers)
+    _KEY_PARAMS = frozenset(q.lower() for p in _RANKED for q in p.key_params)
+
+
+_install(_discover())
+
+
+def register(cls: type[ProviderProfile]) -> None:
+    """Add the provider ``cls`` declares (one defined outside this package: a test's)
+    to the registry, and to every table read from it. Its name and rank must be new."""
+    _install([type(p) for p in _RANKED] + [cls])
+
+
+def unregister(name: str) -> None:
+    """Take the provider called ``name`` out of the registry (one :func:`register` added)."""
+    if name == FALLBACK or name not in _PROFILES:
+        raise KeyError(name)
+    _install([type(p) for p in _RANKED if p.name != name])
+
+
+def provider_names() -> tuple[str, ...]:
+    """Every provider's name, in rank order (``generic`` last), as registered now."""
+    return PROVIDER_NAMES
+
+
+def declarations() -> tuple[ProviderProfile, ...]:
+    """Every provider's declaration, in rank order."""
+    return _RANKED
+
+
+def declared(name: str) -> ProviderProfile:
+    """The declaration of the provider called ``name``; KeyError for anything else."""
+    return _PROFILES[name]
+
+
+def key_headers() -> frozenset[str]:
+    """The request headers (lower case) that carry a client's API key, by any provider."""
+    return _KEY_HEADERS
+
+
+def key_params() -> frozenset[str]:
+    """The query parameters (lower case) that carry one, by any provider."""
+    return _KEY_PARAMS
 
 
 def get_profile(name: str) -> Profile:
@@ -133,10 +201,20 @@ __all__ = [
     "KINDS",
     "PROVIDER_NAMES",
     "EventContent",
+    "MockRoute",
     "Profile",
     "ProviderProfile",
+    "ProviderSlots",
+    "RequestShape",
     "choose_profile",
+    "declarations",
+    "declared",
     "get_profile",
+    "key_headers",
+    "key_params",
     "provider_for_event",
     "provider_for_path",
+    "provider_names",
+    "register",
+    "unregister",
 ]

@@ -37,7 +37,12 @@ from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
     TERMINAL_PIECE,
+    CallRole,
     EventContent,
+    MockRoute,
+    ProviderSlots,
+    RequestShape,
+    Slot,
     TypedProfile,
 )
 
@@ -72,6 +77,48 @@ EVENT_NAMES = frozenset(
 )
 
 
+class AnthropicSlots(ProviderSlots):
+    def text(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if frame.type != "content_block_delta" or not isinstance(payload, dict):
+            return None
+        delta = payload.get("delta")
+        if not isinstance(delta, dict) or delta.get("type") != "text_delta":
+            return None
+        text = delta.get("text")
+        if not isinstance(text, str) or not text:
+            return None
+        return Slot(("delta", "text"), text, "0")
+
+    def tool(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if frame.type != "content_block_delta" or not isinstance(payload, dict):
+            return None
+        delta = payload.get("delta")
+        if not isinstance(delta, dict) or delta.get("type") != "input_json_delta":
+            return None
+        fragment = delta.get("partial_json")
+        if not isinstance(fragment, str):
+            return None
+        return Slot(("delta", "partial_json"), fragment, str(payload.get("index")))
+
+    def call(self, frame: Frame) -> tuple[CallRole, str] | None:
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return None
+        key = str(payload.get("index"))
+        if frame.type == "content_block_start":
+            block = payload.get("content_block")
+            if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
+                return "open", key
+            return None
+        if frame.type == "content_block_stop":
+            return "close", key  # (a text block's too: the fault keeps only its calls')
+        if self.tool(frame) is not None:
+            return "fragment", key
+        return None
+
+
 class AnthropicProfile(TypedProfile):
     name = "anthropic"
     rank = 30
@@ -80,6 +127,14 @@ class AnthropicProfile(TypedProfile):
         # Claude on Vertex AI speaks the Messages stream.
         re.compile(r"/publishers/anthropic/models/[^/]*:streamRawPredict$"),
     )
+    request = RequestShape(
+        system=("system",), messages=("messages",), result_types=("tool_result",)
+    )
+    key_headers = frozenset({"x-api-key"})
+    key_params = frozenset[str]()
+    slots = AnthropicSlots()
+    mock = "chaosproxy.mock.anthropic"
+    mock_routes = (MockRoute("/v1/messages"),)
 
     @classmethod
     def recognises_type(cls, type_: str) -> bool:

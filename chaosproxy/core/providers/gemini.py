@@ -22,9 +22,18 @@ from typing import Any
 
 import orjson
 
-from chaosproxy.core.frames import Format
+from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.jsonspan import Path
 from chaosproxy.core.providers._wire import OTHER, encode_event, mask_table
-from chaosproxy.core.providers.base import NOTHING, EventContent, JsonProfile
+from chaosproxy.core.providers.base import (
+    NOTHING,
+    EventContent,
+    JsonProfile,
+    MockRoute,
+    ProviderSlots,
+    RequestShape,
+    Slot,
+)
 
 _ERROR_BODY = (
     b'{"error": {"code": 503, "message": "The model is overloaded. Please try again later.", '
@@ -59,10 +68,61 @@ def _candidate_kinds(candidate: Any) -> int:
     return mask
 
 
+class GeminiSlots(ProviderSlots):
+    fragments = False
+
+    def text(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if not isinstance(payload, dict) or payload.get("error"):
+            return None
+        candidates = payload.get("candidates")
+        if not isinstance(candidates, list) or len(candidates) != 1:
+            return None
+        candidate = candidates[0]
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            return None
+        found = [
+            j
+            for j, part in enumerate(parts)
+            if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]
+        ]
+        if len(found) != 1 or len(parts) != 1 or parts[0].get("thought"):
+            return None
+        if any("functionCall" in part for part in parts if isinstance(part, dict)):
+            return None
+        path: Path = ("candidates", 0, "content", "parts", found[0], "text")
+        terminal = bool(candidate.get("finishReason"))
+        return Slot(path, parts[found[0]]["text"], str(candidate.get("index", 0)), terminal)
+
+    def without_end(self, payload: Any) -> Any:
+        candidates = [
+            {k: v for k, v in c.items() if k not in ("finishReason", "finishMessage")}
+            for c in payload["candidates"]
+        ]
+        return {**payload, "candidates": candidates}
+
+
 class GeminiProfile(JsonProfile):
     name = "gemini"
     rank = 40
     paths = (re.compile(r":(?:stream)?[gG]enerateContent$"),)
+    # The model is in the path: /v1beta/models/{model}:streamGenerateContent.
+    request = RequestShape(
+        model_in_path=re.compile(r"/models/([^/:?]+):[A-Za-z]+"),
+        stream_in_path=re.compile("streamGenerateContent"),
+        system=("systemInstruction", "system_instruction"),
+        messages=("contents",),
+        tool_groups=("functionDeclarations", "function_declarations"),
+        roles=(("model", "assistant"), ("function", "tool")),
+        result_keys=("functionResponse", "function_response"),
+    )
+    key_headers = frozenset({"x-goog-api-key"})
+    key_params = frozenset({"key"})
+    slots = GeminiSlots()
+    mock = "chaosproxy.mock.gemini"
+    mock_routes = (MockRoute(r"/{version:v1beta|v1alpha|v1}/models/{target}"),)
 
     @classmethod
     def recognises_payload(cls, payload: dict[str, Any]) -> bool:

@@ -11,7 +11,13 @@ from collections.abc import Callable
 
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import encode_event
-from chaosproxy.core.providers.base import NOTHING, TERMINAL_PIECE, EventContent, ProviderProfile
+from chaosproxy.core.providers.base import (
+    NO_SHAPE,
+    NOTHING,
+    TERMINAL_PIECE,
+    EventContent,
+    ProviderProfile,
+)
 from chaosproxy.core.providers.generic_kinds import generic_kinds
 
 
@@ -19,6 +25,16 @@ class GenericProfile(ProviderProfile):
     name = "generic"
     #: Last: ``generic`` is also what detection falls back to.
     rank = 100
+    #: The universal one: every gateway and most providers take ``Authorization``.
+    key_headers = frozenset({"authorization"})
+    key_params = frozenset[str]()
+    # Detected by nothing but falling back; its requests and content are unknown, and
+    # the mock does not speak it.
+    paths = ()
+    request = NO_SHAPE
+    slots = None
+    mock = None
+    mock_routes = ()
 
     def classify(self, frame: Frame) -> frozenset[str]:
         return generic_kinds(frame)

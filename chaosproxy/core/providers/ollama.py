@@ -19,9 +19,18 @@ from typing import Any
 
 import orjson
 
-from chaosproxy.core.frames import Format
+from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import ERROR, encode_event, mask_table
-from chaosproxy.core.providers.base import ERROR_PIECE, NOTHING, EventContent, JsonProfile
+from chaosproxy.core.providers.base import (
+    ERROR_PIECE,
+    NOTHING,
+    EventContent,
+    JsonProfile,
+    MockRoute,
+    ProviderSlots,
+    RequestShape,
+    Slot,
+)
 
 _ERROR_BODY = b'{"error":"an error was encountered while running the model"}'
 
@@ -30,10 +39,62 @@ _DELTA, _TOOL_DELTA, _TERMINAL = 1, 2, 4
 _BY_MASK = mask_table("delta", "tool_delta", "terminal")
 
 
+class OllamaSlots(ProviderSlots):
+    fragments = False
+    #: What only the final object carries.
+    _FINAL = frozenset(
+        {
+            "done_reason",
+            "total_duration",
+            "load_duration",
+            "prompt_eval_count",
+            "prompt_eval_duration",
+            "eval_count",
+            "eval_duration",
+            "context",
+        }
+    )
+
+    def text(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if not isinstance(payload, dict) or "error" in payload:
+            return None
+        terminal = payload.get("done") is True
+        message = payload.get("message")
+        if isinstance(message, dict):
+            if message.get("tool_calls") or message.get("thinking"):
+                return None
+            content = message.get("content")
+            if isinstance(content, str) and content:
+                return Slot(("message", "content"), content, "0", terminal)
+            return None
+        response = payload.get("response")
+        if isinstance(response, str) and response:
+            return Slot(("response",), response, "0", terminal)
+        return None
+
+    def without_end(self, payload: Any) -> Any:
+        out = {k: v for k, v in payload.items() if k not in self._FINAL}
+        out["done"] = False
+        return out
+
+
 class OllamaProfile(JsonProfile):
     name = "ollama"
     rank = 50
     paths = (re.compile(r"/api/(?:chat|generate)$"),)
+    request = RequestShape(
+        system=("system",), messages=("messages",), prompt=("prompt",), tool_wrappers=("function",)
+    )
+    # A local server: no API key (a gateway in front of it brings its own).
+    key_headers = frozenset[str]()
+    key_params = frozenset[str]()
+    slots = OllamaSlots()
+    mock = "chaosproxy.mock.ollama"
+    mock_routes = (
+        MockRoute("/api/chat", params=(("endpoint", "chat"),)),
+        MockRoute("/api/generate", params=(("endpoint", "generate"),)),
+    )
 
     @classmethod
     def recognises_payload(cls, payload: dict[str, Any]) -> bool:

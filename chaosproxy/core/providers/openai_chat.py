@@ -23,9 +23,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chaosproxy.core.frames import Format
+from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.jsonspan import Path
 from chaosproxy.core.providers._wire import OTHER, USAGE, encode_event, mask_table
-from chaosproxy.core.providers.base import NOTHING, EventContent, JsonProfile
+from chaosproxy.core.providers.base import (
+    NOTHING,
+    CallRole,
+    EventContent,
+    JsonProfile,
+    MockRoute,
+    ProviderSlots,
+    RequestShape,
+    Slot,
+)
 
 _ERROR_BODY = (
     b'{"error": {"message": "The server had an error while processing your request. '
@@ -69,10 +79,81 @@ def _arguments(function: Any) -> str:
     return ""
 
 
+class OpenAIChatSlots(ProviderSlots):
+    @staticmethod
+    def _choice(frame: Frame) -> tuple[Any, Any] | None:
+        payload = frame.json()
+        if not isinstance(payload, dict) or payload.get("error"):
+            return None
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or len(choices) != 1:
+            return None
+        choice = choices[0]
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            return None
+        return choice, delta
+
+    def text(self, frame: Frame) -> Slot | None:
+        found = self._choice(frame)
+        if found is None:
+            return None
+        choice, delta = found
+        if delta.get("tool_calls") or delta.get("function_call"):
+            return None
+        index = choice.get("index", 0)
+        texts = [
+            f for f in ("content", "refusal") if isinstance(delta.get(f), str) and delta.get(f)
+        ]
+        if len(texts) != 1:
+            return None
+        field = texts[0]
+        return Slot(("choices", 0, "delta", field), delta[field], str(index))
+
+    def tool(self, frame: Frame) -> Slot | None:
+        found = self._choice(frame)
+        if found is None:
+            return None
+        choice, delta = found
+        calls = delta.get("tool_calls")
+        if not isinstance(calls, list) or len(calls) != 1 or not isinstance(calls[0], dict):
+            return None
+        call = calls[0]
+        function = call.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+            return None
+        if delta.get("content") or delta.get("refusal"):
+            return None
+        key = f"{choice.get('index', 0)}/{call.get('index', 0)}"
+        opens = bool(call.get("id") or function.get("name") or delta.get("role"))
+        path: Path = ("choices", 0, "delta", "tool_calls", 0, "function", "arguments")
+        return Slot(path, function["arguments"], key, opens=opens)
+
+    def call(self, frame: Frame) -> tuple[CallRole, str] | None:
+        slot = self.tool(frame)
+        if slot is None:
+            return None
+        return ("open" if slot.opens else "fragment"), slot.key
+
+    def without_opening(self, payload: Any, slot: Slot) -> Any:
+        choice = payload["choices"][0]
+        call = choice["delta"]["tool_calls"][0]
+        delta = {"tool_calls": [{"index": call.get("index", 0), "function": {"arguments": ""}}]}
+        return {**payload, "choices": [{**choice, "delta": delta}]}
+
+
 class OpenAIChatProfile(JsonProfile):
     name = "openai-chat"
     rank = 10
     paths = (re.compile(r"/chat/completions$"),)
+    request = RequestShape(messages=("messages",), tool_wrappers=("function",))
+    # ``api-key``: Azure OpenAI's.
+    key_headers = frozenset({"authorization", "api-key"})
+    key_params = frozenset[str]()
+    slots = OpenAIChatSlots()
+    mock = "chaosproxy.mock.openai_chat"
+    # GET: a browser's EventSource, which cannot send a body (docs/mock.md).
+    mock_routes = (MockRoute("/v1/chat/completions"), MockRoute("/v1/chat/completions", "GET"))
 
     @classmethod
     def recognises_payload(cls, payload: dict[str, Any]) -> bool:

@@ -19,6 +19,7 @@ Everything else (``response.in_progress``, ``response.output_item.*``, ...) is `
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers._wire import (
@@ -31,7 +32,17 @@ from chaosproxy.core.providers._wire import (
     TOOL_DELTA,
     encode_event,
 )
-from chaosproxy.core.providers.base import ERROR_PIECE, NOTHING, EventContent, TypedProfile
+from chaosproxy.core.providers.base import (
+    ERROR_PIECE,
+    NOTHING,
+    CallRole,
+    EventContent,
+    MockRoute,
+    ProviderSlots,
+    RequestShape,
+    Slot,
+    TypedProfile,
+)
 
 _KINDS: dict[str, frozenset[str]] = {
     "response.created": START,
@@ -80,11 +91,61 @@ def _call_key(payload: dict[str, object]) -> str:
     return item if isinstance(item, str) else str(payload.get("output_index"))
 
 
+class OpenAIResponsesSlots(ProviderSlots):
+    sequence = ("sequence_number",)
+
+    _CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
+
+    @staticmethod
+    def _key(payload: dict[str, Any]) -> str:
+        return str(payload.get("output_index"))
+
+    def text(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if frame.type not in TEXT_DELTAS or not isinstance(payload, dict):
+            return None
+        delta = payload.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return None
+        return Slot(("delta",), delta, "0")
+
+    def tool(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if frame.type not in TOOL_DELTAS or not isinstance(payload, dict):
+            return None
+        delta = payload.get("delta")
+        if not isinstance(delta, str):
+            return None
+        return Slot(("delta",), delta, self._key(payload))
+
+    def call(self, frame: Frame) -> tuple[CallRole, str] | None:
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return None
+        kind = frame.type
+        if kind in TOOL_DELTAS:
+            return "fragment", self._key(payload)
+        if kind in TOOL_DONES:
+            return "close", self._key(payload)
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            item = payload.get("item")
+            if isinstance(item, dict) and item.get("type") in self._CALL_ITEMS:
+                role: CallRole = "open" if kind.endswith(".added") else "close"
+                return role, self._key(payload)
+        return None
+
+
 class OpenAIResponsesProfile(TypedProfile):
     name = "openai-responses"
     rank = 20
     # POST /v1/responses, and GET /v1/responses/{id}?stream=true (which streams too).
     paths = (re.compile(r"/responses(?:/resp_[^/]*)?$"),)
+    request = RequestShape(system=("instructions",), items=("input",))
+    key_headers = frozenset({"authorization", "api-key"})
+    key_params = frozenset[str]()
+    slots = OpenAIResponsesSlots()
+    mock = "chaosproxy.mock.openai_responses"
+    mock_routes = (MockRoute("/v1/responses"),)
 
     @classmethod
     def recognises_type(cls, type_: str) -> bool:
