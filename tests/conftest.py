@@ -69,12 +69,12 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from tests.clients.node import NodeRunner, node_missing
+from tests.support.node import NodeRunner, node_missing
 from tests.clients.zygote import ForkServer
-from tests.scripted_upstream import BigUpstream, ScriptedUpstream, scripted_upstream
-from tests.scripted_upstream import big_upstream as serve_big_upstream
+from tests.support.scripted_upstream import BigUpstream, ScriptedUpstream, scripted_upstream
+from tests.support.scripted_upstream import big_upstream as serve_big_upstream
 
-pytest_plugins = ["pytester", "tests.logcheck", "tests.reaper"]
+pytest_plugins = ["pytester", "tests.support.logcheck", "tests.support.reaper"]
 
 REPO = Path(__file__).resolve().parents[1]
 #: The built-in scenario library: its one home, at the top of the repository (setup.py
@@ -360,7 +360,7 @@ CLIENT_LIBRARIES = (
     "encodings.idna",
     "orjson",
     "examples.clients.httpx_sse_client",
-    "tests.browser",
+    "tests.support.browser",
 )
 
 
@@ -383,7 +383,7 @@ def python_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkSer
 @pytest.fixture(scope="session")
 def node_runner() -> Iterator[NodeRunner]:
     """Node client runs (tests/node/*.mjs) through one long-lived Node process
-    (tests/clients/node.py): the SDKs are imported once, not once a run; each run still
+    (tests/support/node.py): the SDKs are imported once, not once a run; each run still
     has its own settings, connection pool and deadline. One per xdist worker, started
     the first time a test asks (the tests that ask are skipped without Node)."""
     with NodeRunner() as runner:
@@ -392,7 +392,7 @@ def node_runner() -> Iterator[NodeRunner]:
 
 @pytest.fixture
 async def big_upstream() -> AsyncIterator[BigUpstream]:
-    """An upstream that streams 48 MiB as fast as it can (tests/scripted_upstream.py)."""
+    """An upstream that streams 48 MiB as fast as it can (tests/support/scripted_upstream.py)."""
     async with serve_big_upstream() as up:
         yield up
 
@@ -414,7 +414,7 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[ScriptedUpstream]:
-    """A scripted upstream on a port of its own (tests/scripted_upstream.py): the test
+    """A scripted upstream on a port of its own (tests/support/scripted_upstream.py): the test
     routes each path to what it should answer, and reads what it was sent."""
     async with scripted_upstream() as up:
         yield up

@@ -184,7 +184,7 @@ class ForkServer:
                 ),
             },
         )
-        from tests.reaper import spare  # (lives for the session, not the test)
+        from tests.support.reaper import spare  # (lives for the session, not the test)
 
         spare(self._process.pid)
         assert self._process.stdout is not None

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.container.engine import (
+from tests.support.engine import (
     LABEL,
     RUNTIME_DOCKER_CONFIG,
     TAG,

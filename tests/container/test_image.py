@@ -21,7 +21,7 @@ import pytest
 
 from chaosproxy._build import __version__
 from tests.conftest import REPO
-from tests.container.engine import (
+from tests.support.engine import (
     ADMIN_PORT,
     LABEL,
     PROXY_PORT,

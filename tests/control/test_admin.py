@@ -30,7 +30,7 @@ from chaosproxy.control.start import RunningProxy, StartupError
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server.config import Config
 from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv, run_cli
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 ADMIN = ("127.0.0.1", 0)
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(4))

@@ -21,7 +21,7 @@ from chaosproxy.core.providers import get_profile
 from chaosproxy.scenario import load_fixture_files
 from chaosproxy.server.net import StartupError
 from tests.conftest import ProxyFactory, fixture_bytes, start_serve, stop_serve
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 CHAT = "/v1/chat/completions"
 CAPTURE = "openai_chat_tool_call_usage.sse"

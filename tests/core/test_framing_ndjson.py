@@ -12,7 +12,7 @@ from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import FramingError, make_framer
 from chaosproxy.core.framing.ndjson import NdjsonFramer
 from tests.conftest import examples, fixture_paths
-from tests.framing_helpers import (
+from tests.support.framing_helpers import (
     cut,
     cut_points,
     frame_chunks,

@@ -18,7 +18,7 @@ from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError, make_framer
 from chaosproxy.core.framing.sse import SseFramer
 from tests.conftest import examples, fixture_paths
-from tests.framing_helpers import (
+from tests.support.framing_helpers import (
     BOM,
     byte_soup,
     cut,

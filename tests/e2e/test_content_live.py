@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from chaosproxy import ChaosProxy
-from tests.content_streams import read_messages_stream
+from tests.support.content_streams import read_messages_stream
 
 #: Every hazard at once: a skin tone, a combining mark, a ZWJ family, right to left with
 #: its points, CJK, a character beyond the BMP, a fence, escapes.

@@ -27,7 +27,7 @@ from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.faults.base import fault_rng
 from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_proxy_e2e import assert_frames_cover, dechunk
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 # ---------------------------------------------------------------------------- the stream
 

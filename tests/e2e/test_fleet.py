@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from chaosproxy.scenario.selection import derive_seed
-from tests.fleet_parts import (
+from tests.support.fleet_parts import (
     RedisServer,
     Replica,
     eventually,

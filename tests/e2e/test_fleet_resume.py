@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.clients.node import NodeRunner
+from tests.support.node import NodeRunner
 from tests.e2e.test_resume_node import (
     _SKIP,
     NODE_CHAT,
@@ -29,7 +29,7 @@ from tests.e2e.test_resume_node import (
     mock_reference,
     scenario,
 )
-from tests.fleet_parts import haproxy, needs_haproxy, needs_redis, redis_server, replicas
+from tests.support.fleet_parts import haproxy, needs_haproxy, needs_redis, redis_server, replicas
 
 pytestmark = [
     needs_redis,

@@ -29,7 +29,7 @@ from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.server.guard import GuardedRunner
 from tests.conftest import LogCapture, examples
-from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
+from tests.support.scripted_upstream import ScriptedUpstream, scripted_upstream
 
 T = TypeVar("T")
 TIMEOUT = 0.25

@@ -31,7 +31,7 @@ from chaosproxy.server.guard import (
     unread_bytes,
 )
 from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import BIG_MIB, BigUpstream, Script, ScriptedUpstream, serve_app, until
+from tests.support.scripted_upstream import BIG_MIB, BigUpstream, Script, ScriptedUpstream, serve_app, until
 
 TIMEOUT = 0.5
 

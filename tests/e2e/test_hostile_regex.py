@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import LogCapture, ProxyFactory, examples, run_cli
 from tests.e2e.test_faults_live import Live
-from tests.scripted_upstream import ScriptedUpstream
+from tests.support.scripted_upstream import ScriptedUpstream
 
 EVIL = "(a+)+$"
 HOSTILE = b"data: " + b"a" * 30 + b"!\n\n"

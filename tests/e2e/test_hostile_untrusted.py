@@ -23,7 +23,7 @@ from chaosproxy.scenario import load_scenarios
 from chaosproxy.scenario.selection import ScenarioSet, derive_seed
 from tests.conftest import REPO, LogCapture, ProxyFactory
 from tests.control.test_admin import serve_until_started, sigterm
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(6))
 MIX = REPO / "examples" / "staging-mix"

@@ -36,7 +36,7 @@ from tests.conftest import (
     stop_serve,
 )
 from tests.e2e.test_proxy_e2e import dechunk
-from tests.scripted_upstream import Script, ScriptedUpstream, until
+from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
 pytestmark = pytest.mark.timeout(60)
 

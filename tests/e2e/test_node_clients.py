@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from chaosproxy import ChaosProxy
-from tests.clients.node import NodeRunner
+from tests.support.node import NodeRunner
 from tests.conftest import LIBRARY
 
 REPO = Path(__file__).resolve().parents[2]

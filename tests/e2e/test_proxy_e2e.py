@@ -15,7 +15,7 @@ from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
 from tests.conftest import LogCapture, ProxyFactory, busy_port, fixture_bytes, refused_port
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 
 async def read_all(url: str, **kw: object) -> tuple[aiohttp.ClientResponse, bytes]:

@@ -2,7 +2,7 @@
 
 Two upstreams: the built-in mock (OpenAI chat stream) and a plain SSE upstream that
 sends ``data:`` events without ids (the scripted aiohttp server). For each policy the
-fetch-style loop of tests/resume_client.py reconnects with ``Last-Event-ID`` until it
+fetch-style loop of tests/support/resume_client.py reconnects with ``Last-Event-ID`` until it
 gets a non-200 answer; the tests assert the ids it received across connections, the
 text it assembled, which events it saw twice, that 204 stops it, what the upstream was
 asked, and what the log says (``resumes``, ``last_event_id``, frames, outcomes).
@@ -22,8 +22,8 @@ import pytest
 from chaosproxy.control.start import RunningProxy
 from tests.conftest import LogCapture, ProxyFactory
 from tests.control.test_admin import ADMIN, call
-from tests.resume_client import Run, resume_loop
-from tests.scripted_upstream import Script, ScriptedUpstream, until
+from tests.support.resume_client import Run, resume_loop
+from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
 WORDS = [f"w{i}" for i in range(1, 9)]
 PLAIN = b"".join(b"data: " + w.encode() + b"\n\n" for w in WORDS)

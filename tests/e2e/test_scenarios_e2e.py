@@ -48,7 +48,7 @@ from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
 from tests.conftest import LIBRARY, LogCapture, chaosproxy_argv
 from tests.e2e.test_resume_live import token_of
-from tests.resume_client import Run, resume_loop
+from tests.support.resume_client import Run, resume_loop
 
 #: Mock knobs: short answers, fast pacing (the scenarios' own durations dominate).
 TOKENS = 12
@@ -1098,7 +1098,7 @@ async def check_wrong_content_type(lab: Lab) -> None:
 
 
 async def resume_run(lab: Lab, stem: str) -> tuple[Run, list[str]]:
-    """The fetch-style resuming client of tests/resume_client.py under ``stem``, and the
+    """The fetch-style resuming client of tests/support/resume_client.py under ``stem``, and the
     data of every event of the same request, uncut (the reference)."""
     reference = (await sse_events(lab, None)).datas
     async with httpx.AsyncClient(timeout=5) as client:

@@ -51,7 +51,7 @@ import pytest
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import parse_scenario
 from tests.e2e.test_proxy_e2e import dechunk
-from tests.scripted_upstream import until
+from tests.support.scripted_upstream import until
 from tests.server.test_pump import upstream_pool
 
 SEED = 20261201

@@ -14,7 +14,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.configmap import configmap
+from tests.support.configmap import configmap
 from tests.conftest import port_in, start_serve, stop_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

@@ -35,7 +35,7 @@ from chaosproxy.scenario import (
     parse_scenario,
     validate_paths,
 )
-from tests.scenario_cases import ONE_PROBLEM
+from tests.support.scenario_cases import ONE_PROBLEM
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

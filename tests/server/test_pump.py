@@ -26,7 +26,7 @@ from chaosproxy.upstream import UpstreamPool
 from chaosproxy.upstream.response import BodySink
 from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_proxy_e2e import dechunk, raw_http
-from tests.scripted_upstream import (
+from tests.support.scripted_upstream import (
     BIG_EVENT,
     BIG_MIB,
     BigUpstream,

@@ -18,7 +18,7 @@ from chaosproxy.core.tenancy import ANONYMOUS
 from chaosproxy.server.resume import HistoryReply, KeptReply, ResumeManager, reader_share
 from chaosproxy.upstream import UpstreamError
 from chaosproxy.upstream.response import BodySink
-from tests.scripted_upstream import until
+from tests.support.scripted_upstream import until
 
 
 class ScriptedReply:

@@ -1,6 +1,6 @@
 """``chaosproxy matrix``: the command run per scenario, its verdicts, and the files it
 writes; rendering checked on a matrix built here, running through the live proxy with a
-small httpx client (tests/fixtures/matrix/chat_client.py)."""
+small httpx client (tests/clients/chat_client.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from chaosproxy.tools.matrix import (
 )
 from tests.conftest import LIBRARY, REPO, chaosproxy_argv
 
-CLIENT = f"{sys.executable} {REPO / 'tests' / 'fixtures' / 'matrix' / 'chat_client.py'}"
+CLIENT = f"{sys.executable} {REPO / 'tests' / 'clients' / 'chat_client.py'}"
 FAST = {"mock_interval": 0.001, "mock_tokens": 8}
 
 

@@ -19,7 +19,7 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
 CLIENT = """
 import functools, pytest
 
-from tests.fixtures.matrix import chat_client
+from tests.clients import chat_client
 
 chat = functools.partial(chat_client.chat, timeout=10)
 """

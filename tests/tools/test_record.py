@@ -36,7 +36,7 @@ from tests.conftest import (
     start_serve,
     stop_serve,
 )
-from tests.scripted_upstream import Script, Seen, scripted_upstream, serve_handler
+from tests.support.scripted_upstream import Script, Seen, scripted_upstream, serve_handler
 
 SECRET_KEY = "sk-proj-RecordTestSecret0123456789abcdef"
 GOOGLE_KEY = "AIzaSyRecordTestSecret0123456789"

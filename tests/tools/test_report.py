@@ -37,9 +37,9 @@ from chaosproxy.tools.report import (
     load_records,
     render_report,
 )
-from tests.browser import Chromium, chromium_path
+from tests.support.browser import Chromium, chromium_path
 from tests.conftest import chaosproxy_argv, examples
-from tests.scripted_upstream import until
+from tests.support.scripted_upstream import until
 
 __all__ = ["chromium_path"]  # the fixture, imported for the browser test
 

@@ -1,4 +1,4 @@
-"""Verdicts that tell the truth, checked against an oracle (tests/verdict_oracle.py):
+"""Verdicts that tell the truth, checked against an oracle (tests/support/verdict_oracle.py):
 for every client of the project's tests, every verdict ``chaosproxy matrix`` gives
 equals what the rules give from what that client printed, its exit status and its
 clean answer, and from the bytes the proxy logged as sent, re-parsed apart from the
@@ -29,11 +29,11 @@ import pytest
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import load_library, parse_scenario
 from chaosproxy.tools.matrix import ONE_CLIENT, Matrix, run_command, run_matrix, run_one
-from tests.browser import require_chromium, shared_chromium
+from tests.support.browser import require_chromium, shared_chromium
 from tests.clients.chromium_eventsource import SHARED as CHROMIUM_SHARED
 from tests.clients.zygote import ForkServer
 from tests.conftest import REPO
-from tests.verdict_oracle import expected
+from tests.support.verdict_oracle import expected
 
 #: Every test runs a client process per scenario, some the whole library, some ten times.
 pytestmark = pytest.mark.slow

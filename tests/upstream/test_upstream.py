@@ -38,7 +38,7 @@ from chaosproxy.upstream import (
 )
 from chaosproxy.upstream.connection import Connection
 from tests.conftest import refused_port
-from tests.scripted_upstream import until
+from tests.support.scripted_upstream import until
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from chaosproxy.upstream.forward import bypassed, parse_proxy, proxy_for
 from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import ScriptedUpstream
+from tests.support.scripted_upstream import ScriptedUpstream
 
 PROXY_VARS = (
     "http_proxy",

@@ -17,7 +17,7 @@ import pytest
 
 from chaosproxy.upstream import UpstreamConnectError, UpstreamPool
 from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import until
+from tests.support.scripted_upstream import until
 
 
 class CountingServer:

@@ -49,7 +49,7 @@ from chaosproxy.workers.supervisor import (
     owner_of,
 )
 from chaosproxy.workers.worker import Flights
-from tests.workers import spawned
+from tests.support import spawned
 
 # --------------------------------------------------------------------------- control
 

@@ -91,7 +91,7 @@ def worker_of(request_id: str) -> int:
 
 def settings_free_environment() -> dict[str, str]:
     """This process's environment without chaosproxy's settings (the test gives its own
-    flags), keeping the suite's frame-log copy (tests/logcheck.py)."""
+    flags), keeping the suite's frame-log copy (tests/support/logcheck.py)."""
     return {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_") or k == COPY_ENV}
 
 
