@@ -1,4 +1,5 @@
-"""The suite's check of every frame-log line against the shipped schema (tests/support/logcheck.py)."""
+"""The suite's check of every frame-log line against the shipped schema
+(tests/support/logcheck.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def python_block(heading: str) -> str:

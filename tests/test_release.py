@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 from tests.test_examples import check_jsonschema
 
 RELEASE = REPO / ".github" / "workflows" / "release.yml"

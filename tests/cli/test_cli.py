@@ -12,7 +12,9 @@ import pytest
 
 from chaosproxy.cli.main import build_parser
 from chaosproxy.scenario import load_library
-from tests.conftest import LIBRARY, REPO, busy_port, chaosproxy_argv, refused_port, run_cli
+from tests.support.cli import chaosproxy_argv, run_cli
+from tests.support.ports import busy_port, refused_port
+from tests.support.repo import LIBRARY, REPO
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:

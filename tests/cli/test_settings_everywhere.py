@@ -20,7 +20,8 @@ import pytest
 from chaosproxy.cli import main as cli
 from chaosproxy.server.config import flags, from_environment
 from tests.cli.test_cli import one_line_error
-from tests.conftest import LIBRARY, REPO, chaosproxy_argv, run_cli
+from tests.support.cli import chaosproxy_argv, run_cli
+from tests.support.repo import LIBRARY, REPO
 
 MINE = "description: Mine, from CHAOSPROXY_SCENARIOS.\nfaults:\n  - drop: {kind: delta, nth: 1}\n"
 LIBRARY_SIZE = len(list(LIBRARY.glob("*.yaml")))

@@ -16,7 +16,7 @@ import pytest
 
 from chaosproxy.cli import main as cli
 from tests.cli.test_settings_everywhere import read_until
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def serve_on_a_terminal(*args: str, env: dict[str, str] | None = None) -> tuple[str, str]:

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
 from tests.support.engine import (
     LABEL,
     RUNTIME_DOCKER_CONFIG,
@@ -30,6 +29,7 @@ from tests.support.engine import (
     Engine,
     build,
 )
+from tests.support.repo import REPO
 
 
 def _missing_engine(env: dict[str, str]) -> str | None:

@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO
 from tests.support.engine import (
     CHAT,
     SESSION,
@@ -38,6 +37,7 @@ from tests.support.engine import (
     compose_runner,
     wait_until,
 )
+from tests.support.repo import REPO
 from tests.support.resume_client import resume_loop
 
 # One worker runs them all (--dist loadgroup): one image build, no two engines' races.

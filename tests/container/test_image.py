@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from chaosproxy._build import __version__
-from tests.conftest import REPO
 from tests.support.engine import (
     ADMIN_PORT,
     LABEL,
@@ -37,6 +36,7 @@ from tests.support.engine import (
     wait_serving,
     wait_until,
 )
+from tests.support.repo import REPO
 
 # One worker runs them all (--dist loadgroup): one image build, no two engines' races.
 pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]

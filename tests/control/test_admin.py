@@ -29,7 +29,9 @@ from chaosproxy.control.client import ChaosClient
 from chaosproxy.control.start import RunningProxy, StartupError
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server.config import Config
-from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv, run_cli
+from tests.support.cli import chaosproxy_argv, run_cli
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 ADMIN = ("127.0.0.1", 0)

@@ -17,7 +17,8 @@ from chaosproxy.control.client import ChaosAuthError, ChaosClientError
 from chaosproxy.control.start import start_proxy
 from chaosproxy.scenario import ScenarioError, load_library
 from chaosproxy.scenario.selection import UnknownScenario
-from tests.conftest import REPO, refused_port
+from tests.support.ports import refused_port
+from tests.support.repo import REPO
 
 CHAT = {
     "model": "gpt-4o",

@@ -19,8 +19,10 @@ from chaosproxy.control import healthcheck
 from chaosproxy.control.healthcheck import Unhealthy
 from chaosproxy.control.process import _health_check_warning
 from chaosproxy.server.config import ConfigError, parse_admin
-from tests.conftest import REPO, LogCapture, ProxyFactory, refused_port
 from tests.control.test_admin import serve_until_started, sigterm
+from tests.support.ports import refused_port
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
 
 ADDRESSES = ["127.0.0.1:8478", "0.0.0.0:8478", "[::]:8478", "[::1]:9", "localhost:0", ":8080"]
 

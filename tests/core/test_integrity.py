@@ -22,7 +22,6 @@ from chaosproxy.core.actions import Cut, Send, Sleep
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import examples
 from tests.core.test_provider_faults import (
     ANTHROPIC,
     CAPTURES,
@@ -34,6 +33,7 @@ from tests.core.test_provider_faults import (
     data_of,
     sse_field,
 )
+from tests.support.properties import examples
 
 SEED = 424242
 CONTENT_TYPE = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}

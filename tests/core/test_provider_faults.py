@@ -23,7 +23,7 @@ from chaosproxy.core.actions import Cut, CutHow, Send, Sleep
 from chaosproxy.core.frames import Format
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.tools.simulate import Simulation, simulate
-from tests.conftest import fixture_bytes
+from tests.support.repo import fixture_bytes
 
 SEED = 20240611
 

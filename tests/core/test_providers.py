@@ -24,7 +24,8 @@ from chaosproxy.core.providers import (
     provider_for_event,
     provider_for_path,
 )
-from tests.conftest import FIXTURES, examples, fixture_bytes
+from tests.support.properties import examples
+from tests.support.repo import FIXTURES, fixture_bytes
 
 # --------------------------------------------------------------------------- framing
 # The real framers (chaosproxy.core.framing) are preferred; a minimal local helper that

@@ -17,9 +17,9 @@ from typing import Any
 import aiohttp
 
 from chaosproxy.core.integrity import Envelope
-from tests.conftest import LogCapture, ProxyFactory
 from tests.core.test_integrity import OPENAI_RESPONSES
 from tests.observe.test_metrics import value
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 PATH = "/v1/responses"

@@ -25,8 +25,8 @@ from multidict import CIMultiDictProxy
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.faults.base import fault_rng
-from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_proxy_e2e import assert_frames_cover, dechunk
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 # ---------------------------------------------------------------------------- the stream

@@ -20,7 +20,6 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.support.node import NodeRunner
 from tests.e2e.test_resume_node import (
     _SKIP,
     NODE_CHAT,
@@ -30,6 +29,7 @@ from tests.e2e.test_resume_node import (
     scenario,
 )
 from tests.support.fleet_parts import haproxy, needs_haproxy, needs_redis, redis_server, replicas
+from tests.support.node import NodeRunner
 
 pytestmark = [
     needs_redis,

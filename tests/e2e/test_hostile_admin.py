@@ -28,7 +28,7 @@ from chaosproxy.control.client import ChaosClient
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import MAX_FAULTS
 from chaosproxy.server.guard import ClientGuard
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
 ADMIN = ("127.0.0.1", 0)

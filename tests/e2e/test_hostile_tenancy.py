@@ -44,7 +44,7 @@ from aiohttp import web
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.history import StreamHistory
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import serve_handler, until
 
 pytestmark = pytest.mark.timeout(120)

@@ -29,7 +29,7 @@ import pytest
 
 from chaosproxy import ChaosProxy
 from tests.support.node import NodeRunner
-from tests.conftest import LIBRARY
+from tests.support.repo import LIBRARY
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "node"

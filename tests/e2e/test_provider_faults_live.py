@@ -35,7 +35,7 @@ from httpx_sse import aconnect_sse
 from openai.lib.streaming.chat import ChunkEvent
 from openai.types.responses import ResponseTextDeltaEvent
 
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 
 #: Mock knobs, per request: short answers, no pacing.
 MOCK_HEADERS = {"X-Mock-Tokens": "4", "X-Mock-Interval-Ms": "0"}

@@ -14,7 +14,9 @@ from chaosproxy.control.start import StartupError
 from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
-from tests.conftest import LogCapture, ProxyFactory, busy_port, fixture_bytes, refused_port
+from tests.support.ports import busy_port, refused_port
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import fixture_bytes
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 

@@ -20,8 +20,8 @@ import orjson
 import pytest
 
 from chaosproxy.control.start import RunningProxy
-from tests.conftest import LogCapture, ProxyFactory
 from tests.control.test_admin import ADMIN, call
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.resume_client import Run, resume_loop
 from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from chaosproxy.control.start import RunningProxy
-from tests.support.node import NodeRunner
-from tests.conftest import ProxyFactory
 from tests.e2e.test_resume_live import PLAIN, WORDS, mock_reference, text_of
+from tests.support.node import NodeRunner
+from tests.support.proxies import ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"

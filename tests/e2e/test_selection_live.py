@@ -14,8 +14,8 @@ import pytest
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario.selection import derive_seed
-from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_faults_live import BODY, E1, PATH, SSE, Reply, fetch, wait_end, without
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SCENARIOS = {

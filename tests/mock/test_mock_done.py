@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from chaosproxy import ChaosProxy
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 FIXTURE = """
 match: {tools: get_weather}

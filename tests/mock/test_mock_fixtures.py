@@ -28,7 +28,7 @@ from chaosproxy.scenario import (
     parse_fixtures,
     parse_scenario,
 )
-from tests.conftest import fixture_bytes
+from tests.support.repo import fixture_bytes
 
 KNOBS = Knobs(tokens=24, interval=0.0)
 

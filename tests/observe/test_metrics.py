@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.observe.metrics import Metrics
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(5))

@@ -25,7 +25,7 @@ from chaosproxy.server.config import (
     parse_duration_or_off,
     show_duration_or_off,
 )
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
 
 #: A valid command-line value for each flag (a new flag without one fails the test).
 SAMPLES: dict[str, str | None] = {

@@ -24,8 +24,8 @@ from chaosproxy.server.proxy import STATE
 from chaosproxy.server.pump import BodyPump
 from chaosproxy.upstream import UpstreamPool
 from chaosproxy.upstream.response import BodySink
-from tests.conftest import LogCapture, ProxyFactory
 from tests.e2e.test_proxy_e2e import dechunk, raw_http
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import (
     BIG_EVENT,
     BIG_MIB,

@@ -42,7 +42,8 @@ import pytest
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.control.start import CLOSE_MARGIN
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import REPO, start_serve
+from tests.support.cli import start_serve
+from tests.support.repo import REPO
 
 SEED = 20261201
 GRACE = 1.0

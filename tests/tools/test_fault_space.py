@@ -30,7 +30,7 @@ from chaosproxy.tools.fault_space import (
     usable_faults,
     validated,
 )
-from tests.conftest import examples
+from tests.support.properties import examples
 
 #: The mock's OpenAI Chat answer as the Python SDK example asks for it (24 tokens).
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)

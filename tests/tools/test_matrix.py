@@ -34,7 +34,8 @@ from chaosproxy.tools.matrix import (
     telling_line,
     write_outputs,
 )
-from tests.conftest import LIBRARY, REPO, chaosproxy_argv
+from tests.support.cli import chaosproxy_argv
+from tests.support.repo import LIBRARY, REPO
 
 CLIENT = f"{sys.executable} {REPO / 'tests' / 'clients' / 'chat_client.py'}"
 FAST = {"mock_interval": 0.001, "mock_tokens": 8}

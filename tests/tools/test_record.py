@@ -27,15 +27,9 @@ from chaosproxy.core.answer import fold, piece_of
 from chaosproxy.core.framing import make_framer
 from chaosproxy.core.providers import get_profile, provider_for_path
 from chaosproxy.scenario import load_fixture_files
-from tests.conftest import (
-    chaosproxy_argv,
-    fixture_bytes,
-    port_in,
-    refused_port,
-    run_cli,
-    start_serve,
-    stop_serve,
-)
+from tests.support.cli import chaosproxy_argv, port_in, run_cli, start_serve, stop_serve
+from tests.support.ports import refused_port
+from tests.support.repo import fixture_bytes
 from tests.support.scripted_upstream import Script, Seen, scripted_upstream, serve_handler
 
 SECRET_KEY = "sk-proj-RecordTestSecret0123456789abcdef"

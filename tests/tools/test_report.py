@@ -38,7 +38,8 @@ from chaosproxy.tools.report import (
     render_report,
 )
 from tests.support.browser import Chromium, chromium_path
-from tests.conftest import chaosproxy_argv, examples
+from tests.support.cli import chaosproxy_argv
+from tests.support.properties import examples
 from tests.support.scripted_upstream import until
 
 __all__ = ["chromium_path"]  # the fixture, imported for the browser test

@@ -19,7 +19,8 @@ from chaosproxy.tools.schema import (
     shipped,
     shipped_path,
 )
-from tests.conftest import LIBRARY, REPO, chaosproxy_argv
+from tests.support.cli import chaosproxy_argv
+from tests.support.repo import LIBRARY, REPO
 from tests.support.scenario_cases import ONE_PROBLEM
 from tests.test_examples import check_jsonschema_with
 

@@ -29,10 +29,10 @@ import pytest
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import load_library, parse_scenario
 from chaosproxy.tools.matrix import ONE_CLIENT, Matrix, run_command, run_matrix, run_one
-from tests.support.browser import require_chromium, shared_chromium
 from tests.clients.chromium_eventsource import SHARED as CHROMIUM_SHARED
-from tests.clients.zygote import ForkServer
-from tests.conftest import REPO
+from tests.support.browser import require_chromium, shared_chromium
+from tests.support.forks import ForkServer
+from tests.support.repo import REPO
 from tests.support.verdict_oracle import expected
 
 #: Every test runs a client process per scenario, some the whole library, some ten times.

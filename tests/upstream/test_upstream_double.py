@@ -30,7 +30,7 @@ from chaosproxy.upstream import (
 )
 from chaosproxy.upstream.interface import Reply, Upstream
 from chaosproxy.upstream.testing import Answer, MockUpstream, Request
-from tests.conftest import LogCapture
+from tests.support.proxies import LogCapture
 from tests.support.scripted_upstream import until
 from tests.test_readme import python_block
 

@@ -24,7 +24,7 @@ import pytest
 from aiohttp import web
 
 from chaosproxy.upstream.forward import bypassed, parse_proxy, proxy_for
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import ScriptedUpstream
 
 PROXY_VARS = (

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from chaosproxy.upstream import UpstreamConnectError, UpstreamPool
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import until
 
 

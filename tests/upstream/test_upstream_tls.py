@@ -27,7 +27,8 @@ from chaosproxy.control.api import EMBEDDED, ChaosProxy
 from chaosproxy.server.net import StartupError
 from chaosproxy.upstream.factory import pool_for
 from chaosproxy.upstream.tls import check_upstream_tls, tls_context, upstream_warnings
-from tests.conftest import LogCapture, ProxyFactory, run_cli
+from tests.support.cli import run_cli
+from tests.support.proxies import LogCapture, ProxyFactory
 
 
 @dataclass

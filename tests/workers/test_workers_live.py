@@ -43,7 +43,8 @@ import pytest
 from chaosproxy.core.history import shown_event_id
 from chaosproxy.observe.logs import COPY_ENV
 from chaosproxy.scenario.selection import derive_seed
-from tests.conftest import REPO, busy_port
+from tests.support.ports import busy_port
+from tests.support.repo import REPO
 
 #: Each test starts serve --workers: a supervisor and its worker processes.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
