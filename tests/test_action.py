@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.support.repo import REPO
-from tests.test_examples import check_jsonschema
+from tests.support.schema_check import check_jsonschema
 
 ACTION = REPO / "action.yml"
 pytestmark = pytest.mark.xdist_group("action")  # (one venv for the module's runs)

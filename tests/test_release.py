@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.support.repo import REPO
-from tests.test_examples import check_jsonschema
+from tests.support.schema_check import check_jsonschema
 
 RELEASE = REPO / ".github" / "workflows" / "release.yml"
 

@@ -9,9 +9,7 @@ import argparse
 import ast
 import json
 import os
-import select
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,7 @@ import pytest
 
 from chaosproxy.cli import main as cli
 from chaosproxy.server.config import flags, from_environment
-from tests.cli.test_cli import one_line_error
-from tests.support.cli import chaosproxy_argv, run_cli
+from tests.support.cli import chaosproxy_argv, one_line_error, read_until, run_cli
 from tests.support.repo import LIBRARY, REPO
 
 MINE = "description: Mine, from CHAOSPROXY_SCENARIOS.\nfaults:\n  - drop: {kind: delta, nth: 1}\n"
@@ -88,23 +85,6 @@ def test_simulate_finds_a_name_of_chaosproxy_scenarios(mine: Path) -> None:
     assert "no built-in scenario named 'my-scenario'" in one_line_error(
         run_cli("simulate", "my-scenario")
     )
-
-
-def read_until(proc: subprocess.Popen[str], text: str, limit: float = 20) -> str:
-    """Its stderr, at least up to ``text`` (a bounded wait). Read from the pipe itself,
-    so that nothing waits unseen in a buffer: what is read is returned, and the rest is
-    still in the pipe for ``proc.stderr.read()``."""
-    assert proc.stderr is not None
-    fd = proc.stderr.fileno()
-    seen = b""
-    deadline = time.monotonic() + limit
-    while text.encode() not in seen:
-        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-        assert ready, f"no {text!r} within {limit}s: {seen!r}"
-        chunk = os.read(fd, 65536)
-        assert chunk, seen
-        seen += chunk
-    return seen.decode()
 
 
 def test_mock_takes_its_address_and_tokens_from_the_settings() -> None:
@@ -264,7 +244,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 @pytest.mark.parametrize(("command", "option"), sorted(SETTING_OPTIONS))
 def test_an_option_that_is_a_setting_is_the_settings_flag(command: str, option: str) -> None:
-    from tests.server.test_config import SAMPLES
+    from tests.support.flag_samples import SAMPLES
 
     name = SETTING_OPTIONS[(command, option)]
     action = next(a for a in _subcommands()[command]._actions if option in a.option_strings)

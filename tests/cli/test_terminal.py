@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chaosproxy.cli import main as cli
-from tests.cli.test_settings_everywhere import read_until
+from tests.support.cli import read_until
 from tests.support.repo import REPO
 
 

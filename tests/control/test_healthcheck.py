@@ -19,7 +19,7 @@ from chaosproxy.control import healthcheck
 from chaosproxy.control.healthcheck import Unhealthy
 from chaosproxy.control.process import _health_check_warning
 from chaosproxy.server.config import ConfigError, parse_admin
-from tests.control.test_admin import serve_until_started, sigterm
+from tests.support.cli import serve_until_started, sigterm
 from tests.support.ports import refused_port
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.repo import REPO

@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 
 from chaosproxy.core.integrity import Envelope
-from tests.core.test_integrity import OPENAI_RESPONSES
-from tests.observe.test_metrics import value
+from tests.support.captures import OPENAI_RESPONSES
+from tests.support.metrics import value
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 

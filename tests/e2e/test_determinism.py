@@ -16,7 +16,7 @@ from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.scenario.selection import derive_seed
 from chaosproxy.tools.simulate import simulate
-from tests.e2e.test_faults_live import BODY, PATH, SSE, fetch, wait_end, writes
+from tests.support.live_faults import BODY, PATH, SSE, fetch, wait_end, writes
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 

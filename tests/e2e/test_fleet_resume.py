@@ -20,23 +20,16 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.e2e.test_resume_node import (
-    _SKIP,
-    NODE_CHAT,
-    POLICIES,
-    check,
-    mock_reference,
-    scenario,
-)
 from tests.support.fleet_parts import haproxy, needs_haproxy, needs_redis, redis_server, replicas
 from tests.support.node import NodeRunner
+from tests.support.resume import NODE_CHAT, NODE_SKIP, POLICIES, check, mock_reference, scenario
 
 pytestmark = [
     needs_redis,
     needs_haproxy,
     pytest.mark.node,
     pytest.mark.slow,
-    pytest.mark.skipif(_SKIP is not None, reason=_SKIP or ""),
+    pytest.mark.skipif(NODE_SKIP is not None, reason=NODE_SKIP or ""),
     pytest.mark.xdist_group("fleet"),
 ]
 

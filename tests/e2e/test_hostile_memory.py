@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.server.test_shutdown import LISTENING
+from tests.support.cli import LISTENING
 from tests.support.repo import REPO
 
 pytestmark = [

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.test_faults_live import Live
 from tests.support.cli import run_cli
+from tests.support.live_faults import Live
 from tests.support.properties import examples
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import ScriptedUpstream

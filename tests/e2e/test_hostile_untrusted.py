@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import load_scenarios
 from chaosproxy.scenario.selection import ScenarioSet, derive_seed
-from tests.control.test_admin import serve_until_started, sigterm
+from tests.support.cli import serve_until_started, sigterm
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.repo import REPO
 from tests.support.scripted_upstream import Script, ScriptedUpstream

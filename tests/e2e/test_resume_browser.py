@@ -22,10 +22,9 @@ import httpx
 import pytest
 
 from chaosproxy.core.history import shown_event_id
-from tests.e2e.test_resume_live import PLAIN, WORDS
-from tests.e2e.test_resume_node import POLICIES, check, scenario
 from tests.support.browser import Chromium, chromium_path, require_chromium, shared_chromium
 from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.resume import PLAIN, POLICIES, WORDS, check, scenario
 from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
 __all__ = ["chromium_path"]  # the fixture: skip (or fail in CI) without Chromium

@@ -46,10 +46,10 @@ from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.mock import MOCK_REQUESTS
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
-from tests.e2e.test_resume_live import token_of
 from tests.support.cli import chaosproxy_argv
 from tests.support.proxies import LogCapture
 from tests.support.repo import LIBRARY
+from tests.support.resume import token_of
 from tests.support.resume_client import Run, resume_loop
 
 #: Mock knobs: short answers, fast pacing (the scenarios' own durations dominate).

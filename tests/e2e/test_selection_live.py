@@ -14,7 +14,7 @@ import pytest
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario.selection import derive_seed
-from tests.e2e.test_faults_live import BODY, E1, PATH, SSE, Reply, fetch, wait_end, without
+from tests.support.live_faults import BODY, E1, PATH, SSE, Reply, fetch, wait_end, without
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 

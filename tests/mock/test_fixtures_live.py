@@ -22,7 +22,7 @@ import pytest
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.mock import MOCK_REQUESTS
-from tests.control.test_admin import ADMIN, call
+from tests.support.admin import ADMIN, call
 from tests.support.cli import run_cli
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.repo import REPO

@@ -10,21 +10,13 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from chaosproxy.control.start import RunningProxy
 from chaosproxy.observe.metrics import Metrics
+from tests.support.metrics import value
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(5))
 SCENARIO = "provider: generic\nfaults:\n  - rechunk: {size: 6}\n  - cut: {after: 99}\n"
-
-
-def value(proxy_or_metrics: RunningProxy | Metrics, name: str, **labels: str) -> float:
-    metrics = (
-        proxy_or_metrics if isinstance(proxy_or_metrics, Metrics) else proxy_or_metrics.metrics
-    )
-    got = metrics.registry.get_sample_value(name, labels)
-    return 0.0 if got is None else got
 
 
 def test_lines_become_metrics() -> None:

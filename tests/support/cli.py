@@ -7,11 +7,13 @@ import asyncio
 import atexit
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -135,3 +137,71 @@ async def stop_serve(proc: asyncio.subprocess.Process) -> str:
             proc.kill()
             await proc.wait()
     return stderr
+
+
+async def serve_until_started(
+    *args: str, env: dict[str, str] | None = None
+) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """``chaosproxy serve`` as a process; its stderr lines up to the start-up line and
+    the notices after it (read until a short quiet)."""
+    proc = await asyncio.create_subprocess_exec(
+        *chaosproxy_argv(), "serve", *args,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines: list[str] = []
+    async with asyncio.timeout(20):
+        while not lines or "listening on" not in lines[-1]:
+            line = (await proc.stderr.readline()).decode()
+            assert line, lines
+            lines.append(line.rstrip("\n"))
+    while True:
+        try:
+            async with asyncio.timeout(0.5):
+                line = (await proc.stderr.readline()).decode()
+        except TimeoutError:
+            break
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+    return proc, lines
+
+
+async def sigterm(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stderr is not None
+    proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(10):
+        await proc.wait()
+    assert proc.returncode == 0
+    return (await proc.stderr.read()).decode()
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def read_until(proc: subprocess.Popen[str], text: str, limit: float = 20) -> str:
+    """Its stderr, at least up to ``text`` (a bounded wait). Read from the pipe itself,
+    so that nothing waits unseen in a buffer: what is read is returned, and the rest is
+    still in the pipe for ``proc.stderr.read()``."""
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    seen = b""
+    deadline = time.monotonic() + limit
+    while text.encode() not in seen:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        assert ready, f"no {text!r} within {limit}s: {seen!r}"
+        chunk = os.read(fd, 65536)
+        assert chunk, seen
+        seen += chunk
+    return seen.decode()
+
+
+LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")

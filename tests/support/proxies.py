@@ -8,8 +8,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+from aiohttp import web
 
 from chaosproxy.control.start import RunningProxy
+from chaosproxy.server.proxy import STATE
+from chaosproxy.upstream import UpstreamPool
 
 
 class LogCapture:
@@ -47,3 +50,14 @@ class LogCapture:
 
 
 ProxyFactory = Callable[..., Awaitable[RunningProxy]]
+
+
+def upstream_pool(proxy: RunningProxy) -> UpstreamPool:
+    pools = [
+        r.app[STATE].upstream
+        for r in proxy.runners
+        if isinstance(r, web.AppRunner) and STATE in r.app
+    ]
+    assert len(pools) == 1
+    assert isinstance(pools[0], UpstreamPool)
+    return pools[0]

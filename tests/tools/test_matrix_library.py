@@ -19,10 +19,10 @@ import pytest
 from chaosproxy.core.verdict import VERDICTS
 from chaosproxy.scenario import load_library
 from chaosproxy.tools.matrix import run_matrix
+from tests.support.clean_runs import clean_text, scenario_clean
 from tests.support.forks import ForkServer
 from tests.support.repo import REPO
 from tests.support.verdict_oracle import expected
-from tests.tools.test_verdict_oracle import clean_text, scenario_clean
 
 DOC = REPO / "docs" / "verdicts.md"
 #: The example clients: a Python script (run forked from tests/clients/zygote.py), or a

@@ -22,7 +22,7 @@ from chaosproxy.tools.schema import (
 from tests.support.cli import chaosproxy_argv
 from tests.support.repo import LIBRARY, REPO
 from tests.support.scenario_cases import ONE_PROBLEM
-from tests.test_examples import check_jsonschema_with
+from tests.support.schema_check import check_jsonschema_with
 
 LIBRARY_FILES = sorted(LIBRARY.glob("*.yaml"))
 SCENARIO_FILES = sorted(
