@@ -1,6 +1,7 @@
 # ruff: noqa: E402  (the bytecode cache is set up before anything else is imported)
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import shutil
@@ -86,10 +87,14 @@ SHARED_CLIENT_SERVER = "CHAOSPROXY_TESTS_CLIENT_SERVER"
 #: No deadline and no "too slow" health check: on a loaded machine (a two-core CI runner
 #: at load 10) an example's time says nothing of the code under test, and a property
 #: test must not fail for it; speed is benchmarks/' to measure.
-_UNTIMED = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+_UNTIMED: dict[str, Any] = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("quick", max_examples=25, **_UNTIMED)
 settings.register_profile("thorough", max_examples=100, **_UNTIMED)
 settings.load_profile("thorough" if THOROUGH else "quick")
+
+
+def _unset(variable: str) -> None:
+    os.environ.pop(variable, None)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -120,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
         (directory / variable).mkdir()
         server = ForkServer(list(preload), directory / variable, wait=False)
         config.add_cleanup(server.close)
-        config.add_cleanup(lambda variable=variable: os.environ.pop(variable, None))
+        config.add_cleanup(functools.partial(_unset, variable))
         os.environ[variable] = server.path
 
 

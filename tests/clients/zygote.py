@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import json
 import os
 import runpy
@@ -35,6 +36,7 @@ import socket
 import sys
 import traceback
 from pathlib import Path
+from typing import cast
 
 
 def run_client(argv: list[str], env: dict[str, str], cwd: str) -> int:
@@ -121,7 +123,7 @@ def serve(path: str, preload: list[str]) -> None:
         for key, _ in selector.select():
             what = key.data
             if what[0] == "stdin":  # the suite is done with us (its end of the pipe closed)
-                if not sys.stdin.buffer.read1(4096):
+                if not cast(io.BufferedReader, sys.stdin.buffer).read1(4096):
                     return
             elif what[0] == "accept":
                 conn, _ = listener.accept()

@@ -36,7 +36,7 @@ def test_public_names_are_exactly_these() -> None:
     assert set(chaosproxy.__all__) <= set(dir(chaosproxy))  # lazy, but listed
     assert chaosproxy.__version__ == "0.1.0"
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = chaosproxy.Nope  # type: ignore[attr-defined]
+        _ = chaosproxy.Nope
 
 
 def test_sync_context_manager_serves_from_a_background_thread() -> None:

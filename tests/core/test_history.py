@@ -333,7 +333,7 @@ def test_a_stream_is_found_only_by_its_own_tenant() -> None:
     # links nothing), whatever the policy.
     assert store.decide("s", config, "ta.1", 2.0, tenant="b") == Refuse(204, "unknown event id")
     for policy in ("unsupported", "new_stream", "restart"):
-        cfg = ResumeConfig(policy=policy, missing="new_stream")  # type: ignore[arg-type]
+        cfg = ResumeConfig(policy=policy, missing="new_stream")
         decision = store.decide("s", cfg, "ta.1", 2.0, tenant="b")
         assert getattr(decision, "stream", None) is None, (policy, decision)
     assert store.find("s", "ta.2", tenant="anonymous") is None

@@ -434,7 +434,7 @@ def test_a_flush_that_fails_stops_the_log_once(capsys: pytest.CaptureFixture[str
             raise BrokenPipeError(32, "Broken pipe")
 
     out = Unflushable()
-    out.name = "frames.jsonl"  # type: ignore[misc]
+    out.name = "frames.jsonl"
     log = FrameLog(out)
     log.for_request(request_id="r-1", scenario=None).info("request", **REQUEST)
     log.flush()

@@ -88,7 +88,7 @@ def test_the_frame_lines_of_requests_in_turn_count_for_their_own_scenarios() -> 
     for context, size in [(a, 1), (a, 2), (b, 10), (a, 4), (none, 100), (b, 20), (b, 40)]:
         metrics.frame_json(context, {"seq": 0, "offset": 0, "size": size, "t_ms": 0.0}, b"")
     metrics.frames_json(a, [{"seq": 0, "offset": 0, "size": 8, "t_ms": 0.0}] * 2, [b"", b""])
-    metrics({"event": "frame", "request_id": "r-2", "scenario": "b", "size": 80})  # type: ignore[typeddict-item]
+    metrics({"event": "frame", "request_id": "r-2", "scenario": "b", "size": 80})
     assert value(metrics, "chaosproxy_frames_total", scenario="a") == 5
     assert value(metrics, "chaosproxy_bytes_sent_total", scenario="a") == 1 + 2 + 4 + 16
     assert value(metrics, "chaosproxy_frames_total", scenario="b") == 4

@@ -364,7 +364,7 @@ def test_null_name_and_description_mean_not_given() -> None:
 def test_a_scenario_is_an_immutable_value() -> None:
     s = parse_scenario("name: a\nmatch: {method: get}\nfaults: [bom]\n", "x")
     with pytest.raises(ValidationError):
-        s.name = "b"  # type: ignore[misc]
+        s.name = "b"
     assert s == parse_scenario("name: a\nmatch: {method: GET}\nfaults: [bom]\n", "x")
     assert s != parse_scenario("name: a\nmatch: {method: GET}\nfaults: [bom]\n", "y")
     rule = MatchRule(method="get", headers={"X-A": "b"})

@@ -4,13 +4,14 @@ scenario with its own mock answer should read as clean."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import load_library
 from chaosproxy.tools.matrix import run_command
 
 #: A mock fast enough for a library run (its answer: 12 tokens, 2 ms apart).
-FAST = {"mock_interval": 0.002, "mock_tokens": 12}
+FAST: dict[str, Any] = {"mock_interval": 0.002, "mock_tokens": 12}
 
 
 def clean_text(command: str) -> str:

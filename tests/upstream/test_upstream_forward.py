@@ -134,7 +134,7 @@ async def tls_upstream(tmp_path: Path) -> AsyncIterator[TlsUpstream]:
     def on_sni(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
         up.sni.append(name)
 
-    ctx.sni_callback = on_sni  # type: ignore[assignment]
+    ctx.sni_callback = on_sni
 
     async def handle(request: web.Request) -> web.Response:
         up.paths.append(request.path_qs)

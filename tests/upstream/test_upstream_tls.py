@@ -83,7 +83,7 @@ async def _start(
     def on_sni(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
         seen.append(name)
 
-    server_ctx.sni_callback = on_sni  # type: ignore[assignment]
+    server_ctx.sni_callback = on_sni
     app = web.Application()
     peers: list[object] = []
     app[PEERS] = peers
@@ -271,7 +271,7 @@ def test_bad_settings_are_one_line_startup_errors(
 ) -> None:
     for settings, reason in _bad_settings(tmp_path, client_pair):
         with pytest.raises(StartupError) as info:
-            tls_context(EMBEDDED.replace(**settings))  # type: ignore[arg-type]
+            tls_context(EMBEDDED.replace(**settings))
         message = str(info.value)
         assert reason in message, (settings, message)
         assert "\n" not in message
