@@ -251,7 +251,7 @@ def test_an_option_that_is_a_setting_is_the_settings_flag(command: str, option: 
     serve_flag = next(flag for field, flag, _ in flags() if field == name)
     assert (action.dest, action.default) == (name, argparse.SUPPRESS)  # the environment fills it
     sample = SAMPLES[serve_flag.name]
-    assert sample is not None and action.type is not None
+    assert sample is not None and callable(action.type)
     by_option = action.type(sample)
     assert by_option == serve_flag.parse(sample)
     env = {serve_flag.env: sample}
@@ -280,8 +280,9 @@ def test_no_option_is_written_twice() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
                 for arg in node.args:
-                    if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
-                        written.setdefault(arg.value, []).append(f"{path.name}:{node.lineno}")
+                    constant = arg.value if isinstance(arg, ast.Constant) else None
+                    if isinstance(constant, str) and constant.startswith("--"):
+                        written.setdefault(constant, []).append(f"{path.name}:{node.lineno}")
     assert written  # the scan sees the literal ones
     twice = {option: len(where) for option, where in written.items() if len(where) > 1}
     assert twice == OWN_OPTIONS

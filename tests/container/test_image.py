@@ -7,6 +7,7 @@ seen as a reset (see conftest.py for the engine and its clean-up)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -290,7 +291,7 @@ def test_the_readme_docker_run_and_curl(engine: Engine, image: Build, tmp_path: 
                 health = f"http://127.0.0.1:{ports[ADMIN_PORT]}/health"
                 wait_until(
                     "the published /health",
-                    lambda url=health: curl_ok(url, env),
+                    functools.partial(curl_ok, health, env),
                     30,
                     every=0.2,
                 )

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chaosproxy.core.actions import Send
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import parse_scenario
@@ -348,7 +349,9 @@ def test_unframed_and_passthrough_bodies_have_no_integrity() -> None:
     session = Session("r-2", scenario=None, seed=1, path="/")
     session.start(0.0)
     session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    session.wrote(session.feed(b"data: x\n\n", 0.0)[0], 0.0)
+    [send] = session.feed(b"data: x\n\n", 0.0)
+    assert isinstance(send, Send)
+    session.wrote(send, 0.0)
     session.finish()
     assert "integrity" not in session.summary(0.0) and session.content is None
     scenario = parse_scenario("faults: [{rechunk: {size: 2}}]", "<r>", default_name="r")

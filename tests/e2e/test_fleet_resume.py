@@ -85,7 +85,7 @@ async def test_eventsource_resumes_on_another_replica_under_every_policy(
         check(run, policy, reference, 4)
     # Every request of a run was served by the next replica: a reconnect never came
     # back to the replica that kept its stream.
-    served = {}
+    served: dict[str, list[str]] = {}
     for replica in fleet:
         for raw in replica.log.read_bytes().splitlines():
             line = orjson.loads(raw)

@@ -72,7 +72,7 @@ def user_of(request: web.Request) -> str:
         return auth[7:].strip()
     if SESSION in request.cookies:
         return request.cookies[SESSION]
-    return request.headers.get("x-api-key") or request.headers.get("X-Test-User", "anonymous")
+    return request.headers.get("x-api-key") or str(request.headers.get("X-Test-User", "anonymous"))
 
 
 def chunk(text: str, *, role: bool = False) -> bytes:

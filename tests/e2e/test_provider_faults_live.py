@@ -300,6 +300,7 @@ async def test_anthropic_tool_use_fragment(lab: Lab, op: str) -> None:
         "Unable to parse tool parameter JSON from model. Please retry your request or "
         f"adjust your prompt. Error: {parsed}. JSON: {buffer}"
     )
+    assert run.error is not None
     assert type(run.error.__cause__) is ValueError
     assert run.parsed is None
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import socket
 import time
+from typing import Any
 
 import aiohttp
 import pytest
@@ -260,7 +261,7 @@ async def test_port_in_use_is_a_startup_error(make_proxy: ProxyFactory) -> None:
         await make_proxy(listen=("127.0.0.1", port))
 
 
-async def _json(body: bytes) -> dict[str, object]:
+async def _json(body: bytes) -> dict[str, Any]:
     import orjson
 
     value = orjson.loads(body)
@@ -305,7 +306,7 @@ async def test_a_bug_before_the_response_is_a_500_with_a_reason(
     proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: [{bug: {}}]"})
     resp, body = await read_all(proxy.url + "/v1/s", headers={"X-Chaos-Scenario": "s"})
     assert resp.status == 500
-    message = (await _json(body))["error"]["message"]  # type: ignore[index]
+    message = (await _json(body))["error"]["message"]
     assert message == "internal error: RuntimeError: a bug in a fault"
     end = await log_capture.wait_end(resp.headers["X-Chaos-Request-Id"])
     assert (end["outcome"], end["error"]) == ("proxy_error", message)

@@ -1283,11 +1283,12 @@ async def check_tool_args_fragmented(lab: Lab) -> None:
     run = await stream_chat(lab.openai(), "tool-args-fragmented")
     _, calls = chat_calls(run)
     assert json.loads(calls[0]) == arguments
-    fragments = [
-        c.choices[0].delta.tool_calls[0].function.arguments
-        for c in run.chunks
-        if c.choices and c.choices[0].delta.tool_calls
-    ]
+    fragments = []
+    for c in run.chunks:
+        if c.choices and c.choices[0].delta.tool_calls:
+            function = c.choices[0].delta.tool_calls[0].function
+            assert function is not None
+            fragments.append(function.arguments)
     assert any(f and f.endswith("\\") for f in fragments)  # between \ and what it escapes
     assert fragments[1:4] == ['{"', "c", "ity"]  # inside the key "city"
     assert await tool_inputs(lab, "tool-args-fragmented") == [arguments]

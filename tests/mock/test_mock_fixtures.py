@@ -207,7 +207,8 @@ def test_every_providers_request_is_read_the_same_way() -> None:
 
     generate = read_request("/api/generate", {"model": "llama3.2", "prompt": "Hi"})
     assert generate.messages == (Message("user", "Hi"),) and generate.stream is None
-    for odd in (None, [], "text", {"messages": "no"}):
+    odds: list[Any] = [None, [], "text", {"messages": "no"}]
+    for odd in odds:
         assert read_request("/v1/chat/completions", odd).messages == ()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, ClassVar, get_args
+from typing import Annotated, Any, ClassVar, get_args
 
 import orjson
 import pytest
@@ -172,7 +172,8 @@ def test_every_duration_field_of_every_fault_is_shown_with_a_unit() -> None:
             held = any(getattr(m, "func", None) is parse_scenario_duration for m in info.metadata)
             if held or _is_duration(info.annotation):
                 found.append(f"{name}.{field}")
-                config = cls.Config.model_construct(**{field: 1.5})
+                values: dict[str, Any] = {field: 1.5}
+                config = cls.Config.model_construct(**values)
                 assert config.model_dump(mode="json")[field] == "1500ms", (name, field)
     assert sorted(found) == [
         "coalesce.window",

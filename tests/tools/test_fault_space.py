@@ -4,6 +4,7 @@ test is seeds and shapes in, exact scenarios out."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -231,7 +232,7 @@ def test_the_scenario_file_text() -> None:
 
 
 def test_the_shape_of_a_clean_run() -> None:
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"event": "request", "request_id": "r-1"},
         {"event": "frame", "request_id": "r-1", "events": [1], "kinds": ["start"]},
         {"event": "frame", "request_id": "r-1", "events": [2], "kinds": ["delta"]},

@@ -565,6 +565,7 @@ def test_the_time_left_is_said_as_a_range() -> None:
 def test_every_matrix_flag_has_help() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
+    assert isinstance(sub.choices, dict)
     matrix = sub.choices["matrix"]
     flags = {a.option_strings[0]: a.help for a in matrix._actions if a.option_strings}
     assert set(flags) >= {

@@ -370,7 +370,8 @@ async def test_requests_metrics_and_verdicts_answer_for_every_worker(
 def last_id(body: bytes) -> str:
     ids = re.findall(rb"^id: ?(\S+)", body, re.MULTILINE)
     assert ids, body[:300]
-    return ids[-1].decode()
+    last: bytes = ids[-1]
+    return last.decode()
 
 
 async def on_worker(
