@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from chaosproxy.core.actions import Cut, CutHow, Send, Sleep
+from chaosproxy.core.actions import Cut, Send, Sleep
 from chaosproxy.core.frames import Format
+from chaosproxy.core.records import CutHow
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.tools.simulate import Simulation, simulate
 from tests.support.captures import ANTHROPIC, CAPTURES, GEMINI, OPENAI_CHAT, Capture, data_of
