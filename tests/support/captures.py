@@ -58,31 +58,21 @@ OPENAI_CHAT = [
     Capture("openai_chat_tool_call_usage.sse", "openai-chat", "sse"),
     Capture("openai_chat_n3_usage.sse", "openai-chat", "sse"),
 ]
-
-
 OPENAI_RESPONSES = [
     Capture("openai_responses_o4mini_reasoning_text.sse", "openai-responses", "sse"),
 ]
-
-
 ANTHROPIC = [
     Capture("anthropic_docs_basic.sse", "anthropic", "sse"),
     Capture("anthropic_docs_tool_use.sse", "anthropic", "sse"),
 ]
-
-
 GEMINI = [
     Capture("gemini_2_0_flash_text.crlf.sse", "gemini", "sse"),
     Capture("gemini_2_5_flash_short.crlf.sse", "gemini", "sse"),
 ]
-
-
 OLLAMA = [
     Capture("ollama_chat_stream.ndjson", "ollama", "ndjson"),
     Capture("ollama_generate_stream.ndjson", "ollama", "ndjson"),
 ]
-
-
 CAPTURES = [*OPENAI_CHAT, *OPENAI_RESPONSES, *ANTHROPIC, *GEMINI, *OLLAMA]
 
 

@@ -18,11 +18,7 @@ from tests.support.captures import (
 )
 
 SEED = 424242
-
-
 CONTENT_TYPE = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
-
-
 TOOL_ONLY = OPENAI_CHAT[1]  # the chat tool-call capture: tool fragments, no text
 
 

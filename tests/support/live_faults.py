@@ -34,32 +34,14 @@ def chunk(delta: dict[str, Any], *, finish: str | None = None) -> bytes:
 #: An OpenAI chat stream: ordinals 1 start, 2-4 delta (3 has an id line and a
 #: multi-byte character), 5 usage, 6 terminal.
 E1 = chunk({"role": "assistant", "content": ""})
-
-
 E2 = chunk({"content": "Hel"})
-
-
 E3 = b"id: 7\n" + chunk({"content": "lo w\u00f6rld"})
-
-
 E4 = chunk({"content": "!"}, finish="stop")
-
-
 E5 = b'data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"total_tokens":5}}'
-
-
 E5 += b"\n\n"
-
-
 E6 = b"data: [DONE]\n\n"
-
-
 EVENTS = [E1, E2, E3, E4, E5, E6]
-
-
 BODY = b"".join(EVENTS)
-
-
 SSE = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 

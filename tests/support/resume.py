@@ -14,11 +14,7 @@ import orjson
 from chaosproxy.control.start import RunningProxy
 
 WORDS = [f"w{i}" for i in range(1, 9)]
-
-
 PLAIN = b"".join(b"data: " + w.encode() + b"\n\n" for w in WORDS)
-
-
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "tell me"}], "stream": True}
 
 
@@ -68,15 +64,12 @@ def _why_skip() -> str | None:
 
 NODE_SKIP = _why_skip()
 
-
 #: The request tests/node/eventsource-resume.mjs sends (lib.mjs's PROMPT).
 NODE_CHAT = {
     "model": "gpt-4o-mini",
     "messages": [{"role": "user", "content": "Plan my week, please."}],
     "stream": True,
 }
-
-
 POLICIES = ["resume", "replay_last", "restart", "new_stream", "unsupported", "expired"]
 
 
