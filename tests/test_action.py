@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.test_examples import check_jsonschema
+from tests.support.repo import REPO
+from tests.support.schema_check import check_jsonschema
 
 ACTION = REPO / "action.yml"
 pytestmark = pytest.mark.xdist_group("action")  # (one venv for the module's runs)

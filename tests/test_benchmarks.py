@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 BENCHMARKS = REPO / "benchmarks"
 

@@ -1,4 +1,4 @@
-"""The headless-Chromium harness (tests/browser.py) itself: start, evaluate, wait,
+"""The headless-Chromium harness (tests/support/browser.py) itself: start, evaluate, wait,
 screenshot, cross-origin, and that it always cleans up."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from tests.browser import (
+from tests.support.browser import (
     Chromium,
     JavaScriptError,
     chromium_path,

@@ -30,7 +30,7 @@ from chaosproxy._build import COMPILED, PURE_ENV, build, is_compiled
 from chaosproxy.core.framing import FramingError, make_framer
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import ScenarioError, parse_scenario
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 PACKAGE = Path(chaosproxy.__file__).parent
 #: Which way this run must be (set by .ci/run); unset: either, but all of one way.

@@ -13,7 +13,7 @@ import tomllib
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 INSTRUCTIONS = [

@@ -23,7 +23,7 @@ from chaosproxy.core.faults.base import SelectorConfig
 from chaosproxy.core.providers import KINDS, PROVIDER_NAMES
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.config import ConfigError, Flag, flags
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 DOCS = sorted((REPO / "docs").glob("*.md"))
 MARKDOWN = [REPO / "README.md", *DOCS]

@@ -13,11 +13,8 @@ missing is skipped, saying which.
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,7 @@ from chaosproxy._build import PURE_ENV
 from chaosproxy.control import healthcheck
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.config import flags, from_environment
+from tests.support.schema_check import check_jsonschema, need_module
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -50,37 +48,11 @@ PROXY_PORT = 8080
 SETTINGS = {flag.env for _, flag, _ in flags()}
 
 
-def _need(module: str, package: str) -> None:
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{package} is not installed (pip install -e '.[test]' installs it)")
-
-
 def load(path: Path) -> Any:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 # --------------------------------------------------------------------------- schemas
-
-
-def check_jsonschema(schema: str, *paths: Path) -> subprocess.CompletedProcess[str]:
-    """``check-jsonschema --builtin-schema SCHEMA PATHS``, its default output."""
-    return _check_jsonschema("--builtin-schema", schema, *paths)
-
-
-def check_jsonschema_with(schema: Path, *paths: Path) -> subprocess.CompletedProcess[str]:
-    """``check-jsonschema --schemafile SCHEMA PATHS``, its default output."""
-    return _check_jsonschema("--schemafile", str(schema), *paths)
-
-
-def _check_jsonschema(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    _need("check_jsonschema", "check-jsonschema")
-    return subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(
@@ -115,7 +87,7 @@ def test_the_schema_check_catches_a_broken_copy(
 
 
 def kube_validate(data: dict[str, Any], version: str) -> None:
-    _need("kubernetes_validate", "kubernetes-validate")
+    need_module("kubernetes_validate", "kubernetes-validate")
     import kubernetes_validate
 
     kubernetes_validate.validate(data, version, strict=True)
@@ -129,7 +101,7 @@ def test_kubernetes_manifests_are_valid(path: Path, version: str) -> None:
 
 
 def test_kubernetes_strict_validation_catches_a_misspelt_field() -> None:
-    _need("kubernetes_validate", "kubernetes-validate")
+    need_module("kubernetes_validate", "kubernetes-validate")
     import kubernetes_validate
 
     pod = load(POD)

@@ -46,9 +46,10 @@ import yaml
 
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.config import flags, from_environment
-from tests.conftest import REPO, chaosproxy_argv, stop_serve
-from tests.fleet_parts import free_port, needs_redis, redis_server
-from tests.helm import CHART, documents, find, notes, render, values_of, write_chart
+from tests.support.cli import chaosproxy_argv, stop_serve
+from tests.support.fleet_parts import free_port, needs_redis, redis_server
+from tests.support.helm import CHART, documents, find, notes, render, values_of, write_chart
+from tests.support.repo import REPO
 
 SCHEMA = CHART / "values.schema.json"
 FLEET_VALUES = CHART / "ci" / "fleet-values.yaml"

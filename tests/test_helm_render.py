@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helm import render, write_chart
+from tests.support.helm import render, write_chart
 
 CHART_YAML = """\
 apiVersion: v2

@@ -1,4 +1,5 @@
-"""The suite's check of every frame-log line against the shipped schema (tests/logcheck.py)."""
+"""The suite's check of every frame-log line against the shipped schema
+(tests/support/logcheck.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import orjson
 import pytest
 
 from chaosproxy.observe.logs import COPY_ENV, FrameLog
-from tests.log_lines import FRAME
-from tests.logcheck import LineValidator, invalid_lines
+from tests.support.log_lines import FRAME
+from tests.support.logcheck import LineValidator, invalid_lines
 
 REPO = Path(__file__).resolve().parents[1]
 #: The inner run loads the check alone (not the package's own pytest plugin: not needed).
-PLUGINS = ("-p", "tests.logcheck", "-p", "no:randomly", "-p", "no:chaosproxy")
+PLUGINS = ("-p", "tests.support.logcheck", "-p", "no:randomly", "-p", "no:chaosproxy")
 
 
 def test_a_frame_log_copies_every_line_to_the_directory_named(

@@ -1,4 +1,4 @@
-"""The suite's Node runner (tests/node/runner.mjs, tests/clients/node.py) runs a client
+"""The suite's Node runner (tests/node/runner.mjs, tests/support/node.py) runs a client
 as a process of its own would: each run on connections of its own, none kept past its
 end; a run that outlives its deadline is reported hung and cut off, and the runner goes
 on; a broken script is said, not taken for a client's behaviour."""
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.clients.node import NODE_DIR, NodeRunner
-from tests.scripted_upstream import until
+from tests.support.node import NODE_DIR, NodeRunner
+from tests.support.scripted_upstream import until
 
 pytestmark = [
     pytest.mark.node,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from chaosproxy.scenario import library_root, load_library, load_scenarios
-from tests.conftest import LIBRARY, REPO
+from tests.support.repo import LIBRARY, REPO
 
 #: Runs setup.py's build_py (with the library step) on the package alone, into argv[1].
 BUILD = """

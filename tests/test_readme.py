@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-import re
-
-from tests.conftest import REPO
-
-
-def python_block(heading: str) -> str:
-    """The first ```python block after the README's ``heading``."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index(f"\n{heading}\n") :]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None, f"no python block under {heading!r}"
-    return match.group(1)
+from tests.support.markdown import python_block
 
 
 def test_the_in_python_tests_example_runs() -> None:

@@ -1,4 +1,4 @@
-"""The suite's reaper (tests/reaper.py): a test that leaves a process running, or times
+"""The suite's reaper (tests/support/reaper.py): a test that leaves a process running, or times
 out holding one, gets an error naming it, and the process is gone after the run."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reaper import descendants
+from tests.support.reaper import descendants
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def test_a_leaked_process_is_an_error_and_is_killed(
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_subprocess(
-        "-p", "tests.reaper", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0"
+        "-p", "tests.support.reaper", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0"
     )
     result.assert_outcomes(passed=2, failed=1, errors=2)
     result.stdout.re_match_lines([r".*the test left 1 process\(es\) running: .*reaper-leak.*"])

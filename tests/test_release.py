@@ -17,15 +17,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.helm import CHART, documents, find, values_of
-from tests.test_examples import check_jsonschema
+from tests.support.helm import CHART, documents, find, values_of
+from tests.support.repo import REPO
+from tests.support.schema_check import check_jsonschema
 
 RELEASE = REPO / ".github" / "workflows" / "release.yml"
 
 
-def workflow() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(RELEASE.read_text("utf-8"))
+def workflow() -> dict[Any, Any]:
+    """The release workflow as PyYAML reads it (its key ``on``: True)."""
+    loaded: dict[Any, Any] = yaml.safe_load(RELEASE.read_text("utf-8"))
     return loaded
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 PACKAGE = REPO / "clients" / "typescript"
 #: The whole Vitest run, start-ups of some eight proxies included, at most.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from chaosproxy.tools.matrix import run_command
-from tests.clients.zygote import ForkServer
+from tests.support.forks import ForkServer
 
 SCRIPT = """\
 import os, sys

@@ -617,7 +617,7 @@ def _fast_call(observer: Observer) -> Observer:
 #: The variable that makes every frame log of a process (and of the processes it
 #: starts) copy each line it logs, whatever its level, to ``<DIR>/<pid>.jsonl``: how the
 #: test suite checks every line it makes against the shipped JSON Schema
-#: (tests/logcheck.py). Unset in production: no cost.
+#: (tests/support/logcheck.py). Unset in production: no cost.
 COPY_ENV = "CHAOSPROXY_LOG_COPY"
 
 

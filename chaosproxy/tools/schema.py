@@ -10,7 +10,7 @@ line's record (:mod:`chaosproxy.core.records`), to the scenario model
 - ``log``: one line of the frame log, any kind, told apart by ``event``
   (docs/observability.md). Every object is closed (``additionalProperties: false``):
   a line with a key the records do not name is invalid, so the test suite's check
-  (tests/logcheck.py) finds a field added without its record.
+  (tests/support/logcheck.py) finds a field added without its record.
 - ``scenario``: one scenario file (docs/scenarios.md), its faults discovered from
   :mod:`chaosproxy.core.faults`. It says what JSON Schema can (keys, types, ranges,
   the fault names and their parameters); what only the loader knows (a fault that

@@ -12,15 +12,9 @@ import pytest
 
 from chaosproxy.cli.main import build_parser
 from chaosproxy.scenario import load_library
-from tests.conftest import LIBRARY, REPO, busy_port, chaosproxy_argv, refused_port, run_cli
-
-
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, result
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    return lines[0]
+from tests.support.cli import chaosproxy_argv, one_line_error, run_cli
+from tests.support.ports import busy_port, refused_port
+from tests.support.repo import LIBRARY, REPO
 
 
 @pytest.mark.parametrize(
@@ -116,7 +110,7 @@ def test_validate_warns_about_a_splice_across_tenants(tmp_path: Path) -> None:
 
 
 async def test_serve_warns_at_start_about_a_splice_across_tenants(tmp_path: Path) -> None:
-    from tests.control.test_admin import serve_until_started, sigterm
+    from tests.support.cli import serve_until_started, sigterm
 
     (tmp_path / "leaky.yaml").write_text(CROSS)
     proc, lines = await serve_until_started(

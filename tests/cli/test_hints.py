@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import one_line_error
-from tests.conftest import run_cli
+from tests.support.cli import one_line_error, run_cli
 
 
 def test_a_scenario_typo_gets_a_did_you_mean() -> None:

@@ -9,9 +9,7 @@ import argparse
 import ast
 import json
 import os
-import select
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,8 @@ import pytest
 
 from chaosproxy.cli import main as cli
 from chaosproxy.server.config import flags, from_environment
-from tests.cli.test_cli import one_line_error
-from tests.conftest import LIBRARY, REPO, chaosproxy_argv, run_cli
+from tests.support.cli import chaosproxy_argv, one_line_error, read_until, run_cli
+from tests.support.repo import LIBRARY, REPO
 
 MINE = "description: Mine, from CHAOSPROXY_SCENARIOS.\nfaults:\n  - drop: {kind: delta, nth: 1}\n"
 LIBRARY_SIZE = len(list(LIBRARY.glob("*.yaml")))
@@ -87,23 +85,6 @@ def test_simulate_finds_a_name_of_chaosproxy_scenarios(mine: Path) -> None:
     assert "no built-in scenario named 'my-scenario'" in one_line_error(
         run_cli("simulate", "my-scenario")
     )
-
-
-def read_until(proc: subprocess.Popen[str], text: str, limit: float = 20) -> str:
-    """Its stderr, at least up to ``text`` (a bounded wait). Read from the pipe itself,
-    so that nothing waits unseen in a buffer: what is read is returned, and the rest is
-    still in the pipe for ``proc.stderr.read()``."""
-    assert proc.stderr is not None
-    fd = proc.stderr.fileno()
-    seen = b""
-    deadline = time.monotonic() + limit
-    while text.encode() not in seen:
-        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-        assert ready, f"no {text!r} within {limit}s: {seen!r}"
-        chunk = os.read(fd, 65536)
-        assert chunk, seen
-        seen += chunk
-    return seen.decode()
 
 
 def test_mock_takes_its_address_and_tokens_from_the_settings() -> None:
@@ -263,14 +244,14 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 @pytest.mark.parametrize(("command", "option"), sorted(SETTING_OPTIONS))
 def test_an_option_that_is_a_setting_is_the_settings_flag(command: str, option: str) -> None:
-    from tests.server.test_config import SAMPLES
+    from tests.support.flag_samples import SAMPLES
 
     name = SETTING_OPTIONS[(command, option)]
     action = next(a for a in _subcommands()[command]._actions if option in a.option_strings)
     serve_flag = next(flag for field, flag, _ in flags() if field == name)
     assert (action.dest, action.default) == (name, argparse.SUPPRESS)  # the environment fills it
     sample = SAMPLES[serve_flag.name]
-    assert sample is not None and action.type is not None
+    assert sample is not None and callable(action.type)
     by_option = action.type(sample)
     assert by_option == serve_flag.parse(sample)
     env = {serve_flag.env: sample}
@@ -299,8 +280,9 @@ def test_no_option_is_written_twice() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
                 for arg in node.args:
-                    if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
-                        written.setdefault(arg.value, []).append(f"{path.name}:{node.lineno}")
+                    constant = arg.value if isinstance(arg, ast.Constant) else None
+                    if isinstance(constant, str) and constant.startswith("--"):
+                        written.setdefault(constant, []).append(f"{path.name}:{node.lineno}")
     assert written  # the scan sees the literal ones
     twice = {option: len(where) for option, where in written.items() if len(where) > 1}
     assert twice == OWN_OPTIONS

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from chaosproxy.cli import main as cli
-from tests.cli.test_settings_everywhere import read_until
-from tests.conftest import REPO
+from tests.support.cli import read_until
+from tests.support.repo import REPO
 
 
 def serve_on_a_terminal(*args: str, env: dict[str, str] | None = None) -> tuple[str, str]:

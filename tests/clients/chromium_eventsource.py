@@ -12,7 +12,7 @@ argument), exactly as tests/node/eventsource-matrix.mjs:
 
 It stops (closing the EventSource) at the first ``[DONE]``. Prints the text on stdout
 and exits 0, or the error on stderr and exits 1. Reads CHAOSPROXY_URL; needs Chromium
-(tests/browser.py finds it), or ``CHAOSPROXY_TEST_CHROMIUM``: the DevTools URL of one
+(tests/support/browser.py finds it), or ``CHAOSPROXY_TEST_CHROMIUM``: the DevTools URL of one
 running, where it opens its page in a browser context of its own.
 
     chaosproxy matrix --client "python -m tests.clients.chromium_eventsource dedup"
@@ -27,10 +27,10 @@ from urllib.parse import urlencode
 
 import orjson
 
-from tests.browser import Chromium, find_chromium
+from tests.support.browser import Chromium, find_chromium
 
 PROMPT = "Plan my week, please."
-#: The DevTools URL of a running Chromium (tests/browser.py's ``shared_chromium``,
+#: The DevTools URL of a running Chromium (tests/support/browser.py's ``shared_chromium``,
 #: started with --disable-web-security) to open the page in.
 SHARED = "CHAOSPROXY_TEST_CHROMIUM"
 MODES = ("naive", "dedup", "lenient")

@@ -1,5 +1,5 @@
 """A `chaosproxy matrix` client that resumes, for any SSE provider the mock serves: the
-fetch-style client of tests/resume_client.py (it reconnects with ``Last-Event-ID`` until
+fetch-style client of tests/support/resume_client.py (it reconnects with ``Last-Event-ID`` until
 the server answers 204) streaming one answer from the provider named by its argument
 (``openai-chat``, ``openai-responses``, ``anthropic``, ``gemini``), each event id
 applied once, as docs/reconnection.md asks. It prints the answer's text and exits 0
@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tests.resume_client import resume_loop
+from tests.support.resume_client import resume_loop
 
 PROMPT = "Plan my week, please."
 MESSAGES = [{"role": "user", "content": PROMPT}]

@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
-from tests.container.engine import (
+from tests.support.engine import (
     LABEL,
     RUNTIME_DOCKER_CONFIG,
     TAG,
@@ -30,6 +29,7 @@ from tests.container.engine import (
     Engine,
     build,
 )
+from tests.support.repo import REPO
 
 
 def _missing_engine(env: dict[str, str]) -> str | None:

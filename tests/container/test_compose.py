@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tests.conftest import REPO
-from tests.container.engine import SESSION, TAG, Engine, compose_runner
+from tests.support.engine import SESSION, TAG, Engine, compose_runner
+from tests.support.repo import REPO
 
 # One worker runs them all (--dist loadgroup): one image build, no two engines' races.
 pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]

@@ -28,8 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO
-from tests.container.engine import (
+from tests.support.engine import (
     CHAT,
     SESSION,
     Build,
@@ -38,7 +37,8 @@ from tests.container.engine import (
     compose_runner,
     wait_until,
 )
-from tests.resume_client import resume_loop
+from tests.support.repo import REPO
+from tests.support.resume_client import resume_loop
 
 # One worker runs them all (--dist loadgroup): one image build, no two engines' races.
 pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]
@@ -280,7 +280,7 @@ def test_an_admin_change_on_one_replica_is_every_replicas_before_it_answers(
 
 
 def test_a_reconnect_on_another_replica_resumes_exactly(fleet: Fleet) -> None:
-    """The suite's resume client (tests/resume_client.py) through the balancer: its
+    """The suite's resume client (tests/support/resume_client.py) through the balancer: its
     first connection is cut after four events, its reconnect with ``Last-Event-ID``
     goes to the next replica, which resumes after event 4 from the fleet's history (its
     owner may still be reading the upstream), and the reconnect after the end goes to

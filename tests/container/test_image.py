@@ -7,6 +7,7 @@ seen as a reset (see conftest.py for the engine and its clean-up)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -20,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from chaosproxy._build import __version__
-from tests.conftest import REPO
-from tests.container.engine import (
+from tests.support.engine import (
     ADMIN_PORT,
     LABEL,
     PROXY_PORT,
@@ -37,6 +37,7 @@ from tests.container.engine import (
     wait_serving,
     wait_until,
 )
+from tests.support.repo import REPO
 
 # One worker runs them all (--dist loadgroup): one image build, no two engines' races.
 pytestmark = [pytest.mark.container, pytest.mark.xdist_group("container"), pytest.mark.timeout(900)]
@@ -290,7 +291,7 @@ def test_the_readme_docker_run_and_curl(engine: Engine, image: Build, tmp_path: 
                 health = f"http://127.0.0.1:{ports[ADMIN_PORT]}/health"
                 wait_until(
                     "the published /health",
-                    lambda url=health: curl_ok(url, env),
+                    functools.partial(curl_ok, health, env),
                     30,
                     every=0.2,
                 )

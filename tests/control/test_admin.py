@@ -29,32 +29,14 @@ from chaosproxy.control.client import ChaosClient
 from chaosproxy.control.start import RunningProxy, StartupError
 from chaosproxy.scenario import ScenarioError, load_library, load_scenarios, parse_scenario
 from chaosproxy.server.config import Config
-from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv, run_cli
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.admin import ADMIN, call
+from tests.support.cli import chaosproxy_argv, run_cli, serve_until_started, sigterm
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
-ADMIN = ("127.0.0.1", 0)
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(4))
 RECHUNK = "provider: generic\nfaults:\n  - rechunk: {size: %d}\n"
-
-
-async def call(
-    proxy: RunningProxy, method: str, path: str, *, token: str | None = None, **kw: Any
-) -> tuple[int, Any, aiohttp.ClientResponse]:
-    """One admin call; the parsed JSON body (or the text for /metrics)."""
-    assert proxy.admin_url is not None
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    data = kw.get("data")
-    if data is not None:  # as a program sends it: the admin takes JSON and YAML only
-        json_body = (data.encode() if isinstance(data, str) else data).lstrip()[:1] in b"{["
-        headers["Content-Type"] = "application/json" if json_body else "application/yaml"
-    async with (
-        aiohttp.ClientSession() as s,
-        s.request(method, proxy.admin_url + path, headers=headers, **kw) as resp,
-    ):
-        body = await resp.read()
-        if resp.content_type == "application/json":
-            return resp.status, orjson.loads(body), resp
-        return resp.status, body.decode(), resp
 
 
 async def get(url: str, **headers: str) -> tuple[aiohttp.ClientResponse, bytes]:
@@ -819,46 +801,6 @@ def test_serve_refuses_a_public_admin_without_a_token_in_one_line() -> None:
     # The same from the environment, as in a container.
     result = run_cli("serve", "--listen", "127.0.0.1:0", env={"CHAOSPROXY_ADMIN": "0.0.0.0:0"})
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
-
-
-async def serve_until_started(
-    *args: str, env: dict[str, str] | None = None
-) -> tuple[asyncio.subprocess.Process, list[str]]:
-    """``chaosproxy serve`` as a process; its stderr lines up to the start-up line and
-    the notices after it (read until a short quiet)."""
-    proc = await asyncio.create_subprocess_exec(
-        *chaosproxy_argv(), "serve", *args,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    lines: list[str] = []
-    async with asyncio.timeout(20):
-        while not lines or "listening on" not in lines[-1]:
-            line = (await proc.stderr.readline()).decode()
-            assert line, lines
-            lines.append(line.rstrip("\n"))
-    while True:
-        try:
-            async with asyncio.timeout(0.5):
-                line = (await proc.stderr.readline()).decode()
-        except TimeoutError:
-            break
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-    return proc, lines
-
-
-async def sigterm(proc: asyncio.subprocess.Process) -> str:
-    assert proc.stderr is not None
-    proc.send_signal(signal.SIGTERM)
-    async with asyncio.timeout(10):
-        await proc.wait()
-    assert proc.returncode == 0
-    return (await proc.stderr.read()).decode()
 
 
 async def test_start_up_prints_the_addresses_actually_bound() -> None:

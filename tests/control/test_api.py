@@ -17,7 +17,8 @@ from chaosproxy.control.client import ChaosAuthError, ChaosClientError
 from chaosproxy.control.start import start_proxy
 from chaosproxy.scenario import ScenarioError, load_library
 from chaosproxy.scenario.selection import UnknownScenario
-from tests.conftest import REPO, refused_port
+from tests.support.ports import refused_port
+from tests.support.repo import REPO
 
 CHAT = {
     "model": "gpt-4o",
@@ -35,7 +36,7 @@ def test_public_names_are_exactly_these() -> None:
     assert set(chaosproxy.__all__) <= set(dir(chaosproxy))  # lazy, but listed
     assert chaosproxy.__version__ == "0.1.0"
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = chaosproxy.Nope  # type: ignore[attr-defined]
+        _ = chaosproxy.Nope
 
 
 def test_sync_context_manager_serves_from_a_background_thread() -> None:

@@ -20,8 +20,10 @@ from chaosproxy.core.framing import make_framer
 from chaosproxy.core.providers import get_profile
 from chaosproxy.scenario import load_fixture_files
 from chaosproxy.server.net import StartupError
-from tests.conftest import ProxyFactory, fixture_bytes, start_serve, stop_serve
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.cli import start_serve, stop_serve
+from tests.support.proxies import ProxyFactory
+from tests.support.repo import fixture_bytes
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 CHAT = "/v1/chat/completions"
 CAPTURE = "openai_chat_tool_call_usage.sse"

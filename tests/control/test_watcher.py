@@ -12,7 +12,7 @@ from chaosproxy.control.watcher import ScenarioWatcher
 from chaosproxy.scenario import Scenario, load_scenarios, parse_scenario
 from chaosproxy.scenario.selection import Rebased, ScenarioSet
 from chaosproxy.server.config import Config
-from tests.scripted_upstream import until
+from tests.support.scripted_upstream import until
 
 SLOW = "name: slow\nfaults:\n  - delay: {per_event: 150ms}\n"
 FRESH = "name: fresh\nfaults:\n  - drop: {every: 2}\n"

@@ -20,10 +20,10 @@ from chaosproxy.core.session import Session
 from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.server.config import Config, ConfigError
-from tests.conftest import fixture_bytes
-from tests.core.test_integrity import OPENAI_RESPONSES, TOOL_ONLY, drive
-from tests.core.test_provider_faults import sse_field
-from tests.observe.test_metrics import value
+from tests.support.captures import OPENAI_RESPONSES, sse_field
+from tests.support.drive import TOOL_ONLY, drive
+from tests.support.metrics import value
+from tests.support.repo import fixture_bytes
 
 Found = list[tuple[str, str, int]]
 

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import FramingError, make_framer
 from chaosproxy.core.framing.ndjson import NdjsonFramer
-from tests.conftest import examples, fixture_paths
-from tests.framing_helpers import (
+from tests.support.framing_helpers import (
     cut,
     cut_points,
     frame_chunks,
@@ -23,6 +22,8 @@ from tests.framing_helpers import (
     three_way_cuts,
     within_max_size,
 )
+from tests.support.properties import examples
+from tests.support.repo import fixture_paths
 
 fixture_params = [pytest.param(p, id=p.name) for p in fixture_paths(".ndjson")]
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import make_framer
 from chaosproxy.core.framing.raw import RawFramer
-from tests.conftest import examples
-from tests.framing_helpers import frame_chunks
+from tests.support.framing_helpers import frame_chunks
+from tests.support.properties import examples
 
 
 def test_each_read_is_one_frame() -> None:

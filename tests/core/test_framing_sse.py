@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import DEFAULT_MAX_SIZE, FramingError, make_framer
 from chaosproxy.core.framing.sse import SseFramer
-from tests.conftest import examples, fixture_paths
-from tests.framing_helpers import (
+from tests.support.framing_helpers import (
     BOM,
     byte_soup,
     cut,
@@ -35,6 +34,8 @@ from tests.framing_helpers import (
     uniform_sse_bodies,
     within_max_size,
 )
+from tests.support.properties import examples
+from tests.support.repo import fixture_paths
 
 #: Fixtures up to this size are re-framed from the start at every split point; longer
 #: ones at every split point within a window of frames (see test_every_two_way_split).

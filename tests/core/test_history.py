@@ -138,7 +138,7 @@ def test_many_streams_stay_bounded_by_streams_and_bytes() -> None:
 
 
 def test_streams_expire_retention_after_their_last_activity() -> None:
-    config = ResumeConfig(retention="10s")
+    config = ResumeConfig.model_validate({"retention": "10s"})
     store = HistoryStore()
     a = store.begin("s", config, "r-a", SSE, 0.0, token="ta")
     b = store.begin("s", config, "r-b", SSE, 5.0, token="tb")
@@ -155,7 +155,7 @@ def test_streams_expire_retention_after_their_last_activity() -> None:
 def test_a_lookup_never_finds_a_stream_past_its_retention() -> None:
     """Between two sweeps of the store, the stream a lookup finds is checked itself: past
     its retention it is let go (the shell stops its reader) and the id is missing."""
-    config = ResumeConfig(retention="500ms")
+    config = ResumeConfig.model_validate({"retention": "500ms"})
     dropped: list[StreamHistory] = []
     store = HistoryStore(on_drop=dropped.append)
     stream = store.begin("s", config, "r-1", SSE, 0.0, token=TOKEN)  # swept at 0.0
@@ -234,7 +234,7 @@ def test_an_unknown_id_gets_missing(last_id: str) -> None:
 
 
 def test_an_expired_stream_is_missing() -> None:
-    config = ResumeConfig(retention="5s")
+    config = ResumeConfig.model_validate({"retention": "5s"})
     store, _ = kept_stream(config, finished=True)  # last activity 2.0
     assert isinstance(store.decide("s", config, "tok1.2", 6.9), Resume)  # touched at 6.9
     assert store.decide("s", config, "tok1.2", 11.9) == Refuse(204, "unknown event id")
@@ -333,7 +333,7 @@ def test_a_stream_is_found_only_by_its_own_tenant() -> None:
     # links nothing), whatever the policy.
     assert store.decide("s", config, "ta.1", 2.0, tenant="b") == Refuse(204, "unknown event id")
     for policy in ("unsupported", "new_stream", "restart"):
-        cfg = ResumeConfig(policy=policy, missing="new_stream")  # type: ignore[arg-type]
+        cfg = ResumeConfig(policy=policy, missing="new_stream")
         decision = store.decide("s", cfg, "ta.1", 2.0, tenant="b")
         assert getattr(decision, "stream", None) is None, (policy, decision)
     assert store.find("s", "ta.2", tenant="anonymous") is None

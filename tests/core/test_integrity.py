@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaosproxy.core.actions import Cut, Send, Sleep
+from chaosproxy.core.actions import Send
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import examples
-from tests.core.test_provider_faults import (
+from tests.support.captures import (
     ANTHROPIC,
     CAPTURES,
     GEMINI,
@@ -34,89 +32,15 @@ from tests.core.test_provider_faults import (
     data_of,
     sse_field,
 )
+from tests.support.drive import TOOL_ONLY, drive
+from tests.support.properties import examples
 
-SEED = 424242
-CONTENT_TYPE = {"sse": "text/event-stream", "ndjson": "application/x-ndjson"}
-TOOL_ONLY = OPENAI_CHAT[1]  # the chat tool-call capture: tool fragments, no text
 N3 = OPENAI_CHAT[2]
 
 captures = pytest.mark.parametrize("capture", CAPTURES, ids=[c.file for c in CAPTURES])
 
 
 # --------------------------------------------------------------------------- driving
-
-
-def drive(
-    capture_or_body: Capture | bytes,
-    faults: list[dict[str, Any]],
-    *,
-    provider: str | None = None,
-    fmt: str = "sse",
-    chunk: int = 0,
-    end: str = "finish",
-    seed: int = SEED,
-    envelope: dict[str, str] | None = None,
-    streams: RecentStreams | None = None,
-    request_id: str = "r-1",
-) -> Session:
-    """Run ``faults`` over a body as the proxy would: every Send is accounted with
-    ``wrote``, a Sleep advances a virtual clock, a Cut ends the response. ``end``:
-    ``finish`` (the body ends), or how else the request ends after the whole body was
-    fed (``client_gone``, ``shutdown``, ``upstream_failed``)."""
-    if isinstance(capture_or_body, Capture):
-        body, provider, fmt = capture_or_body.body, capture_or_body.provider, capture_or_body.fmt
-    else:
-        body = capture_or_body
-    text = f"faults: {json.dumps(faults)}\n"
-    if envelope is not None:
-        text += f"envelope: {json.dumps(envelope)}\n"
-    session = Session(
-        request_id,
-        scenario=parse_scenario(text, "<t>", default_name="t"),
-        seed=seed,
-        path="/",
-        provider=provider,
-        streams=streams,
-    )
-    now = 0.0
-
-    def carry_out(actions: list[Any]) -> bool:
-        nonlocal now
-        for action in actions:
-            if isinstance(action, Send):
-                session.wrote(action, now)
-            elif isinstance(action, Sleep):
-                if math.isinf(action.seconds):
-                    session.client_gone()
-                    return True
-                now += action.seconds
-            elif isinstance(action, Cut):
-                session.cut(action)
-                return True
-        return False
-
-    assert session.start(now) == []
-    session.response_head(200, "OK", [("Content-Type", CONTENT_TYPE[fmt])])
-    size = chunk or len(body)
-    for start in range(0, len(body), size):
-        if carry_out(session.feed(body[start : start + size], now)):
-            return session
-        deadline = session.deadline()
-        while deadline is not None and deadline <= now:
-            if carry_out(session.poll(now)):
-                return session
-            deadline = session.deadline()
-    if end == "upstream_failed":
-        for send in session.upstream_failed("broke", now):
-            session.wrote(send, now)
-        return session
-    if end == "client_gone":
-        session.client_gone()
-    elif end == "shutdown":
-        session.shutdown()
-    elif not carry_out(session.body_end(now)):
-        session.finish()
-    return session
 
 
 def integrity(session: Session) -> str:
@@ -425,7 +349,9 @@ def test_unframed_and_passthrough_bodies_have_no_integrity() -> None:
     session = Session("r-2", scenario=None, seed=1, path="/")
     session.start(0.0)
     session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    session.wrote(session.feed(b"data: x\n\n", 0.0)[0], 0.0)
+    [send] = session.feed(b"data: x\n\n", 0.0)
+    assert isinstance(send, Send)
+    session.wrote(send, 0.0)
     session.finish()
     assert "integrity" not in session.summary(0.0) and session.content is None
     scenario = parse_scenario("faults: [{rechunk: {size: 2}}]", "<r>", default_name="r")

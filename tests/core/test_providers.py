@@ -34,7 +34,7 @@ from chaosproxy.core.providers import (
     register,
     unregister,
 )
-from tests.conftest import examples
+from tests.support.properties import examples
 from tests.support.provider_events import OT, TERM, D, E, S, T, U, captures, frame_body, js, sse
 
 # --------------------------------------------------------------------------- captures

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
+from chaosproxy.core.lifecycle import SessionEvent
 from chaosproxy.core.session import (
     RAW_SKIP_REASON,
     TRANSITIONS,
@@ -104,7 +105,7 @@ def test_every_event_is_in_the_table_or_refused_in_every_phase() -> None:
             if phase is Phase.ENDED:  # the first end stands
                 assert (s.phase, s.outcome) == (Phase.ENDED, "completed"), event
             else:
-                assert s.phase is TRANSITIONS[(phase, event)], (phase, event)
+                assert s.phase is TRANSITIONS[(phase, SessionEvent(event))], (phase, event)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +141,12 @@ def test_body_calls_outside_the_body_are_refused() -> None:
     with pytest.raises(SessionError):
         s.feed(b"x", 0.0)
     s.start(0.0)
-    for call in (lambda: s.feed(b"x", 0.0), lambda: s.poll(0.0), lambda: s.body_end(0.0)):
+    calls: list[Callable[[], object]] = [
+        lambda: s.feed(b"x", 0.0),
+        lambda: s.poll(0.0),
+        lambda: s.body_end(0.0),
+    ]
+    for call in calls:
         with pytest.raises(SessionError, match="not allowed in phase HTTP"):
             call()
     with pytest.raises(SessionError, match="a write is not allowed"):
@@ -202,6 +208,7 @@ def test_an_inactive_scenario_is_reported_and_checked_but_not_applied() -> None:
     assert head.framed is True
     assert ("X-Chaos-Scenario", "s") in head.headers
     [send] = s.feed(E1, 0.0)
+    assert isinstance(send, Send)
     assert send.data == E1 and send.faults == ()
     s.wrote(send, 0.0)
     s.finish()

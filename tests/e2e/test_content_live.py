@@ -20,7 +20,8 @@ import openai
 import pytest
 
 from chaosproxy import ChaosProxy
-from tests.content_streams import read_messages_stream
+from chaosproxy.core.records import RunVerdict
+from tests.support.content_streams import read_messages_stream
 
 #: Every hazard at once: a skin tone, a combining mark, a ZWJ family, right to left with
 #: its points, CJK, a character beyond the BMP, a fence, escapes.
@@ -29,7 +30,8 @@ CALLS = [
     {"name": "get_weather", "arguments": {"city": "São Paulo", "note": 'say "hi"\n'}},
     {"name": "get_time", "arguments": {"zone": "Asia/Tokyo", "ünïcode": "日本 😀"}},
 ]
-TOOLS_OPENAI = [
+#: The requests' parts as JSON, for the SDKs to send (each SDK types its own params).
+TOOLS_OPENAI: list[Any] = [
     {"type": "function", "function": {"name": c["name"], "parameters": {"type": "object"}}}
     for c in CALLS
 ]
@@ -37,7 +39,7 @@ TOOLS_RESPONSES = [
     {"type": "function", "name": c["name"], "parameters": {"type": "object"}} for c in CALLS
 ]
 TOOLS_ANTHROPIC = [{"name": c["name"], "input_schema": {"type": "object"}} for c in CALLS]
-ASK = [{"role": "user", "content": "hello"}]
+ASK: list[Any] = [{"role": "user", "content": "hello"}]
 
 MODES: list[dict[str, Any]] = [
     {"at": "graphemes"},
@@ -124,7 +126,7 @@ CLIENTS: dict[str, Callable[..., Answer]] = {
 }
 
 
-def judged(proxy: ChaosProxy, text: str, error: str | None = None) -> dict[str, Any]:
+def judged(proxy: ChaosProxy, text: str, error: str | None = None) -> RunVerdict:
     return proxy.verdict(proxy.last()["request_id"], text=text, error=error)
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import aiohttp
 
 from chaosproxy.core.integrity import Envelope
-from tests.conftest import LogCapture, ProxyFactory
-from tests.core.test_integrity import OPENAI_RESPONSES
-from tests.observe.test_metrics import value
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.captures import OPENAI_RESPONSES
+from tests.support.metrics import value
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 PATH = "/v1/responses"
 SSE = {"Content-Type": "text/event-stream"}

@@ -16,9 +16,9 @@ from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.scenario.selection import derive_seed
 from chaosproxy.tools.simulate import simulate
-from tests.conftest import LogCapture, ProxyFactory
-from tests.e2e.test_faults_live import BODY, PATH, SSE, fetch, wait_end, writes
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.live_faults import BODY, PATH, SSE, fetch, wait_end, writes
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SCENARIOS = {
     "random": """

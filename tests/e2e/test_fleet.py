@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from chaosproxy.scenario.selection import derive_seed
-from tests.fleet_parts import (
+from tests.support.fleet_parts import (
     RedisServer,
     Replica,
     eventually,
@@ -148,7 +148,7 @@ async def test_an_admin_change_on_one_replica_applies_to_all_before_it_answers(
                     assert status == 404, replica.name  # a runtime scenario: gone
                 assert redis.command("GET", "chaosproxy:chaosproxy:requests") == ""
             finally:
-                from tests.conftest import stop_serve
+                from tests.support.cli import stop_serve
 
                 await stop_serve(late.process)
 

@@ -20,23 +20,16 @@ import aiohttp
 import orjson
 import pytest
 
-from tests.clients.node import NodeRunner
-from tests.e2e.test_resume_node import (
-    _SKIP,
-    NODE_CHAT,
-    POLICIES,
-    check,
-    mock_reference,
-    scenario,
-)
-from tests.fleet_parts import haproxy, needs_haproxy, needs_redis, redis_server, replicas
+from tests.support.fleet_parts import haproxy, needs_haproxy, needs_redis, redis_server, replicas
+from tests.support.node import NodeRunner
+from tests.support.resume import NODE_CHAT, NODE_SKIP, POLICIES, check, mock_reference, scenario
 
 pytestmark = [
     needs_redis,
     needs_haproxy,
     pytest.mark.node,
     pytest.mark.slow,
-    pytest.mark.skipif(_SKIP is not None, reason=_SKIP or ""),
+    pytest.mark.skipif(NODE_SKIP is not None, reason=NODE_SKIP or ""),
     pytest.mark.xdist_group("fleet"),
 ]
 
@@ -92,7 +85,7 @@ async def test_eventsource_resumes_on_another_replica_under_every_policy(
         check(run, policy, reference, 4)
     # Every request of a run was served by the next replica: a reconnect never came
     # back to the replica that kept its stream.
-    served = {}
+    served: dict[str, list[str]] = {}
     for replica in fleet:
         for raw in replica.log.read_bytes().splitlines():
             line = orjson.loads(raw)

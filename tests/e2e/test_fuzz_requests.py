@@ -28,8 +28,9 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.server.guard import GuardedRunner
-from tests.conftest import LogCapture, examples
-from tests.scripted_upstream import ScriptedUpstream, scripted_upstream
+from tests.support.properties import examples
+from tests.support.proxies import LogCapture
+from tests.support.scripted_upstream import ScriptedUpstream, scripted_upstream
 
 T = TypeVar("T")
 TIMEOUT = 0.25

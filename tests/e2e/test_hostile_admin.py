@@ -28,8 +28,8 @@ from chaosproxy.control.client import ChaosClient
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import MAX_FAULTS
 from chaosproxy.server.guard import ClientGuard
-from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import Script, ScriptedUpstream, until
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
 ADMIN = ("127.0.0.1", 0)
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(4))

@@ -30,8 +30,15 @@ from chaosproxy.server.guard import (
     normalise_path,
     unread_bytes,
 )
-from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import BIG_MIB, BigUpstream, Script, ScriptedUpstream, serve_app, until
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import (
+    BIG_MIB,
+    BigUpstream,
+    Script,
+    ScriptedUpstream,
+    serve_app,
+    until,
+)
 
 TIMEOUT = 0.5
 

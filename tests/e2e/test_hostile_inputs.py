@@ -24,8 +24,10 @@ from cryptography.hazmat.primitives import serialization
 
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.server.config import ConfigError
-from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv, run_cli
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.cli import chaosproxy_argv, run_cli
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 HUGE = "9" * 5000
 RANGE = "from 0 to 9223372036854775807"

@@ -31,7 +31,8 @@ import pytest
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.observe.journal import HEADERS_KEEP, MAX_DEPTH
-from tests.conftest import REPO, LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
 
 #: The served proxy's name (its metrics' label).
 REPLICA = "journal-test"

@@ -34,7 +34,7 @@ from chaosproxy.control.api import ChaosProxy
 from chaosproxy.core.pipeline import BUDGET_REASON
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.guard import ClientGuard, GuardedRunner
-from tests.conftest import port_in, start_serve, stop_serve
+from tests.support.cli import port_in, start_serve, stop_serve
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import REPO
-from tests.server.test_shutdown import LISTENING
+from tests.support.cli import LISTENING
+from tests.support.repo import REPO
 
 pytestmark = [
     pytest.mark.timeout(180),

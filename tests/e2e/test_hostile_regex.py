@@ -20,9 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import LogCapture, ProxyFactory, examples, run_cli
-from tests.e2e.test_faults_live import Live
-from tests.scripted_upstream import ScriptedUpstream
+from tests.support.cli import run_cli
+from tests.support.live_faults import Live
+from tests.support.properties import examples
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import ScriptedUpstream
 
 EVIL = "(a+)+$"
 HOSTILE = b"data: " + b"a" * 30 + b"!\n\n"

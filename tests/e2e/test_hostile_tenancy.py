@@ -44,8 +44,8 @@ from aiohttp import web
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.history import StreamHistory
-from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import serve_handler, until
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import serve_handler, until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,7 +72,7 @@ def user_of(request: web.Request) -> str:
         return auth[7:].strip()
     if SESSION in request.cookies:
         return request.cookies[SESSION]
-    return request.headers.get("x-api-key") or request.headers.get("X-Test-User", "anonymous")
+    return request.headers.get("x-api-key") or str(request.headers.get("X-Test-User", "anonymous"))
 
 
 def chunk(text: str, *, role: bool = False) -> bytes:

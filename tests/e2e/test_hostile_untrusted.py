@@ -21,9 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario import load_scenarios
 from chaosproxy.scenario.selection import ScenarioSet, derive_seed
-from tests.conftest import REPO, LogCapture, ProxyFactory
-from tests.control.test_admin import serve_until_started, sigterm
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.cli import serve_until_started, sigterm
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(6))
 MIX = REPO / "examples" / "staging-mix"

@@ -27,16 +27,11 @@ from hypothesis import strategies as st
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.upstream import UpstreamPool
-from tests.conftest import (
-    LogCapture,
-    ProxyFactory,
-    examples,
-    port_in,
-    start_serve,
-    stop_serve,
-)
-from tests.e2e.test_proxy_e2e import dechunk
-from tests.scripted_upstream import Script, ScriptedUpstream, until
+from tests.support.cli import port_in, start_serve, stop_serve
+from tests.support.properties import examples
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.raw_http import dechunk
+from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from chaosproxy.control.start import RunningProxy
-from tests.conftest import LogCapture, ProxyFactory
-from tests.e2e.test_proxy_e2e import dechunk
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.raw_http import dechunk
 
 CHAT_BODY = json.dumps(
     {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}], "stream": True}

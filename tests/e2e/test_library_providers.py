@@ -32,7 +32,7 @@ from chaosproxy.mock.corpus import ANSWERS
 from chaosproxy.scenario import Fixture, Scenario, load_library
 from chaosproxy.tools.matrix import run_matrix
 from chaosproxy.tools.simulate import Simulation, simulate
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 LIBRARY = load_library()
 KNOBS = Knobs(tokens=24, interval=0.0)  # the mock's defaults (--mock-tokens)

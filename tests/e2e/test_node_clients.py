@@ -28,8 +28,8 @@ import httpx
 import pytest
 
 from chaosproxy import ChaosProxy
-from tests.clients.node import NodeRunner
-from tests.conftest import LIBRARY
+from tests.support.node import NodeRunner
+from tests.support.repo import LIBRARY
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_DIR = REPO / "tests" / "node"

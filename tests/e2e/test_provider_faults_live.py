@@ -35,7 +35,7 @@ from httpx_sse import aconnect_sse
 from openai.lib.streaming.chat import ChunkEvent
 from openai.types.responses import ResponseTextDeltaEvent
 
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 
 #: Mock knobs, per request: short answers, no pacing.
 MOCK_HEADERS = {"X-Mock-Tokens": "4", "X-Mock-Interval-Ms": "0"}
@@ -300,6 +300,7 @@ async def test_anthropic_tool_use_fragment(lab: Lab, op: str) -> None:
         "Unable to parse tool parameter JSON from model. Please retry your request or "
         f"adjust your prompt. Error: {parsed}. JSON: {buffer}"
     )
+    assert run.error is not None
     assert type(run.error.__cause__) is ValueError
     assert run.parsed is None
 

@@ -36,7 +36,7 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 from openai.types.responses import ResponseErrorEvent, ResponseTextDeltaEvent
 
-from tests.conftest import LogCapture, ProxyFactory
+from tests.support.proxies import LogCapture, ProxyFactory
 
 #: Mock knobs, per request: short answers, no pacing.
 TOKENS = 8

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import socket
 import time
+from typing import Any
 
 import aiohttp
 import pytest
@@ -14,8 +15,11 @@ from chaosproxy.control.start import StartupError
 from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
-from tests.conftest import LogCapture, ProxyFactory, busy_port, fixture_bytes, refused_port
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.ports import busy_port, refused_port
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.raw_http import assert_frames_cover, dechunk, raw_http
+from tests.support.repo import fixture_bytes
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 
 async def read_all(url: str, **kw: object) -> tuple[aiohttp.ClientResponse, bytes]:
@@ -25,50 +29,6 @@ async def read_all(url: str, **kw: object) -> tuple[aiohttp.ClientResponse, byte
     ):
         body = await resp.read()
         return resp, body
-
-
-async def raw_http(port: int, request: bytes, *, limit: float = 5.0) -> bytes:
-    """Send one request on a plain socket and read until the server closes."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request)
-    await writer.drain()
-    data = b""
-    try:
-        async with asyncio.timeout(limit):
-            while chunk := await reader.read(65536):
-                data += chunk
-    except ConnectionResetError:
-        pass
-    writer.close()
-    return data
-
-
-def dechunk(body: bytes) -> tuple[bytes, bool]:
-    """Decode a chunked body; True when it ended with the terminating zero chunk."""
-    out = bytearray()
-    pos = 0
-    while pos < len(body):
-        eol = body.find(b"\r\n", pos)
-        if eol < 0:
-            break
-        size = int(body[pos:eol].split(b";")[0], 16)
-        if size == 0:
-            return bytes(out), True
-        out += body[eol + 2 : eol + 2 + size]
-        pos = eol + 4 + size
-    return bytes(out), False
-
-
-def assert_frames_cover(log: LogCapture, request_id: str, received: bytes) -> None:
-    """The frame log's sizes and offsets rebuild exactly the bytes the client got."""
-    frames = log.frames(request_id)
-    offset = 0
-    for seq, frame in enumerate(frames):
-        assert frame["seq"] == seq
-        assert frame["offset"] == offset
-        offset += frame["size"]
-    assert offset == len(received)
-    assert log.end(request_id)["bytes"] == len(received)
 
 
 PASSTHROUGH_CASES = [
@@ -301,7 +261,7 @@ async def test_port_in_use_is_a_startup_error(make_proxy: ProxyFactory) -> None:
         await make_proxy(listen=("127.0.0.1", port))
 
 
-async def _json(body: bytes) -> dict[str, object]:
+async def _json(body: bytes) -> dict[str, Any]:
     import orjson
 
     value = orjson.loads(body)
@@ -346,7 +306,7 @@ async def test_a_bug_before_the_response_is_a_500_with_a_reason(
     proxy = await make_proxy(upstream=upstream.url, scenarios={"s": "faults: [{bug: {}}]"})
     resp, body = await read_all(proxy.url + "/v1/s", headers={"X-Chaos-Scenario": "s"})
     assert resp.status == 500
-    message = (await _json(body))["error"]["message"]  # type: ignore[index]
+    message = (await _json(body))["error"]["message"]
     assert message == "internal error: RuntimeError: a bug in a fault"
     end = await log_capture.wait_end(resp.headers["X-Chaos-Request-Id"])
     assert (end["outcome"], end["error"]) == ("proxy_error", message)

@@ -1,5 +1,5 @@
 """Headless Chromium's native ``EventSource`` reconnecting through the live proxy, for
-each ``resume:`` policy (tests/browser.py drives Chromium over DevTools).
+each ``resume:`` policy (tests/support/browser.py drives Chromium over DevTools).
 
 A native ``EventSource`` can only GET, and the mock's streaming endpoints are POST, so
 the upstream is the plain SSE one (``data:`` events without ids). The page is served
@@ -22,11 +22,10 @@ import httpx
 import pytest
 
 from chaosproxy.core.history import shown_event_id
-from tests.browser import Chromium, chromium_path, require_chromium, shared_chromium
-from tests.conftest import LogCapture, ProxyFactory
-from tests.e2e.test_resume_live import PLAIN, WORDS
-from tests.e2e.test_resume_node import POLICIES, check, scenario
-from tests.scripted_upstream import Script, ScriptedUpstream, until
+from tests.support.browser import Chromium, chromium_path, require_chromium, shared_chromium
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.resume import PLAIN, POLICIES, WORDS, check, scenario
+from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
 __all__ = ["chromium_path"]  # the fixture: skip (or fail in CI) without Chromium
 

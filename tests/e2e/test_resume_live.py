@@ -2,7 +2,7 @@
 
 Two upstreams: the built-in mock (OpenAI chat stream) and a plain SSE upstream that
 sends ``data:`` events without ids (the scripted aiohttp server). For each policy the
-fetch-style loop of tests/resume_client.py reconnects with ``Last-Event-ID`` until it
+fetch-style loop of tests/support/resume_client.py reconnects with ``Last-Event-ID`` until it
 gets a non-200 answer; the tests assert the ids it received across connections, the
 text it assembled, which events it saw twice, that 204 stops it, what the upstream was
 asked, and what the log says (``resumes``, ``last_event_id``, frames, outcomes).
@@ -19,16 +19,14 @@ import orjson
 import pytest
 
 from chaosproxy.control.start import RunningProxy
-from tests.conftest import LogCapture, ProxyFactory
-from tests.control.test_admin import ADMIN, call
-from tests.resume_client import Run, resume_loop
-from tests.scripted_upstream import Script, ScriptedUpstream, until
+from tests.support.admin import ADMIN, call
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.resume import CHAT, PLAIN, WORDS, mock_reference, text_of, token_of
+from tests.support.resume_client import Run, resume_loop
+from tests.support.scripted_upstream import Script, ScriptedUpstream, until
 
-WORDS = [f"w{i}" for i in range(1, 9)]
-PLAIN = b"".join(b"data: " + w.encode() + b"\n\n" for w in WORDS)
 #: PLAIN at once, then the upstream keeps the body open (until the proxy lets it go).
 HELD = Script.events(PLAIN, end="hold")
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "tell me"}], "stream": True}
 
 
 def scenario(policy: str, cut: str = "{after: 3}", **resume: str) -> str:
@@ -57,15 +55,6 @@ async def plain_run(proxy: RunningProxy) -> Run:
 
 def ids(token: str | None, ordinals: range | list[int]) -> list[str]:
     return [f"{token}.{n}" for n in ordinals]
-
-
-def token_of(proxy: RunningProxy, request_id: str | None) -> str:
-    """The token of the kept stream ``request_id`` began: its events' ids are
-    ``<token>.<n>``, a token that owes nothing to the (sequential) request id."""
-    [stream] = [s for s in proxy.state.resume.store.streams() if s.request_id == request_id]
-    token = stream.token
-    assert len(token) >= 22 and request_id is not None and request_id not in token
-    return token
 
 
 # ------------------------------------------------------------------ plain SSE upstream
@@ -338,30 +327,6 @@ async def test_admin_reset_forgets_kept_streams_and_stops_their_readers(
 
 
 # ------------------------------------------------------------------ the mock
-
-
-async def mock_reference(proxy: RunningProxy, body: dict[str, object] = CHAT) -> list[str]:
-    """The data of every event of the same request, uncut (the mock is deterministic)."""
-    async with httpx.AsyncClient(timeout=10) as client:
-        resp = await client.post(
-            proxy.url + "/v1/chat/completions", json=body, headers={"X-Chaos-Scenario": "none"}
-        )
-    return [
-        line[len("data: ") :]
-        for block in resp.text.split("\n\n")
-        for line in block.split("\n")
-        if line.startswith("data: ")
-    ]
-
-
-def text_of(datas: list[str]) -> str:
-    out = []
-    for data in datas:
-        if data == "[DONE]":
-            continue
-        for choice in orjson.loads(data)["choices"]:
-            out.append(choice["delta"].get("content") or "")
-    return "".join(out)
 
 
 @pytest.mark.parametrize(

@@ -46,9 +46,11 @@ from chaosproxy.core.faults.throttle import ThrottleConfig
 from chaosproxy.mock import MOCK_REQUESTS
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
-from tests.conftest import LIBRARY, LogCapture, chaosproxy_argv
-from tests.e2e.test_resume_live import token_of
-from tests.resume_client import Run, resume_loop
+from tests.support.cli import chaosproxy_argv
+from tests.support.proxies import LogCapture
+from tests.support.repo import LIBRARY
+from tests.support.resume import token_of
+from tests.support.resume_client import Run, resume_loop
 
 #: Mock knobs: short answers, fast pacing (the scenarios' own durations dominate).
 TOKENS = 12
@@ -1098,7 +1100,7 @@ async def check_wrong_content_type(lab: Lab) -> None:
 
 
 async def resume_run(lab: Lab, stem: str) -> tuple[Run, list[str]]:
-    """The fetch-style resuming client of tests/resume_client.py under ``stem``, and the
+    """The fetch-style resuming client of tests/support/resume_client.py under ``stem``, and the
     data of every event of the same request, uncut (the reference)."""
     reference = (await sse_events(lab, None)).datas
     async with httpx.AsyncClient(timeout=5) as client:
@@ -1281,11 +1283,12 @@ async def check_tool_args_fragmented(lab: Lab) -> None:
     run = await stream_chat(lab.openai(), "tool-args-fragmented")
     _, calls = chat_calls(run)
     assert json.loads(calls[0]) == arguments
-    fragments = [
-        c.choices[0].delta.tool_calls[0].function.arguments
-        for c in run.chunks
-        if c.choices and c.choices[0].delta.tool_calls
-    ]
+    fragments = []
+    for c in run.chunks:
+        if c.choices and c.choices[0].delta.tool_calls:
+            function = c.choices[0].delta.tool_calls[0].function
+            assert function is not None
+            fragments.append(function.arguments)
     assert any(f and f.endswith("\\") for f in fragments)  # between \ and what it escapes
     assert fragments[1:4] == ['{"', "c", "ity"]  # inside the key "city"
     assert await tool_inputs(lab, "tool-args-fragmented") == [arguments]

@@ -26,8 +26,13 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import start_serve
-from tests.scripted_upstream import Script, ScriptedUpstream, raw_upstream, scripted_upstream
+from tests.support.cli import start_serve
+from tests.support.scripted_upstream import (
+    Script,
+    ScriptedUpstream,
+    raw_upstream,
+    scripted_upstream,
+)
 
 AUTH = "sk-SECRET-AUTHORIZATION-1a2b"
 X_API_KEY = "SECRET-X-API-KEY-3c4d"

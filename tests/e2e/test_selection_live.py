@@ -14,9 +14,9 @@ import pytest
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.scenario.selection import derive_seed
-from tests.conftest import LogCapture, ProxyFactory
-from tests.e2e.test_faults_live import BODY, E1, PATH, SSE, Reply, fetch, wait_end, without
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.live_faults import BODY, E1, PATH, SSE, Reply, fetch, wait_end, without
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SCENARIOS = {
     # drops a different event each, so the body tells which scenario ran

@@ -50,9 +50,9 @@ import pytest
 
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import parse_scenario
-from tests.e2e.test_proxy_e2e import dechunk
-from tests.scripted_upstream import until
-from tests.server.test_pump import upstream_pool
+from tests.support.proxies import upstream_pool
+from tests.support.raw_http import dechunk
+from tests.support.scripted_upstream import until
 
 SEED = 20261201
 STREAMS = 1000

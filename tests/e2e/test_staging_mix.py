@@ -15,7 +15,7 @@ import pytest
 from chaosproxy.cli.main import build_parser, config_from
 from chaosproxy.scenario import load_scenarios
 from chaosproxy.scenario.selection import ScenarioSet
-from tests.conftest import ProxyFactory
+from tests.support.proxies import ProxyFactory
 
 MIX = Path(__file__).resolve().parents[2] / "examples" / "staging-mix"
 REQUESTS = 10_000

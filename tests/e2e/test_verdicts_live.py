@@ -221,7 +221,7 @@ def test_the_trace_of_a_request_ends_with_its_verdict(proxy: ChaosProxy) -> None
 
 
 async def test_a_verdict_from_async_code() -> None:
-    from tests.scripted_upstream import until
+    from tests.support.scripted_upstream import until
 
     async with ChaosProxy(mock_interval=0.001) as proxy, httpx.AsyncClient() as http:
         response = await http.post(
@@ -256,7 +256,7 @@ async def test_a_client_that_stops_at_the_first_of_two_terminals_is_tolerated_ei
     first: ``completed``), the answer up to its first terminal event was the clean one,
     so the verdict is the same: what came after it does not change it (the race
     ``test_matrix_library`` once lost)."""
-    from tests.scripted_upstream import Script, scripted_upstream, until
+    from tests.support.scripted_upstream import Script, scripted_upstream, until
 
     body = chat_event("Hello, ") + chat_event("world") + b"data: [DONE]\n\n"
     async with scripted_upstream() as upstream:

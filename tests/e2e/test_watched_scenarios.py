@@ -14,8 +14,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.configmap import configmap
-from tests.conftest import port_in, start_serve, stop_serve
+from tests.support.cli import port_in, start_serve, stop_serve
+from tests.support.configmap import configmap
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

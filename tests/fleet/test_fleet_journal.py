@@ -16,7 +16,7 @@ from chaosproxy.core.tenancy import ANONYMOUS
 from chaosproxy.fleet.journal import ENTRY_BYTES, FleetJournal
 from chaosproxy.fleet.shared import SharedState
 from chaosproxy.observe.store import RequestStore
-from tests.fleet_parts import REDIS, redis_server
+from tests.support.fleet_parts import REDIS, redis_server
 
 pytestmark = [
     pytest.mark.skipif(REDIS is None, reason="needs Debian's redis-server"),

@@ -22,8 +22,10 @@ import pytest
 
 from chaosproxy.control.start import RunningProxy
 from chaosproxy.mock import MOCK_REQUESTS
-from tests.conftest import REPO, LogCapture, ProxyFactory, run_cli
-from tests.control.test_admin import ADMIN, call
+from tests.support.admin import ADMIN, call
+from tests.support.cli import run_cli
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
 
 CHAT = "/v1/chat/completions"
 WEATHER_TOOL = {

@@ -27,7 +27,7 @@ import pytest
 
 from chaosproxy import ChaosClient, ChaosProxy
 from chaosproxy.observe.journal import VerificationError
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 PROMPT = "What's the weather in Paris and in Tokyo?"
 PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}}

@@ -33,7 +33,7 @@ from chaosproxy.mock import (
     create_mock_app,
 )
 from chaosproxy.mock.corpus import ANSWERS, take_tokens, tokenize
-from tests.conftest import examples
+from tests.support.properties import examples
 
 TOKENS = 12
 INTERVAL = 0.001

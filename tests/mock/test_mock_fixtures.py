@@ -28,7 +28,7 @@ from chaosproxy.scenario import (
     parse_fixtures,
     parse_scenario,
 )
-from tests.conftest import fixture_bytes
+from tests.support.repo import fixture_bytes
 
 KNOBS = Knobs(tokens=24, interval=0.0)
 
@@ -207,7 +207,8 @@ def test_every_providers_request_is_read_the_same_way() -> None:
 
     generate = read_request("/api/generate", {"model": "llama3.2", "prompt": "Hi"})
     assert generate.messages == (Message("user", "Hi"),) and generate.stream is None
-    for odd in (None, [], "text", {"messages": "no"}):
+    odds: list[Any] = [None, [], "text", {"messages": "no"}]
+    for odd in odds:
         assert read_request("/v1/chat/completions", odd).messages == ()
 
 

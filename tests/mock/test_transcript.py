@@ -28,7 +28,7 @@ from chaosproxy.mock.transcript import (
     recorded_match,
 )
 from chaosproxy.scenario import Fixture, load_fixture_files
-from tests.conftest import fixture_bytes
+from tests.support.repo import fixture_bytes
 
 SSE = "text/event-stream"
 NDJSON = "application/x-ndjson"

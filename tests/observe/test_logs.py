@@ -19,9 +19,10 @@ from chaosproxy.observe import logs
 from chaosproxy.observe.logs import FrameLog, redact_path, redact_text, redact_url
 from chaosproxy.observe.metrics import Metrics
 from chaosproxy.observe.store import RequestStore
-from tests.conftest import chaosproxy_argv
+from tests.support.cli import chaosproxy_argv
 
-#: The least a line of each kind carries (the shipped schema requires it: tests/logcheck.py).
+#: The least a line of each kind carries (the shipped schema requires it:
+#: tests/support/logcheck.py).
 REQUEST = {"seed": 1, "method": "GET", "path": "/"}
 FRAME = {"seq": 0, "offset": 0, "size": 1, "t_ms": 0.0}
 RESPONSE_END = {"outcome": "completed", "status": 200, "bytes": 0, "frames": 0, "duration_ms": 0.0}
@@ -433,7 +434,7 @@ def test_a_flush_that_fails_stops_the_log_once(capsys: pytest.CaptureFixture[str
             raise BrokenPipeError(32, "Broken pipe")
 
     out = Unflushable()
-    out.name = "frames.jsonl"  # type: ignore[misc]
+    out.name = "frames.jsonl"
     log = FrameLog(out)
     log.for_request(request_id="r-1", scenario=None).info("request", **REQUEST)
     log.flush()

@@ -30,7 +30,7 @@ from chaosproxy.observe.looplag import LoopLagProbe, bucket_us, percentile_us
 from chaosproxy.observe.metrics import Metrics
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.server.config import Config
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 # --------------------------------------------------------------------------- the numbers
 

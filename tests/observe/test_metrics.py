@@ -10,21 +10,13 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from chaosproxy.control.start import RunningProxy
 from chaosproxy.observe.metrics import Metrics
-from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.metrics import value
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 SSE = b"".join(b'data: {"n": %d}\n\n' % i for i in range(5))
 SCENARIO = "provider: generic\nfaults:\n  - rechunk: {size: 6}\n  - cut: {after: 99}\n"
-
-
-def value(proxy_or_metrics: RunningProxy | Metrics, name: str, **labels: str) -> float:
-    metrics = (
-        proxy_or_metrics if isinstance(proxy_or_metrics, Metrics) else proxy_or_metrics.metrics
-    )
-    got = metrics.registry.get_sample_value(name, labels)
-    return 0.0 if got is None else got
 
 
 def test_lines_become_metrics() -> None:
@@ -96,7 +88,7 @@ def test_the_frame_lines_of_requests_in_turn_count_for_their_own_scenarios() -> 
     for context, size in [(a, 1), (a, 2), (b, 10), (a, 4), (none, 100), (b, 20), (b, 40)]:
         metrics.frame_json(context, {"seq": 0, "offset": 0, "size": size, "t_ms": 0.0}, b"")
     metrics.frames_json(a, [{"seq": 0, "offset": 0, "size": 8, "t_ms": 0.0}] * 2, [b"", b""])
-    metrics({"event": "frame", "request_id": "r-2", "scenario": "b", "size": 80})  # type: ignore[typeddict-item]
+    metrics({"event": "frame", "request_id": "r-2", "scenario": "b", "size": 80})
     assert value(metrics, "chaosproxy_frames_total", scenario="a") == 5
     assert value(metrics, "chaosproxy_bytes_sent_total", scenario="a") == 1 + 2 + 4 + 16
     assert value(metrics, "chaosproxy_frames_total", scenario="b") == 4

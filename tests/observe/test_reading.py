@@ -27,7 +27,7 @@ from chaosproxy.observe.reading import (
     read_lines,
     read_log,
 )
-from tests.log_lines import FRAME
+from tests.support.log_lines import FRAME
 
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 

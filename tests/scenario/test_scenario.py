@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, ClassVar, get_args
+from typing import Annotated, Any, ClassVar, get_args
 
 import orjson
 import pytest
@@ -35,7 +35,7 @@ from chaosproxy.scenario import (
     parse_scenario,
     validate_paths,
 )
-from tests.scenario_cases import ONE_PROBLEM
+from tests.support.scenario_cases import ONE_PROBLEM
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -172,7 +172,8 @@ def test_every_duration_field_of_every_fault_is_shown_with_a_unit() -> None:
             held = any(getattr(m, "func", None) is parse_scenario_duration for m in info.metadata)
             if held or _is_duration(info.annotation):
                 found.append(f"{name}.{field}")
-                config = cls.Config.model_construct(**{field: 1.5})
+                values: dict[str, Any] = {field: 1.5}
+                config = cls.Config.model_construct(**values)
                 assert config.model_dump(mode="json")[field] == "1500ms", (name, field)
     assert sorted(found) == [
         "coalesce.window",
@@ -364,7 +365,7 @@ def test_null_name_and_description_mean_not_given() -> None:
 def test_a_scenario_is_an_immutable_value() -> None:
     s = parse_scenario("name: a\nmatch: {method: get}\nfaults: [bom]\n", "x")
     with pytest.raises(ValidationError):
-        s.name = "b"  # type: ignore[misc]
+        s.name = "b"
     assert s == parse_scenario("name: a\nmatch: {method: GET}\nfaults: [bom]\n", "x")
     assert s != parse_scenario("name: a\nmatch: {method: GET}\nfaults: [bom]\n", "y")
     rule = MatchRule(method="get", headers={"X-A": "b"})

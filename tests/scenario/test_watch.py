@@ -9,7 +9,7 @@ from pathlib import Path
 
 from chaosproxy.scenario import Problem, Scenario
 from chaosproxy.scenario.watch import ScenarioFiles, stamp
-from tests.configmap import configmap
+from tests.support.configmap import configmap
 
 SLOW = "name: slow\nfaults:\n  - delay: {per_event: 150ms}\n"
 FAST = "name: slow\nfaults:\n  - delay: {per_event: 5ms}\n"

@@ -25,57 +25,8 @@ from chaosproxy.server.config import (
     parse_duration_or_off,
     show_duration_or_off,
 )
-from tests.conftest import run_cli
-
-#: A valid command-line value for each flag (a new flag without one fails the test).
-SAMPLES: dict[str, str | None] = {
-    "--listen": "127.0.0.2:9000",
-    "--state": "redis://redis.example:6379/2",
-    "--fleet": "staging",
-    "--replica-id": "pod-7",
-    "--state-timeout": "80ms",
-    "--tenant-secret": "correct horse battery staple",
-    "--upstream": "https://api.example.com/v1",
-    "--scenarios": "tests",
-    "--scenario": "dup",
-    "--admin": "off",
-    "--admin-token": "t0k",
-    "--log": "/tmp/chaos.log",
-    "--log-format": "json",
-    "--log-level": "requests",
-    "--log-content": None,  # a switch
-    "--trace-dir": "/tmp/traces",
-    "--seed": "42",
-    "--trust-client-scenarios": "no",
-    "--connect-timeout": "250ms",
-    "--head-timeout": "1m",
-    "--upstream-ca": "/etc/ssl/ca.pem",
-    "--upstream-insecure": None,
-    "--upstream-cert": "/etc/ssl/client.pem",
-    "--upstream-key": "/etc/ssl/client.key",
-    "--upstream-max-connections": "8",
-    "--idle-timeout": "30s",
-    "--hold-timeout": "2s",
-    "--client-timeout": "5s",
-    "--grace": "500ms",
-    "--max-connections": "10",
-    "--admin-client-timeout": "7s",
-    "--admin-max-connections": "12",
-    "--admin-insecure": None,
-    "--mock-tokens": "3",
-    "--mock-interval-ms": "5",
-    "--mock-fixtures": "examples/mock-fixtures",
-    "--record-on-miss": "recorded.yaml",
-    "--record-upstream": "https://api.openai.com",
-    "--envelope": "stream=/streamId,sequence=/meta~1seq",
-    "--tenant-header": "X-User-Id",
-    "--tenant-cookie": "session",
-    "--history-bytes": "8MiB",
-    "--journal-entry-bytes": "4096",
-    "--workers": "2",
-    "--scenarios-poll": "250ms",
-}
-
+from tests.support.cli import run_cli
+from tests.support.flag_samples import SAMPLES
 
 #: The value of a ChaosProxy argument named after a flag whose field has another name, for
 #: the flag's sample: ``mock_interval_ms=5`` is ``--mock-interval-ms 5``.

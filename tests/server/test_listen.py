@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 
 from chaosproxy.server.net import StartupError, listen, local_addresses
-from tests.cli.test_cli import one_line_error
-from tests.conftest import busy_port, run_cli
+from tests.support.cli import one_line_error, run_cli
+from tests.support.ports import busy_port
 
 #: An address no host has (TEST-NET-1, RFC 5737): binding it fails EADDRNOTAVAIL.
 ABSENT = "192.0.2.1"

@@ -14,19 +14,15 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from chaosproxy.control.start import RunningProxy
 from chaosproxy.core.actions import Cut, Send
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import parse_scenario
-from chaosproxy.server.proxy import STATE
 from chaosproxy.server.pump import BodyPump
-from chaosproxy.upstream import UpstreamPool
 from chaosproxy.upstream.response import BodySink
-from tests.conftest import LogCapture, ProxyFactory
-from tests.e2e.test_proxy_e2e import dechunk, raw_http
-from tests.scripted_upstream import (
+from tests.support.proxies import LogCapture, ProxyFactory, upstream_pool
+from tests.support.raw_http import dechunk, raw_http
+from tests.support.scripted_upstream import (
     BIG_EVENT,
     BIG_MIB,
     BigUpstream,
@@ -95,17 +91,6 @@ async def standstill(upstream: BigUpstream, *, every: float = 0.1, polls: int = 
             last = upstream.written
             await asyncio.sleep(every)
     return last
-
-
-def upstream_pool(proxy: RunningProxy) -> UpstreamPool:
-    pools = [
-        r.app[STATE].upstream
-        for r in proxy.runners
-        if isinstance(r, web.AppRunner) and STATE in r.app
-    ]
-    assert len(pools) == 1
-    assert isinstance(pools[0], UpstreamPool)
-    return pools[0]
 
 
 async def test_upstream_connections_are_reused_and_dropped_when_the_client_leaves(

@@ -18,7 +18,7 @@ from chaosproxy.core.tenancy import ANONYMOUS
 from chaosproxy.server.resume import HistoryReply, KeptReply, ResumeManager, reader_share
 from chaosproxy.upstream import UpstreamError
 from chaosproxy.upstream.response import BodySink
-from tests.scripted_upstream import until
+from tests.support.scripted_upstream import until
 
 
 class ScriptedReply:
@@ -123,7 +123,7 @@ async def test_a_client_that_leaves_a_stream_already_dropped_is_not_read_on() ->
 
 async def test_a_reader_whose_stream_expires_stops() -> None:
     manager = ResumeManager()
-    config = ResumeConfig(retention="1ms")
+    config = ResumeConfig.model_validate({"retention": "1ms"})
     first, client = kept(manager, config, 1)
     client.leave()
     assert manager.readers == 1

@@ -22,8 +22,10 @@ from chaosproxy import ChaosProxy
 from chaosproxy.server.config import Config, ConfigError, from_environment
 from chaosproxy.server.routes import Route, RouteError, RouteTable, host_label, parse_routes
 from chaosproxy.upstream import Upstream
-from tests.conftest import REPO, LogCapture, ProxyFactory, fixture_bytes, run_cli
-from tests.scripted_upstream import Script, ScriptedUpstream, scripted_upstream
+from tests.support.cli import run_cli
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO, fixture_bytes
+from tests.support.scripted_upstream import Script, ScriptedUpstream, scripted_upstream
 
 
 @pytest.fixture

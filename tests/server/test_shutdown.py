@@ -42,7 +42,8 @@ import pytest
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.control.start import CLOSE_MARGIN
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import REPO, start_serve
+from tests.support.cli import LISTENING, start_serve
+from tests.support.repo import REPO
 
 SEED = 20261201
 GRACE = 1.0
@@ -58,7 +59,6 @@ SCENARIOS = {
     "framed.yaml": "name: framed\nfaults: []\n",
 }
 BODY = orjson.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
-LISTENING = re.compile(r"listening on http://([0-9.]+):(\d+)")
 
 
 def request_bytes(client: int, scenario: str | None, *, keep_alive: bool) -> bytes:

@@ -15,7 +15,7 @@ from chaosproxy.core.framing.ndjson import NdjsonFramer
 from chaosproxy.core.framing.sse import SseFramer
 from chaosproxy.core.providers import get_profile
 from chaosproxy.mock import create_mock_app
-from tests.conftest import FIXTURES, fixture_bytes
+from tests.support.repo import FIXTURES, fixture_bytes
 
 S, D, T, U, P, E = "start", "delta", "tool_delta", "usage", "ping", "error"
 TERM, OT = "terminal", "other"

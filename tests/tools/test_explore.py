@@ -35,8 +35,8 @@ from chaosproxy.tools.explore import (
     write_outputs,
 )
 from chaosproxy.tools.fault_space import Shape
-from tests.clients.zygote import ForkServer
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
+from tests.support.forks import ForkServer
 
 #: The stream the stand-in's clean run shows: the mock's OpenAI Chat answer.
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)

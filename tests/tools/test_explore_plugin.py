@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 #: Each test runs pytest in a subprocess, the proxy and its clients inside it.
 pytestmark = pytest.mark.slow

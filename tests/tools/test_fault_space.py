@@ -4,6 +4,7 @@ test is seeds and shapes in, exact scenarios out."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -30,7 +31,7 @@ from chaosproxy.tools.fault_space import (
     usable_faults,
     validated,
 )
-from tests.conftest import examples
+from tests.support.properties import examples
 
 #: The mock's OpenAI Chat answer as the Python SDK example asks for it (24 tokens).
 CHAT = Shape("openai-chat", "sse", 27, {"start": 1, "delta": 24, "other": 1, "terminal": 1}, 6704)
@@ -231,7 +232,7 @@ def test_the_scenario_file_text() -> None:
 
 
 def test_the_shape_of_a_clean_run() -> None:
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"event": "request", "request_id": "r-1"},
         {"event": "frame", "request_id": "r-1", "events": [1], "kinds": ["start"]},
         {"event": "frame", "request_id": "r-1", "events": [2], "kinds": ["delta"]},

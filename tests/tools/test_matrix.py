@@ -1,6 +1,6 @@
 """``chaosproxy matrix``: the command run per scenario, its verdicts, and the files it
 writes; rendering checked on a matrix built here, running through the live proxy with a
-small httpx client (tests/fixtures/matrix/chat_client.py)."""
+small httpx client (tests/clients/chat_client.py)."""
 
 from __future__ import annotations
 
@@ -34,9 +34,10 @@ from chaosproxy.tools.matrix import (
     telling_line,
     write_outputs,
 )
-from tests.conftest import LIBRARY, REPO, chaosproxy_argv
+from tests.support.cli import chaosproxy_argv
+from tests.support.repo import LIBRARY, REPO
 
-CLIENT = f"{sys.executable} {REPO / 'tests' / 'fixtures' / 'matrix' / 'chat_client.py'}"
+CLIENT = f"{sys.executable} {REPO / 'tests' / 'clients' / 'chat_client.py'}"
 FAST = {"mock_interval": 0.001, "mock_tokens": 8}
 
 
@@ -564,7 +565,8 @@ def test_the_time_left_is_said_as_a_range() -> None:
 def test_every_matrix_flag_has_help() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    matrix = sub.choices["matrix"]  # type: ignore[attr-defined]
+    assert isinstance(sub.choices, dict)
+    matrix = sub.choices["matrix"]
     flags = {a.option_strings[0]: a.help for a in matrix._actions if a.option_strings}
     assert set(flags) >= {
         "--client",

@@ -3,7 +3,7 @@
 openai SDK) against the built-in mock: every verdict is the one docs/verdicts.md
 records for that client, read from its table, so the docs and the test cannot
 disagree; every one is what the rules give, worked out again by the oracle of
-tests/verdict_oracle.py from what the client printed, its clean answer and the bytes
+tests/support/verdict_oracle.py from what the client printed, its clean answer and the bytes
 the proxy logged as sent; and the version each client ran with is the one the table's
 first row says its verdicts were seen with."""
 
@@ -19,10 +19,10 @@ import pytest
 from chaosproxy.core.verdict import VERDICTS
 from chaosproxy.scenario import load_library
 from chaosproxy.tools.matrix import run_matrix
-from tests.clients.zygote import ForkServer
-from tests.conftest import REPO
-from tests.tools.test_verdict_oracle import clean_text, scenario_clean
-from tests.verdict_oracle import expected
+from tests.support.clean_runs import clean_text, scenario_clean
+from tests.support.forks import ForkServer
+from tests.support.repo import REPO
+from tests.support.verdict_oracle import expected
 
 DOC = REPO / "docs" / "verdicts.md"
 #: The example clients: a Python script (run forked from tests/clients/zygote.py), or a

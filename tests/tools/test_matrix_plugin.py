@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 #: Each test runs pytest in a subprocess, the proxy and its clients inside it.
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:
 CLIENT = """
 import functools, pytest
 
-from tests.fixtures.matrix import chat_client
+from tests.clients import chat_client
 
 chat = functools.partial(chat_client.chat, timeout=10)
 """

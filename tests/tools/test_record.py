@@ -27,22 +27,16 @@ from chaosproxy.core.answer import fold, piece_of
 from chaosproxy.core.framing import make_framer
 from chaosproxy.core.providers import get_profile, provider_for_path
 from chaosproxy.scenario import load_fixture_files
-from tests.conftest import (
-    chaosproxy_argv,
-    fixture_bytes,
-    port_in,
-    refused_port,
-    run_cli,
-    start_serve,
-    stop_serve,
-)
-from tests.scripted_upstream import Script, Seen, scripted_upstream, serve_handler
+from tests.support.cli import chaosproxy_argv, port_in, run_cli, start_serve, stop_serve
+from tests.support.ports import refused_port
+from tests.support.repo import fixture_bytes
+from tests.support.scripted_upstream import Script, Seen, scripted_upstream, serve_handler
 
 SECRET_KEY = "sk-proj-RecordTestSecret0123456789abcdef"
 GOOGLE_KEY = "AIzaSyRecordTestSecret0123456789"
 SSE = {"Content-Type": "text/event-stream"}
 NDJSON = {"Content-Type": "application/x-ndjson"}
-WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}}
+WEATHER: dict[str, object] = {"type": "object", "properties": {"city": {"type": "string"}}}
 
 
 @dataclass(frozen=True)
@@ -231,7 +225,7 @@ async def test_every_provider_recorded_then_served_back_offline_the_same(tmp_pat
 async def test_the_sdks_get_the_same_answer_recorded_and_replayed(tmp_path: Path) -> None:
     out = tmp_path / "recorded.yaml"
 
-    def openai_call(base: str) -> tuple[str, list[tuple[str, str]]]:
+    def openai_call(base: str) -> tuple[str, list[tuple[str, Any]]]:
         client = openai.OpenAI(base_url=base + "/v1", api_key=SECRET_KEY, max_retries=0)
         stream = client.chat.completions.create(
             model="gpt-4o",
@@ -241,7 +235,7 @@ async def test_the_sdks_get_the_same_answer_recorded_and_replayed(tmp_path: Path
                 {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}
             ],
         )
-        text, calls = "", {}
+        text, calls = "", dict[int, tuple[str, str]]()
         for chunk in stream:
             if not chunk.choices:
                 continue

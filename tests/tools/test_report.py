@@ -37,9 +37,10 @@ from chaosproxy.tools.report import (
     load_records,
     render_report,
 )
-from tests.browser import Chromium, chromium_path
-from tests.conftest import chaosproxy_argv, examples
-from tests.scripted_upstream import until
+from tests.support.browser import Chromium, chromium_path
+from tests.support.cli import chaosproxy_argv
+from tests.support.properties import examples
+from tests.support.scripted_upstream import until
 
 __all__ = ["chromium_path"]  # the fixture, imported for the browser test
 
@@ -57,9 +58,13 @@ def ts(ms: float) -> str:
     return f"2026-01-01T12:{seconds // 60:02d}:{seconds % 60:02d}.{millis:03d}Z"
 
 
+#: A write of a stream: ``(t_ms, size, kinds, faults)``.
+Write = tuple[float, int, list[str], list[str]]
+
+
 def stream(
     rid: str,
-    writes: list[tuple[float, int, list[str], list[str]]],
+    writes: list[Write],
     *,
     scenario: str = "s",
     cut: tuple[float, str] | None = None,
@@ -133,7 +138,7 @@ def stream(
 
 
 D = ["delta"]
-SIMPLE = [(10.0, 100, ["start"], []), (20.0, 50, D, []), (30.0, 25, ["terminal"], [])]
+SIMPLE: list[Write] = [(10.0, 100, ["start"], []), (20.0, 50, D, []), (30.0, 25, ["terminal"], [])]
 
 
 def points(page: str, nth: int = 0) -> list[tuple[float, float]]:
@@ -177,7 +182,7 @@ def test_the_bytes_step_line_ends_at_the_sum_of_the_frame_sizes() -> None:
 
 
 def test_marks_are_coloured_by_kind_with_precedence() -> None:
-    writes = [
+    writes: list[Write] = [
         (1.0, 1, ["start"], []),
         (2.0, 1, ["delta"], []),
         (3.0, 1, ["tool_delta"], []),
@@ -192,7 +197,7 @@ def test_marks_are_coloured_by_kind_with_precedence() -> None:
 
 
 def test_faulted_writes_are_highlighted_and_labelled() -> None:
-    writes = [
+    writes: list[Write] = [
         (10.0, 10, D, []),
         (20.0, 10, D, ["duplicate"]),
         (30.0, 10, D, ["reorder", "delay"]),
@@ -206,7 +211,7 @@ def test_faulted_writes_are_highlighted_and_labelled() -> None:
 
 
 def test_the_cut_is_marked_where_and_how_it_happened() -> None:
-    writes = [(100.0, 10, D, []), (400.0, 10, D, [])]
+    writes: list[Write] = [(100.0, 10, D, []), (400.0, 10, D, [])]
     page = render_report(
         stream("r-1", writes, cut=(500.0, "reset"), outcome="cut", duration_ms=600.0)
     )
@@ -220,7 +225,7 @@ def test_the_cut_is_marked_where_and_how_it_happened() -> None:
 def test_a_cut_and_faults_not_as_asked_say_what_was_asked_and_why() -> None:
     """A cut that fell back to the boundary says so on its mark and in the request's
     facts, as does a fault that was skipped; a cut inside a character names where."""
-    writes = [(100.0, 10, D, []), (400.0, 10, D, [])]
+    writes: list[Write] = [(100.0, 10, D, []), (400.0, 10, D, [])]
     why = "the event has no multi-byte UTF-8 character"
     fell_back = {"position": "boundary", "requested": "mid_utf8", "fallback": why}
     skipped = {"fault": "comment", "position": 1, "reason": "NDJSON has no comment syntax"}
@@ -253,7 +258,12 @@ def test_a_cut_and_faults_not_as_asked_say_what_was_asked_and_why() -> None:
 
 
 def test_gaps_and_stalls_are_shaded() -> None:
-    writes = [(10.0, 1, D, []), (20.0, 1, D, []), (220.0, 1, D, []), (1020.0, 1, D, [])]
+    writes: list[Write] = [
+        (10.0, 1, D, []),
+        (20.0, 1, D, []),
+        (220.0, 1, D, []),
+        (1020.0, 1, D, []),
+    ]
     page = render_report(stream("r-1", writes, duration_ms=1030.0))
     shaded = re.findall(r'<rect class="(gap|stall)" x="([\d.]+)"[^>]*><title>([^<]*)', page)
     assert [(cls, title) for cls, _, title in shaded] == [
@@ -316,7 +326,7 @@ def test_integrity_violations_and_verdict_are_shown_when_logged() -> None:
     assert "violations (" not in plain and "<h3>verdict</h3>" not in plain
 
 
-MATRIX = {
+MATRIX: dict[str, Any] = {
     "client": "python examples/clients/openai_python.py",
     "upstream": "mock",
     "results": [
@@ -396,7 +406,12 @@ def test_the_matrix_says_the_answer_as_matrix_md_does_and_the_bytes_apart() -> N
 def test_an_event_never_sent_is_marked_where_it_was_missed() -> None:
     """A dropped event leaves no write: the byte line gets a mark at the write after
     which it was missed; an event sent late (reordered) leaves none."""
-    writes = [(10.0, 10, D, []), (20.0, 10, D, []), (30.0, 10, D, []), (40.0, 10, D, [])]
+    writes: list[Write] = [
+        (10.0, 10, D, []),
+        (20.0, 10, D, []),
+        (30.0, 10, D, []),
+        (40.0, 10, D, []),
+    ]
     lines = stream("r-1", writes)
     frames = [line for line in lines if line["event"] == "frame"]
     for line, events in zip(frames, ([1], [2], [4], [5]), strict=True):
@@ -421,7 +436,7 @@ def test_the_newest_requests_are_kept_under_the_limit() -> None:
 
 
 def test_a_long_stream_has_its_marks_thinned_but_every_byte_counted() -> None:
-    writes = [(float(i), 3, D, ["delay"] if i == 4321 else []) for i in range(20_000)]
+    writes: list[Write] = [(float(i), 3, D, ["delay"] if i == 4321 else []) for i in range(20_000)]
     page = render_report(stream("r-1", writes))
     marks = page.count("<circle")
     assert MAX_MARKS // 2 < marks <= MAX_MARKS + 2

@@ -19,9 +19,10 @@ from chaosproxy.tools.schema import (
     shipped,
     shipped_path,
 )
-from tests.conftest import LIBRARY, REPO, chaosproxy_argv
-from tests.scenario_cases import ONE_PROBLEM
-from tests.test_examples import check_jsonschema_with
+from tests.support.cli import chaosproxy_argv
+from tests.support.repo import LIBRARY, REPO
+from tests.support.scenario_cases import ONE_PROBLEM
+from tests.support.schema_check import check_jsonschema_with
 
 LIBRARY_FILES = sorted(LIBRARY.glob("*.yaml"))
 SCENARIO_FILES = sorted(
@@ -143,7 +144,7 @@ def test_durations_take_a_number_of_ms_or_a_unit() -> None:
 def test_the_scenario_schema_refuses_every_file_validate_refuses(
     text: str, problems: list[str]
 ) -> None:
-    """Each of the loader's refusals (tests/scenario_cases.py), as an editor sees it."""
+    """Each of the loader's refusals (tests/support/scenario_cases.py), as an editor sees it."""
     document = yaml.safe_load(text)
     assert not _validator("scenario").is_valid(document), (text, problems)
 

@@ -15,8 +15,8 @@ from chaosproxy.core.actions import Cut, Respond, Send, Sleep
 from chaosproxy.core.faults.base import fault_rng
 from chaosproxy.scenario import parse_scenario
 from chaosproxy.tools.simulate import Simulation, simulate
-from tests.conftest import chaosproxy_argv
-from tests.e2e.test_faults_live import BODY, E1, E2, E3, EVENTS, PATH, upto, without
+from tests.support.cli import chaosproxy_argv
+from tests.support.live_faults import BODY, E1, E2, E3, EVENTS, PATH, upto, without
 
 
 def run_cli(

@@ -23,8 +23,10 @@ import pytest
 from chaosproxy.cli.main import main
 from chaosproxy.observe.trace import TraceWriter
 from chaosproxy.tools.replay import Trace, TraceError, load_trace, parse_trace, start_replay
-from tests.conftest import REPO, LogCapture, ProxyFactory, chaosproxy_argv
-from tests.scripted_upstream import Script, ScriptedUpstream
+from tests.support.cli import chaosproxy_argv
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.repo import REPO
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
 #: A replayed write is served at its recorded time (from the request's arrival), never
 #: sooner (but for what the client's clock started earlier: the request's way in), and

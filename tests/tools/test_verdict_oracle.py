@@ -1,4 +1,4 @@
-"""Verdicts that tell the truth, checked against an oracle (tests/verdict_oracle.py):
+"""Verdicts that tell the truth, checked against an oracle (tests/support/verdict_oracle.py):
 for every client of the project's tests, every verdict ``chaosproxy matrix`` gives
 equals what the rules give from what that client printed, its exit status and its
 clean answer, and from the bytes the proxy logged as sent, re-parsed apart from the
@@ -17,7 +17,6 @@ The Python and Node SDK clients are checked the same way in tests/tools/test_mat
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -28,12 +27,13 @@ import pytest
 
 from chaosproxy.control.api import ChaosProxy
 from chaosproxy.scenario import load_library, parse_scenario
-from chaosproxy.tools.matrix import ONE_CLIENT, Matrix, run_command, run_matrix, run_one
-from tests.browser import require_chromium, shared_chromium
+from chaosproxy.tools.matrix import ONE_CLIENT, Matrix, run_matrix, run_one
 from tests.clients.chromium_eventsource import SHARED as CHROMIUM_SHARED
-from tests.clients.zygote import ForkServer
-from tests.conftest import REPO
-from tests.verdict_oracle import expected
+from tests.support.browser import require_chromium, shared_chromium
+from tests.support.clean_runs import FAST, clean_text, scenario_clean
+from tests.support.forks import ForkServer
+from tests.support.repo import REPO
+from tests.support.verdict_oracle import expected
 
 #: Every test runs a client process per scenario, some the whole library, some ten times.
 pytestmark = pytest.mark.slow
@@ -53,24 +53,6 @@ NODE_ES = f"node {REPO / 'tests' / 'node' / 'eventsource-matrix.mjs'}"
 CHROMIUM_ES = ("-m", "tests.clients.chromium_eventsource")
 RAISING = ("-m", "tests.clients.raising_client")
 CAREFUL = (str(REPO / "examples" / "clients" / "httpx_sse_client.py"),)
-FAST = {"mock_interval": 0.002, "mock_tokens": 12}
-
-
-def clean_text(command: str) -> str:
-    """What the client prints with no scenario: its clean answer."""
-    with ChaosProxy(**FAST) as proxy:
-        env = {**os.environ, "CHAOSPROXY_URL": proxy.url}
-        outcome = run_command(command, env, 60)
-    assert outcome.exit_code == 0, outcome.stderr
-    return outcome.stdout
-
-
-def scenario_clean(name: str, clean: str) -> str:
-    """The clean answer of a run under library scenario ``name``: the text of the
-    scenario's own mock answer (its ``mock:``) when it has one, else ``clean`` (the
-    client's answer with no scenario)."""
-    own = load_library()[name].mock if name in load_library() else ()
-    return own[0].text if own and own[0].text is not None else clean
 
 
 def judged(

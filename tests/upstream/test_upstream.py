@@ -37,8 +37,8 @@ from chaosproxy.upstream import (
     UpstreamTimeout,
 )
 from chaosproxy.upstream.connection import Connection
-from tests.conftest import refused_port
-from tests.scripted_upstream import until
+from tests.support.ports import refused_port
+from tests.support.scripted_upstream import until
 
 pytestmark = pytest.mark.timeout(20)
 

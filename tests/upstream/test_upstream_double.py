@@ -30,9 +30,9 @@ from chaosproxy.upstream import (
 )
 from chaosproxy.upstream.interface import Reply, Upstream
 from chaosproxy.upstream.testing import Answer, MockUpstream, Request
-from tests.conftest import LogCapture
-from tests.scripted_upstream import until
-from tests.test_readme import python_block
+from tests.support.markdown import python_block
+from tests.support.proxies import LogCapture
+from tests.support.scripted_upstream import until
 
 pytestmark = pytest.mark.timeout(20)
 

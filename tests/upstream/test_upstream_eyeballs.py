@@ -17,7 +17,7 @@ from aiohttp import web
 from chaosproxy.upstream import resolver as resolver_mod
 from chaosproxy.upstream.eyeballs import connect_first, interleave
 from chaosproxy.upstream.resolver import Resolver
-from tests.conftest import ProxyFactory
+from tests.support.proxies import ProxyFactory
 
 V4, V6 = int(socket.AF_INET), int(socket.AF_INET6)
 

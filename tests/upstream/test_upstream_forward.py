@@ -24,8 +24,8 @@ import pytest
 from aiohttp import web
 
 from chaosproxy.upstream.forward import bypassed, parse_proxy, proxy_for
-from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import ScriptedUpstream
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import ScriptedUpstream
 
 PROXY_VARS = (
     "http_proxy",
@@ -134,7 +134,7 @@ async def tls_upstream(tmp_path: Path) -> AsyncIterator[TlsUpstream]:
     def on_sni(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
         up.sni.append(name)
 
-    ctx.sni_callback = on_sni  # type: ignore[assignment]
+    ctx.sni_callback = on_sni
 
     async def handle(request: web.Request) -> web.Response:
         up.paths.append(request.path_qs)

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from chaosproxy.upstream import UpstreamConnectError, UpstreamPool
-from tests.conftest import LogCapture, ProxyFactory
-from tests.scripted_upstream import until
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import until
 
 
 class CountingServer:

@@ -27,7 +27,8 @@ from chaosproxy.control.api import EMBEDDED, ChaosProxy
 from chaosproxy.server.net import StartupError
 from chaosproxy.upstream.factory import pool_for
 from chaosproxy.upstream.tls import check_upstream_tls, tls_context, upstream_warnings
-from tests.conftest import LogCapture, ProxyFactory, run_cli
+from tests.support.cli import run_cli
+from tests.support.proxies import LogCapture, ProxyFactory
 
 
 @dataclass
@@ -82,7 +83,7 @@ async def _start(
     def on_sni(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
         seen.append(name)
 
-    server_ctx.sni_callback = on_sni  # type: ignore[assignment]
+    server_ctx.sni_callback = on_sni
     app = web.Application()
     peers: list[object] = []
     app[PEERS] = peers
@@ -270,7 +271,7 @@ def test_bad_settings_are_one_line_startup_errors(
 ) -> None:
     for settings, reason in _bad_settings(tmp_path, client_pair):
         with pytest.raises(StartupError) as info:
-            tls_context(EMBEDDED.replace(**settings))  # type: ignore[arg-type]
+            tls_context(EMBEDDED.replace(**settings))
         message = str(info.value)
         assert reason in message, (settings, message)
         assert "\n" not in message

@@ -49,7 +49,7 @@ from chaosproxy.workers.supervisor import (
     owner_of,
 )
 from chaosproxy.workers.worker import Flights
-from tests.workers import spawned
+from tests.support import spawned
 
 # --------------------------------------------------------------------------- control
 
@@ -485,11 +485,11 @@ def test_the_request_store_tells_flights_of_requests_and_ends_only() -> None:
     seen: list[str] = []
     store.flights = lambda line: seen.append(f"{line['event']} {line['request_id']}")
     base = {"request_id": "r-1", "scenario": None, "ts": "t"}
-    store({**base, "event": "request", "seed": 1, "method": "POST", "path": "/"})  # type: ignore[typeddict-item]
+    store({**base, "event": "request", "seed": 1, "method": "POST", "path": "/"})
     store.frame_json(base, {"n": 1, "size": 3, "t_ms": 0.0}, b'{"n":1}\n')  # type: ignore[typeddict-item]
-    store({**base, "event": "action", "action": "cut"})  # type: ignore[typeddict-item]
+    store({**base, "event": "action", "action": "cut"})
     store.reset()  # (its end is still told)
-    store({**base, "event": "response_end", "outcome": "completed"})  # type: ignore[typeddict-item]
+    store({**base, "event": "response_end", "outcome": "completed"})
     assert seen == ["request r-1", "response_end r-1"]
 
 

@@ -43,7 +43,8 @@ import pytest
 from chaosproxy.core.history import shown_event_id
 from chaosproxy.observe.logs import COPY_ENV
 from chaosproxy.scenario.selection import derive_seed
-from tests.conftest import REPO, busy_port
+from tests.support.ports import busy_port
+from tests.support.repo import REPO
 
 #: Each test starts serve --workers: a supervisor and its worker processes.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -91,7 +92,7 @@ def worker_of(request_id: str) -> int:
 
 def settings_free_environment() -> dict[str, str]:
     """This process's environment without chaosproxy's settings (the test gives its own
-    flags), keeping the suite's frame-log copy (tests/logcheck.py)."""
+    flags), keeping the suite's frame-log copy (tests/support/logcheck.py)."""
     return {k: v for k, v in os.environ.items() if not k.startswith("CHAOSPROXY_") or k == COPY_ENV}
 
 
@@ -369,7 +370,8 @@ async def test_requests_metrics_and_verdicts_answer_for_every_worker(
 def last_id(body: bytes) -> str:
     ids = re.findall(rb"^id: ?(\S+)", body, re.MULTILINE)
     assert ids, body[:300]
-    return ids[-1].decode()
+    last: bytes = ids[-1]
+    return last.decode()
 
 
 async def on_worker(

@@ -84,7 +84,8 @@ class Engine:
     def address(self, container: str) -> str:
         """The container's own address on its network (no userland proxy in between)."""
         networks = self.inspect(container)["NetworkSettings"]["Networks"]
-        return next(n["IPAddress"] for n in networks.values() if n["IPAddress"])
+        address: str = next(n["IPAddress"] for n in networks.values() if n["IPAddress"])
+        return address
 
     def published(self, container: str, port: int) -> int:
         """The host port that ``port`` of the container is published on."""

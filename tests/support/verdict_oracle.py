@@ -120,7 +120,7 @@ def expected(
     violations: dict[str, list[Mapping[str, Any]]] = {}
     for line in lines:
         rid = line.get("request_id")
-        if rid not in requests:
+        if not isinstance(rid, str) or rid not in requests:
             continue
         if line["event"] in ("request", "response_end"):
             by_id.setdefault(rid, {}).update(line)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 CHART = REPO / "charts" / "chaosproxy"
 SOURCE = REPO / "tools" / "helm-render"

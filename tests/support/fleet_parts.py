@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import start_serve, stop_serve
+from tests.support.cli import start_serve, stop_serve
 
 REDIS = shutil.which("redis-server")
 HAPROXY = shutil.which("haproxy") or (

@@ -15,7 +15,7 @@ after a timed-out run). So:
 
 Processes started by fixtures (a session's Node runner or Chromium) are the fixtures'
 to stop; they are reaped at the end of the session only. Linux only (``/proc``);
-elsewhere it does nothing. ``-p no:tests.reaper`` turns it off.
+elsewhere it does nothing. ``-p no:tests.support.reaper`` turns it off.
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def invalid_lines(directory: Path) -> Iterator[Invalid]:
                 try:
                     line = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
-                    reason: str | None = f"not JSON: {exc}"
+                    reason: str = f"not JSON: {exc}"
                 else:
                     if fast.is_valid(line):
                         continue
