@@ -28,19 +28,14 @@ from chaosproxy.core.frames import format_for_content_type
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.history import Refuse, Resume, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
+from chaosproxy.core.unavailable import unavailable
 from chaosproxy.observe.journal import RequestEntry
 from chaosproxy.observe.logs import content_fields, describe, redact_path, redact_url
 from chaosproxy.scenario.fixtures import SCENARIO_HEADER as MOCK_SCENARIO_HEADER
 from chaosproxy.server.net import cut_connection
 from chaosproxy.server.pump import BodyPump
 from chaosproxy.server.resume import KeptReply, ResumePlan
-from chaosproxy.upstream import (
-    Reply,
-    UpstreamConnectError,
-    UpstreamError,
-    UpstreamHeadTimeout,
-    UpstreamTimeout,
-)
+from chaosproxy.upstream import Reply, UpstreamError
 
 if TYPE_CHECKING:
     from chaosproxy.scenario.selection import Choice
@@ -315,18 +310,8 @@ class Exchange:
             )
         except UpstreamError as exc:
             where = redact_url(target.url) if target is not None else self.state.upstream_label
-            if isinstance(exc, UpstreamTimeout):
-                status, message = 504, f"upstream timed out on connect: {where}"
-            elif isinstance(exc, UpstreamHeadTimeout):
-                wait = f"{config.head_timeout:g} s"
-                status, message = 504, f"upstream sent no response head within {wait}: {where}"
-            elif isinstance(exc, UpstreamConnectError):
-                said = describe(exc)  # ("upstream HOST:PORT unreachable: ..." says it all)
-                status = 502
-                message = said if said.startswith("upstream ") else f"upstream unreachable: {said}"
-            else:
-                status, message = 502, f"upstream failed before responding: {describe(exc)}"
-            return answer(session.unavailable(status, message, exc.reason))
+            got = unavailable(exc.reason, describe(exc), where, config.head_timeout)
+            return answer(session.unavailable(got.status, got.message, exc.reason))
         if plan is not None and _is_sse(upstream, self.choice):
             scenario = self.choice.scenario
             upstream = self.state.resume.keep(
