@@ -25,7 +25,6 @@ from multidict import CIMultiDict
 
 from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
 from chaosproxy.core.frames import format_for_content_type
-from chaosproxy.core.framing import FramingError
 from chaosproxy.core.history import Refuse, Resume, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
 from chaosproxy.core.unavailable import unavailable
@@ -364,17 +363,9 @@ class Exchange:
             self.session.client_gone()
             return resp
         chunked = "chunked" in resp.headers.get("Transfer-Encoding", "").lower()
-        pump = BodyPump(self, transport, writer, upstream, chunked=chunked)
-        try:
-            await pump.run()
-        except FramingError as exc:
-            await pump.upstream_failed(
-                f"upstream broke its framing: {exc}", reason="event too large", salvage=False
-            )
-        if self.session.outcome == "upstream_error":
-            # Never a clean end after an upstream failure: aiohttp would end the body
-            # properly when the handler returns on a connection still open.
-            await self.abort()
+        # An upstream failure mid-body (its framing broken too) is the pump's: it ends
+        # the response without a clean end, once.
+        await BodyPump(self, transport, writer, upstream, chunked=chunked).run()
         return resp
 
     async def _prepare(self, resp: web.StreamResponse) -> web.StreamResponse:

@@ -247,12 +247,17 @@ class BodyPump:
             self._unblock()
         else:  # "failure": a FramingError, or a bug, from the callback side
             assert isinstance(arg, BaseException)
-            raise arg
+            if not isinstance(arg, FramingError):
+                raise arg
+            message = f"upstream broke its framing: {arg}"
+            await self.upstream_failed(message, reason="event too large", salvage=False)
 
     async def upstream_failed(self, message: str, reason: str, *, salvage: bool = True) -> None:
-        """The upstream broke mid-body: send what did arrive of an unfinished event (as
-        passthrough would), then end without a clean completion. ``reason``: in a few
-        words, for the log."""
+        """The upstream broke mid-body (or its framing did: ``salvage`` False): send what
+        did arrive of an unfinished event (as passthrough would), then end without a
+        clean completion: the one place an upstream failure ends a response (aiohttp
+        would end the body properly were the handler to return on a connection still
+        open). ``reason``: in a few words, for the log."""
         if self.session.ended:
             return
         try:
