@@ -367,7 +367,8 @@ EXEMPT = frozenset(
 CEILINGS: dict[str, tuple[int, int]] = {
     "chaosproxy.core.session.Session": (448, 43),
     "chaosproxy.server.exchange.Exchange": (462, 27),
-    "chaosproxy.server.pump.BodyPump": (363, 22),
+    # (363 lines before a FramingError was handled once, in the pump's task: issue 36)
+    "chaosproxy.server.pump.BodyPump": (366, 22),
     "chaosproxy.observe.logs.FrameLog": (294, 14),
     "chaosproxy.core.pipeline.Pipeline": (296, 20),
 }

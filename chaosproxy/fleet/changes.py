@@ -30,8 +30,8 @@ CHANGES_KEPT = 1000
 BACKOFF_FIRST = 0.1
 BACKOFF_CAP = 2.0
 
-Apply = Callable[[dict[str, Any]], Awaitable[None]]
-Say = Callable[[str], None]
+_Apply = Callable[[dict[str, Any]], Awaitable[None]]
+_Say = Callable[[str], None]
 
 
 class ChangeFeed:
@@ -48,7 +48,7 @@ class ChangeFeed:
         member: str,
         timeout: float,
         label: str,
-        say: Say,
+        say: _Say,
     ) -> None:
         #: The client of short commands, and the one of blocking reads (``XREAD``).
         self._redis = redis
@@ -63,11 +63,11 @@ class ChangeFeed:
         self._say = say
         #: The last change read (applied or skipped): reading goes on after it.
         self.last = "0-0"
-        self._apply: Apply | None = None
+        self._apply: _Apply | None = None
         #: Changes this member published, not yet read back.
         self._mine: set[str] = set()
 
-    def start(self, apply: Apply, last: str) -> asyncio.Task[None]:
+    def start(self, apply: _Apply, last: str) -> asyncio.Task[None]:
         """Read and ``apply`` the changes after ``last``, as a task."""
         self._apply = apply
         self.last = last

@@ -29,7 +29,7 @@ import contextlib
 import secrets
 import sys
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,9 +42,7 @@ from chaosproxy.fleet.changes import (
     APPLY_WITHIN,
     BACKOFF_CAP,
     BACKOFF_FIRST,
-    Apply,
     ChangeFeed,
-    Say,
     as_text,
     failure_reason,
 )
@@ -60,6 +58,8 @@ return {n, o}
 """
 
 Status = Literal["shared", "local"]
+_Apply = Callable[[dict[str, Any]], Awaitable[None]]
+_Say = Callable[[str], None]
 
 
 def _stderr(line: str) -> None:
@@ -89,7 +89,7 @@ class SharedState:
         timeout: float,
         *,
         member: str | None = None,
-        say: Say = _stderr,
+        say: _Say = _stderr,
     ) -> None:
         from redis.asyncio import Redis
 
@@ -169,7 +169,7 @@ class SharedState:
 
     # ------------------------------------------------------------------ start, stop
 
-    async def start(self, apply: Apply) -> Startup:
+    async def start(self, apply: _Apply) -> Startup:
         """Reach Redis (raising ``OSError`` with a reason when it cannot be reached),
         read the fleet's current set, and start applying the changes other replicas
         make (``apply``) and beating this replica's heart."""

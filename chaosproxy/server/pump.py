@@ -253,11 +253,9 @@ class BodyPump:
             await self.upstream_failed(message, reason="event too large", salvage=False)
 
     async def upstream_failed(self, message: str, reason: str, *, salvage: bool = True) -> None:
-        """The upstream broke mid-body (or its framing did: ``salvage`` False): send what
-        did arrive of an unfinished event (as passthrough would), then end without a
-        clean completion: the one place an upstream failure ends a response (aiohttp
-        would end the body properly were the handler to return on a connection still
-        open). ``reason``: in a few words, for the log."""
+        """The upstream broke mid-body: send what did arrive of an unfinished event (as
+        passthrough would), then end without a clean completion. ``reason``: in a few
+        words, for the log."""
         if self.session.ended:
             return
         try:
@@ -268,7 +266,7 @@ class BodyPump:
             sends = []
         if sends:
             self._send(sends)
-        await self.host.abort()
+        await self.host.abort()  # (aiohttp would end the body cleanly, were it left open)
 
     def _hand_over(self, work: _Work) -> None:
         """Something to await: the task does it, then the pump goes on."""
