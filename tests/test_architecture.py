@@ -366,7 +366,8 @@ EXEMPT = frozenset(
 #: a class's line once it is under the bar.
 CEILINGS: dict[str, tuple[int, int]] = {
     "chaosproxy.core.session.Session": (448, 43),
-    "chaosproxy.server.exchange.Exchange": (462, 27),
+    # (462 lines before the 502/504 choice and the FramingError left it: issue 36)
+    "chaosproxy.server.exchange.Exchange": (444, 27),
     # (363 lines before a FramingError was handled once, in the pump's task: issue 36)
     "chaosproxy.server.pump.BodyPump": (366, 22),
     "chaosproxy.observe.logs.FrameLog": (294, 14),
