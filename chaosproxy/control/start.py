@@ -712,11 +712,7 @@ async def start_proxy(
             )
             runners.append(admin_runner)
     except BaseException:
-        for r in reversed(runners):
-            await r.cleanup()
-        if shared is not None:
-            await shared.close()
-        observed.undo()
+        await _undo_start(runners, shared, observed)
         raise
     proxy = RunningProxy(
         url=f"http://{hostport(config.listen[0], bound)}",
@@ -738,6 +734,17 @@ async def start_proxy(
     )
     _begin(proxy, config, inputs, library, journal)
     return proxy
+
+
+async def _undo_start(
+    runners: Sequence[web.BaseRunner], shared: SharedState | None, observed: _Observed
+) -> None:
+    """A start that failed: what had started stopped, last first."""
+    for r in reversed(runners):
+        await r.cleanup()
+    if shared is not None:
+        await shared.close()
+    observed.undo()
 
 
 def _begin(
