@@ -147,8 +147,9 @@ async def test_writes_wait_while_redis_is_away_and_a_stream_let_go_is_deleted(
     owner.dropped(stream)
 
     async def deleted() -> bool:
-        return await redis.exists(KEY, KEY + ":m") == 0
+        return int(await redis.exists(KEY, KEY + ":m")) == 0
 
     await until(deleted)
-    assert not owner.writer.waiting and owner.writer.failures == 0
+    writer = owner.writer  # (read again: the writer task has run since)
+    assert (writer.waiting, writer.failures) == (False, 0)
     await owner.close()
