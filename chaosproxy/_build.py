@@ -34,6 +34,7 @@ COMPILED: tuple[str, ...] = (
     "chaosproxy.core.head",
     "chaosproxy.core.body",
     "chaosproxy.core.summary",
+    "chaosproxy.core.unavailable",
     "chaosproxy.core.session",
     "chaosproxy.server.pump",
     "chaosproxy.server.exchange",

@@ -112,6 +112,8 @@ RECORD_SETTINGS = ("listen", "record_upstream", "connect_timeout", "head_timeout
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``chaosproxy`` command's parser: one subparser per command, each added by
+    its own function (the tools' by their modules)."""
     parser = _Parser(prog="chaosproxy", description="A fault-injecting proxy for LLM streams.")
     parser.add_argument(
         "--version", action="version", version=f"chaosproxy {__version__} ({build()})"
@@ -120,7 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the proxy")
     add_flags(serve)
+    _add_mock(sub)
+    _add_replay(sub)
+    _add_record(sub)
+    _add_scenario_commands(sub)
+    _add_simulate(sub)
+    _add_report(sub)
 
+    from chaosproxy.tools.explore_options import add_parser as add_explore_parser
+    from chaosproxy.tools.matrix import add_parser as add_matrix_parser
+    from chaosproxy.tools.schema import add_parser as add_schema_parser
+
+    add_matrix_parser(sub)
+    add_explore_parser(sub)
+    add_schema_parser(sub)
+    return parser
+
+
+def _add_mock(sub: Any) -> None:
+    """``chaosproxy mock``: the built-in mock alone, with its settings."""
     mock = sub.add_parser("mock", help="run the built-in mock LLM upstream alone")
     add_flags(
         mock,
@@ -148,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
         },
     )
 
+
+def _add_replay(sub: Any) -> None:
+    """``chaosproxy replay``: a recorded trace served again."""
     replay = sub.add_parser(
         "replay", help="serve a recorded trace (--trace-dir with --log-content) again"
     )
@@ -165,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
         },
     )
 
+
+def _add_record(sub: Any) -> None:
+    """``chaosproxy record``: a real upstream's answers recorded as fixtures."""
     record = sub.add_parser(
         "record", help="record a real upstream's streamed answers into a mock fixture file"
     )
@@ -190,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
         },
     )
 
+
+def _add_scenario_commands(sub: Any) -> None:
+    """``chaosproxy scenarios`` and ``validate``: the scenario files listed, checked."""
     scenarios = sub.add_parser(
         "scenarios", help="list the scenarios serve would load: the built-in library, then PATHs"
     )
@@ -219,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
         },
     )
 
+
+def _add_simulate(sub: Any) -> None:
+    """``chaosproxy simulate``: a scenario run offline, stdin to stdout."""
     simulate = sub.add_parser(
         "simulate", help="run a scenario offline: upstream bytes on stdin, emitted on stdout"
     )
@@ -255,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="feed stdin in reads of N bytes (default: one read)",
     )
+
+
+def _add_report(sub: Any) -> None:
+    """``chaosproxy report``: the HTML report of a frame log or traces."""
     report = sub.add_parser(
         "report", help="write a self-contained HTML report of a frame log or a trace directory"
     )
@@ -286,15 +322,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="draw only the newest N requests (default 500; 0 for all)",
     )
-
-    from chaosproxy.tools.explore_options import add_parser as add_explore_parser
-    from chaosproxy.tools.matrix import add_parser as add_matrix_parser
-    from chaosproxy.tools.schema import add_parser as add_schema_parser
-
-    add_matrix_parser(sub)
-    add_explore_parser(sub)
-    add_schema_parser(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -411,34 +411,28 @@ async def start_mock(
     return runner, f"http://{hostport(host, bound)}"
 
 
-async def start_proxy(
-    config: Config,
-    *,
-    scenarios: Mapping[str, Scenario] | None = None,
-    log: FrameLog | None = None,
-    upstream_factory: Callable[[], Upstream] | None = None,
-    library: bool = True,
-    fixtures: Sequence[Fixture] | None = None,
-    reuse_port: bool = False,
-) -> RunningProxy:
-    """Start the proxy (and the mock upstream when an upstream is ``mock``, and
-    the admin API unless ``config.admin`` is None).
+@dataclass
+class _Inputs:
+    """What a proxy starts from, loaded and checked before anything starts."""
 
-    ``scenarios`` are the loaded scenarios (default: loaded from ``config.scenarios``,
-    raising :class:`~chaosproxy.scenario.ScenarioError`), added to the built-in library
-    (one of the same name overrides a built-in one) unless ``library`` is False (then
-    they are all there is); ``log`` the frame log
-    (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
-    client (a test double); ``fixtures`` the mock's fixtures from files (default: loaded
-    from ``config.mock_fixtures``, raising ScenarioError); ``reuse_port`` listens with
-    ``SO_REUSEPORT`` (a worker of ``serve --workers N``). Raises :class:`StartupError`
-    with a one-line reason: among others, for an admin API off loopback without a token
-    (unless ``admin_insecure``).
-    """
-    admin_warning = check_admin_binding(config)  # before anything starts
+    scenarios: dict[str, Scenario]
+    fixtures: Sequence[Fixture]
+    #: The scenario files, as they were looked at before they were loaded (None: not
+    #: watched), and the scenarios given that the files do not make (ChaosProxy's
+    #: Scenario objects): they stay through the files' changes.
+    watched: ScenarioFiles | None
+    given: dict[str, Scenario]
+
+
+def _inputs(
+    config: Config,
+    scenarios: Mapping[str, Scenario] | None,
+    fixtures: Sequence[Fixture] | None,
+    library: bool,
+) -> _Inputs:
+    """The scenarios and fixtures (loaded from the files when not given: ScenarioError),
+    and the settings that cannot go together checked (StartupError)."""
     watched = ScenarioFiles(config.scenarios) if watches(config) else None
-    #: Scenarios given that the files do not make (ChaosProxy's Scenario objects): they
-    #: stay through the files' changes.
     given: dict[str, Scenario] = {}
     if watched is not None and scenarios is not None:
         from_files, _ = watched.load()
@@ -457,15 +451,42 @@ async def start_proxy(
             "--record-on-miss records what the built-in mock has no fixture for: give "
             "--upstream mock (and the real upstream as --record-upstream)"
         )
-    if library:
-        scenarios = with_library(scenarios)
-    if config.scenario is not None and config.scenario not in scenarios:
-        close = difflib.get_close_matches(config.scenario, list(scenarios), n=1)
+    loaded = with_library(scenarios) if library else dict(scenarios)
+    if config.scenario is not None and config.scenario not in loaded:
+        close = difflib.get_close_matches(config.scenario, list(loaded), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise StartupError(
             f"--scenario {config.scenario!r} is not a loaded scenario{hint}; "
             "chaosproxy scenarios lists them"
         )
+    return _Inputs(loaded, fixtures, watched, given)
+
+
+@dataclass
+class _Observed:
+    """The frame log and what observes it: the admin's request store, the metrics, the
+    traces (``--trace-dir``)."""
+
+    log: FrameLog
+    owns_log: bool
+    store: RequestStore
+    metrics: Metrics
+    traces: TraceWriter | None
+    observers: list[Observer]
+
+    def undo(self) -> None:
+        """A start that failed: the observers off the log, what was opened closed."""
+        for observer in self.observers:
+            self.log.remove_observer(observer)
+        if self.traces is not None:
+            self.traces.close()
+        if self.owns_log:
+            self.log.close()
+
+
+def _observed(config: Config, log: FrameLog | None) -> _Observed:
+    """The frame log (opened from ``config.log`` when not given) and its observers,
+    added before the first request can arrive (StartupError: a file cannot be opened)."""
     owns_log = log is None
     if log is None:
         try:
@@ -498,161 +519,254 @@ async def start_proxy(
     observers: list[Observer] = [store, metrics]
     if traces is not None:
         observers.append(traces)
-    for observer in observers:  # before the first request can arrive
+    for observer in observers:
         log.add_observer(observer)
+    return _Observed(log, owns_log, store, metrics, traces, observers)
+
+
+async def _serve_mock(
+    config: Config, fixtures: Sequence[Fixture]
+) -> tuple[web.AppRunner, str, MockFixtures]:
+    """The built-in mock, one however many routes lead to it, recording its misses
+    from a real upstream with ``--record-on-miss``: its runner, URL and fixtures."""
+    from chaosproxy.mock.fixtures import MockFixtures
+
+    mock_fixtures = MockFixtures(fixtures)
+    miss: MissHandler | None = None
+    cleanup: Callable[[], Awaitable[None]] | None = None
+    if config.record_on_miss is not None and config.record_upstream is not None:
+        from chaosproxy.control.recording import AnswerRecorder
+
+        recorder = AnswerRecorder(
+            config.record_upstream,
+            Path(config.record_on_miss),
+            config,
+            on_recorded=mock_fixtures.add_recorded,
+        )
+        miss, cleanup = recorder.forward, recorder.close
+    runner, url = await start_mock(
+        "127.0.0.1",
+        0,
+        tokens=config.mock_tokens,
+        interval=config.mock_interval,
+        grace=SIDE_GRACE,
+        fixtures=mock_fixtures,
+        miss=miss,
+        cleanup=cleanup,
+    )
+    return runner, url, mock_fixtures
+
+
+async def _serve_proxy(
+    config: Config, state: ProxyState, metrics: Metrics, reuse_port: bool
+) -> tuple[web.AppRunner, int, _InFlight]:
+    """The proxy's app, listening: its runner, bound port and requests in flight."""
+    host, port = config.listen
+    app = create_proxy_app(state)
+    metrics.count_connections(app[CLIENT_GUARD])
+    in_flight = _InFlight()
+    app.middlewares.append(in_flight.middleware)
+    # close() gives the streams their grace itself; aiohttp's own shutdown is then
+    # only for what slipped past it, briefly.
+    try:
+        runner, bound = await listen(app, host, port, grace=SIDE_GRACE, reuse_port=reuse_port)
+    except StartupError:
+        raise
+    except Exception as exc:  # the upstream client refused its URL, say
+        where = " ".join(redact_url(u) for u in config.upstream)
+        raise StartupError(f"cannot start the proxy: {describe(exc)}; --upstream {where}") from None
+    return runner, bound, in_flight
+
+
+async def _serve_admin(
+    config: Config,
+    state: ProxyState,
+    observed: _Observed,
+    warnings: list[str],
+    fixtures: MockFixtures | None,
+    shared: SharedState | None,
+    journal: FleetJournal | None,
+) -> tuple[web.AppRunner, str, list[str]]:
+    """The admin API over ``state``, listening on ``config.admin``: its runner, URL
+    and bound addresses."""
+    assert config.admin is not None
+    admin_host, admin_port = config.admin
+    admin = AdminState(
+        state.scenarios,
+        observed.store,
+        observed.metrics,
+        token=config.admin_token,
+        warnings=warnings,
+        streams=state.streams,
+        resume=state.resume,
+        log=observed.log,
+        host=admin_host,
+        fixtures=fixtures,
+        shared=shared,
+        client_timeout=config.admin_client_timeout,
+        max_connections=config.admin_max_connections,
+    )
+    if shared is not None:
+        admin.changed = shared_changes(shared)
+    overrides = None
+    if shared is not None and journal is not None:
+        from chaosproxy.control.fleet_admin import fleet_overrides
+
+        overrides = fleet_overrides(journal, shared)
+    runner, bound = await listen(
+        create_admin_app(admin, overrides),
+        admin_host,
+        admin_port,
+        what="the admin API",
+        grace=SIDE_GRACE,
+        flag="--admin",
+    )
+    return runner, f"http://{hostport(admin_host, bound)}", _bound_urls(runner)
+
+
+def _proxy_state(
+    config: Config,
+    scenarios: Mapping[str, Scenario],
+    observed: _Observed,
+    resolve: dict[str, str],
+    upstream_factory: Callable[[], Upstream] | None,
+    mock_fixtures: MockFixtures | None,
+) -> ProxyState:
+    """What every request of the proxy shares (``resolve``: the mock's address)."""
+    routes = RouteTable(config.routes, resolve)
+    state = ProxyState(
+        config=config,
+        upstream_url=routes.first.url,
+        scenarios=ScenarioSet(
+            scenarios,
+            config.scenario,
+            config.seed,
+            trust_client=config.trust_client_scenarios,
+            # a shared request number makes the fleet's seeds its own
+            salt=None if config.shared else config.replica_id,
+        ),
+        log=observed.log,
+        upstream_factory=upstream_factory,
+        routes=routes,
+    )
+    state.journal = observed.store.keep_request  # what each client sent, kept with it
+    if mock_fixtures is not None:  # a scenario's mock: fixtures, by its name
+        mock_fixtures.scenarios = _scenario_fixtures(state.scenarios)
+    return state
+
+
+async def start_proxy(
+    config: Config,
+    *,
+    scenarios: Mapping[str, Scenario] | None = None,
+    log: FrameLog | None = None,
+    upstream_factory: Callable[[], Upstream] | None = None,
+    library: bool = True,
+    fixtures: Sequence[Fixture] | None = None,
+    reuse_port: bool = False,
+) -> RunningProxy:
+    """Start the proxy (and the mock upstream when an upstream is ``mock``, and
+    the admin API unless ``config.admin`` is None).
+
+    ``scenarios`` are the loaded scenarios (default: loaded from ``config.scenarios``,
+    raising :class:`~chaosproxy.scenario.ScenarioError`), added to the built-in library
+    (one of the same name overrides a built-in one) unless ``library`` is False (then
+    they are all there is); ``log`` the frame log
+    (default: opened from ``config.log``); ``upstream_factory`` replaces the upstream
+    client (a test double); ``fixtures`` the mock's fixtures from files (default: loaded
+    from ``config.mock_fixtures``, raising ScenarioError); ``reuse_port`` listens with
+    ``SO_REUSEPORT`` (a worker of ``serve --workers N``). Raises :class:`StartupError`
+    with a one-line reason: among others, for an admin API off loopback without a token
+    (unless ``admin_insecure``).
+    """
+    admin_warning = check_admin_binding(config)  # before anything starts
+    inputs = _inputs(config, scenarios, fixtures, library)
+    observed = _observed(config, log)
     runners: list[web.BaseRunner] = []
     admin_url: str | None = None
+    admin_bound: list[str] = []
     mock_fixtures: MockFixtures | None = None
     shared: SharedState | None = None
     journal: FleetJournal | None = None
     try:
         resolve: dict[str, str] = {}
-        if uses_mock(config):  # one mock, however many routes lead to it
-            from chaosproxy.mock.fixtures import MockFixtures
-
-            mock_fixtures = MockFixtures(fixtures)
-            miss: MissHandler | None = None
-            cleanup: Callable[[], Awaitable[None]] | None = None
-            if config.record_on_miss is not None and config.record_upstream is not None:
-                from chaosproxy.control.recording import AnswerRecorder
-
-                recorder = AnswerRecorder(
-                    config.record_upstream,
-                    Path(config.record_on_miss),
-                    config,
-                    on_recorded=mock_fixtures.add_recorded,
-                )
-                miss, cleanup = recorder.forward, recorder.close
-            mock_runner, resolve[MOCK_UPSTREAM] = await start_mock(
-                "127.0.0.1",
-                0,
-                tokens=config.mock_tokens,
-                interval=config.mock_interval,
-                grace=SIDE_GRACE,
-                fixtures=mock_fixtures,
-                miss=miss,
-                cleanup=cleanup,
+        if uses_mock(config):
+            mock_runner, resolve[MOCK_UPSTREAM], mock_fixtures = await _serve_mock(
+                config, inputs.fixtures
             )
             runners.append(mock_runner)
-        routes = RouteTable(config.routes, resolve)
-        upstream = routes.first.url
-        state = ProxyState(
-            config=config,
-            upstream_url=upstream,
-            scenarios=ScenarioSet(
-                scenarios,
-                config.scenario,
-                config.seed,
-                trust_client=config.trust_client_scenarios,
-                # a shared request number makes the fleet's seeds its own
-                salt=None if config.shared else config.replica_id,
-            ),
-            log=log,
-            upstream_factory=upstream_factory,
-            routes=routes,
+        state = _proxy_state(
+            config, inputs.scenarios, observed, resolve, upstream_factory, mock_fixtures
         )
-        state.journal = store.keep_request  # what each client sent, kept with its request
-        if mock_fixtures is not None:  # a scenario's mock: fixtures, by its name
-            mock_fixtures.scenarios = _scenario_fixtures(state.scenarios)
         if config.shared:  # before the first request: the fleet's set, its secret
-            shared, journal = await _join_fleet(config, state, store, mock_fixtures, metrics)
-        host, port = config.listen
-        app = create_proxy_app(state)
-        metrics.count_connections(app[CLIENT_GUARD])
-        in_flight = _InFlight()
-        app.middlewares.append(in_flight.middleware)
-        # close() gives the streams their grace itself; aiohttp's own shutdown is then
-        # only for what slipped past it, briefly.
-        try:
-            runner, bound = await listen(app, host, port, grace=SIDE_GRACE, reuse_port=reuse_port)
-        except StartupError:
-            raise
-        except Exception as exc:  # the upstream client refused its URL, say
-            where = " ".join(redact_url(u) for u in config.upstream)
-            raise StartupError(
-                f"cannot start the proxy: {describe(exc)}; --upstream {where}"
-            ) from None
+            shared, journal = await _join_fleet(
+                config, state, observed.store, mock_fixtures, observed.metrics
+            )
+        runner, bound, in_flight = await _serve_proxy(config, state, observed.metrics, reuse_port)
         runners.append(runner)
-        bound_urls = _bound_urls(runner)
         warnings = [admin_warning] if admin_warning else []
         warnings += upstream_warnings(config)
-        warnings += cross_tenant_warnings(scenarios.values())
-        admin_bound: list[str] = []
+        warnings += cross_tenant_warnings(inputs.scenarios.values())
         if config.admin is not None:
-            admin_host, admin_port = config.admin
-            admin = AdminState(
-                state.scenarios,
-                store,
-                metrics,
-                token=config.admin_token,
-                warnings=warnings,
-                streams=state.streams,
-                resume=state.resume,
-                log=log,
-                host=admin_host,
-                fixtures=mock_fixtures,
-                shared=shared,
-                client_timeout=config.admin_client_timeout,
-                max_connections=config.admin_max_connections,
-            )
-            if shared is not None:
-                admin.changed = shared_changes(shared)
-            overrides = None
-            if shared is not None and journal is not None:
-                from chaosproxy.control.fleet_admin import fleet_overrides
-
-                overrides = fleet_overrides(journal, shared)
-            admin_runner, admin_port_bound = await listen(
-                create_admin_app(admin, overrides),
-                admin_host,
-                admin_port,
-                what="the admin API",
-                grace=SIDE_GRACE,
-                flag="--admin",
+            admin_runner, admin_url, admin_bound = await _serve_admin(
+                config, state, observed, warnings, mock_fixtures, shared, journal
             )
             runners.append(admin_runner)
-            admin_url = f"http://{hostport(admin_host, admin_port_bound)}"
-            admin_bound = _bound_urls(admin_runner)
     except BaseException:
-        for r in reversed(runners):
-            await r.cleanup()
-        if shared is not None:
-            await shared.close()
-        for observer in observers:
-            log.remove_observer(observer)
-        if traces is not None:
-            traces.close()
-        if owns_log:
-            log.close()
+        await _undo_start(runners, shared, observed)
         raise
     proxy = RunningProxy(
-        url=f"http://{hostport(host, bound)}",
-        upstream=upstream,
+        url=f"http://{hostport(config.listen[0], bound)}",
+        upstream=state.upstream_url,
         state=state,
         runners=runners,
         admin_url=admin_url,
-        requests=store,
-        metrics=metrics,
-        traces=traces,
-        _observers=observers,
-        _owns_log=owns_log,
-        bound=bound_urls,
+        requests=observed.store,
+        metrics=observed.metrics,
+        traces=observed.traces,
+        _observers=observed.observers,
+        _owns_log=observed.owns_log,
+        bound=_bound_urls(runner),
         admin_bound=admin_bound,
         warnings=warnings,
         fixtures=mock_fixtures,
         _in_flight=in_flight,
         shared=shared,
     )
+    _begin(proxy, config, inputs, library, journal)
+    return proxy
+
+
+async def _undo_start(
+    runners: Sequence[web.BaseRunner], shared: SharedState | None, observed: _Observed
+) -> None:
+    """A start that failed: what had started stopped, last first."""
+    for r in reversed(runners):
+        await r.cleanup()
+    if shared is not None:
+        await shared.close()
+    observed.undo()
+
+
+def _begin(
+    proxy: RunningProxy,
+    config: Config,
+    inputs: _Inputs,
+    library: bool,
+    journal: FleetJournal | None,
+) -> None:
+    """What runs beside a started proxy: the log's flusher, the scenario files' watcher,
+    the loop's lag probe."""
+    state = proxy.state
     proxy._mirror = cast("HistoryMirror | None", state.resume.mirror)
     proxy._journal = journal
-    proxy._flusher = asyncio.create_task(_flush_periodically(log, traces))
-    if watched is not None:
+    proxy._flusher = asyncio.create_task(_flush_periodically(state.log, proxy.traces))
+    if inputs.watched is not None:
         proxy.watcher = watch_scenarios(
-            config, state.scenarios, library=library, files=watched, given=given
+            config, state.scenarios, library=library, files=inputs.watched, given=inputs.given
         )
         proxy.watcher.start()
     proxy._lag_probe = looplag.probe_from_environment()
-    return proxy
 
 
 async def _join_fleet(

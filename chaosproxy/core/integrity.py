@@ -17,7 +17,8 @@ terminal events and finish reasons, and its in-stream errors. Comparing the two 
 gives the ``integrity`` of the response (:meth:`StreamContent.integrity`).
 
 Every side is also checked against the stream contract as events arrive; each breach is
-a :class:`Violation` naming its rule and the 1-based ordinal of the event on that side.
+a :class:`Violation` naming its rule and the 1-based ordinal of the event on that side;
+an application envelope's rules are a side's part of their own (:class:`EnvelopeCheck`).
 Sans-IO: no clock, no logging; the shell logs the violations.
 """
 
@@ -130,6 +131,51 @@ class Envelope:
 # --------------------------------------------------------------------------- one side
 
 
+class EnvelopeCheck:
+    """One side's checks of an application envelope (``--envelope``): the stream id
+    never changes (``stream_changed``), the sequence numbers go up by one
+    (``sequence_repeat``, ``sequence_backwards``, ``sequence_gap``). Events without the
+    pointed-to values are not checked."""
+
+    __slots__ = ("_last_seq", "_max_seq", "_seq", "_stream", "_stream_value")
+
+    def __init__(self, envelope: Envelope) -> None:
+        self._stream = parse_pointer(envelope.stream) if envelope.stream else None
+        self._seq = parse_pointer(envelope.sequence) if envelope.sequence else None
+        self._stream_value: Any = _MISSING
+        self._last_seq: int | None = None
+        self._max_seq = 0
+
+    def check(self, payload: Any) -> list[Rule]:
+        """The rules one event's parsed JSON (``None``: not JSON) breaks."""
+        broken: list[Rule] = []
+        if payload is None:
+            return broken
+        if self._stream is not None:
+            value = resolve(payload, self._stream)
+            if value is not _MISSING:
+                if self._stream_value is _MISSING:
+                    self._stream_value = value
+                elif value != self._stream_value:
+                    broken.append("stream_changed")
+        if self._seq is not None:
+            seq = resolve(payload, self._seq)
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                last = self._last_seq
+                if last is not None:
+                    if seq == last:
+                        broken.append("sequence_repeat")
+                    elif seq <= self._max_seq:
+                        broken.append("sequence_backwards")
+                    elif seq > self._max_seq + 1:
+                        broken.append("sequence_gap")
+                    self._max_seq = max(self._max_seq, seq)
+                else:
+                    self._max_seq = seq
+                self._last_seq = seq
+        return broken
+
+
 class HasProfile(Protocol):
     """Where the stream's (possibly detected) profile is found: the pipeline's stream."""
 
@@ -145,15 +191,10 @@ class Side:
         "_fast",
         "_generic",
         "_ids",
-        "_last_seq",
-        "_max_seq",
         "_open",
         "_peers",
-        "_seq",
         "_slow",
         "_source",
-        "_stream",
-        "_stream_value",
         "_text",
         "_whole",
         "check_json",
@@ -204,12 +245,7 @@ class Side:
         #: Whether every event must be valid JSON (``invalid_json``): decided on the
         #: first event.
         self.check_json = False
-        self._envelope = envelope
-        self._stream = parse_pointer(envelope.stream) if envelope and envelope.stream else None
-        self._seq = parse_pointer(envelope.sequence) if envelope and envelope.sequence else None
-        self._stream_value: Any = _MISSING
-        self._last_seq: int | None = None
-        self._max_seq = 0
+        self._envelope = EnvelopeCheck(envelope) if envelope is not None else None
         # Anything to check per event beyond its content (JSON, envelope, terminal seen).
         self._slow = envelope is not None
         # Upstream side of a generic stream with nothing to check: count events only.
@@ -297,8 +333,10 @@ class Side:
                 self._breach("invalid_json", n)
         if frame.id:
             self._check_id(frame.id, n)
-        if self._envelope is not None:
-            self._check_envelope(frame.json(), n)
+        envelope = self._envelope
+        if envelope is not None:
+            for rule in envelope.check(frame.json()):
+                self._breach(rule, n)
 
     def _check_id(self, event_id: str, n: int) -> None:
         if event_id in self._ids:
@@ -357,32 +395,6 @@ class Side:
                         orjson.loads(args)
                     except orjson.JSONDecodeError:
                         self._breach("tool_args_invalid", n)
-
-    def _check_envelope(self, payload: Any, n: int) -> None:
-        if payload is None:
-            return
-        if self._stream is not None:
-            value = resolve(payload, self._stream)
-            if value is not _MISSING:
-                if self._stream_value is _MISSING:
-                    self._stream_value = value
-                elif value != self._stream_value:
-                    self._breach("stream_changed", n)
-        if self._seq is not None:
-            seq = resolve(payload, self._seq)
-            if isinstance(seq, int) and not isinstance(seq, bool):
-                last = self._last_seq
-                if last is not None:
-                    if seq == last:
-                        self._breach("sequence_repeat", n)
-                    elif seq <= self._max_seq:
-                        self._breach("sequence_backwards", n)
-                    elif seq > self._max_seq + 1:
-                        self._breach("sequence_gap", n)
-                    self._max_seq = max(self._max_seq, seq)
-                else:
-                    self._max_seq = seq
-                self._last_seq = seq
 
     def _breach(self, rule: Rule, n: int) -> None:
         if len(self.violations) < MAX_VIOLATIONS:

@@ -25,6 +25,7 @@ import contextlib
 import time
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -54,21 +55,38 @@ class _Mirrored:
         self.first = 0  # the oldest kept there
 
 
-class HistoryMirror:
-    """One replica's side of the fleet's shared history."""
+@dataclass(frozen=True, slots=True)
+class MirrorKeys:
+    """Where the fleet keeps a stream in Redis: its events (a Redis stream), ``:m`` its
+    state, ``:s`` its connections' trails; and an upstream's event id to its token."""
 
-    def __init__(self, shared: SharedState) -> None:
+    prefix: str
+
+    def stream(self, scenario: str, tenant: str, token: str) -> str:
+        return f"{self.prefix}{scenario}:{tenant}:{token}"
+
+    def of(self, stream: StreamHistory) -> str:
+        return self.stream(stream.scenario, stream.tenant, stream.token)
+
+    def upstream(self, scenario: str, tenant: str, upstream_id: str) -> str:
+        return f"{self.prefix}u:{scenario}:{tenant}:{upstream_id}"
+
+
+class MirrorWriter:
+    """The owner's writes to Redis: what is waiting (streams changed, ended or let go,
+    connections' trails), written in batches by one background task, never on a
+    client's write path; kept and retried while Redis is away."""
+
+    def __init__(
+        self,
+        shared: SharedState,
+        keys: MirrorKeys,
+        owned: weakref.WeakKeyDictionary[StreamHistory, _Mirrored],
+    ) -> None:
         self._shared = shared
-        self._prefix = shared.prefix + "h:"
-        #: Streams this replica owns, mirrored (forgotten with the stream).
-        self._owned: weakref.WeakKeyDictionary[StreamHistory, _Mirrored] = (
-            weakref.WeakKeyDictionary()
-        )
-        #: Streams imported from another replica (a copy, replaced at each reconnect).
-        self._imported: weakref.WeakSet[StreamHistory] = weakref.WeakSet()
-        #: Per stream owned here: the entries of its connections' list in Redis read.
-        self._seen: weakref.WeakKeyDictionary[StreamHistory, int] = weakref.WeakKeyDictionary()
-        self._followers: dict[int, asyncio.Task[None]] = {}
+        self._keys = keys
+        #: The streams owned here, as mirrored so far (the mirror's own map).
+        self._owned = owned
         self._dirty: dict[int, StreamHistory] = {}
         self._ended: dict[int, StreamHistory] = {}
         self._gone: list[str] = []
@@ -78,61 +96,33 @@ class HistoryMirror:
         #: Writes that failed (Redis away): retried by the next flush.
         self.failures = 0
 
-    def _key(self, scenario: str, tenant: str, token: str) -> str:
-        return f"{self._prefix}{scenario}:{tenant}:{token}"
+    def end(self, stream: StreamHistory) -> None:
+        """An owned stream ended: its end is written with it."""
+        self._ended[id(stream)] = stream
+        self.mark(stream)
 
-    def key_of(self, stream: StreamHistory) -> str:
-        return self._key(stream.scenario, stream.tenant, stream.token)
+    def forget(self, stream: StreamHistory) -> None:
+        """An owned stream let go: nothing more of it written, its keys deleted."""
+        self._dirty.pop(id(stream), None)
+        self._ended.pop(id(stream), None)
+        self._gone.append(self._keys.of(stream))
+        self.kick()
 
-    # ------------------------------------------------------------------ the owner
+    def trail(self, key: str, encoded: bytes) -> None:
+        """A connection's trail, appended to the stream's list of them."""
+        self._trails.append((key, encoded))
+        self.kick()
 
-    def begin(self, stream: StreamHistory) -> None:
-        """A stream this replica keeps (its owner): mirrored from now on."""
-        self._owned[stream] = _Mirrored(
-            {
-                "request_id": stream.request_id,
-                "headers": stream.headers,
-                "owner": self._shared.member,
-            }
-        )
-        self._mark(stream)
+    @property
+    def waiting(self) -> bool:
+        return bool(self._dirty or self._trails or self._gone)
 
-    def appended(self, stream: StreamHistory) -> None:
-        """New events in an owned stream (or its oldest forgotten)."""
-        if stream in self._owned:
-            self._mark(stream)
-
-    def ended(self, stream: StreamHistory) -> None:
-        if stream in self._owned:
-            self._ended[id(stream)] = stream
-            self._mark(stream)
-
-    def dropped(self, stream: StreamHistory) -> None:
-        """The owner's store let the stream go: so does the fleet's."""
-        if self._owned.pop(stream, None) is not None:
-            self._dirty.pop(id(stream), None)
-            self._ended.pop(id(stream), None)
-            self._gone.append(self.key_of(stream))
-            self._kick()
-        self._imported.discard(stream)
-        task = self._followers.pop(id(stream), None)
-        if task is not None:
-            task.cancel()
-
-    def sent(self, stream: StreamHistory, trail: Sequence[tuple[str | None, EventContent]]) -> None:
-        """A connection of the stream's generation ended here, having sent ``trail``:
-        the other replicas' ledgers get it too."""
-        if stream not in self._owned and stream not in self._imported:
-            return
-        encoded = orjson.dumps([self._shared.member, [[i, _piece(p)] for i, p in trail]])
-        self._trails.append((self.key_of(stream), encoded))
-        self._kick()
-
-    def _mark(self, stream: StreamHistory) -> None:
+    def mark(self, stream: StreamHistory) -> None:
+        """An owned stream changed: written by the next flush."""
         self._dirty[id(stream)] = stream
-        self._kick()
+        self.kick()
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write(), name="chaosproxy history mirror")
         self._wake.set()
@@ -143,11 +133,11 @@ class HistoryMirror:
             self._wake.clear()
             if self._shared.status == "local":  # Redis away: kept, written once back
                 await asyncio.sleep(0.1)
-                if self._dirty or self._trails or self._gone:
+                if self.waiting:
                     self._wake.set()
                 continue
             try:
-                await self._flush()
+                await self.flush()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -155,7 +145,9 @@ class HistoryMirror:
                 await asyncio.sleep(0.1)
                 self._wake.set()
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
+        """Write what is waiting, in one pipeline (put back for the next flush when it
+        fails)."""
         dirty, self._dirty = self._dirty, {}
         ended, self._ended = self._ended, {}
         trails, self._trails = self._trails, []
@@ -187,7 +179,7 @@ class HistoryMirror:
             mirrored.first = first
 
     def _queue(self, pipe: Any, stream: StreamHistory, mirrored: _Mirrored, ended: bool) -> None:
-        key = self.key_of(stream)
+        key = self._keys.of(stream)
         start = max(mirrored.published, stream.first)
         upstream_ids = stream.config.ids == "upstream" and not apart(stream.tenant)
         for index in range(start, stream.total):
@@ -201,7 +193,11 @@ class HistoryMirror:
                 fields["uid"] = kept.upstream_id
             pipe.xadd(key, fields, id=f"0-{index + 1}")
             if upstream_ids and kept.id is not None:
-                pipe.set(self._upstream_key(stream, kept.id), stream.token, px=_ms(stream))
+                pipe.set(
+                    self._keys.upstream(stream.scenario, stream.tenant, kept.id),
+                    stream.token,
+                    px=_ms(stream),
+                )
         if stream.first > mirrored.first:
             pipe.xtrim(key, minid=f"0-{stream.first + 1}")
         meta = {
@@ -214,8 +210,71 @@ class HistoryMirror:
         pipe.pexpire(key, _ms(stream))
         pipe.pexpire(key + ":s", _ms(stream))
 
-    def _upstream_key(self, stream: StreamHistory, upstream_id: str) -> str:
-        return f"{self._prefix}u:{stream.scenario}:{stream.tenant}:{upstream_id}"
+    async def close(self) -> None:
+        """Stop writing; what is waiting gets one last, short try."""
+        if self._writer is not None:
+            self._writer.cancel()
+        if self.waiting:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.flush(), 0.5)
+
+
+class HistoryMirror:
+    """One replica's side of the fleet's shared history."""
+
+    def __init__(self, shared: SharedState) -> None:
+        self._shared = shared
+        self._keys = MirrorKeys(shared.prefix + "h:")
+        #: Streams this replica owns, mirrored (forgotten with the stream).
+        self._owned: weakref.WeakKeyDictionary[StreamHistory, _Mirrored] = (
+            weakref.WeakKeyDictionary()
+        )
+        #: Streams imported from another replica (a copy, replaced at each reconnect).
+        self._imported: weakref.WeakSet[StreamHistory] = weakref.WeakSet()
+        #: Per stream owned here: the entries of its connections' list in Redis read.
+        self._seen: weakref.WeakKeyDictionary[StreamHistory, int] = weakref.WeakKeyDictionary()
+        self._followers: dict[int, asyncio.Task[None]] = {}
+        #: The owner's writes.
+        self.writer = MirrorWriter(shared, self._keys, self._owned)
+
+    # ------------------------------------------------------------------ the owner
+
+    def begin(self, stream: StreamHistory) -> None:
+        """A stream this replica keeps (its owner): mirrored from now on."""
+        self._owned[stream] = _Mirrored(
+            {
+                "request_id": stream.request_id,
+                "headers": stream.headers,
+                "owner": self._shared.member,
+            }
+        )
+        self.writer.mark(stream)
+
+    def appended(self, stream: StreamHistory) -> None:
+        """New events in an owned stream (or its oldest forgotten)."""
+        if stream in self._owned:
+            self.writer.mark(stream)
+
+    def ended(self, stream: StreamHistory) -> None:
+        if stream in self._owned:
+            self.writer.end(stream)
+
+    def dropped(self, stream: StreamHistory) -> None:
+        """The owner's store let the stream go: so does the fleet's."""
+        if self._owned.pop(stream, None) is not None:
+            self.writer.forget(stream)
+        self._imported.discard(stream)
+        task = self._followers.pop(id(stream), None)
+        if task is not None:
+            task.cancel()
+
+    def sent(self, stream: StreamHistory, trail: Sequence[tuple[str | None, EventContent]]) -> None:
+        """A connection of the stream's generation ended here, having sent ``trail``:
+        the other replicas' ledgers get it too."""
+        if stream not in self._owned and stream not in self._imported:
+            return
+        encoded = orjson.dumps([self._shared.member, [[i, _piece(p)] for i, p in trail]])
+        self.writer.trail(self._keys.of(stream), encoded)
 
     # ------------------------------------------------------------------ a reconnect
 
@@ -247,7 +306,7 @@ class HistoryMirror:
             return False
         if local is not None and local in self._owned:
             return await self._add_trails(local)
-        key = self._key(scenario, tenant, token)
+        key = self._keys.stream(scenario, tenant, token)
         answer = await self._shared.call(self._read(key))
         if answer is None:
             return None
@@ -290,7 +349,7 @@ class HistoryMirror:
         if apart(tenant):
             return None
         answer = await self._shared.call(
-            self._shared.redis.get(f"{self._prefix}u:{scenario}:{tenant}:{last_event_id}")
+            self._shared.redis.get(self._keys.upstream(scenario, tenant, last_event_id))
         )
         return answer.decode() if isinstance(answer, bytes) else None
 
@@ -328,7 +387,7 @@ class HistoryMirror:
         """The other replicas' connections of a stream owned here, into its ledger."""
         seen = self._seen.get(stream, 0)
         answer = await self._shared.call(
-            self._shared.redis.lrange(self.key_of(stream) + ":s", seen, -1)
+            self._shared.redis.lrange(self._keys.of(stream) + ":s", seen, -1)
         )
         if answer is None:
             return None
@@ -365,11 +424,9 @@ class HistoryMirror:
         self._followers.pop(id(stream), None)
 
     async def close(self) -> None:
-        for task in [*self._followers.values(), *([self._writer] if self._writer else [])]:
+        for task in self._followers.values():
             task.cancel()
-        if self._dirty or self._trails or self._gone:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._flush(), 0.5)
+        await self.writer.close()
 
 
 def _ms(stream: StreamHistory) -> int:

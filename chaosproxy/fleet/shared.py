@@ -38,18 +38,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from chaosproxy.core.redact import redact_url
+from chaosproxy.fleet.changes import (
+    APPLY_WITHIN,
+    BACKOFF_CAP,
+    BACKOFF_FIRST,
+    ChangeFeed,
+    as_text,
+    failure_reason,
+)
 
-#: How long a change may take to reach every live replica before its call answers
-#: anyway, naming those that had not applied it.
-APPLY_WITHIN = 2.0
-#: A replica is live while its heartbeat is younger than this (it beats every second).
-LIVE_FOR = 3.0
 HEARTBEAT_EVERY = 1.0
-#: The changes stream keeps about this many entries (a late replica loads the set).
-CHANGES_KEPT = 1000
-#: Reconnect backoff once Redis failed: first try after this, doubling up to the cap.
-BACKOFF_FIRST = 0.1
-BACKOFF_CAP = 2.0
 
 # KEYS: the request number, the ordinals hash; ARGV: the scenario's name ("" for none).
 _COUNT = """
@@ -137,9 +135,17 @@ class SharedState:
         self._since = 0.0
         self._probe: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._last_change = "0-0"
-        self._apply: _Apply | None = None
-        self._mine: set[str] = set()
+        #: The fleet's admin changes, published and applied.
+        self.changes = ChangeFeed(
+            self._redis,
+            self._reader,
+            self._keys,
+            replica=replica,
+            member=self.member,
+            timeout=timeout,
+            label=self.label,
+            say=say,
+        )
 
     @property
     def prefix(self) -> str:
@@ -167,7 +173,6 @@ class SharedState:
         """Reach Redis (raising ``OSError`` with a reason when it cannot be reached),
         read the fleet's current set, and start applying the changes other replicas
         make (``apply``) and beating this replica's heart."""
-        self._apply = apply
         keys = self._keys
         try:
             async with self._redis.pipeline(transaction=True) as pipe:
@@ -180,9 +185,7 @@ class SharedState:
                 )
         except Exception as exc:
             await self.close()
-            raise OSError(f"--state {self.label}: {_reason(exc)}") from None
-        if last:
-            self._last_change = _text(last[0][0])
+            raise OSError(f"--state {self.label}: {failure_reason(exc)}") from None
         startup = Startup()
         entries = sorted(orjson.loads(v) for v in scenarios.values())
         startup.scenarios = [(base64.b64decode(e[1]), e[2]) for e in entries]
@@ -191,7 +194,7 @@ class SharedState:
         startup.fixtures = [base64.b64decode(f) for f in fixtures]
         await self._beat()
         self._tasks = [
-            asyncio.create_task(self._read_changes(), name="chaosproxy fleet changes"),
+            self.changes.start(apply, as_text(last[0][0]) if last else "0-0"),
             asyncio.create_task(self._heartbeat(), name="chaosproxy fleet heartbeat"),
         ]
         return startup
@@ -203,7 +206,7 @@ class SharedState:
         drawn = secrets.token_hex(32)
         await asyncio.wait_for(self._redis.set(key, drawn, nx=True), 5.0)
         kept = await asyncio.wait_for(self._redis.get(key), 5.0)
-        return bytes.fromhex(_text(kept or drawn.encode()))
+        return bytes.fromhex(as_text(kept or drawn.encode()))
 
     async def close(self) -> None:
         for task in [*self._tasks, *([self._probe] if self._probe else [])]:
@@ -257,7 +260,7 @@ class SharedState:
         if self.status == "local":
             return
         self.status = "local"
-        self.reason = _reason(exc)
+        self.reason = failure_reason(exc)
         self._since = time.monotonic()
         self._say(
             f"warning: state: {self.label} is not answering ({self.reason}): this replica "
@@ -287,115 +290,9 @@ class SharedState:
     # ------------------------------------------------------------------ changes
 
     async def publish(self, change: dict[str, Any]) -> list[str]:
-        """Store a change made on this replica (already applied here) and wait until
-        every live replica applied it: the replicas that had not after
-        :data:`APPLY_WITHIN` (empty: all did). Raises ``OSError`` when Redis cannot
-        take it."""
-        keys = self._keys
-        op = change["op"]
-        entry = dict(change)
-        if isinstance(entry.get("body"), bytes):
-            entry["body"] = base64.b64encode(entry["body"]).decode()
-        entry["from"] = self.replica
-        try:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                if op == "add_scenario":
-                    stored = [time.time_ns(), entry["body"], entry.get("name")]
-                    pipe.hset(keys["scenarios"], entry["scenario"], orjson.dumps(stored))
-                    pipe.hdel(keys["ordinals"], entry["scenario"])  # counts from 1 again
-                elif op == "remove_scenario":
-                    pipe.hdel(keys["scenarios"], entry["scenario"])
-                    pipe.hdel(keys["ordinals"], entry["scenario"])
-                elif op == "set_default":
-                    pipe.set(keys["default"], orjson.dumps(entry.get("scenario")))
-                elif op == "add_fixtures":
-                    pipe.rpush(keys["fixtures"], entry["body"])
-                elif op == "clear_fixtures":
-                    pipe.delete(keys["fixtures"])
-                elif op == "reset":
-                    pipe.delete(
-                        keys["scenarios"],
-                        keys["default"],
-                        keys["fixtures"],
-                        keys["requests"],
-                        keys["ordinals"],
-                    )
-                pipe.xadd(
-                    keys["changes"],
-                    {"change": orjson.dumps(entry)},
-                    maxlen=CHANGES_KEPT,
-                    approximate=True,
-                )
-                results = await asyncio.wait_for(pipe.execute(), max(self.timeout * 20, 1.0))
-        except Exception as exc:
-            raise OSError(f"--state {self.label}: {_reason(exc)}") from None
-        change_id = _text(results[-1])
-        self._mine.add(change_id)
-        return await self._wait_applied(change_id)
-
-    async def _wait_applied(self, change_id: str) -> list[str]:
-        deadline = time.monotonic() + APPLY_WITHIN
-        keys = self._keys
-        pending: list[str] = []
-        while True:
-            try:
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.hgetall(keys["replicas"])
-                    pipe.hgetall(keys["applied"])
-                    beats, applied = await asyncio.wait_for(pipe.execute(), 1.0)
-            except Exception:
-                return sorted(pending) or ["(Redis stopped answering)"]
-            now_ms = time.time() * 1000
-            live = {_text(r) for r, beat in beats.items() if now_ms - float(beat) < LIVE_FOR * 1000}
-            live.discard(self.member)
-            done = {_text(r) for r, at in applied.items() if _after(_text(at), change_id)}
-            pending = sorted(live - done)
-            if not pending or time.monotonic() >= deadline:
-                return pending
-            await asyncio.sleep(0.01)
-
-    async def _read_changes(self) -> None:
-        """_Apply the changes other replicas make, in the order Redis took them."""
-        assert self._apply is not None
-        stream = self._keys["changes"]
-        wait = BACKOFF_FIRST
-        while True:
-            try:
-                answer: Any = await self._reader.xread({stream: self._last_change}, block=1000)
-                wait = BACKOFF_FIRST
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, BACKOFF_CAP)
-                continue
-            for _, entries in answer or []:
-                for raw_id, fields in entries:
-                    change_id = _text(raw_id)
-                    self._last_change = change_id
-                    if change_id in self._mine:
-                        self._mine.discard(change_id)
-                    else:
-                        await self._apply_one(fields)
-                    await self._ack(change_id)
-
-    async def _apply_one(self, fields: dict[bytes, bytes]) -> None:
-        assert self._apply is not None
-        try:
-            change = orjson.loads(fields[b"change"])
-            if change.get("from") == self.replica:
-                return  # made by this replica: its workers have it from their supervisor
-            if isinstance(change.get("body"), str):
-                change["body"] = base64.b64decode(change["body"])
-            await self._apply(change)
-        except Exception as exc:
-            self._say(f"warning: state: a change from the fleet was not applied here: {exc}")
-
-    async def _ack(self, change_id: str) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                self._redis.hset(self._keys["applied"], self.member, change_id), 1.0
-            )
+        """Store a change made on this replica and wait until every live replica
+        applied it (:meth:`ChangeFeed.publish`)."""
+        return await self.changes.publish(change)
 
     async def _beat(self) -> None:
         await asyncio.wait_for(
@@ -407,7 +304,7 @@ class SharedState:
             await asyncio.sleep(HEARTBEAT_EVERY)
             with contextlib.suppress(Exception):
                 await self._beat()
-                await self._ack(self._last_change)
+                await self.changes.ack(self.changes.last)
 
     # ------------------------------------------------------------------ health
 
@@ -448,24 +345,6 @@ class StateCollector(Collector):
             "within --state-timeout (response_end state: local).",
             value=shared.fallbacks,
         )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _after(applied: str, change: str) -> bool:
-    """Whether stream id ``applied`` is ``change`` or later."""
-    a_ms, _, a_seq = applied.partition("-")
-    c_ms, _, c_seq = change.partition("-")
-    return (int(a_ms), int(a_seq or 0)) >= (int(c_ms), int(c_seq or 0))
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return "no answer in time"
-    text = str(exc) or type(exc).__name__
-    return redact_url(text)
 
 
 __all__ = ["APPLY_WITHIN", "SharedState", "Startup", "StateCollector"]

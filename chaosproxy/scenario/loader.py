@@ -209,7 +209,7 @@ class _FixtureValidator:
         if isinstance(text, Problem):
             self.problems.append(text)
             return None
-        checker = _Validator(text, self.source)
+        checker = _Document(text, self.source)
         try:
             root = checker.compose()
             document = None if root is None else checker.loader.construct_document(root)
@@ -449,17 +449,17 @@ def _line(node: Node) -> int:
 _NODE_NOUNS: dict[type[Node], str] = {MappingNode: "a mapping", SequenceNode: "a list"}
 
 
-class _Validator:
-    """Validates one document, collecting located problems."""
+class _Document:
+    """One YAML document read safely, collecting located problems: composed with the
+    safety checks (a mapping at the top, no alias bomb or recursive alias, no
+    duplicate key, no huge integer, surrogate pairs joined) before anything converts
+    it, and pydantic's errors about it located to their lines."""
 
-    def __init__(self, text: str, source: str, *, read_only: bool = False) -> None:
+    def __init__(self, text: str, source: str) -> None:
         self.text = text
-        #: Ignore the read-only keys of Scenario.as_dict() instead of refusing them.
-        self.ignore_read_only = read_only
         self.loader = _Loader("")  # fed in compose(), where reader errors are caught
         self.source = source
         self.problems: list[Problem] = []
-        self.name_line = 1
 
     def problem(self, line: int, path: Sequence[str | int], message: str) -> None:
         where = dotted(path)
@@ -472,33 +472,6 @@ class _Validator:
 
     def entries(self, node: MappingNode) -> list[tuple[Any, Node, Node]]:
         return [(self.value(k), k, v) for k, v in node.value]
-
-    # -- the whole document
-
-    def run(self, default_name: str | None) -> _Parsed:
-        try:
-            scenario = self.document(default_name)
-        finally:
-            self.loader.dispose()
-        if self.problems:
-            scenario = None
-        problems = sorted(self.problems, key=lambda p: p.line)  # stable: same line keeps order
-        return _Parsed(scenario, problems, self.name_line)
-
-    def document(self, default_name: str | None) -> Scenario | None:
-        root = self.compose()
-        if root is None:
-            return None
-        self.name_line = _line(root)
-        for k, _ in root.value:
-            if isinstance(k, ScalarNode) and k.tag != _MERGE_TAG and k.value == "name":
-                self.name_line = _line(k)
-        try:
-            data = self.loader.construct_document(root)
-        except yaml.MarkedYAMLError as exc:
-            self.yaml_problem(exc)
-            return None
-        return self.scenario(root, data, default_name)
 
     def compose(self) -> MappingNode | None:
         try:
@@ -646,6 +619,101 @@ class _Validator:
             else:
                 self.problem(_line(k), (), f"duplicate key {k.value!r} (first at line {seen})")
 
+    # -- pydantic errors, located
+
+    def report(
+        self,
+        errors: list[ErrorDetails],
+        model: type[BaseModel],
+        base: tuple[str | int, ...],
+        node: Node | None,
+        data: Any,
+        root_line: int,
+    ) -> None:
+        located = [self.locate(err, node, data, root_line) for err in errors]
+        for line, path, message in phrase_errors(located, model):
+            self.problem(line, (*base, *path), message)
+
+    def locate(self, err: ErrorDetails, node: Node | None, data: Any, line: int) -> Located:
+        """Follow ``err['loc']`` through the data and its nodes.
+
+        Elements that name no key or item (pydantic's union branch tags, such as
+        ``constrained-int``) are skipped; the first one is kept as the union point.
+        """
+        path: list[str | int] = []
+        union: tuple[int, str] | None = None
+        loc = list(err["loc"])
+        for n, elem in enumerate(loc):
+            last = n == len(loc) - 1
+            if isinstance(data, dict) and elem in data:
+                data = data[elem]
+                path.append(elem)
+                node, line = self._step_key(node, elem, line)
+            elif isinstance(data, list) and isinstance(elem, int) and 0 <= elem < len(data):
+                data = data[elem]
+                path.append(elem)
+                node = node.value[elem] if isinstance(node, SequenceNode) else None
+                line = _line(node) if node is not None else line
+            elif last and err["type"] == "missing":
+                path.append(elem)
+            elif isinstance(elem, str) and union is None:
+                union = (len(path), elem)
+            elif isinstance(elem, int):
+                path.append(elem)
+        return Located(err, line, tuple(path), union)
+
+    def _step_key(self, node: Node | None, key: Any, line: int) -> tuple[Node | None, int]:
+        if not isinstance(node, MappingNode):
+            return None, line
+        for k, k_node, v_node in reversed(self.entries(node)):
+            if k == key:
+                return v_node, _line(k_node)
+        return None, line
+
+
+class _Validator:
+    """Validates one scenario document (read safely by its :class:`_Document`),
+    collecting located problems."""
+
+    def __init__(self, text: str, source: str, *, read_only: bool = False) -> None:
+        self.doc = _Document(text, source)
+        #: Ignore the read-only keys of Scenario.as_dict() instead of refusing them.
+        self.ignore_read_only = read_only
+        self.source = source
+        #: The document's problems (the same list).
+        self.problems = self.doc.problems
+        self.name_line = 1
+
+    def problem(self, line: int, path: Sequence[str | int], message: str) -> None:
+        self.doc.problem(line, path, message)
+
+    # -- the whole document
+
+    def run(self, default_name: str | None) -> _Parsed:
+        try:
+            scenario = self.document(default_name)
+        finally:
+            self.doc.loader.dispose()
+        if self.problems:
+            scenario = None
+        problems = sorted(self.problems, key=lambda p: p.line)  # stable: same line keeps order
+        return _Parsed(scenario, problems, self.name_line)
+
+    def document(self, default_name: str | None) -> Scenario | None:
+        root = self.doc.compose()
+        if root is None:
+            return None
+        self.name_line = _line(root)
+        for k, _ in root.value:
+            if isinstance(k, ScalarNode) and k.tag != _MERGE_TAG and k.value == "name":
+                self.name_line = _line(k)
+        try:
+            data = self.doc.loader.construct_document(root)
+        except yaml.MarkedYAMLError as exc:
+            self.doc.yaml_problem(exc)
+            return None
+        return self.scenario(root, data, default_name)
+
     # -- the scenario
 
     def scenario(self, root: MappingNode, data: Any, default_name: str | None) -> Scenario | None:
@@ -701,7 +769,7 @@ class _Validator:
         except ValidationError as exc:
             errors = [e for e in exc.errors() if e["loc"] != ("name",) or e["type"] != "missing"]
         errors = _with_unknown_keys(errors, refused, data)
-        self.report(errors, Scenario, (), root, data, root_line=_line(root))
+        self.doc.report(errors, Scenario, (), root, data, root_line=_line(root))
         return None if errors else given
 
     def default_name(self, root: MappingNode, default_name: str | None) -> str | None:
@@ -717,7 +785,7 @@ class _Validator:
 
     def child(self, node: MappingNode, key: str) -> Node | None:
         found = None
-        for k, _, v_node in self.entries(node):
+        for k, _, v_node in self.doc.entries(node):
             if k == key:
                 found = v_node  # the last one wins, as in the constructed dict
         return found
@@ -731,7 +799,7 @@ class _Validator:
             name, params, params_node, name_line = item, None, None, _line(node)
         elif isinstance(item, dict) and len(item) == 1 and isinstance(node, MappingNode):
             ((name, params),) = item.items()
-            entries = self.entries(node)
+            entries = self.doc.entries(node)
             _, k_node, params_node = entries[-1]
             name_line = _line(k_node)
             if not isinstance(name, str):
@@ -767,7 +835,7 @@ class _Validator:
         try:
             config = cls.Config.model_validate({} if params is None else params)
         except ValidationError as exc:
-            self.report(exc.errors(), cls.Config, fault_path, params_node, params, name_line)
+            self.doc.report(exc.errors(), cls.Config, fault_path, params_node, params, name_line)
             return None
         if raw and cls.needs_framing(config):
             self.problem(
@@ -784,57 +852,6 @@ class _Validator:
                 )
                 return None
         return name, config
-
-    # -- pydantic errors, located
-
-    def report(
-        self,
-        errors: list[ErrorDetails],
-        model: type[BaseModel],
-        base: tuple[str | int, ...],
-        node: Node | None,
-        data: Any,
-        root_line: int,
-    ) -> None:
-        located = [self.locate(err, node, data, root_line) for err in errors]
-        for line, path, message in phrase_errors(located, model):
-            self.problem(line, (*base, *path), message)
-
-    def locate(self, err: ErrorDetails, node: Node | None, data: Any, line: int) -> Located:
-        """Follow ``err['loc']`` through the data and its nodes.
-
-        Elements that name no key or item (pydantic's union branch tags, such as
-        ``constrained-int``) are skipped; the first one is kept as the union point.
-        """
-        path: list[str | int] = []
-        union: tuple[int, str] | None = None
-        loc = list(err["loc"])
-        for n, elem in enumerate(loc):
-            last = n == len(loc) - 1
-            if isinstance(data, dict) and elem in data:
-                data = data[elem]
-                path.append(elem)
-                node, line = self._step_key(node, elem, line)
-            elif isinstance(data, list) and isinstance(elem, int) and 0 <= elem < len(data):
-                data = data[elem]
-                path.append(elem)
-                node = node.value[elem] if isinstance(node, SequenceNode) else None
-                line = _line(node) if node is not None else line
-            elif last and err["type"] == "missing":
-                path.append(elem)
-            elif isinstance(elem, str) and union is None:
-                union = (len(path), elem)
-            elif isinstance(elem, int):
-                path.append(elem)
-        return Located(err, line, tuple(path), union)
-
-    def _step_key(self, node: Node | None, key: Any, line: int) -> tuple[Node | None, int]:
-        if not isinstance(node, MappingNode):
-            return None, line
-        for k, k_node, v_node in reversed(self.entries(node)):
-            if k == key:
-                return v_node, _line(k_node)
-        return None, line
 
 
 def _decimal_digits(text: str) -> int:

@@ -121,9 +121,11 @@ class ScenarioSet:
         self.fallback_salt = salt
         self.trust_client = trust_client
         self._lock = threading.Lock()
-        self._counts: dict[str, int] = {}
-        self._requests = 0
-        self._random = random.SystemRandom()
+        #: The seeds and draws of a set without ``--seed`` (its chooser's, kept here:
+        #: a test gives the set a seeded one).
+        self._random: random.Random = random.SystemRandom()
+        #: Each request's choice, and the counters it keeps.
+        self._chooser = Chooser(self, self._lock)
         self._default: str | None = None
         self.set_default(default)
         #: What :meth:`restore` goes back to.
@@ -156,7 +158,7 @@ class ScenarioSet:
         ``match:`` order); its request counter starts again."""
         with self._lock:
             self._scenarios[scenario.name] = scenario
-            self._counts.pop(scenario.name, None)
+            self._chooser.forget(scenario.name)
 
     def remove(self, name: str) -> None:
         """Remove a scenario; if it was the default, there is no default any more."""
@@ -164,7 +166,7 @@ class ScenarioSet:
             if name not in self._scenarios:
                 raise UnknownScenario(name, list(self._scenarios))
             del self._scenarios[name]
-            self._counts.pop(name, None)
+            self._chooser.forget(name)
             if self._default == name:
                 self._default = None
 
@@ -177,8 +179,7 @@ class ScenarioSet:
     def reset(self) -> None:
         """Forget every request: ordinals and derived seeds start again from 1."""
         with self._lock:
-            self._counts.clear()
-            self._requests = 0
+            self._chooser.reset()
 
     def restore(self) -> None:
         """Back to the state at construction: the scenarios added at run time removed,
@@ -188,8 +189,7 @@ class ScenarioSet:
             self._scenarios.clear()
             self._scenarios.update(scenarios)
             self._default = default if default in scenarios else None
-            self._counts.clear()
-            self._requests = 0
+            self._chooser.reset()
 
     def initial(self) -> tuple[dict[str, Scenario], str | None]:
         """What :meth:`restore` goes back to: the scenarios the set started from (or was
@@ -226,12 +226,12 @@ class ScenarioSet:
                         name in old and now is old[name] and scenario is not now
                     ):
                         live[name] = scenario
-                        self._counts.pop(name, None)
+                        self._chooser.forget(name)
                         changed.append(name)
                 for name, scenario in old.items():
                     if name not in base and live.get(name) is scenario:
                         del live[name]
-                        self._counts.pop(name, None)
+                        self._chooser.forget(name)
                         removed.append(name)
                         if self._default == name:
                             self._default = None
@@ -247,7 +247,7 @@ class ScenarioSet:
     def get(self, name: str) -> Scenario:
         """The scenario called ``name``; raises UnknownScenario."""
         with self._lock:
-            return self._get(name)
+            return _lookup(self._scenarios, name)
 
     # -- one request
 
@@ -256,22 +256,54 @@ class ScenarioSet:
         prefix names a scenario that is not loaded, and ValueError for a bad
         ``X-Chaos-Seed``; neither counts as a request. Clients not trusted, none of
         them is even read: only ``match:``, ``rate`` and the default choose."""
-        return self._choose(method, path_qs, headers, self.salt)
+        return self._chooser.choose(method, path_qs, headers, self.salt)
 
-    def _choose(
+    async def choose_in_fleet(
+        self, method: str, path_qs: str, headers: Mapping[str, str], fleet: FleetCounterSource
+    ) -> Choice:
+        """:meth:`choose` with the fleet's counters (``--state redis``: docs/fleet.md;
+        :meth:`Chooser.choose_in_fleet`)."""
+        return await self._chooser.choose_in_fleet(method, path_qs, headers, fleet)
+
+
+class Chooser:
+    """One request's choice, for a :class:`ScenarioSet`: the request counters (this
+    set's, or those shared by workers or a fleet), the ``match:`` rules with their
+    ``rate``, and the seed. Holds the set's lock while it counts; the set tells it when
+    counters start again (:meth:`forget`, :meth:`reset`, under that lock)."""
+
+    def __init__(self, owner: ScenarioSet, lock: threading.Lock) -> None:
+        self._owner = owner
+        self._lock = lock
+        self._counts: dict[str, int] = {}
+        self._requests = 0
+
+    def forget(self, name: str) -> None:
+        """``name``'s ordinals start again (under the set's lock)."""
+        self._counts.pop(name, None)
+
+    def reset(self) -> None:
+        """Every counter starts again (under the set's lock)."""
+        self._counts.clear()
+        self._requests = 0
+
+    def choose(
         self, method: str, path_qs: str, headers: Mapping[str, str], salt: str | None
     ) -> Choice:
+        """:meth:`ScenarioSet.choose`, the seeds derived from ``--seed`` salted with
+        ``salt``."""
+        owner = self._owner
         ignored: tuple[str, ...] = ()
-        if self.trust_client:
+        if owner.trust_client:
             header_seed = _parse_seed(headers)
             named = _first(headers, SCENARIO_HEADER)
             prefixed, path_qs = _strip_prefix(path_qs)
         else:
             ignored = _asked(path_qs, headers)
             header_seed = named = prefixed = None
-        if self.counters is not None:
+        if owner.counters is not None:
             return self._choose_shared(
-                self.counters, method, path_qs, headers, header_seed, named or prefixed, ignored
+                owner.counters, method, path_qs, headers, header_seed, named or prefixed, ignored
             )
         with self._lock:
             number = self._requests + 1  # counted below, once the choice stands
@@ -279,7 +311,7 @@ class ScenarioSet:
             if chosen == PASSTHROUGH:
                 scenario: Scenario | None = None  # explicitly none, whatever the default
             elif chosen is not None:
-                scenario = self._get(chosen)  # an explicit choice ignores rate
+                scenario = _lookup(owner.scenarios, chosen)  # an explicit choice ignores rate
             else:
                 draw = self._draw(header_seed, number, salt) if self._partial else None
                 scenario = self._matching(method, path_qs, headers, draw)
@@ -298,7 +330,8 @@ class ScenarioSet:
         a ``rate`` draw derived from ``--seed`` must know the number before the match.
         When the fleet does not answer in time, :meth:`choose` with this replica's own
         counters (its seeds salted with :attr:`fallback_salt`), marked ``local``."""
-        if self.trust_client:
+        owner = self._owner
+        if owner.trust_client:
             header_seed = _parse_seed(headers)
             chosen = _first(headers, SCENARIO_HEADER)
             prefixed, stripped = _strip_prefix(path_qs)
@@ -311,9 +344,9 @@ class ScenarioSet:
         number_first = False
         with self._lock:
             if chosen is not None and chosen != PASSTHROUGH:
-                scenario = self._get(chosen)  # an explicit choice ignores rate
+                scenario = _lookup(owner.scenarios, chosen)  # an explicit choice ignores rate
             elif chosen is None:
-                number_first = self._partial and header_seed is None and self._base_seed is not None
+                number_first = self._partial and header_seed is None and owner.base_seed is not None
                 if not number_first:
                     draw = self._draw(header_seed, 0) if self._partial else None
                     scenario = self._matching(method, stripped, headers, draw)
@@ -329,7 +362,7 @@ class ScenarioSet:
             number = counts[0]
             with self._lock:
                 scenario = self._matching(
-                    method, stripped, headers, self._draw(None, number, self.salt)
+                    method, stripped, headers, self._draw(None, number, owner.salt)
                 )
             ordinal = 0
             if scenario is not None:
@@ -339,16 +372,17 @@ class ScenarioSet:
                         shared = self._counts.get(scenario.name, 0) + 1
                         self._counts[scenario.name] = shared
                     choice = self._choice(
-                        scenario, shared, number, header_seed, stripped, ignored, self.salt
+                        scenario, shared, number, header_seed, stripped, ignored, owner.salt
                     )
                     return dataclasses.replace(choice, local=True)
                 ordinal = shared
-        return self._choice(scenario, ordinal, number, header_seed, stripped, ignored, self.salt)
+        return self._choice(scenario, ordinal, number, header_seed, stripped, ignored, owner.salt)
 
     def _fallback(self, method: str, path_qs: str, headers: Mapping[str, str]) -> Choice:
         """:meth:`choose` by this replica alone, its derived seeds salted apart from
         the fleet's (whose numbers its own repeat)."""
-        choice = self._choose(method, path_qs, headers, self.fallback_salt)
+        owner = self._owner
+        choice = self.choose(method, path_qs, headers, owner.fallback_salt)
         return dataclasses.replace(choice, local=True)
 
     def _choose_shared(
@@ -364,13 +398,14 @@ class ScenarioSet:
         """:meth:`choose` with counters shared by every worker: the scenario named
         (which may raise) first, then the request's number, the match, and its
         scenario's ordinal, each count one short hold of the shared lock."""
+        owner = self._owner
         scenario: Scenario | None = None  # PASSTHROUGH: explicitly none
         with self._lock:
             if chosen is not None and chosen != PASSTHROUGH:
-                scenario = self._get(chosen)  # an explicit choice ignores rate
+                scenario = _lookup(owner.scenarios, chosen)  # an explicit choice ignores rate
             number = counters.next_request()
             if chosen is None:
-                draw = self._draw(header_seed, number, self.salt) if self._partial else None
+                draw = self._draw(header_seed, number, owner.salt) if self._partial else None
                 scenario = self._matching(method, path_qs, headers, draw)
         ordinal = 0
         if scenario is not None:
@@ -380,7 +415,7 @@ class ScenarioSet:
                     shared = self._counts.get(scenario.name, 0) + 1
                     self._counts[scenario.name] = shared
             ordinal = shared
-        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored, self.salt)
+        return self._choice(scenario, ordinal, number, header_seed, path_qs, ignored, owner.salt)
 
     def _choice(
         self,
@@ -392,6 +427,7 @@ class ScenarioSet:
         ignored: tuple[str, ...],
         salt: str | None = None,
     ) -> Choice:
+        owner = self._owner
         active = scenario is not None and (
             scenario.requests is None or ordinal in scenario.requests
         )
@@ -399,17 +435,11 @@ class ScenarioSet:
             seed = header_seed
         elif scenario is not None and scenario.seed is not None:
             seed = scenario.seed
-        elif self._base_seed is not None:
-            seed = derive_seed(self._base_seed, number, salt)
+        elif owner.base_seed is not None:
+            seed = derive_seed(owner.base_seed, number, salt)
         else:
-            seed = self._random.randrange(SEED_LIMIT)
+            seed = owner._random.randrange(SEED_LIMIT)
         return Choice(scenario, active, ordinal, seed, path_qs, ignored)
-
-    def _get(self, name: str) -> Scenario:
-        try:
-            return self._scenarios[name]
-        except KeyError:
-            raise UnknownScenario(name, list(self._scenarios)) from None
 
     def _matching(
         self, method: str, path_qs: str, headers: Mapping[str, str], draw: float | None
@@ -421,14 +451,15 @@ class ScenarioSet:
         ``rate1 <= u < rate1 + rate2``, and so on; a request none takes falls through
         to passthrough. So ``cut`` at 0.05 and ``dup`` at 0.02 take 5 % and 2 % of the
         requests they both match, and the rest are clean."""
+        owner = self._owner
         path = path_qs.split("?", 1)[0]
         below = 0.0
         candidates = [
             s
-            for s in self._scenarios.values()
+            for s in owner.scenarios.values()
             if s.match is not None and s.match.matches(method, path, headers)
         ]
-        default = self._scenarios[self._default] if self._default is not None else None
+        default = owner.scenarios[owner.default] if owner.default is not None else None
         if default is not None and default not in candidates:
             candidates.append(default)
         for scenario in candidates:
@@ -442,17 +473,18 @@ class ScenarioSet:
     @property
     def _partial(self) -> bool:
         """Whether any scenario takes only a fraction of its requests."""
-        return any(s.rate < 1.0 for s in self._scenarios.values())
+        return any(s.rate < 1.0 for s in self._owner.scenarios.values())
 
     def _draw(self, header_seed: int | None, number: int, salt: str | None = None) -> float:
         """The request's draw for ``rate``: from its ``X-Chaos-Seed``, else from the
         base seed and its number (the same split for the same ``--seed``), else random."""
+        owner = self._owner
         if header_seed is not None:
             basis: int = header_seed
-        elif self._base_seed is not None:
-            basis = derive_seed(self._base_seed, number, salt)
+        elif owner.base_seed is not None:
+            basis = derive_seed(owner.base_seed, number, salt)
         else:
-            return self._random.random()
+            return owner._random.random()
         return random.Random(f"{basis}:rate").random()
 
 
@@ -479,6 +511,13 @@ def derive_seed(base_seed: int, n: int, salt: str | None = None) -> int:
     basis = f"{base_seed}:{n}" if salt is None else f"{base_seed}:{salt}:{n}"
     digest = hashlib.sha256(basis.encode()).digest()
     return int.from_bytes(digest[:8], "big") >> 11  # 53 bits: exact as a JSON number
+
+
+def _lookup(scenarios: Mapping[str, Scenario], name: str) -> Scenario:
+    try:
+        return scenarios[name]
+    except KeyError:
+        raise UnknownScenario(name, list(scenarios)) from None
 
 
 def _first(headers: Mapping[str, str], name: str) -> str | None:
@@ -537,6 +576,7 @@ __all__ = [
     "SCENARIO_HEADER",
     "SEED_HEADER",
     "Choice",
+    "Chooser",
     "Rebased",
     "ScenarioSet",
     "UnknownScenario",

@@ -24,22 +24,16 @@ from multidict import CIMultiDict
 
 from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
 from chaosproxy.core.frames import format_for_content_type
-from chaosproxy.core.framing import FramingError
 from chaosproxy.core.history import Refuse, Resume, StreamHistory
 from chaosproxy.core.session import Session, forwarded_request_headers
+from chaosproxy.core.unavailable import unavailable
 from chaosproxy.observe.journal import RequestEntry
 from chaosproxy.observe.logs import content_fields, describe, redact_path, redact_url
 from chaosproxy.scenario.fixtures import SCENARIO_HEADER as MOCK_SCENARIO_HEADER
 from chaosproxy.server.net import cut_connection
 from chaosproxy.server.pump import BodyPump
 from chaosproxy.server.resume import KeptReply, ResumePlan
-from chaosproxy.upstream import (
-    Reply,
-    UpstreamConnectError,
-    UpstreamError,
-    UpstreamHeadTimeout,
-    UpstreamTimeout,
-)
+from chaosproxy.upstream import Reply, UpstreamError
 
 if TYPE_CHECKING:
     from chaosproxy.scenario.selection import Choice
@@ -314,18 +308,8 @@ class Exchange:
             )
         except UpstreamError as exc:
             where = redact_url(target.url) if target is not None else self.state.upstream_label
-            if isinstance(exc, UpstreamTimeout):
-                status, message = 504, f"upstream timed out on connect: {where}"
-            elif isinstance(exc, UpstreamHeadTimeout):
-                wait = f"{config.head_timeout:g} s"
-                status, message = 504, f"upstream sent no response head within {wait}: {where}"
-            elif isinstance(exc, UpstreamConnectError):
-                said = describe(exc)  # ("upstream HOST:PORT unreachable: ..." says it all)
-                status = 502
-                message = said if said.startswith("upstream ") else f"upstream unreachable: {said}"
-            else:
-                status, message = 502, f"upstream failed before responding: {describe(exc)}"
-            return answer(session.unavailable(status, message, exc.reason))
+            got = unavailable(exc.reason, describe(exc), where, config.head_timeout)
+            return answer(session.unavailable(got.status, got.message, exc.reason))
         if plan is not None and _is_sse(upstream, self.choice):
             scenario = self.choice.scenario
             upstream = self.state.resume.keep(
@@ -378,17 +362,11 @@ class Exchange:
             self.session.client_gone()
             return resp
         chunked = "chunked" in resp.headers.get("Transfer-Encoding", "").lower()
-        pump = BodyPump(self, transport, writer, upstream, chunked=chunked, clock=self.state.clock)
-        try:
-            await pump.run()
-        except FramingError as exc:
-            await pump.upstream_failed(
-                f"upstream broke its framing: {exc}", reason="event too large", salvage=False
-            )
-        if self.session.outcome == "upstream_error":
-            # Never a clean end after an upstream failure: aiohttp would end the body
-            # properly when the handler returns on a connection still open.
-            await self.abort()
+        # An upstream failure mid-body (its framing broken too) is the pump's: it ends
+        # the response without a clean end, once.
+        await BodyPump(
+            self, transport, writer, upstream, chunked=chunked, clock=self.state.clock
+        ).run()
         return resp
 
     async def _prepare(self, resp: web.StreamResponse) -> web.StreamResponse:

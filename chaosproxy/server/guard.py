@@ -274,6 +274,44 @@ class ClientGuard:
         self.rejected += 1
         self.reject(status, reason[:MAX_REASON], peer)
 
+    def refuse(
+        self, transport: asyncio.BaseTransport, peer: str, loop: asyncio.AbstractEventLoop
+    ) -> asyncio.TimerHandle:
+        """A connection over ``max_connections``: answered 503 and closed (our FIN once
+        the client has read it), aborted after a short linger; the timer that aborts it."""
+        self.refused += 1
+        self._reject(503, f"too many connections (max {self.max_connections})", peer)
+        # A stream transport, whichever loop made it (uvloop's is no asyncio.Transport
+        # instance, though it has all of its methods: no isinstance here).
+        stream = cast(asyncio.Transport, transport)
+        stream.write(TOO_MANY)
+        if stream.can_write_eof():
+            stream.write_eof()  # the client reads the answer, then our FIN
+        return loop.call_later(min(self.client_timeout, REFUSED_LINGER), stream.abort)
+
+    def left(self, pending: int, served: int, peer: str) -> None:
+        """A connection closed while waiting for a head, having sent ``pending`` bytes of
+        one after ``served`` requests."""
+        if pending:
+            # Bytes of a request that will never reach the handler now (a head cut
+            # short, or one parsed but not yet handled): still one line for it.
+            self._reject(400, "client left before its request was handled", peer)
+        elif not served:
+            self.empty += 1  # a probe: connected, asked nothing, left
+
+    def timed_out(self, pending: int, served: int, peer: str) -> bytes:
+        """A connection sent no whole head within ``client_timeout``, having sent
+        ``pending`` bytes of one after ``served`` requests: its ``rejected`` line, and
+        what to write before closing it (b'': nothing). A keep-alive connection idle
+        that long is closed without a word."""
+        seconds = f"{self.client_timeout:g}s"
+        if pending:
+            self._reject(408, f"request head incomplete after {seconds} ({pending} bytes)", peer)
+            return HEAD_TIMEOUT
+        if served == 0:
+            self._reject(408, f"no request within {seconds}", peer)
+        return b""
+
     def check(self, request: web.BaseRequest) -> tuple[int, str] | None:
         """Why ``request`` (a parsed head) is not forwarded: (status, reason), or None.
         The target's path itself is normalised later by the handler; this only
@@ -370,6 +408,36 @@ class GuardedRunner(web.AppRunner):
         return GuardedServer(inner, self.guard, **kwargs)
 
 
+class HeldHead:
+    """A request head held back until it is whole (``serve --workers``: the guard holds
+    each head to see whether its ``Last-Event-ID`` names another worker's stream).
+    Empty lines before the request line are no part of it; a head that grows to
+    :data:`MAX_HELD_HEAD` without ending is let go as it is."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: bytes | None = None
+
+    def add(self, data: bytes) -> tuple[bytes, bytes | None] | None:
+        """None while the head is not whole (the bytes are kept); else every byte held,
+        and the head's ``Last-Event-ID`` (None: it has none, or it never ended)."""
+        held = data if self._held is None else self._held + data
+        start = len(held) - len(held.lstrip(b"\r\n"))
+        end = held.find(b"\r\n\r\n", start)
+        if end < 0:
+            end = held.find(b"\n\n", start)
+        if end < 0 and len(held) < MAX_HELD_HEAD:
+            self._held = held
+            return None
+        self._held = None
+        found = _LAST_EVENT_ID.search(held, start, end + 1) if end >= 0 else None
+        return held, (found.group(1).strip() if found is not None else None)
+
+    def clear(self) -> None:
+        self._held = None
+
+
 class GuardedProtocol(RequestHandler):
     """One client connection: counted, timed until its head is in, refused when over
     the limit; heads aiohttp cannot parse are answered and logged here."""
@@ -415,7 +483,7 @@ class GuardedProtocol(RequestHandler):
         self._received_at_check = 0
         self.peer = "?"
         #: A head held back until it is whole, to see whose it is (``handover``).
-        self._held: bytes | None = None
+        self._held = HeldHead()
         #: The head being waited for has gone to aiohttp (nothing more is held).
         self._released = False
         #: Handed to another worker: this end is gone, quietly.
@@ -447,7 +515,8 @@ class GuardedProtocol(RequestHandler):
         guard = self._guard
         self.peer = format_peer(transport.get_extra_info("peername"))
         if guard.open >= guard.max_connections:
-            self._refuse(transport)
+            self._refused = True
+            self._timer = guard.refuse(transport, self.peer, self._loop)
             return
         guard.open += 1
         self._counted = True
@@ -486,23 +555,15 @@ class GuardedProtocol(RequestHandler):
         """Hold a head back until it is whole; then hand the connection over when its
         ``Last-Event-ID`` names another worker's stream (b''), or release it (the
         bytes held) to aiohttp."""
-        held = data if self._held is None else self._held + data
-        start = len(held) - len(held.lstrip(b"\r\n"))
-        end = held.find(b"\r\n\r\n", start)
-        if end < 0:
-            end = held.find(b"\n\n", start)
-        if end < 0 and len(held) < MAX_HELD_HEAD:
-            self._held = held
+        whole = self._held.add(data)
+        if whole is None:
             return b""
-        self._held = None
+        held, last_event_id = whole
         self._released = True
         handover = self._guard.handover
-        if end < 0 or handover is None:
+        if last_event_id is None or handover is None:
             return held
-        found = _LAST_EVENT_ID.search(held, start, end + 1)
-        if found is None:
-            return held
-        owner = handover.owner(found.group(1).strip())
+        owner = handover.owner(last_event_id)
         transport = self.transport
         if owner is None or transport is None:
             return held
@@ -526,17 +587,13 @@ class GuardedProtocol(RequestHandler):
         self._cancel_timer()
         if self._refused:
             return
-        self._held = None
+        self._held.clear()
         if self._counted:
             self._counted = False
             self._guard.open -= 1
-        if self._waiting and self._pending:
-            # Bytes of a request that will never reach the handler now (a head cut
-            # short, or one parsed but not yet handled): still one line for it.
+        if self._waiting:
             self._waiting = False
-            self._guard._reject(400, "client left before its request was handled", self.peer)
-        elif self._waiting and not self._served:
-            self._guard.empty += 1  # a probe: connected, asked nothing, left
+            self._guard.left(self._pending, self._served, self.peer)
         super().connection_lost(exc)
 
     # -------------------------------------------------------------- the head timer
@@ -604,32 +661,10 @@ class GuardedProtocol(RequestHandler):
             self._timer = self._loop.call_later(UNREAD_RECHECK, self._timed_out)
             return
         self._waiting = False  # ended here: connection_lost must not log it again
-        seconds = f"{self._guard.client_timeout:g}s"
-        if self._pending:
-            self._guard._reject(
-                408, f"request head incomplete after {seconds} ({self._pending} bytes)", self.peer
-            )
-            transport.write(HEAD_TIMEOUT)
-        elif self._served == 0:
-            self._guard._reject(408, f"no request within {seconds}", self.peer)
-        # else: a keep-alive connection idle that long, closed without a word
+        answer = self._guard.timed_out(self._pending, self._served, self.peer)
+        if answer:
+            transport.write(answer)
         self.force_close()
-
-    # -------------------------------------------------------------- refusing
-
-    def _refuse(self, transport: asyncio.BaseTransport) -> None:
-        guard = self._guard
-        self._refused = True
-        guard.refused += 1
-        guard._reject(503, f"too many connections (max {guard.max_connections})", self.peer)
-        # A stream transport, whichever loop made it (uvloop's is no asyncio.Transport
-        # instance, though it has all of its methods: no isinstance here).
-        stream = cast(asyncio.Transport, transport)
-        stream.write(TOO_MANY)
-        if stream.can_write_eof():
-            stream.write_eof()  # the client reads the answer, then our FIN
-        linger = min(guard.client_timeout, REFUSED_LINGER)
-        self._timer = self._loop.call_later(linger, stream.abort)
 
     # -------------------------------------------------------------- aiohttp's errors
 

@@ -251,7 +251,10 @@ class BodyPump:
             self._unblock()
         else:  # "failure": a FramingError, or a bug, from the callback side
             assert isinstance(arg, BaseException)
-            raise arg
+            if not isinstance(arg, FramingError):
+                raise arg
+            message = f"upstream broke its framing: {arg}"
+            await self.upstream_failed(message, reason="event too large", salvage=False)
 
     async def upstream_failed(self, message: str, reason: str, *, salvage: bool = True) -> None:
         """The upstream broke mid-body: send what did arrive of an unfinished event (as
@@ -267,7 +270,7 @@ class BodyPump:
             sends = []
         if sends:
             self._send(sends)
-        await self.host.abort()
+        await self.host.abort()  # (aiohttp would end the body cleanly, were it left open)
 
     def _hand_over(self, work: _Work) -> None:
         """Something to await: the task does it, then the pump goes on."""

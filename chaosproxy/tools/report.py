@@ -613,19 +613,34 @@ def _nice_ticks(end_ms: float, n: int = 5) -> list[float]:
 
 
 def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
-    times, sizes, n = req.times, req.sizes, len(req.times)
+    """One request's writes over time, as an SVG: its gaps and stalls, the axes, the
+    bytes written, a mark per write, the upstream events never sent, the cuts, the end."""
+    times, sizes = req.times, req.sizes
     total = sum(sizes)
     last_t = max(times, default=0.0)
     duration = last_t if req.end is None else req.end["duration_ms"]
     end_ms = max(duration, last_t)
-    cuts = [(line, at) for line, at in req.actions if line["action"] == "cut"]
     scale = _Scale(end_ms, total)
     parts: list[str] = [
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        f'data-total-bytes="{total}" data-writes="{n}" '
+        f'data-total-bytes="{total}" data-writes="{len(times)}" '
         f'aria-label="timeline of {_e(req.request_id)}">'
     ]
-    # Gaps and stalls: before the first write, between writes, after the last one.
+    parts += _gaps(times, end_ms, gap_ms, stall_ms, scale)
+    parts += _axes(end_ms, total, scale)
+    parts += _bytes_written(times, sizes, end_ms, scale)
+    parts += _write_marks(req, scale)
+    parts += _never_sent(req, scale)
+    parts += _cuts_and_end(req, last_t, end_ms, scale)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _gaps(
+    times: Sequence[float], end_ms: float, gap_ms: float, stall_ms: float, scale: _Scale
+) -> list[str]:
+    """Gaps and stalls: before the first write, between writes, after the last one."""
+    parts = []
     for a, b in itertools.pairwise(itertools.chain((0.0,), times, (end_ms,))):
         if b - a >= gap_ms:
             cls = "stall" if b - a >= stall_ms else "gap"
@@ -634,10 +649,16 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
                 f'width="{_f(scale.x(b) - scale.x(a))}" height="{scale.h}">'
                 f"<title>{cls} {_fmt_ms(b - a)} ({_fmt_ms(a)} → {_fmt_ms(b)})</title></rect>"
             )
-    # Axes and ticks.
+    return parts
+
+
+def _axes(end_ms: float, total: int, scale: _Scale) -> list[str]:
+    """Axes and ticks."""
     base = TOP + scale.h
-    parts.append(f'<line class="axis" x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}"/>')
-    parts.append(f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}"/>')
+    parts = [
+        f'<line class="axis" x1="{LEFT}" y1="{base}" x2="{WIDTH - RIGHT}" y2="{base}"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{base}"/>',
+    ]
     for tick in _nice_ticks(end_ms):
         parts.append(
             f'<text class="tick" x="{_f(scale.x(tick))}" y="{base + 14}" text-anchor="middle">'
@@ -647,7 +668,13 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
         f'<text class="tick" x="{LEFT - 6}" y="{TOP + 4}" text-anchor="end">{total} B</text>'
         f'<text class="tick" x="{LEFT - 6}" y="{base}" text-anchor="end">0</text>'
     )
-    # Cumulative bytes as a step line: flat until a write, then up by its size.
+    return parts
+
+
+def _bytes_written(
+    times: Sequence[float], sizes: Sequence[int], end_ms: float, scale: _Scale
+) -> list[str]:
+    """Cumulative bytes as a step line: flat until a write, then up by its size."""
     points = [(scale.x(0), scale.y(0))]
     cumulative = 0
     for t_ms, size in zip(times, sizes, strict=True):
@@ -660,15 +687,20 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
     compact = [p for i, p in enumerate(points) if i == 0 or p != points[i - 1]]
     if len(compact) == 1:
         compact.append(compact[0])
-    parts.append(
+    return [
         f'<polyline class="bytes" data-bytes="{cumulative}" points="'
         + " ".join(f"{_f(x)},{_f(y)}" for x, y in compact)
         + '"/>'
-    )
-    # One mark per write (thinned past MAX_MARKS, faulted ones always kept).
+    ]
+
+
+def _write_marks(req: DrawnRequest, scale: _Scale) -> list[str]:
+    """One mark per write (thinned past MAX_MARKS, faulted ones always kept)."""
+    sizes, n = req.sizes, len(req.times)
     stride = max(1, -(-n // MAX_MARKS))
     cumulative = 0
     last_label: tuple[str, float] | None = None
+    parts = []
     for i, size in enumerate(sizes):
         cumulative += size
         if req.faulted[i] or i % stride == 0 or i == n - 1:
@@ -692,24 +724,38 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
                         f'text-anchor="middle">{_e(label, 60)}</text>'
                     )
                     last_label = (label, x)
-    # Upstream events never written: a mark on the byte line where each was missed.
+    return parts
+
+
+def _never_sent(req: DrawnRequest, scale: _Scale) -> list[str]:
+    """Upstream events never written: a mark on the byte line where each was missed."""
     missed: dict[int, list[int]] = {}
     for ordinal, index in sorted(req.unsent.items()):
         missed.setdefault(index, []).append(ordinal)
-    if missed:
-        before = list(itertools.accumulate(sizes, initial=0))
-        for index, ordinals in missed.items():
-            x, y = scale.x(times[index]), scale.y(before[index])
-            said = ", ".join(str(o) for o in ordinals[:10]) + (" …" if len(ordinals) > 10 else "")
-            noun = "events" if len(ordinals) > 1 else "event"
-            parts.append(
-                f'<path class="unsent" data-events="{_e(said, 80)}" '
-                f'd="M{_f(x - 4)},{_f(y - 4)}L{_f(x + 4)},{_f(y + 4)}M{_f(x - 4)},{_f(y + 4)}'
-                f'L{_f(x + 4)},{_f(y - 4)}"><title>upstream {noun} {_e(said, 80)} never sent '
-                "to the client, where later ones were</title></path>"
-            )
-    # The cut(s), then the end.
-    for line, at in cuts:
+    if not missed:
+        return []
+    parts = []
+    before = list(itertools.accumulate(req.sizes, initial=0))
+    for index, ordinals in missed.items():
+        x, y = scale.x(req.times[index]), scale.y(before[index])
+        said = ", ".join(str(o) for o in ordinals[:10]) + (" …" if len(ordinals) > 10 else "")
+        noun = "events" if len(ordinals) > 1 else "event"
+        parts.append(
+            f'<path class="unsent" data-events="{_e(said, 80)}" '
+            f'd="M{_f(x - 4)},{_f(y - 4)}L{_f(x + 4)},{_f(y + 4)}M{_f(x - 4)},{_f(y + 4)}'
+            f'L{_f(x + 4)},{_f(y - 4)}"><title>upstream {noun} {_e(said, 80)} never sent '
+            "to the client, where later ones were</title></path>"
+        )
+    return parts
+
+
+def _cuts_and_end(req: DrawnRequest, last_t: float, end_ms: float, scale: _Scale) -> list[str]:
+    """The cut(s), then the end."""
+    base = TOP + scale.h
+    parts = []
+    for line, at in req.actions:
+        if line["action"] != "cut":
+            continue
         t = last_t if at is None else min(max(at, last_t), end_ms)
         cx = _f(scale.x(t))
         how = _e(line.get("how", "?"), 40)
@@ -735,8 +781,7 @@ def _timeline(req: DrawnRequest, gap_ms: float, stall_ms: float) -> str:
             f'<text class="end-label" x="{ex}" y="{base + 26}" text-anchor="end">'
             f"end: {_e(req.end['outcome'], 40)} at {_fmt_ms(end_ms)}</text>"
         )
-    parts.append("</svg>")
-    return "".join(parts)
+    return parts
 
 
 def _verdict_row(

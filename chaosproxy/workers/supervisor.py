@@ -78,6 +78,7 @@ from chaosproxy.workers.logfile import (
 from chaosproxy.workers.worker import WorkerSpec, run_worker
 
 if TYPE_CHECKING:
+    from chaosproxy.control.process import _Stop
     from chaosproxy.fleet import SharedState
 
 #: The longest the workers may take to start (import, load the scenarios, listen).
@@ -702,98 +703,97 @@ def serve_workers(
     return run(lambda: _supervise(config, scenarios, fixtures, notices))
 
 
-async def _supervise(
-    config: Config,
-    scenarios: Mapping[str, Scenario],
-    fixtures: Sequence[Fixture],
-    notices: Sequence[str] = (),
-) -> int:
-    from chaosproxy.control.process import (
-        _health_check_warning,
-        _startup_line,
-        _startup_notices,
-        _Stop,
-        fail,
-        say,
-    )
-    from chaosproxy.control.start import (
-        SIDE_GRACE,
-        _bound_urls,
-        check_admin_binding,
-        uses_mock,
-        watches,
-    )
-    from chaosproxy.scenario import cross_tenant_warnings, with_library
-    from chaosproxy.server.net import StartupError, hostport, listen
+@dataclass
+class _Prepared:
+    """What the supervisor checked before it starts a worker."""
 
-    count = config.workers
-    # (as early as can be: the CLI has just loaded them)
-    watched = ScenarioFiles(config.scenarios) if watches(config) else None
-    stop = _Stop(config.grace + EXIT_MARGIN)
+    #: The scenarios every worker has: the built-in library and the files'.
+    library: dict[str, Scenario]
+    #: How the workers write the frame log, in which format (see logfile).
+    log_mode: str
+    log_format: str
+    #: The proxy's address, held with ``SO_REUSEPORT`` until the workers listen.
+    held: socket.socket
+    admin_warning: str | None
+
+
+def _prepare(config: Config, scenarios: Mapping[str, Scenario]) -> _Prepared:
+    """Every check a start-up can fail before a worker is spawned (StartupError)."""
+    from chaosproxy.control.start import check_admin_binding
+    from chaosproxy.scenario import with_library
+
+    admin_warning = check_admin_binding(config)
+    library = with_library(scenarios)
+    if config.scenario is not None and config.scenario not in library:
+        raise StartupError(f"--scenario {config.scenario!r} is not a loaded scenario")
+    if len(library) > SLOTS:
+        raise StartupError(f"more than {SLOTS} scenarios: too many for --workers")
     try:
-        admin_warning = check_admin_binding(config)
-        library = with_library(scenarios)
-        if config.scenario is not None and config.scenario not in library:
-            raise StartupError(f"--scenario {config.scenario!r} is not a loaded scenario")
-        if len(library) > SLOTS:
-            raise StartupError(f"more than {SLOTS} scenarios: too many for --workers")
-        try:
-            log_mode, log_format = _log_mode(config)
-        except OSError as exc:
-            raise StartupError(f"cannot open log {config.log}: {exc.strerror or exc}") from None
-        host, port = config.listen
-        held = _placeholder(host, port)
-    except StartupError as exc:
-        return fail(str(exc))
-    port = held.getsockname()[1]
-    context = multiprocessing.get_context("spawn")
-    array = context.RawArray("q", SLOTS + 1)
-    lock = context.Lock()
-    counters = SharedCounters(array, lock)
-    slots = Slots(counters, library)
-    tag = secrets.token_hex(8)
-    secret = secrets.token_bytes(32)
-    # Watching the scenario files is the supervisor's (workers change as it says).
-    worker_config = config.replace(listen=(host, port), admin=None, scenarios_poll=0.0)
-    # Both ends of every inbox stay here too: a replacement takes its place, and the
-    # others' sending ends still reach it.
-    inboxes = [inbox_pair() for _ in range(count)]
-    workers: list[Worker] = []
-    loop = asyncio.get_running_loop()
-    write = stdout_writer()
+        log_mode, log_format = _log_mode(config)
+    except OSError as exc:
+        raise StartupError(f"cannot open log {config.log}: {exc.strerror or exc}") from None
+    host, port = config.listen
+    return _Prepared(library, log_mode, log_format, _placeholder(host, port), admin_warning)
 
-    generations = [0] * count
 
-    async def spawn(i: int, **now: Any) -> Worker:
+class _Spawner:
+    """Starts the workers, and each replacement, with what they all share: the
+    counters, the scenarios' slots, the run's tag and tenant secret, every inbox (both
+    ends of each stay here: a replacement takes its place, and the others' sending
+    ends still reach it), the frame log's target."""
+
+    def __init__(
+        self, config: Config, prepared: _Prepared, port: int, fixtures: Sequence[Fixture]
+    ) -> None:
+        self.count = config.workers
+        self.context = multiprocessing.get_context("spawn")
+        self.array = self.context.RawArray("q", SLOTS + 1)
+        self.lock = self.context.Lock()
+        self.slots = Slots(SharedCounters(self.array, self.lock), prepared.library)
+        self.tag = secrets.token_hex(8)
+        self.secret = secrets.token_bytes(32)
+        self.log_mode = prepared.log_mode
+        self.log_format = prepared.log_format
+        self.fixtures = tuple(fixtures)
+        # Watching the scenario files is the supervisor's (workers change as it says).
+        self.config = config.replace(
+            listen=(config.listen[0], port), admin=None, scenarios_poll=0.0
+        )
+        self.inboxes = [inbox_pair() for _ in range(self.count)]
+        self.workers: list[Worker] = []
+        self.write = stdout_writer()
+        self.generations = [0] * self.count
+
+    async def spawn(self, i: int, **now: Any) -> Worker:
         """Start worker ``i`` (``now``: a replacement's current state, WorkerSpec). A
         replacement's request ids carry its generation after the run's tag
         (``r-3f9a1w0-1``), so that they never repeat its predecessor's."""
-        generation = generations[i]
-        generations[i] += 1
+        generation = self.generations[i]
+        self.generations[i] += 1
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_mine = log_theirs = None
-        if log_mode == "relay":
+        if self.log_mode == "relay":
             log_mine, log_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             log_mine.shutdown(socket.SHUT_WR)
         spec = WorkerSpec(
             index=i,
-            count=count,
-            tag=f"{tag}{generation:x}w{i}" if generation else f"{tag}w{i}",
-            config=worker_config,
+            count=self.count,
+            tag=f"{self.tag}{generation:x}w{i}" if generation else f"{self.tag}w{i}",
+            config=self.config,
             control=theirs,
-            inbox=inboxes[i][0],
-            outboxes=[sender if j != i else None for j, (_, sender) in enumerate(inboxes)],
-            counters=array,
-            lock=lock,
-            slots=dict(slots.of),
-            tenant_secret=secret,
-            log_mode=log_mode,
+            inbox=self.inboxes[i][0],
+            outboxes=[sender if j != i else None for j, (_, sender) in enumerate(self.inboxes)],
+            counters=self.array,
+            lock=self.lock,
+            slots=dict(self.slots.of),
+            tenant_secret=self.secret,
+            log_mode=self.log_mode,
             log_socket=log_theirs,
-            log_format=log_format,
-            fixture_files=tuple(fixtures),
+            log_format=self.log_format,
+            fixture_files=self.fixtures,
             **now,
         )
-        process = context.Process(
+        process = self.context.Process(
             target=run_worker, args=(spec,), name=f"chaosproxy-worker-{i}", daemon=True
         )
         process.start()
@@ -803,28 +803,34 @@ async def _supervise(
         channel = Channel(mine)
         worker = Worker(i, process, channel, born=time.monotonic())
         channel.on_note = worker.noted
-        if i < len(workers):  # a replacement takes its place at once
-            workers[i] = worker
+        if i < len(self.workers):  # a replacement takes its place at once
+            self.workers[i] = worker
         await channel.open()
         if log_mine is not None:
+            loop = asyncio.get_running_loop()
+            write = self.write
             _, worker.relay = await loop.create_unix_connection(lambda: Relay(write), sock=log_mine)
         return worker
 
-    for i in range(count):
-        # The supervisor's scenarios, not the files again: every worker has the same.
-        workers.append(await spawn(i, scenarios=library, default=config.scenario))
-    lost_log = _lost_log(config, log_mode, log_format, write)
-
-    def kill_all() -> None:
-        for w in workers:
+    def kill_all(self) -> None:
+        for w in self.workers:
             with contextlib.suppress(Exception):
                 if w.process.is_alive():
                     w.process.kill()
 
-    stop.last_words = kill_all
-    # Start-up: every worker says it is ready (or why it is not), or a signal comes.
+    def close(self) -> None:
+        for pair in self.inboxes:
+            for sock in pair:
+                sock.close()
+
+
+async def _started(
+    workers: Sequence[Worker], signalled: asyncio.Future[Any], held: socket.socket
+) -> list[str] | None:
+    """Wait until every worker says it is ready (or why it is not), or a signal comes,
+    then let the address ``held`` go: why start-up failed, each once; [] for a signal;
+    None when every worker is ready (else they are stopped)."""
     hellos = [asyncio.ensure_future(_hello(w)) for w in workers]
-    signalled = asyncio.ensure_future(stop.wait())
     try:
         async with asyncio.timeout(START_LIMIT):
             await asyncio.wait({*hellos, signalled}, return_when=asyncio.FIRST_COMPLETED)
@@ -852,12 +858,149 @@ async def _supervise(
         for h in hellos:
             h.cancel()
         await _stop_workers(workers, time.monotonic() + 1.0)
-        if problems:
-            for problem in dict.fromkeys(problems):  # (the same reason from each worker)
-                fail(problem)
-            return 2
-        return 0
-    # The admin API: here, obeyed by every worker.
+        return list(dict.fromkeys(problems))  # (the same reason from each worker)
+    return None
+
+
+@dataclass
+class _Admin:
+    """The supervisor's admin API, when it has one."""
+
+    runner: web.AppRunner | None = None
+    url: str | None = None
+    bound: list[str] = field(default_factory=list)
+
+
+async def _serve_admin(
+    config: Config,
+    group: Workers,
+    scenario_set: ScenarioSet,
+    mirror: Any,
+    warnings: list[str],
+    shared: SharedState | None,
+    changed: Callable[[dict[str, Any]], Awaitable[Any]],
+) -> _Admin:
+    """The admin API, here, obeyed by every worker (StartupError: it cannot listen)."""
+    from chaosproxy.control.start import SIDE_GRACE, _bound_urls
+    from chaosproxy.server.net import hostport, listen
+
+    if config.admin is None:
+        return _Admin()
+    admin_host, admin_port = config.admin
+    state = admin_api.AdminState(
+        scenario_set,
+        _no_requests(config.log_content),
+        Metrics(),
+        token=config.admin_token,
+        warnings=warnings,
+        host=admin_host,
+        fixtures=mirror,
+        client_timeout=config.admin_client_timeout,
+        max_connections=config.admin_max_connections,
+        changed=changed,
+        shared=shared,
+    )
+    runner, bound_port = await listen(
+        admin_api.create_admin_app(state, _admin_routes(group, state, shared, config)),
+        admin_host,
+        admin_port,
+        what="the admin API",
+        grace=SIDE_GRACE,
+    )
+    return _Admin(runner, f"http://{hostport(admin_host, bound_port)}", _bound_urls(runner))
+
+
+async def _announce(
+    config: Config,
+    port: int,
+    scenarios: Mapping[str, Scenario],
+    library: Mapping[str, Scenario],
+    workers: Sequence[Worker],
+    admin: _Admin,
+    warnings: Sequence[str],
+    notices: Sequence[str],
+) -> None:
+    """The start-up line (as one process's ``serve``, with the workers' pids), the
+    notices and the warnings, on stderr."""
+    from chaosproxy.control.process import (
+        _health_check_warning,
+        _startup_line,
+        _startup_notices,
+        say,
+    )
+    from chaosproxy.server.net import hostport
+
+    host = config.listen[0]
+    first = workers[0].hello or {}
+    shown = SimpleNamespace(
+        url=first.get("url", f"http://{hostport(host, port)}"),
+        bound=first.get("bound", []),
+        upstream=first.get("upstream", ""),
+        upstreams=first.get("upstreams", {}),
+        admin_url=admin.url,
+        admin_bound=admin.bound,
+    )
+    names = f"{len(library)} (the built-in library" + (
+        f" and {', '.join(scenarios)})" if scenarios else ")"
+    )
+    line = _startup_line(config, shown, names=names)  # type: ignore[arg-type]
+    pids = ", ".join(str((w.hello or {}).get("pid", "?")) for w in workers)
+    print(f"{line}; workers: {len(workers)} (pids {pids})", file=sys.stderr)
+    for notice in [*_startup_notices(config, shown), *notices]:  # type: ignore[arg-type]
+        say("notice", notice)
+    unreachable = await asyncio.to_thread(_health_check_warning, config, shown)  # type: ignore[arg-type]
+    for warning in [*warnings, *([unreachable] if unreachable else [])]:
+        say("warning", warning)
+    sys.stderr.flush()
+
+
+def _warnings(prepared: _Prepared, first: Mapping[str, Any]) -> list[str]:
+    """The start-up warnings: the admin's binding, the first worker's, the library's."""
+    from chaosproxy.scenario import cross_tenant_warnings
+
+    admin_warning = prepared.admin_warning
+    warnings = [admin_warning] if admin_warning else []
+    warnings += [str(w) for w in first.get("warnings", []) if w != admin_warning]
+    library = prepared.library.values()
+    return warnings + [w for w in cross_tenant_warnings(library) if w not in warnings]
+
+
+async def _wind_down(
+    config: Config,
+    spawner: _Spawner,
+    admin: _Admin,
+    since: float,
+    closing: Sequence[Callable[[], Awaitable[Any]]],
+) -> None:
+    """Stop serving: the admin's sites, then every worker within its grace from
+    ``since`` (the signal), their log relays drained, then what else ``closing`` ends."""
+    if admin.runner is not None:
+        for site in list(admin.runner.sites):
+            await site.stop()
+    workers = spawner.workers
+    await _stop_workers(workers, since + config.grace + EXIT_MARGIN - 0.1)
+    for w in workers:
+        if w.relay is not None:
+            left = since + config.grace + 0.8 - time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.05, left)):
+                    await w.relay.done
+        await w.channel.close()
+    if admin.runner is not None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(0.1):
+                await admin.runner.cleanup()
+    for close in closing:
+        await close()
+
+
+def _obeyed(
+    config: Config, library: Mapping[str, Scenario], fixtures: Sequence[Fixture]
+) -> tuple[ScenarioSet, Any]:
+    """What the admin API changes here and every worker follows: the scenario set, and
+    the mock's fixtures when the upstream is the mock (else None)."""
+    from chaosproxy.control.start import uses_mock
+
     scenario_set = ScenarioSet(
         library,
         config.scenario,
@@ -870,73 +1013,18 @@ async def _supervise(
         from chaosproxy.mock.fixtures import MockFixtures
 
         mirror = MockFixtures(fixtures)
-    first = workers[0].hello or {}
-    warnings = [admin_warning] if admin_warning else []
-    warnings += [str(w) for w in first.get("warnings", []) if w != admin_warning]
-    warnings += [w for w in cross_tenant_warnings(library.values()) if w not in warnings]
-    group = Workers(workers, slots)
-    group.replica = config.replica_id
-    shared = None
-    changed: Callable[[dict[str, Any]], Awaitable[Any]] = group.changed
-    if config.shared:  # the replica is a member of its fleet too (docs/fleet.md)
-        try:
-            shared = await _join_fleet(config, scenario_set, mirror)
-        except StartupError as exc:
-            await _stop_workers(workers, time.monotonic() + config.grace + 0.5)
-            return fail(str(exc))
-        changed = _fleet_changes(group, shared)
-    admin_runner = None
-    admin_url = None
-    admin_bound: list[str] = []
-    if config.admin is not None:
-        admin_host, admin_port = config.admin
-        state = admin_api.AdminState(
-            scenario_set,
-            _no_requests(config.log_content),
-            Metrics(),
-            token=config.admin_token,
-            warnings=warnings,
-            host=admin_host,
-            fixtures=mirror,
-            client_timeout=config.admin_client_timeout,
-            max_connections=config.admin_max_connections,
-            changed=changed,
-            shared=shared,
-        )
-        try:
-            admin_runner, bound_port = await listen(
-                admin_api.create_admin_app(state, _admin_routes(group, state, shared, config)),
-                admin_host,
-                admin_port,
-                what="the admin API",
-                grace=SIDE_GRACE,
-            )
-        except StartupError as exc:
-            await _stop_workers(workers, time.monotonic() + config.grace + 0.5)
-            return fail(str(exc))
-        admin_url = f"http://{hostport(admin_host, bound_port)}"
-        admin_bound = _bound_urls(admin_runner)
-    shown = SimpleNamespace(
-        url=first.get("url", f"http://{hostport(host, port)}"),
-        bound=first.get("bound", []),
-        upstream=first.get("upstream", ""),
-        upstreams=first.get("upstreams", {}),
-        admin_url=admin_url,
-        admin_bound=admin_bound,
-    )
-    names = f"{len(library)} (the built-in library" + (
-        f" and {', '.join(scenarios)})" if scenarios else ")"
-    )
-    line = _startup_line(config, shown, names=names)  # type: ignore[arg-type]
-    pids = ", ".join(str((w.hello or {}).get("pid", "?")) for w in workers)
-    print(f"{line}; workers: {count} (pids {pids})", file=sys.stderr)
-    for notice in [*_startup_notices(config, shown), *notices]:  # type: ignore[arg-type]
-        say("notice", notice)
-    unreachable = await asyncio.to_thread(_health_check_warning, config, shown)  # type: ignore[arg-type]
-    for warning in [*warnings, *([unreachable] if unreachable else [])]:
-        say("warning", warning)
-    sys.stderr.flush()
-    # Serve until a signal, replacing a worker that dies (or giving up on one).
+    return scenario_set, mirror
+
+
+def _keeper(
+    group: Workers,
+    spawner: _Spawner,
+    scenario_set: ScenarioSet,
+    mirror: Any,
+    lost_log: FrameLog | None,
+) -> Keeper:
+    """The keeper of the workers, started: a worker that dies is replaced, starting
+    with the state of now."""
 
     def current() -> dict[str, Any]:
         """What a replacement starts with: the state of now (WorkerSpec)."""
@@ -948,53 +1036,91 @@ async def _supervise(
             "fixtures_added": mirror.added if mirror is not None else (),
         }
 
-    keeper = Keeper(group, spawn, current, lost_log, lock)
+    keeper = Keeper(group, spawner.spawn, current, lost_log, spawner.lock)
     keeper.start()
+    return keeper
+
+
+async def _until_stopped(
+    config: Config, stop: _Stop, signalled: asyncio.Future[Any], keeper: Keeper
+) -> tuple[int, float]:
+    """Serve until a signal (exit 0) or until the keeper gives up on a worker (exit 1):
+    the exit code, and when stopping began (the workers' grace counts from it)."""
+    from chaosproxy.control.process import say
+
+    await asyncio.wait({signalled, keeper.gave_up}, return_when=asyncio.FIRST_COMPLETED)
+    if signalled.done():
+        say("notice", f"{stop.reason}: stopping; streams in flight get {config.grace:g}s")
+        return 0, stop.signalled_at
+    say("error", keeper.gave_up.result())
+    return 1, time.monotonic()
+
+
+async def _supervise(
+    config: Config,
+    scenarios: Mapping[str, Scenario],
+    fixtures: Sequence[Fixture],
+    notices: Sequence[str] = (),
+) -> int:
+    from chaosproxy.control.process import _Stop, fail
+    from chaosproxy.control.start import watches
+
+    # (as early as can be: the CLI has just loaded them)
+    watched = ScenarioFiles(config.scenarios) if watches(config) else None
+    stop = _Stop(config.grace + EXIT_MARGIN)
+    try:
+        prepared = _prepare(config, scenarios)
+    except StartupError as exc:
+        return fail(str(exc))
+    library = prepared.library
+    port = prepared.held.getsockname()[1]
+    spawner = _Spawner(config, prepared, port, fixtures)
+    workers = spawner.workers
+    for i in range(config.workers):
+        # The supervisor's scenarios, not the files again: every worker has the same.
+        workers.append(await spawner.spawn(i, scenarios=library, default=config.scenario))
+    lost_log = _lost_log(config, spawner.log_mode, spawner.log_format, spawner.write)
+    stop.last_words = spawner.kill_all
+    signalled = asyncio.ensure_future(stop.wait())
+    problems = await _started(workers, signalled, prepared.held)
+    if problems is not None:
+        for problem in problems:
+            fail(problem)
+        return 2 if problems else 0
+    scenario_set, mirror = _obeyed(config, library, fixtures)
+    warnings = _warnings(prepared, workers[0].hello or {})
+    group = Workers(workers, spawner.slots)
+    group.replica = config.replica_id
+    shared = None
+    changed: Callable[[dict[str, Any]], Awaitable[Any]] = group.changed
+    try:
+        if config.shared:  # the replica is a member of its fleet too (docs/fleet.md)
+            shared = await _join_fleet(config, scenario_set, mirror)
+            changed = _fleet_changes(group, shared)
+        admin = await _serve_admin(config, group, scenario_set, mirror, warnings, shared, changed)
+    except StartupError as exc:
+        await _stop_workers(workers, time.monotonic() + config.grace + 0.5)
+        return fail(str(exc))
+    await _announce(config, port, scenarios, library, workers, admin, warnings, notices)
+    # Serve until a signal, replacing a worker that dies (or giving up on one).
+    keeper = _keeper(group, spawner, scenario_set, mirror, lost_log)
     watcher = None
     if watched is not None:
         watcher = _watch_files(config, scenario_set, group, watched)
         watcher.start()
-    ending: set[asyncio.Future[Any]] = {signalled, keeper.gave_up}
-    await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
-    code = 0
-    if signalled.done():
-        say("notice", f"{stop.reason}: stopping; streams in flight get {config.grace:g}s")
-        since = stop.signalled_at
-    else:
-        say("error", keeper.gave_up.result())
-        code = 1
-        since = time.monotonic()
+    code, since = await _until_stopped(config, stop, signalled, keeper)
     await keeper.stop()
     if watcher is not None:
         await watcher.stop()
-    if admin_runner is not None:
-        for site in list(admin_runner.sites):
-            await site.stop()
-    await _stop_workers(workers, since + config.grace + EXIT_MARGIN - 0.1)
-    for w in workers:
-        if w.relay is not None:
-            left = since + config.grace + 0.8 - time.monotonic()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.05, left)):
-                    await w.relay.done
-        await w.channel.close()
-    if admin_runner is not None:
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(0.1):
-                await admin_runner.cleanup()
-    if shared is not None:
-        await shared.close()
+    closing: list[Callable[[], Awaitable[Any]]] = [shared.close] if shared is not None else []
+    await _wind_down(config, spawner, admin, since, closing)
     if lost_log is not None:
         lost_log.close()
-    for pair in inboxes:
-        for sock in pair:
-            sock.close()
+    spawner.close()
     stop.written()
     stop.last_words = None
     sys.stdout.flush()
-    if code:
-        return code
-    return 0
+    return code
 
 
 async def _join_fleet(config: Config, scenarios: ScenarioSet, fixtures: Any) -> SharedState:

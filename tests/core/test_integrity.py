@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaosproxy.core.actions import Send
+from chaosproxy.core.integrity import Envelope, EnvelopeCheck
 from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.scenario import parse_scenario
@@ -387,3 +388,47 @@ def test_any_chunking_of_any_capture_stays_intact(
     assert content is not None
     assert content.sent.events == content.upstream.events == len(capture.events)
     assert session.violations() == []
+
+
+# --------------------------------------------------------------------------- the envelope
+
+
+def test_the_envelope_check_reads_each_event_alone() -> None:
+    """One side's envelope part (``EnvelopeCheck``): the rules each event's JSON breaks,
+    in order; events without the pointed-to values, or not JSON, are not checked."""
+    check = EnvelopeCheck(Envelope.parse("stream=/id,sequence=/seq"))
+    events: list[Any] = [
+        {"id": "a", "seq": 1},
+        {"id": "a", "seq": 2},
+        {"seq": 4},  # a gap; no id: the stream is not checked
+        None,  # not JSON
+        {"id": "b", "seq": 4},  # the stream changed, the number repeats
+        {"id": "a", "seq": 3},  # back below the highest
+        {"id": "a", "seq": True},  # not a number
+        {"id": "a", "seq": 5},
+    ]
+    assert [check.check(event) for event in events] == [
+        [],
+        [],
+        ["sequence_gap"],
+        [],
+        ["stream_changed", "sequence_repeat"],
+        ["sequence_backwards"],
+        [],
+        [],
+    ]
+
+
+def test_an_envelope_of_one_pointer_checks_only_that() -> None:
+    stream = EnvelopeCheck(Envelope.parse("stream=/s"))
+    assert [stream.check({"s": s, "seq": 9}) for s in ("x", "x", "y")] == [
+        [],
+        [],
+        ["stream_changed"],
+    ]
+    sequence = EnvelopeCheck(Envelope.parse("sequence=/n"))
+    assert [sequence.check({"s": s, "n": n}) for s, n in (("x", 7), ("y", 8), ("z", 10))] == [
+        [],
+        [],
+        ["sequence_gap"],
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 
 import pytest
 from multidict import CIMultiDict
@@ -11,6 +12,7 @@ from multidict import CIMultiDict
 from chaosproxy.scenario import Scenario, ScenarioError, parse_scenario
 from chaosproxy.scenario.selection import (
     Choice,
+    Chooser,
     Rebased,
     ScenarioSet,
     UnknownScenario,
@@ -569,3 +571,43 @@ def test_rebase_without_apply_changes_only_what_reset_goes_back_to() -> None:
     assert s.initial() == ({"b": b}, "b")
     s.restore()
     assert list(s.scenarios) == ["b"] and s.default == "b"
+
+
+# --------------------------------------------------------------------------- the chooser
+
+
+def test_a_chooser_counts_apart_and_starts_again_when_told(library: dict[str, Scenario]) -> None:
+    """The set's ``Chooser`` alone: its own counters over the set's scenarios, the
+    seeds derived under the salt it is given, ordinals forgotten per scenario or all."""
+    chosen = ScenarioSet(library, default="first-only", base_seed=5)
+    chooser = Chooser(chosen, threading.Lock())
+    got = [chooser.choose("GET", "/x", {}, "pod-a") for _ in range(3)]
+    assert [(names(c), c.ordinal, c.active) for c in got] == [
+        ("first-only", 1, True),
+        ("first-only", 2, False),
+        ("first-only", 3, False),
+    ]
+    assert [c.seed for c in got] == [derive_seed(5, n, "pod-a") for n in (1, 2, 3)]
+    assert chosen.choose("GET", "/x", {}).ordinal == 1  # the set's own counters: apart
+    chooser.forget("first-only")
+    again = chooser.choose("GET", "/x", {}, None)
+    assert (again.ordinal, again.active, again.seed) == (1, True, derive_seed(5, 4))
+    chooser.reset()
+    fresh = chooser.choose("POST", "/_chaos/plain" + CHAT, {}, None)
+    assert (names(fresh), fresh.ordinal, fresh.seed, fresh.path) == (
+        "plain",
+        1,
+        derive_seed(5, 1),
+        CHAT,
+    )
+
+
+def test_a_chooser_follows_the_sets_changes(library: dict[str, Scenario]) -> None:
+    chosen = ScenarioSet(library, base_seed=5)
+    chooser = Chooser(chosen, threading.Lock())
+    assert names(chooser.choose("GET", "/x", {}, None)) is None  # no default: passthrough
+    chosen.set_default("plain")
+    assert names(chooser.choose("GET", "/x", {}, None)) == "plain"
+    chosen.remove("plain")
+    with pytest.raises(UnknownScenario, match="'plain'"):
+        chooser.choose("GET", "/x", {"X-Chaos-Scenario": "plain"}, None)

@@ -411,3 +411,30 @@ async def test_a_full_client_buffer_pauses_the_upstream_until_it_drains() -> Non
     assert body.paused[:2] == [True, False]
     assert host.awaited == ["eof"]  # no drain awaited: the protocol said when
     assert session.outcome == "completed" and session.frames == 3
+
+
+async def test_a_broken_framing_ends_the_response_once_in_the_pump() -> None:
+    """An event past the framer's bound (a FramingError in the read callback): the pump
+    hands it to its task, which ends the response as any upstream failure mid-body,
+    with one abort and nothing salvaged; ``run`` itself returns (the exchange does no
+    more)."""
+    session = Session(
+        "r-1",
+        scenario=parse_scenario("faults: []", "<s>", default_name="s"),
+        seed=1,
+        path="/s",
+        max_event_size=16,
+    )
+    session.start(0.0)
+    session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
+    transport = RecordingTransport()
+    host = Host(session)
+    body = Body([b"data: 1\n\n", b"data: " + b"z" * 40])
+    pump = BodyPump(host, transport, Writer(host), body, chunked=True)  # type: ignore[arg-type]
+    async with asyncio.timeout(5):
+        await pump.run()
+    assert host.awaited == ["abort"]
+    assert transport.calls == [[b"9\r\ndata: 1\n\n\r\n"]]
+    assert (session.outcome, session.reason) == ("upstream_error", "event too large")
+    assert session.error is not None
+    assert session.error.startswith("upstream broke its framing: ")
