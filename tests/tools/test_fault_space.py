@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from chaosproxy.core.faults import registry
 from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.tools.fault_space import (
-    DRAWERS,
     Choices,
     FaultDraw,
     Shape,
@@ -21,6 +20,7 @@ from chaosproxy.tools.fault_space import (
     draft_from_json,
     draft_json,
     draft_key,
+    explorable,
     int_range,
     options,
     run_seed,
@@ -145,7 +145,7 @@ def test_what_fits_which_stream() -> None:
     assert {"drop", "mutate", "splice"} <= ndjson
     assert not {"comment", "ids", "line_endings"} & ndjson  # SSE only
     assert "mutate" not in usable_faults(Shape("generic", "sse", 5, {"other": 5}))
-    assert set(usable_faults(CHAT)) == set(DRAWERS)
+    assert set(usable_faults(CHAT)) == set(explorable())
 
 
 def test_choices_record_and_read_back() -> None:
