@@ -125,7 +125,6 @@ def test_faults_restricts_the_space_and_endless_leaves_out_what_never_ends() -> 
 
 def test_what_fits_which_stream() -> None:
     assert usable_faults(RAW) == (
-        "bom",
         "rechunk",
         "coalesce",
         "delay",

@@ -19,7 +19,7 @@ class BomConfig(FaultConfig):
 
 class BomFault(Fault[BomConfig], name="bom", stage="event"):
     declaration = Declaration(
-        needs="any",
+        needs="framed",
         keeps_answer=True,
         explore=Explore(draw=nothing, rank=9),
         example="bom",

@@ -100,6 +100,14 @@ def test_every_fault_declares_itself_whole(name: str) -> None:
     cls.Config.model_validate(params or {})
 
 
+@pytest.mark.parametrize("name", sorted(registry()))
+def test_what_a_fault_needs_is_what_a_raw_body_leaves_out(name: str) -> None:
+    """A fault declared to need events is one a ``raw`` body leaves out, and only
+    those (core/body.py asks ``needs_framing``)."""
+    cls = registry()[name]
+    assert (cls.declaration.needs != "any") == cls.needs_framing(cls.Config.model_construct())
+
+
 def test_a_fault_without_a_declaration_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match=r"fault 'note' \(.*NoteFault\): no declaration"):
         check_declaration(fault_class(None))
