@@ -126,7 +126,9 @@ def test_explore_draws_it_where_its_declaration_fits() -> None:
         assert read == draft
         loaded = validated(scenario_yaml(scenario_data(f"run-{k}", faults, seed=seed)), "x")
         assert [name for name, _ in loaded.faults] == ["stamp"]
-        drawn.add(loaded.faults[0][1].marks)
+        config = loaded.faults[0][1]
+        assert isinstance(config, StampConfig)
+        drawn.add(config.marks)
     assert drawn == {1, 2, 3}
     # Read back from its choices (one kind: no choice; the form; the nth; the marks).
     assert space.read((FaultDraw("stamp", (0, 0, 2)),))[1] == [
