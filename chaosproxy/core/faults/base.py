@@ -398,7 +398,8 @@ class Fault(Generic[C]):
 
     @classmethod
     def needs_framing(cls, config: FaultConfig) -> bool:
-        """True when this config cannot work on a ``raw`` stream (validation error)."""
+        """True when this config cannot work on a ``raw`` stream (validation error): an
+        event fault's (its declaration says so: ``needs`` other than ``any``)."""
         return cls.stage == "event"
 
     @classmethod

@@ -27,7 +27,9 @@ from chaosproxy.core.faults.base import (
 )
 from chaosproxy.core.faults.drawing import Explore, nothing
 from chaosproxy.core.framing import parse_block
+from chaosproxy.scenario import ScenarioError, parse_scenario
 from chaosproxy.tools.fault_space import explorable
+from tests.conftest import REPO
 from tests.verdict_oracle import benign
 
 #: The order explore's space lists its faults in: each run draws from it by position,
@@ -101,11 +103,27 @@ def test_every_fault_declares_itself_whole(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(registry()))
-def test_what_a_fault_needs_is_what_a_raw_body_leaves_out(name: str) -> None:
-    """A fault declared to need events is one a ``raw`` body leaves out, and only
-    those (core/body.py asks ``needs_framing``)."""
+def test_the_event_faults_and_only_they_need_events(name: str) -> None:
+    """An event fault declares it needs framed events, a transport or HTTP fault that
+    it takes any body; a ``raw`` body leaves out the first (``needs_framing``, which
+    core/body.py and the scenario loader ask) and a scenario with ``format: raw``
+    refuses them."""
     cls = registry()[name]
-    assert (cls.declaration.needs != "any") == cls.needs_framing(cls.Config.model_construct())
+    needs = cls.declaration.needs
+    assert (needs != "any") == (cls.stage == "event")
+    assert cls.needs_framing(cls.Config.model_construct()) == (needs != "any")
+    text = yaml.safe_dump({"format": "raw", "faults": [yaml.safe_load(cls.declaration.example)]})
+    if needs == "any":
+        parse_scenario(text, "<raw>", default_name="raw")
+    else:
+        with pytest.raises(ScenarioError, match=rf"faults\[0\]\.{name}"):
+            parse_scenario(text, "<raw>", default_name="raw")
+
+
+@pytest.mark.parametrize("name", sorted(registry()))
+def test_every_fault_has_its_own_test_file(name: str) -> None:
+    """docs/architecture.md, "Where to add": a fault is its file and its test file."""
+    assert (REPO / "tests" / "core" / "faults" / f"test_{name}.py").is_file()
 
 
 def test_a_fault_without_a_declaration_is_refused_by_name() -> None:
