@@ -1,12 +1,13 @@
 """Adding a fault is one file (docs/architecture.md, "Where to add"): two faults defined
 only here, registered for each test's duration (as discovery registers a file of
 chaosproxy/core/faults/), are accepted by the scenario loader and its JSON Schema,
-drawn by explore's space, run by a session and judged by the verdicts, each as its own
-declaration says, with nothing else touched."""
+drawn by explore's space and explored by its loop (run, judged, shrunk), run by a
+session and judged by the verdicts, each as its own declaration says, with nothing
+else touched."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import pytest
@@ -22,9 +23,11 @@ from chaosproxy.core.faults.base import (
     check_declaration,
 )
 from chaosproxy.core.faults.drawing import Choices, Explore, Shape, Within, selector
+from chaosproxy.core.records import Judgement
 from chaosproxy.core.session import Session
 from chaosproxy.core.verdict import ClientReport, judge
 from chaosproxy.scenario import Scenario, ScenarioError, parse_scenario
+from chaosproxy.tools.explore import Budget, SerialRunner, Settings, Trial, TrialResult, explore
 from chaosproxy.tools.fault_space import (
     FaultDraw,
     Space,
@@ -41,6 +44,7 @@ from tests.verdict_oracle import benign
 E1 = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n'
 E2 = b'data: {"choices":[{"delta":{"content":"b"}}]}\n\n'
 DONE = b"data: [DONE]\n\n"
+PATH = "/v1/chat/completions"
 CHAT = Shape("openai-chat", "sse", 3, {"delta": 2, "terminal": 1}, len(E1 + E2 + DONE))
 
 
@@ -136,22 +140,34 @@ def test_explore_draws_it_where_its_declaration_fits() -> None:
     ]
 
 
-def run(faults: str, report: ClientReport) -> tuple[list[tuple[str, ...]], str]:
-    """The chat stream through a session under ``faults``: each write's faults, and the
-    verdict on a client that reported ``report``."""
+def through_a_session(
+    scenario_: Scenario, request_id: str, report: Callable[[list[tuple[str, ...]]], ClientReport]
+) -> tuple[list[tuple[str, ...]], Judgement, list[dict[str, Any]]]:
+    """The chat stream through a session under ``scenario_``: each write's faults, the
+    verdict on a client that reported ``report(writes)``, and the frame-log lines."""
     session = Session(
-        "r-1", scenario=scenario(faults), active=True, seed=7, path="/v1/chat/completions"
+        request_id, scenario=scenario_, active=True, seed=scenario_.seed or 7, path=PATH
     )
     session.start(0.0)
     session.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    writes = []
+    writes, lines = [], []
     for i, action in enumerate(session.feed(E1 + E2 + DONE, 0.01)):
         assert isinstance(action, Send)
-        writes.append(session.wrote(action, 0.01 + i / 1000)["faults"])
+        line = session.wrote(action, 0.01 + i / 1000)
+        lines.append({**line, "event": "frame", "request_id": request_id})
+        writes.append(tuple(line["faults"]))
     assert session.body_end(0.02) == []
     session.finish()
-    summary: Any = {**session.summary(0.03), "request_id": "r-1"}
-    return [tuple(w) for w in writes], judge([summary], report)["verdict"]
+    summary: Any = {**session.summary(0.03), "request_id": request_id}
+    lines.append({**summary, "event": "response_end"})
+    return writes, judge([summary], report(writes)), lines
+
+
+def run(faults: str, report: ClientReport) -> tuple[list[tuple[str, ...]], str]:
+    """Each write's faults under ``faults``, and the verdict on a client that reported
+    ``report``."""
+    writes, judgement, _ = through_a_session(scenario(faults), "r-1", lambda _: report)
+    return writes, judgement["verdict"]
 
 
 RAISED = ClientReport(text="ab", error="ValueError: unexpected event")
@@ -167,3 +183,49 @@ def test_the_verdicts_judge_it_by_its_declaration() -> None:
     assert verdict == "detected"  # declared as changing the answer: the stream is unsound
     # The oracle of the verdict tests reads the same declarations on its own.
     assert "stamp" in benign() and "smudge" not in benign()
+
+
+class WaryClient(SerialRunner):
+    """Explore's runner, in process: each trial's scenario over the chat stream through a
+    session, judged by the verdicts, for a client that reads "ab" and raises on a write
+    any fault shaped."""
+
+    def __init__(self) -> None:
+        self.ran = 0
+
+    def one(self, trial: Trial) -> TrialResult:
+        self.ran += 1
+        rid = f"r-{self.ran}"
+
+        def report(writes: list[tuple[str, ...]]) -> ClientReport:
+            return RAISED if any(writes) else ClientReport(text="ab")
+
+        _, judgement, lines = through_a_session(trial.scenario, rid, report)
+        answer = lines[-1]["answer"]
+        return TrialResult(
+            judgement["verdict"],
+            judgement["reason"],
+            content=answer["content"],
+            defect=answer["defect"],
+            request_id=rid,
+            requests=[rid],
+            lines=lines,
+        )
+
+
+def test_explore_finds_and_shrinks_what_a_client_does_with_it() -> None:
+    """``chaosproxy explore``'s own loop (tools/explore.py): the space it draws from the
+    clean run's shape holds both faults; a client that raises on what ``stamp`` shaped
+    raised on a clean answer (a failure, shrunk to the simplest stamp), and on what
+    ``smudge`` shaped detected something (no failure)."""
+    runner = WaryClient()
+    found = explore(runner, Settings(seed=3, budget=Budget(runs=30), faults=("stamp", "smudge")))
+    assert found.space.faults == ("stamp", "smudge")
+    drawn = {f.fault for run in found.runs for f in run.draft}
+    assert drawn == {"stamp", "smudge"}
+    verdicts = {run.outcome.verdict for run in found.runs}
+    assert "false_alarm" in verdicts and "detected" in verdicts
+    ((failure,),) = [[f for f in found.found if f.verdict == "false_alarm"]]
+    assert failure.faults == [{"stamp": {"kind": "delta", "nth": 1}}]
+    assert failure.reproduced
+    assert all(f.verdict != "detected" for f in found.found)
