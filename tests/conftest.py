@@ -61,7 +61,6 @@ from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import parse_scenario
-from tests.support import cli, properties, repo
 from tests.support.cli import CLI_MODULES, SHARED_CLI_SERVER
 from tests.support.forks import ForkServer
 from tests.support.node import NodeRunner, node_missing
@@ -71,14 +70,6 @@ from tests.support.scripted_upstream import BigUpstream, ScriptedUpstream, scrip
 from tests.support.scripted_upstream import big_upstream as serve_big_upstream
 
 pytest_plugins = ["pytester", "tests.support.logcheck", "tests.support.reaper"]
-
-# TEMPORARY, for tests/core/test_faults_*.py only (engineer FU moves them to
-# tests/core/faults/, importing from tests/support/): delete at that merge. No other
-# module imports conftest (tests/test_test_layout.py).
-chaosproxy_argv = cli.chaosproxy_argv
-examples = properties.examples
-LIBRARY = repo.LIBRARY
-fixture_bytes = repo.fixture_bytes
 
 #: Where pytest-xdist's workers find the fork server of the Python clients that their
 #: controller started (:func:`pytest_configure`; the CLI's: tests/support/cli.py).

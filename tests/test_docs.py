@@ -7,7 +7,8 @@
 - docs/scenarios.md has a "## Selectors" section that names every field of
   ``SelectorConfig`` (so a new selector without docs fails) and a "## Kinds" section that
   names every kind and every provider profile; the YAML examples there are valid;
-- a default the docs give for a setting (or the mock's, the matrix's) is the code's.
+- a default the docs give for a setting (or the mock's, the matrix's) is the code's;
+- docs/scenarios.md's table of faults is the fault registry's declarations, row for row.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from chaosproxy.core.faults import registry
 from chaosproxy.core.faults.base import SelectorConfig
 from chaosproxy.core.providers import KINDS, PROVIDER_NAMES
 from chaosproxy.scenario import parse_scenario
@@ -194,6 +196,39 @@ def test_the_selector_and_kind_examples_are_valid_scenarios() -> None:
     assert blocks
     for n, block in enumerate(blocks):
         parse_scenario(block, f"docs/scenarios.md yaml block {n}", default_name=f"doc-{n}")
+
+
+# ------------------------------------------------------------------------- faults
+
+#: How the table says what body a fault acts on.
+BODIES = {"any": "any", "framed": "sse, ndjson", "sse": "sse"}
+
+
+def fault_table() -> str:
+    """docs/scenarios.md's table of faults, as the registry's declarations give it."""
+    rows = [
+        "| fault | stage | body | keeps the answer | explore draws it | example |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, cls in sorted(registry().items()):
+        said = cls.declaration
+        doc = "faults-event.md" if cls.stage == "event" else "faults-transport.md"
+        drawn = "no" if said.explore is None else "yes"
+        if said.explore is not None and said.explore.endless:
+            drawn = "timed clients only"
+        rows.append(
+            f"| [`{name}`]({doc}#{name}) | {cls.stage} | {BODIES[said.needs]} "
+            f"| {'yes' if said.keeps_answer else 'no'} | {drawn} | `{said.example}` |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def test_the_fault_table_is_the_registrys() -> None:
+    """Between its markers, the table is what each fault's file declares: a fault added,
+    removed or declared otherwise changes it (paste the expected table in)."""
+    text = (REPO / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    table = text.split("<!-- faults:registry -->\n")[1].split("<!-- /faults:registry -->")[0]
+    assert table == fault_table(), "docs/scenarios.md's fault table should be:\n" + fault_table()
 
 
 # ------------------------------------------------------------------------- defaults

@@ -28,26 +28,8 @@ PACKAGE = REPO / "chaosproxy"
 #: The packages a module of tests/ may import from tests.
 SHARED = ("tests.support", "tests.clients")
 
-#: TEMPORARY. tests/core/test_faults_*.py are engineer FU's (issue 36: they move to
-#: tests/core/faults/test_<fault>.py, importing from tests/support/); until that merge
-#: they import what they imported before, through three re-exports at the old paths and
-#: conftest.py. Delete these entries, the re-exports and conftest.py's block with them:
-#: a stale entry fails.
-TEMPORARY_IMPORTS: dict[str, set[str]] = {
-    "tests/core/test_faults_content.py": {"tests.conftest", "tests.content_streams"},
-    "tests/core/test_faults_event.py": {"tests.conftest"},
-    "tests/core/test_faults_pipeline.py": {"tests.conftest", "tests.framing_helpers"},
-    "tests/core/test_faults_splice.py": {
-        "tests.conftest",
-        "tests.core.test_faults_event",
-        "tests.scripted_upstream",
-    },
-}
-TEMPORARY_FILES = {
-    "tests/content_streams.py",
-    "tests/framing_helpers.py",
-    "tests/scripted_upstream.py",
-}
+TEMPORARY_IMPORTS: dict[str, set[str]] = {}
+TEMPORARY_FILES: set[str] = set()
 
 
 def suite_files() -> Iterator[Path]:
@@ -223,68 +205,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     ),  # and 7 more
     "chaosproxy/core/faults/_rewrite.py": (),  # imported by no test
     "chaosproxy/core/faults/anchor.py": (),  # imported by no test
-    "chaosproxy/core/faults/base.py": (
-        "core/test_faults_event.py",
-        "core/test_faults_http.py",
-        "core/test_faults_pipeline.py",
-    ),  # and 7 more
-    "chaosproxy/core/faults/bom.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/coalesce.py": (
-        "core/test_faults_splice.py",
-        "core/test_faults_transport.py",
-    ),
-    "chaosproxy/core/faults/comment.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/compress.py": (
-        "core/test_faults_http.py",
-        "core/test_faults_transport.py",
-    ),
-    "chaosproxy/core/faults/corrupt.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/cut.py": ("core/test_faults_http.py", "core/test_faults_transport.py"),
-    "chaosproxy/core/faults/delay.py": (
-        "core/test_faults_http.py",
-        "core/test_faults_transport.py",
-        "e2e/test_scenarios_e2e.py",
-    ),
-    "chaosproxy/core/faults/drop.py": ("core/test_faults_event.py", "core/test_faults_splice.py"),
-    "chaosproxy/core/faults/duplicate.py": (
-        "core/test_faults_event.py",
-        "core/test_faults_splice.py",
-    ),
-    "chaosproxy/core/faults/hang.py": ("core/test_faults_transport.py",),
-    "chaosproxy/core/faults/headers.py": (
-        "core/test_faults_http.py",
-        "core/test_faults_transport.py",
-    ),
-    "chaosproxy/core/faults/ids.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/inject.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/interleave_tool_calls.py": (),  # imported by no test
-    "chaosproxy/core/faults/line_endings.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/mutate.py": (
-        "core/test_faults_event.py",
-        "core/test_faults_pipeline.py",
-    ),
-    "chaosproxy/core/faults/oversize.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/rechunk.py": ("core/test_faults_transport.py",),
-    "chaosproxy/core/faults/reorder.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/faults/request_cut.py": ("core/test_faults_http.py",),
-    "chaosproxy/core/faults/request_delay.py": ("core/test_faults_http.py",),
-    "chaosproxy/core/faults/resegment.py": (),  # imported by no test
-    "chaosproxy/core/faults/snapshot.py": (),  # imported by no test
-    "chaosproxy/core/faults/splice.py": ("core/test_faults_event.py", "core/test_faults_splice.py"),
-    "chaosproxy/core/faults/split_tool_args.py": (),  # imported by no test
-    "chaosproxy/core/faults/stall.py": (
-        "core/test_faults_transport.py",
-        "e2e/test_scenarios_e2e.py",
-    ),
-    "chaosproxy/core/faults/status.py": (
-        "core/test_faults_http.py",
-        "core/test_faults_transport.py",
-        "e2e/test_scenarios_e2e.py",
-    ),
-    "chaosproxy/core/faults/throttle.py": (
-        "core/test_faults_transport.py",
-        "e2e/test_scenarios_e2e.py",
-    ),
     "chaosproxy/core/framing/__init__.py": (
         "control/test_recording.py",
         "core/test_faults_event.py",
@@ -300,20 +220,12 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "core/test_providers.py",
     ),
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
-    "chaosproxy/core/jsonspan.py": ("core/test_faults_content.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
-    "chaosproxy/core/pipeline.py": (
-        "core/test_faults_event.py",
-        "core/test_faults_http.py",
-        "core/test_faults_pipeline.py",
-    ),  # and 3 more
     "chaosproxy/core/providers/_wire.py": (),  # imported by no test
     "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
     "chaosproxy/core/providers/generic_kinds.py": ("core/test_generic_kinds.py",),
-    "chaosproxy/core/recent.py": ("core/test_faults_splice.py", "core/test_integrity.py"),
     "chaosproxy/core/regex.py": ("e2e/test_hostile_regex.py",),
     "chaosproxy/core/seeds.py": ("tools/test_fault_space.py",),
-    "chaosproxy/core/segment.py": ("core/test_faults_content.py",),
     "chaosproxy/core/slots.py": (),  # imported by no test
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
     "chaosproxy/fleet/changes.py": ("fleet/test_fleet_changes.py",),

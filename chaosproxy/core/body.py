@@ -18,37 +18,20 @@ from typing import Final
 
 from chaosproxy.core.actions import Send
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults import Fault
+from chaosproxy.core.faults import Fault, keeps_answer
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.integrity import Envelope, StreamContent
 from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.core.providers import Profile, get_profile, provider_for_event
 from chaosproxy.core.records import FrameFields
 
-#: Faults that change only how and when the bytes arrive, never which events: a correct
-#: client sees the same stream through them (a hold for ever is judged apart: ``hold``).
-#: And the content faults that cut the same content into other valid events of the
-#: provider's format (``resegment``, ``split_tool_args``, ``interleave_tool_calls``): a
-#: provider may send any of those streams, so a client that raises on one raised on a
-#: clean answer (``snapshot`` changes what the events mean: it is not here).
-BENIGN = frozenset(
-    {
-        "bom",
-        "coalesce",
-        "comment",
-        "compress",
-        "delay",
-        "hang",
-        "ids",
-        "interleave_tool_calls",
-        "line_endings",
-        "rechunk",
-        "resegment",
-        "split_tool_args",
-        "stall",
-        "throttle",
-    }
-)
+#: The faults that keep the answer: each fault's file says so in its declaration
+#: (``keeps_answer``, core/faults/base.py): those that change only how and when the
+#: bytes arrive, never which events, and the content faults that cut the same content
+#: into other valid events of the provider's format (``resegment``, ...): a client that
+#: raises on one raised on a clean answer. A hold for ever is judged apart (``hold``).
+#: A body's :class:`Soundness` takes those of its own faults.
+BENIGN = keeps_answer()
 
 
 #: The kinds of an event, sorted, by the set a profile gave (a profile gives the same
@@ -69,9 +52,11 @@ class Soundness:
     a late delta) is no part of the answer a correct client reads (docs/verdicts.md,
     "What the client was sent"), so it makes no defect."""
 
-    __slots__ = ("_high", "_open", "_past_terminal", "defect", "defect_after")
+    __slots__ = ("_benign", "_high", "_open", "_past_terminal", "defect", "defect_after")
 
-    def __init__(self) -> None:
+    def __init__(self, benign: frozenset[str] = BENIGN) -> None:
+        #: The faults whose writes make no defect (those that keep the answer).
+        self._benign = benign
         #: The first thing sent to the client that a correct client may object to: a
         #: fault that changes events or headers, a gap or a step back in the events, a
         #: hold for ever before the terminal event (None: only chunking and timing).
@@ -98,7 +83,7 @@ class Soundness:
             return
         if send.faults and self.defect is None:
             for name in send.faults:
-                if name not in BENIGN:
+                if name not in self._benign:
                     self.flaw(name)
                     break
         events = send.events
@@ -182,7 +167,7 @@ class BodyPath:
         if fmt != "raw":
             self.content = StreamContent(self.pipeline.stream, fmt, envelope=envelope)
             self.pipeline.watch_side(self.content.upstream)
-        self.soundness = Soundness()
+        self.soundness = Soundness(frozenset(f.name for f in faults if f.declaration.keeps_answer))
 
     def flaw(self, what: str) -> None:
         """``what`` was sent (a head's edit, a hold for ever): the defect, unless there

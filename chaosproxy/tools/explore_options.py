@@ -60,14 +60,15 @@ def parse_budget(value: str) -> Budget:
 
 
 def parse_faults(value: str) -> tuple[str, ...]:
-    from chaosproxy.tools.fault_space import DRAWERS  # the space, when --faults is given
+    from chaosproxy.tools.fault_space import explorable  # the space, when --faults is given
 
+    known = explorable()
     names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-    unknown = [n for n in names if n not in DRAWERS]
+    unknown = [n for n in names if n not in known]
     if not names or unknown:
         raise argparse.ArgumentTypeError(
             (f"not in the space: {', '.join(unknown)}; " if unknown else "no faults given; ")
-            + f"choose from {', '.join(sorted(DRAWERS))}"
+            + f"choose from {', '.join(sorted(known))}"
         )
     return names
 

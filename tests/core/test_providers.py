@@ -77,8 +77,11 @@ def test_providers_are_discovered_in_rank_order() -> None:
         "ollama",
         "generic",
     )
-    profiles = [get_profile(name) for name in PROVIDER_NAMES]
-    assert all(isinstance(p, ProviderProfile) for p in profiles)
+    profiles: list[ProviderProfile] = []
+    for name in PROVIDER_NAMES:
+        profile = get_profile(name)
+        assert isinstance(profile, ProviderProfile)
+        profiles.append(profile)
     ranks = [type(p).rank for p in profiles]
     assert ranks == sorted(set(ranks))
 

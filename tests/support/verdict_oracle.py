@@ -16,26 +16,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Faults that change only how and when bytes arrive, and those that cut the same content
-#: into other valid events (docs/verdicts.md, "sound").
-BENIGN = frozenset(
-    {
-        "bom",
-        "coalesce",
-        "comment",
-        "compress",
-        "delay",
-        "hang",
-        "ids",
-        "interleave_tool_calls",
-        "line_endings",
-        "rechunk",
-        "resegment",
-        "split_tool_args",
-        "stall",
-        "throttle",
-    }
-)
+from chaosproxy.core.faults import registry
+
+
+def benign() -> frozenset[str]:
+    """The faults that keep the answer (docs/verdicts.md, "sound"): read here from each
+    registered fault's own declaration (``keeps_answer``), now, not from the proxy's
+    ``BENIGN`` (core/body.py), so that a wrong derivation there disagrees with this."""
+    return frozenset(
+        name for name, cls in registry().items() if cls.declaration.keeps_answer is True
+    )
 
 
 @dataclass
@@ -206,8 +196,9 @@ def _sound(
         return sent([b"".join(base64.b64decode(f["raw"]) for f in frames[:count])]).text
 
     high = 0
+    keeps = benign()
     for count, frame in enumerate(frames):
-        if not set(frame.get("faults") or ()) <= BENIGN:
+        if not set(frame.get("faults") or ()) <= keeps:
             return False, text_before(count)
         # A merge or an interleaving sends its group of events whole, in its own order.
         regrouped = bool({"resegment", "interleave_tool_calls"} & set(frame.get("faults") or ()))
@@ -222,4 +213,4 @@ def _sound(
     return False, text_before(len(frames))  # ended before the answer was whole
 
 
-__all__ = ["BENIGN", "Sent", "expected", "generation", "sent", "sse_events"]
+__all__ = ["Sent", "benign", "expected", "generation", "sent", "sse_events"]

@@ -3,18 +3,14 @@ test is seeds and shapes in, exact scenarios out."""
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chaosproxy.core.faults import registry
 from chaosproxy.core.seeds import MAX_SEED
 from chaosproxy.tools.fault_space import (
-    DRAWERS,
-    Choices,
     FaultDraw,
     Shape,
     Space,
@@ -22,8 +18,7 @@ from chaosproxy.tools.fault_space import (
     draft_from_json,
     draft_json,
     draft_key,
-    int_range,
-    options,
+    explorable,
     run_seed,
     scenario_data,
     scenario_yaml,
@@ -132,7 +127,6 @@ def test_faults_restricts_the_space_and_endless_leaves_out_what_never_ends() -> 
 
 def test_what_fits_which_stream() -> None:
     assert usable_faults(RAW) == (
-        "bom",
         "rechunk",
         "coalesce",
         "delay",
@@ -146,40 +140,7 @@ def test_what_fits_which_stream() -> None:
     assert {"drop", "mutate", "splice"} <= ndjson
     assert not {"comment", "ids", "line_endings"} & ndjson  # SSE only
     assert "mutate" not in usable_faults(Shape("generic", "sse", 5, {"other": 5}))
-    assert set(usable_faults(CHAT)) == set(DRAWERS)
-
-
-def test_choices_record_and_read_back() -> None:
-    drawn = Choices(random.Random(1))
-    values = [drawn.below(10), drawn.below(1), drawn.between(5, 9), drawn.pick("abc")]
-    assert values[1] == 0  # one option: nothing chosen, nothing recorded
-    replay = Choices(drawn.record)
-    assert [replay.below(10), replay.below(1), replay.between(5, 9), replay.pick("abc")] == values
-    # Beyond its bound a value is the last option; past the end, 0; trailing zeros go.
-    short = Choices((7, 0, 0))
-    assert (short.below(3), short.below(4), short.below(5), short.below(6)) == (2, 0, 0, 0)
-    assert short.record == (2,)
-    assert Choices((-4,)).below(3) == 0
-
-
-def test_the_models_give_options_and_bounds() -> None:
-    cut = registry()["cut"].Config
-    assert options(cut, "how") == ("abort", "close", "reset")  # the default first
-    assert options(cut, "position")[0] == "boundary"
-    assert options(registry()["corrupt"].Config, "mode") == (
-        "truncate_json",
-        "invalid_json",
-        "invalid_utf8",
-        "empty_data",
-    )
-    duplicate = registry()["duplicate"].Config
-    assert int_range(duplicate, "times", 0, 5000) == (1, 1000)  # the model's ge and le
-    assert int_range(registry()["coalesce"].Config, "events", 0, 9) == (2, 9)
-    assert int_range(registry()["stall"].Config, "after", -3, 4) == (0, 4)
-    with pytest.raises(ValueError, match="no value"):
-        int_range(duplicate, "times", 2000, 3000)
-    with pytest.raises(TypeError, match="no literal options"):
-        options(duplicate, "times")
+    assert set(usable_faults(CHAT)) == set(explorable())
 
 
 def test_canonical_leaves_out_defaults_and_writes_durations_with_units() -> None:

@@ -2,7 +2,9 @@
 
 A module defines one :class:`~chaosproxy.core.faults.base.Fault` subclass with a
 ``name`` (a :class:`~chaosproxy.core.faults.base.SelectingFault` when its config has the
-event selectors); adding a fault is adding a file.
+event selectors) and its :class:`~chaosproxy.core.faults.base.Declaration`: what the
+verdicts, the explore space, the docs' fault table and the scenario schema derive from
+it. Adding a fault is adding a file (and its test file, tests/core/faults/).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from collections.abc import Sequence
 from functools import cache
 
 from chaosproxy.core.faults.base import (
+    Declaration,
     Fault,
     FaultConfig,
     FaultContext,
     SelectingFault,
     SelectorConfig,
     Stream,
+    check_declaration,
     fault_rng,
 )
 from chaosproxy.core.frames import Format
@@ -29,10 +33,12 @@ from chaosproxy.core.tenancy import ANONYMOUS
 
 @cache
 def registry() -> dict[str, type[Fault]]:
-    """Fault name → class, for every fault module in this package."""
+    """Fault name → class, for every fault module in this package; a TypeError that
+    names the fault and the field for a fault that does not declare itself whole
+    (:func:`~chaosproxy.core.faults.base.check_declaration`)."""
     found: dict[str, type[Fault]] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name == "base":
+        if info.name in ("base", "drawing"):
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for obj in vars(module).values():
@@ -45,8 +51,15 @@ def registry() -> dict[str, type[Fault]]:
             ):
                 if issubclass(obj.Config, SelectorConfig) and not issubclass(obj, SelectingFault):
                     raise TypeError(f"{obj.__name__}: a config with selectors needs SelectingFault")
+                check_declaration(obj)
                 found[obj.name] = obj
     return found
+
+
+def keeps_answer() -> frozenset[str]:
+    """The faults whose declaration says a correct client reads the same answer through
+    them (what the verdicts call benign), read from the registry now."""
+    return frozenset(name for name, cls in registry().items() if cls.declaration.keeps_answer)
 
 
 def build_faults(
@@ -74,4 +87,13 @@ def build_faults(
     ]
 
 
-__all__ = ["Fault", "FaultConfig", "FaultContext", "Stream", "build_faults", "registry"]
+__all__ = [
+    "Declaration",
+    "Fault",
+    "FaultConfig",
+    "FaultContext",
+    "Stream",
+    "build_faults",
+    "keeps_answer",
+    "registry",
+]

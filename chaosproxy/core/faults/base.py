@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, Literal, get_args
 
+import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -54,6 +55,7 @@ from typing_extensions import TypeVar
 
 from chaosproxy.core.actions import Action, HttpAction, RequestAction
 from chaosproxy.core.events import Event
+from chaosproxy.core.faults.drawing import Explore
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.providers import Profile
 from chaosproxy.core.recent import RecentStreams
@@ -275,6 +277,72 @@ S = TypeVar("S", bound=SelectorConfig, default=SelectorConfig, covariant=True)
 #: Where a fault acts (see :attr:`Fault.stage`).
 Stage = Literal["http", "event", "transport"]
 
+#: The bodies a fault acts on: ``any`` (``raw`` too; an ``http`` fault acts before
+#: the body, whatever it is), ``framed`` (``sse`` or ``ndjson``), or ``sse`` only.
+Needs = Literal["any", "framed", "sse"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Declaration:
+    """What the rest of chaosproxy needs to know about a fault, said once, in its file
+    (``declaration = Declaration(...)`` in the fault's class body): the verdicts, the
+    explore space, the docs' fault table (docs/scenarios.md, Faults) and the oracle of
+    the verdict tests read it; its config is its ``Config``. The registry refuses a
+    fault without one, naming it (:func:`check_declaration`)."""
+
+    #: The bodies it acts on (explore draws it only for those).
+    needs: Needs
+    #: True when a correct client reads the same answer through it: it changes only how
+    #: and when the bytes arrive, or cuts the same content into other valid events of
+    #: the provider's format. The verdicts call a stream sent through it sound
+    #: (docs/verdicts.md, "sound"; ``BENIGN`` in core/body.py).
+    keeps_answer: bool
+    #: How ``chaosproxy explore`` draws it; None: explore never draws it.
+    explore: Explore | None
+    #: One scenario item that uses it, as a scenario file writes it (the docs' table):
+    #: ``"drop: {kind: delta, nth: 3}"``, or the bare name.
+    example: str
+
+
+def check_declaration(cls: type[Fault]) -> None:
+    """A TypeError naming the fault and the field unless ``cls`` declares itself
+    whole: its own :class:`Declaration`, each field of its type, an example that
+    names the fault and that its config accepts."""
+    where = f"fault {getattr(cls, 'name', '?')!r} ({cls.__module__}.{cls.__qualname__})"
+    declared = vars(cls).get("declaration")
+    if not isinstance(declared, Declaration):
+        raise TypeError(
+            f"{where}: no declaration; give its class body "
+            "declaration = Declaration(needs=..., keeps_answer=..., explore=..., example=...)"
+        )
+    if declared.needs not in get_args(Needs):
+        raise TypeError(f"{where}: declaration.needs must be one of {get_args(Needs)}")
+    if not isinstance(declared.keeps_answer, bool):
+        raise TypeError(f"{where}: declaration.keeps_answer must be True or False")
+    explore = declared.explore
+    if explore is not None and not (
+        isinstance(explore, Explore) and callable(explore.draw) and isinstance(explore.rank, int)
+    ):
+        raise TypeError(f"{where}: declaration.explore must be None or an Explore")
+    try:
+        item = yaml.safe_load(declared.example) if isinstance(declared.example, str) else None
+    except yaml.YAMLError:
+        item = None
+    params: Any = {}
+    if isinstance(item, dict) and len(item) == 1:
+        (named, params) = next(iter(item.items()))
+    else:
+        named = item
+    if named != cls.name:
+        raise TypeError(
+            f"{where}: declaration.example must be one scenario item that names it: "
+            f"{cls.name!r} or '{cls.name}: {{...}}', not {declared.example!r}"
+        )
+    try:
+        cls.Config.model_validate(params or {})
+    except ValueError as exc:
+        raise TypeError(f"{where}: declaration.example is refused by its config: {exc}") from exc
+
 
 class Fault(Generic[C]):
     """Base class: every hook passes everything through unchanged.
@@ -300,6 +368,8 @@ class Fault(Generic[C]):
     #: on a text delta (docs/scenarios.md, Limits). Faults that parse and re-encode the
     #: event's JSON cost more than those that only select it.
     cost: ClassVar[int] = 1
+    #: What the rest of chaosproxy needs to know about it (:class:`Declaration`).
+    declaration: ClassVar[Declaration]
 
     def __init__(self, config: C, ctx: FaultContext) -> None:
         #: The validated config, shared by every request.
@@ -328,7 +398,8 @@ class Fault(Generic[C]):
 
     @classmethod
     def needs_framing(cls, config: FaultConfig) -> bool:
-        """True when this config cannot work on a ``raw`` stream (validation error)."""
+        """True when this config cannot work on a ``raw`` stream (validation error): an
+        event fault's (its declaration says so: ``needs`` other than ``any``)."""
         return cls.stage == "event"
 
     @classmethod

@@ -8,7 +8,8 @@ bug worth testing (a client strips at most one).
 from __future__ import annotations
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig
+from chaosproxy.core.faults.drawing import Explore, nothing
 from chaosproxy.core.framing.encode import BOM, with_raw
 
 
@@ -17,6 +18,13 @@ class BomConfig(FaultConfig):
 
 
 class BomFault(Fault[BomConfig], name="bom", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=True,
+        explore=Explore(draw=nothing, rank=9),
+        example="bom",
+    )
+
     def on_event(self, ev: Event) -> list[Event]:
         if self.applied:
             return [ev]

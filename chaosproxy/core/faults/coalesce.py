@@ -8,12 +8,13 @@ while writes are held first releases them, then passes on.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from chaosproxy.core.actions import Action, Send
-from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Duration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range
 
 
 class CoalesceConfig(FaultConfig):
@@ -43,7 +44,23 @@ def merge_sends(sends: list[Send], fault: str) -> Send:
     )
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    form = c.below(3)
+    if form == 0:
+        return {"events": c.between(*int_range(CoalesceConfig, "events", 2, 5))}
+    if form == 1:
+        return {"window": 10 * c.between(1, 20)}  # 10 … 200 ms
+    return {"all": True}
+
+
 class CoalesceFault(Fault[CoalesceConfig], name="coalesce", stage="transport"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=14),
+        example="coalesce: {events: 3}",
+    )
+
     def __init__(self, config: CoalesceConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._held: list[Send] = []

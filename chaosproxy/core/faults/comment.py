@@ -9,12 +9,13 @@ the fault leaves the stream unchanged and reports itself skipped.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, StrictStr
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import comment_bytes, newline_of
 
@@ -25,7 +26,18 @@ class CommentConfig(FaultConfig):
     text: StrictStr = "keepalive"
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    return {"every": c.between(*int_range(CommentConfig, "every", 1, 5))}
+
+
 class CommentFault(Fault[CommentConfig], name="comment", stage="event"):
+    declaration = Declaration(
+        needs="sse",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=10),
+        example="comment: {every: 2}",
+    )
+
     def __init__(self, config: CommentConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._last = 0  # the ordinal a comment last followed

@@ -10,11 +10,12 @@ body stays truncated.
 from __future__ import annotations
 
 import zlib
-from typing import Literal
+from typing import Any, Literal
 
 from chaosproxy.core.actions import Action, Send
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, options
 
 #: zlib ``wbits`` per encoding: 31 writes a gzip wrapper; 15 the zlib format, which is
 #: what HTTP's ``deflate`` means (RFC 9110 section 8.4.1.2).
@@ -28,7 +29,21 @@ class CompressConfig(FaultConfig):
     flush: Literal["each", "end"] = "each"
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    return {
+        "encoding": c.pick(options(CompressConfig, "encoding")),
+        "flush": c.pick(options(CompressConfig, "flush")),
+    }
+
+
 class CompressFault(Fault[CompressConfig], name="compress", stage="transport"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=20),
+        example="compress: {encoding: gzip}",
+    )
+
     def __init__(self, config: CompressConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._z = zlib.compressobj(

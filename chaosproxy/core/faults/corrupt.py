@@ -16,10 +16,11 @@ The event's other SSE lines and its terminators stay as they were.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import SelectingFault, SelectorConfig
+from chaosproxy.core.faults.base import Declaration, SelectingFault, SelectorConfig
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, options, selector
 from chaosproxy.core.framing.encode import data_bytes, replace_data
 
 Mode = Literal["truncate_json", "invalid_json", "invalid_utf8", "empty_data"]
@@ -51,7 +52,18 @@ def corrupted(data: bytes, mode: Mode, fmt: str) -> bytes:
     return b"" if fmt == "sse" else b"{}"
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    return {**selector(c, space), "mode": c.pick(options(CorruptConfig, "mode"))}
+
+
 class CorruptFault(SelectingFault[CorruptConfig], name="corrupt", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=6),
+        example="corrupt: {kind: delta, nth: 2, mode: invalid_json}",
+    )
+
     passes_unselected = True
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 15

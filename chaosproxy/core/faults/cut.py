@@ -16,13 +16,14 @@ comes before ``rechunk``/``coalesce`` in the scenario (transport faults run in o
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from chaosproxy.core.actions import Action, Cut, HttpAction, Send
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, options
 
 Position = Literal["boundary", "after_id", "after_data", "mid_utf8", "mid_line"]
 
@@ -105,7 +106,34 @@ def _real(ev: Event) -> bool:
     return ev.ordinal > 0 or ev.frame.is_event
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    shape = space.shape
+    form = c.below(4, (45, 25, 15, 15))
+    out: dict[str, Any]
+    if form == 0:
+        out = {"after": c.between(0, max(0, shape.events - 1))}
+    elif form == 1:
+        out = {"before": "terminal"}
+    elif form == 2:
+        out = {"after": "terminal" if shape.count("terminal") else "start"}
+    else:
+        out = {"after_bytes": c.between(0, max(0, shape.bytes - 1))}
+    if "after_bytes" not in out:
+        position = c.pick(options(CutConfig, "position"), (60, 10, 10, 10, 10))
+        if position != "boundary":
+            out["position"] = position
+    out["how"] = c.pick(options(CutConfig, "how"))
+    return out
+
+
 class CutFault(Fault[CutConfig], name="cut", stage="transport"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=18),
+        example="cut: {after: 2, how: reset}",
+    )
+
     def __init__(self, config: CutConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         #: Events (ends of writes carrying real events) and body bytes sent so far.

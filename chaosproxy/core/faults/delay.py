@@ -7,13 +7,17 @@ draw in ``[0, jitter]``) before each write that carries a selected event. HTTP p
 
 from __future__ import annotations
 
+from typing import Any
+
 from chaosproxy.core.actions import Action, HttpAction, Send, Sleep
 from chaosproxy.core.faults.base import (
+    Declaration,
     Duration,
     FaultContext,
     SelectingFault,
     SelectorConfig,
 )
+from chaosproxy.core.faults.drawing import Choices, Explore, Within
 
 
 class DelayConfig(SelectorConfig):
@@ -28,7 +32,24 @@ class DelayConfig(SelectorConfig):
     headers: Duration | None = None
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    form = c.below(3)
+    if form == 0:
+        return {"first_byte": 10 * c.between(1, 30)}  # 10 … 300 ms
+    per_event = 5 * c.between(1, 10)  # 5 … 50 ms a write
+    if form == 1:
+        return {"per_event": per_event}
+    return {"per_event": per_event, "jitter": 5 * c.between(1, 10)}
+
+
 class DelayFault(SelectingFault[DelayConfig], name="delay", stage="transport"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=15),
+        example="delay: {first_byte: 2s}",
+    )
+
     def __init__(self, config: DelayConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._first_sent = False

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import FaultContext, SelectingFault, SelectorConfig
+from chaosproxy.core.faults.base import Declaration, FaultContext, SelectingFault, SelectorConfig
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range, selector
 
 
 class DuplicateConfig(SelectorConfig):
@@ -15,7 +16,18 @@ class DuplicateConfig(SelectorConfig):
     times: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    return {**selector(c, space), "times": c.between(*int_range(DuplicateConfig, "times", 1, 3))}
+
+
 class DuplicateFault(SelectingFault[DuplicateConfig], name="duplicate", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=2),
+        example="duplicate: {kind: delta, nth: 2, times: 2}",
+    )
+
     passes_unselected = True
 
     def __init__(self, config: DuplicateConfig, ctx: FaultContext) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from chaosproxy.core.actions import Action, Sleep
-from chaosproxy.core.faults.base import Fault, FaultConfig
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig
+from chaosproxy.core.faults.drawing import Explore, nothing
 
 
 class HangConfig(FaultConfig):
@@ -13,6 +14,13 @@ class HangConfig(FaultConfig):
 
 
 class HangFault(Fault[HangConfig], name="hang", stage="transport"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=True,
+        explore=Explore(draw=nothing, rank=19, endless=True),
+        example="hang",
+    )
+
     def on_action_end(self) -> list[Action]:
         self.applied += 1
         return [Sleep(math.inf, fault=self.name)]

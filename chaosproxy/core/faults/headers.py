@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from chaosproxy.core.faults.base import Fault, FaultConfig
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig
 
 
 class HeadersConfig(FaultConfig):
@@ -21,6 +21,13 @@ class HeadersConfig(FaultConfig):
 
 
 class HeadersFault(Fault[HeadersConfig], name="headers", stage="http"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=False,
+        explore=None,
+        example="headers: {set: {Content-Type: text/plain}, remove: [Cache-Control]}",
+    )
+
     edits_headers = True
 
     def response_headers(self, status: int, headers: dict[str, str]) -> dict[str, str]:

@@ -10,12 +10,13 @@ no fields: there the fault changes nothing and reports itself skipped.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range
 from chaosproxy.core.framing.encode import prepend_lines
 
 
@@ -25,7 +26,18 @@ class IdsConfig(FaultConfig):
     retry: Annotated[int, Field(ge=0, strict=True)] | None = None
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    return {"start": c.between(*int_range(IdsConfig, "start", 0, 3))}
+
+
 class IdsFault(Fault[IdsConfig], name="ids", stage="event"):
+    declaration = Declaration(
+        needs="sse",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=11),
+        example="ids: {start: 1}",
+    )
+
     def __init__(self, config: IdsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         #: The next id to hand out.

@@ -15,7 +15,8 @@ from pydantic import Field, StrictStr, field_validator, model_validator
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.anchor import Anchor, OrdinalAnchor, Placement
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, made_up
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext, made_up
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, anchor, int_range
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import newline_of, sse_event_bytes
@@ -75,7 +76,35 @@ class InjectConfig(FaultConfig):
     times: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
 
 
+#: Made-up events explore has ``inject`` send, besides the provider's own error event:
+#: for the providers whose wire format it knows.
+INJECTED_EVENTS: dict[str, tuple[dict[str, Any], ...]] = {
+    "openai-chat": (
+        {"data": "[DONE]"},
+        {"data": {"choices": [{"index": 0, "delta": {"content": " (injected)"}}]}},
+    ),
+}
+
+
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    shape = space.shape
+    events = ({"kind": "error"}, *INJECTED_EVENTS.get(shape.provider, ()))
+    place = c.pick(("after", "before"))
+    return {
+        place: anchor(c, space, shape.events),
+        "event": c.pick(events),
+        "times": c.between(*int_range(InjectConfig, "times", 1, 2)),
+    }
+
+
 class InjectFault(Fault[InjectConfig], name="inject", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=4),
+        example="inject: {before: terminal, event: {kind: error}}",
+    )
+
     def __init__(self, config: InjectConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         where: Placement = "after" if config.after is not None else "before"

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import CallRole, fragments_problem
 
 
@@ -30,6 +30,13 @@ class InterleaveToolCallsConfig(FaultConfig):
 class InterleaveToolCallsFault(
     Fault[InterleaveToolCallsConfig], name="interleave_tool_calls", stage="event"
 ):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=True,
+        explore=None,
+        example="interleave_tool_calls: {step: 1}",
+    )
+
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 25
 

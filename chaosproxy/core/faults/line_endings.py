@@ -9,10 +9,11 @@ as skipped.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, options
 from chaosproxy.core.framing.encode import ndjson_terminator, split_lines, with_raw
 
 _STYLES = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
@@ -22,7 +23,18 @@ class LineEndingsConfig(FaultConfig):
     style: Literal["lf", "crlf", "cr"]
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    return {"style": c.pick(options(LineEndingsConfig, "style"))}
+
+
 class LineEndingsFault(Fault[LineEndingsConfig], name="line_endings", stage="event"):
+    declaration = Declaration(
+        needs="sse",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=8),
+        example="line_endings: {style: crlf}",
+    )
+
     def __init__(self, config: LineEndingsConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._newline = _STYLES[config.style]

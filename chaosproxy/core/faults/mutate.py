@@ -16,7 +16,8 @@ import orjson
 from pydantic import AfterValidator, model_validator
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import FaultContext, SelectingFault, SelectorConfig
+from chaosproxy.core.faults.base import Declaration, FaultContext, SelectingFault, SelectorConfig
+from chaosproxy.core.faults.drawing import Choices, Explore, Shape, Within, selector
 from chaosproxy.core.framing.encode import replace_data
 
 
@@ -94,7 +95,36 @@ def delete_path(doc: Any, path: str) -> None:
     del container[key]
 
 
+#: Where, in an event's JSON, each provider's text delta is (explore edits it).
+CONTENT_PATHS: dict[str, str] = {
+    "openai-chat": "choices.0.delta.content",
+    "openai-responses": "delta",
+    "anthropic": "delta.text",
+    "gemini": "candidates.0.content.parts.0.text",
+    "ollama": "message.content",
+}
+
+
+def _fits(shape: Shape) -> bool:
+    return shape.provider in CONTENT_PATHS
+
+
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    path = CONTENT_PATHS[space.shape.provider]
+    sel = selector(c, space, ("delta",))
+    if c.pick(("set", "delete")) == "delete":
+        return {**sel, "delete": [path]}
+    return {**sel, "set": {path: c.pick(("?", "", " (mutated)"))}}
+
+
 class MutateFault(SelectingFault[MutateConfig], name="mutate", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=5, fits=_fits),
+        example="mutate: {kind: delta, nth: 1, set: {choices.0.delta.content: '?'}}",
+    )
+
     passes_unselected = True
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 15

@@ -12,13 +12,14 @@ frame is withheld; the count is in :attr:`OversizeFault.withheld`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, StrictBool
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.anchor import OrdinalAnchor
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing.encode import newline_of
 
@@ -40,7 +41,23 @@ def oversize_payload(size: int) -> bytes:
     return b"".join([_WRAP[0], b"x" * (size - overhead), _WRAP[1]])
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    low, high = int_range(OversizeConfig, "bytes", 64, 32 * 1024)
+    return {
+        "after": c.between(*int_range(OversizeConfig, "after", 0, max(0, space.shape.events - 1))),
+        "bytes": min(high, max(low, 64 * 8 ** c.below(4))),  # 64 B … 32 KiB
+        "terminated": not c.coin(0.2),
+    }
+
+
 class OversizeFault(Fault[OversizeConfig], name="oversize", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=7),
+        example="oversize: {after: 2, bytes: 1048576}",
+    )
+
     def __init__(self, config: OversizeConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._anchor = OrdinalAnchor(config.after or None)

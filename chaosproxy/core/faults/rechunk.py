@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from chaosproxy.core.actions import Action, Send
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range
 
 Size = Annotated[int, Field(ge=1)]
 
@@ -92,7 +93,27 @@ def _line_cuts(data: bytes, start: int, end: int, cuts: set[int]) -> None:
         cuts.add(m.end())
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    low, high = int_range(RechunkConfig, "size", 1, 64)
+    form = c.below(4)
+    if form == 0:
+        return {"size": c.between(low, high)}
+    if form == 1:
+        return {"sizes": [c.between(low, high) for _ in range(2 + c.below(2))]}
+    if form == 2:
+        first = c.between(low, high)
+        return {"random": [first, first + c.between(0, high - first)]}
+    return {"boundaries": "hostile"}
+
+
 class RechunkFault(Fault[RechunkConfig], name="rechunk", stage="transport"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=13),
+        example="rechunk: {size: 1}",
+    )
+
     def __init__(self, config: RechunkConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._sizes = self._size_sequence()

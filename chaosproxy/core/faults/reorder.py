@@ -8,12 +8,13 @@ When upstream ends first, the partial group is released in the same mode.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import FaultContext, SelectingFault, SelectorConfig
+from chaosproxy.core.faults.base import Declaration, FaultContext, SelectingFault, SelectorConfig
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range, options, selector
 
 
 class ReorderConfig(SelectorConfig):
@@ -22,7 +23,22 @@ class ReorderConfig(SelectorConfig):
     mode: Literal["reverse", "shuffle"] = "reverse"
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    return {
+        **selector(c, space, ("delta", "other", "start", "usage", "tool_delta")),
+        "window": c.between(*int_range(ReorderConfig, "window", 2, 4)),
+        "mode": c.pick(options(ReorderConfig, "mode")),
+    }
+
+
 class ReorderFault(SelectingFault[ReorderConfig], name="reorder", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=3),
+        example="reorder: {kind: delta, nth: 2, window: 3}",
+    )
+
     def __init__(self, config: ReorderConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._held: list[Event] = []

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from chaosproxy.core.actions import CutRequest, RequestAction
-from chaosproxy.core.faults.base import Fault, FaultConfig
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig
 
 
 class RequestCutConfig(FaultConfig):
@@ -23,6 +23,13 @@ class RequestCutConfig(FaultConfig):
 
 
 class RequestCutFault(Fault[RequestCutConfig], name="request_cut", stage="http"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=False,
+        explore=None,
+        example="request_cut: {after_bytes: 65536, how: reset}",
+    )
+
     def before_request(self) -> list[RequestAction]:
         self.applied += 1
         return [CutRequest(self.config.how, self.config.after_bytes, fault=self.name)]

@@ -8,7 +8,7 @@ upstream gets the request that much later.
 from __future__ import annotations
 
 from chaosproxy.core.actions import HoldRequest, RequestAction
-from chaosproxy.core.faults.base import Duration, Fault, FaultConfig
+from chaosproxy.core.faults.base import Declaration, Duration, Fault, FaultConfig
 
 
 class RequestDelayConfig(FaultConfig):
@@ -16,6 +16,13 @@ class RequestDelayConfig(FaultConfig):
 
 
 class RequestDelayFault(Fault[RequestDelayConfig], name="request_delay", stage="http"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=True,
+        explore=None,
+        example="request_delay: {duration: 5s}",
+    )
+
     def before_request(self) -> list[RequestAction]:
         if self.config.duration <= 0:
             return []

@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 from chaosproxy.core import segment
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import Slot, text_problem
 
 At = Literal["graphemes", "codepoints", "bytes", "words"]
@@ -70,6 +70,13 @@ class ResegmentConfig(FaultConfig):
 
 
 class ResegmentFault(Fault[ResegmentConfig], name="resegment", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=True,
+        explore=None,
+        example="resegment: {at: graphemes}",
+    )
+
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 25
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import text_problem
 
 
@@ -21,6 +21,13 @@ class SnapshotConfig(FaultConfig):
 
 
 class SnapshotFault(Fault[SnapshotConfig], name="snapshot", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=None,
+        example="snapshot",
+    )
+
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 25
 

@@ -22,14 +22,15 @@ The sources are the proxy's recent streams (:mod:`chaosproxy.core.recent`); offl
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import ConfigDict, Field, field_validator
 
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.anchor import Anchor, OrdinalAnchor
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext, known_kind
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext, known_kind
+from chaosproxy.core.faults.drawing import Choices, Explore, Shape, Within, int_range, position
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import data_bytes, ndjson_terminator, newline_of
@@ -62,7 +63,29 @@ class SpliceConfig(FaultConfig):
         return known_kind(v)
 
 
+def _fits(shape: Shape) -> bool:
+    return shape.count("delta") > 0
+
+
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    deltas = space.shape.count("delta")
+    after: int | str = "terminal" if c.coin(0.2) else position(c, deltas)
+    return {
+        "from": "previous",  # one client at a time: no stream runs beside it
+        "after": after,
+        "count": c.between(*int_range(SpliceConfig, "count", 1, 2)),
+        "kind": "delta",
+    }
+
+
 class SpliceFault(Fault[SpliceConfig], name="splice", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=False,
+        explore=Explore(draw=_draw, rank=12, fits=_fits),
+        example="splice: {from: previous, after: 3, count: 2}",
+    )
+
     def __init__(self, config: SpliceConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self._anchor = OrdinalAnchor(config.after)

@@ -22,7 +22,7 @@ from pydantic import Field, model_validator
 from chaosproxy.core import segment
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults._rewrite import Rewriter, skip_reason
-from chaosproxy.core.faults.base import Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
 from chaosproxy.core.slots import fragments_problem
 
 Place = Literal["keys", "escapes"]
@@ -109,6 +109,13 @@ class _Lexer:
 
 
 class SplitToolArgsFault(Fault[SplitToolArgsConfig], name="split_tool_args", stage="event"):
+    declaration = Declaration(
+        needs="framed",
+        keeps_answer=True,
+        explore=None,
+        example="split_tool_args: {at: escapes}",
+    )
+
     #: Parses and re-encodes the event (measured: docs/scenarios.md, Limits).
     cost = 25
 

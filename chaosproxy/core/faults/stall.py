@@ -8,13 +8,14 @@ once.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from chaosproxy.core.actions import Action, Send, Sleep
 from chaosproxy.core.events import Event
-from chaosproxy.core.faults.base import Duration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.base import Declaration, Duration, Fault, FaultConfig, FaultContext
+from chaosproxy.core.faults.drawing import Choices, Explore, Within, anchor
 
 
 class StallConfig(FaultConfig):
@@ -28,7 +29,21 @@ class StallConfig(FaultConfig):
     forever: Literal[True] | None = None
 
 
+def _draw(c: Choices, space: Within) -> dict[str, Any]:
+    after = anchor(c, space, max(1, space.shape.events - 1))
+    if space.endless and c.coin(0.15):
+        return {"after": after, "forever": True}
+    return {"after": after, "duration": 50 * c.between(1, 20)}  # 50 ms … 1 s
+
+
 class StallFault(Fault[StallConfig], name="stall", stage="transport"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=True,
+        explore=Explore(draw=_draw, rank=17),
+        example="stall: {after: 2, duration: 30s}",
+    )
+
     def __init__(self, config: StallConfig, ctx: FaultContext) -> None:
         super().__init__(config, ctx)
         self.seconds = math.inf if config.forever else (config.duration or 0.0)

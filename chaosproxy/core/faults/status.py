@@ -8,7 +8,7 @@ import orjson
 from pydantic import Field
 
 from chaosproxy.core.actions import HttpAction, Respond
-from chaosproxy.core.faults.base import Fault, FaultConfig
+from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig
 
 #: Statuses whose responses must not have a body (RFC 9110).
 NO_BODY = frozenset({204, 304})
@@ -31,6 +31,13 @@ def default_body(code: int) -> dict[str, Any]:
 
 
 class StatusFault(Fault[StatusConfig], name="status", stage="http"):
+    declaration = Declaration(
+        needs="any",
+        keeps_answer=False,
+        explore=None,
+        example="status: {code: 429, headers: {Retry-After: 2}}",
+    )
+
     def before_upstream(self) -> list[HttpAction]:
         cfg = self.config
         headers = {k: str(v) for k, v in cfg.headers.items()}

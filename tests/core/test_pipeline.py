@@ -23,8 +23,8 @@ from chaosproxy.core.framing import make_framer
 from chaosproxy.core.pipeline import BUDGET_REASON, MAX_FAULT_CREDIT, MAX_FAULT_STEPS, Pipeline
 from chaosproxy.core.providers import Profile, get_profile, provider_for_event
 from chaosproxy.scenario import Scenario, load_scenarios, parse_scenario
-from tests.conftest import LIBRARY, fixture_bytes
-from tests.framing_helpers import cut
+from tests.support.framing_helpers import cut
+from tests.support.repo import LIBRARY, fixture_bytes
 
 MIXES = {
     "bench-framed": "- duplicate: {probability: 0}",

@@ -1,12 +1,7 @@
-"""The content faults (docs/faults-event.md, "Content faults"): ``resegment``,
-``split_tool_args``, ``interleave_tool_calls``, ``snapshot``.
-
-Three layers: the cut points and the JSON surgery (exact pieces, exact text), the faults
-on the real captures of tests/fixtures/providers/ (exact bytes), and the property that
-matters: for any text and any provider, the rewritten stream parses in the provider's
-own Python SDK to exactly the upstream's text and tool arguments (hypothesis, against
-streams the mock renders), while the proxy keeps the answer ``intact``.
-"""
+"""The ``resegment`` fault (docs/faults-event.md, ``resegment``): exact pieces and bytes on
+literal streams and the real captures of tests/fixtures/providers/, and the property
+that the provider's own SDK reads the rewritten stream back to exactly the upstream's
+text."""
 
 from __future__ import annotations
 
@@ -14,91 +9,16 @@ import json
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from chaosproxy.core import segment
-from chaosproxy.core.jsonspan import SpanError, encode_string, replace_at, span
 from chaosproxy.scenario import ScenarioError, parse_scenario
-from chaosproxy.tools.simulate import Simulation, simulate
-from tests.conftest import chaosproxy_argv, examples
-from tests.content_streams import FORMATS, FRAGMENTS, PATHS, PROVIDERS, parse, render
-
-CAPTURES = Path(__file__).parents[1] / "fixtures" / "providers"
-REPO = Path(__file__).resolve().parents[2]
-
-#: Text with every hazard the issue names: a skin tone, a ZWJ family, a combining mark,
-#: a flag, right-to-left with its points, CJK, a character beyond the BMP, a fence.
-HAZARDS = "Hi 👍🏽 café e\u0301 👩‍👩‍👧 🇫🇷 שָׁלוֹם 日本語 😀. ```py\nx = 1\n``` done"
-
-
-def run(faults: str, provider: str, body: bytes, **kw: Any) -> Simulation:
-    scenario = parse_scenario(f"name: t\nfaults:\n  - {faults}\n", "t.yaml")
-    return simulate(
-        scenario, body, provider=provider, fmt=FORMATS[provider], path=PATHS[provider], seed=7, **kw
-    )
-
-
-def datas(body: bytes) -> list[Any]:
-    """The JSON of every SSE data line (or NDJSON line) of a body."""
-    out = []
-    for line in re.split(rb"\r\n|\n", body):
-        text = line[6:] if line.startswith(b"data: ") else line
-        if text.strip().startswith(b"{"):
-            out.append(orjson.loads(text))
-    return out
-
-
-# --------------------------------------------------------------------------- cut points
-
-
-def test_each_at_mode_cuts_where_it_says() -> None:
-    assert segment.inside_graphemes("a👍🏽b") == ["a👍", "🏽b"]
-    assert segment.inside_graphemes("e\u0301!") == ["e", "\u0301!"]
-    assert segment.inside_graphemes("👩‍👧") == ["👩", "\u200d👧"]
-    assert segment.inside_graphemes("🇫🇷\r\n") == ["🇫", "🇷\r", "\n"]
-    assert segment.inside_graphemes("plain 😀") == ["plain 😀"]  # one code point each
-    assert segment.codepoints("é😀") == ["é", "😀"]
-    # a delta per UTF-8 byte, each carrying what that byte completes
-    assert segment.utf8_bytes("aé日😀") == ["a", "", "é", "", "", "日", "", "", "", "😀"]
-    assert segment.words("Don't stop, 日本!") == ["Don't", " ", "stop", ",", " ", "日", "本", "!"]
-    assert segment.every("abcdefg", 3) == ["abc", "def", "g"]
-    assert segment.parts("forbidden", 3) == [3, 6]  # "for|bid|den"
-    assert segment.parts("a👍🏽b", 3) == [1, 3]  # clusters are never cut
-    assert segment.split_at("abc", [0, 3, 5, 1]) == ["a", "bc"]
-
-
-@given(st.text())
-@settings(max_examples=examples(200))
-def test_every_mode_gives_the_text_back(text: str) -> None:
-    for pieces in (
-        segment.inside_graphemes(text),
-        segment.codepoints(text) or [""],
-        segment.utf8_bytes(text.encode("utf-8", "replace").decode()),
-        segment.words(text),
-        segment.every(text, 2),
-    ):
-        assert "".join(pieces) in (text, text.encode("utf-8", "replace").decode())
-
-
-def test_span_finds_a_value_and_keeps_every_other_byte() -> None:
-    data = '{"a": [1, {"b":"x\\"y"}], "c" : "é", "a2": null}'
-    assert data[slice(*span(data, ("a", 1, "b")))] == '"x\\"y"'
-    assert data[slice(*span(data, ("c",)))] == '"é"'
-    assert replace_at(data, ("a", 0), "42") == '{"a": [42, {"b":"x\\"y"}], "c" : "é", "a2": null}'
-    for path in (("z",), ("a", 2), ("c", "d")):
-        with pytest.raises(SpanError):
-            span(data, path)
-    # An escaping provider's style: a character beyond the BMP as its surrogate pair.
-    assert encode_string("é😀", escape_non_ascii=True) == '"\\u00e9\\ud83d\\ude00"'
-    assert encode_string('é"\n') == '"é\\"\\n"'
-
-
-# --------------------------------------------------------------------------- config
+from tests.support.cli import chaosproxy_argv
+from tests.support.content_streams import PROVIDERS, parse, render
+from tests.support.fault_content import CAPTURES, datas, run
+from tests.support.properties import examples
 
 
 @pytest.mark.parametrize(
@@ -119,12 +39,6 @@ def test_span_finds_a_value_and_keeps_every_other_byte() -> None:
             "resegment.at: must be one of: graphemes, codepoints, bytes, words",
         ),
         ("resegment: {merge: 1}", "resegment.merge: must be >= 2"),
-        ("split_tool_args: {}", "split_tool_args: give at (keys, escapes) and/or every"),
-        (
-            "split_tool_args: {at: values}",
-            "split_tool_args.at: must be one of: keys, escapes or a list",
-        ),
-        ("interleave_tool_calls: {step: 0}", "interleave_tool_calls.step: must be >= 1"),
     ],
 )
 def test_bad_parameters_are_located(yaml: str, message: str) -> None:
@@ -136,11 +50,7 @@ def test_bad_parameters_are_located(yaml: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("fault", "provider", "why"),
     [
-        ("split_tool_args: {at: keys}", "gemini", "gemini sends each tool call whole"),
-        ("interleave_tool_calls: {}", "ollama", "ollama sends each tool call whole"),
         ("resegment: {at: words}", "generic", "a generic stream's text is unknown"),
-        ("snapshot: {}", "generic", "a generic stream's text is unknown"),
-        ("split_tool_args: {every: 1}", "generic", "a generic stream's tool calls are unknown"),
     ],
 )
 def test_validate_refuses_a_fault_the_provider_cannot_carry(
@@ -176,30 +86,6 @@ def test_with_provider_auto_it_is_skipped_at_run_time_with_the_reason() -> None:
     ]
     sim = run("resegment: {phrase: nowhere}", "anthropic", render("anthropic", "Hello there"))
     assert sim.skipped[0]["reason"] == "phrase 'nowhere' never came in the text"
-
-
-WEATHER = ("get_weather", {"city": "Paris"})
-
-
-@pytest.mark.parametrize(
-    ("fault", "text", "calls", "reason"),
-    [
-        ("snapshot: {}", None, [WEATHER], "no text delta came"),
-        ("snapshot: {}", "Hi", [], "a single text delta came: it is its own snapshot"),
-        ("split_tool_args: {at: keys}", "Hello there", [], "no tool-call argument fragment came"),
-        ("interleave_tool_calls: {}", None, [WEATHER], "no two parallel tool calls came"),
-    ],
-)
-def test_a_content_fault_with_nothing_to_rewrite_says_what_the_stream_lacked(
-    fault: str, text: str | None, calls: list[tuple[str, dict[str, Any]]], reason: str
-) -> None:
-    body = render("openai-chat", text, calls)
-    sim = run(fault, "openai-chat", body)
-    assert sim.body == body
-    assert sim.skipped == [{"fault": fault.split(":")[0], "position": 0, "reason": reason}]
-
-
-# --------------------------------------------------------------------------- exact bytes
 
 
 def test_graphemes_codepoints_bytes_words_on_the_gemini_capture_exact_bytes() -> None:
@@ -289,84 +175,6 @@ def test_the_responses_capture_is_renumbered_from_the_first_cut() -> None:
     assert sim.summary["answer"]["sound"] is True
 
 
-def test_split_tool_args_on_the_openai_chat_capture_cuts_keys_and_escapes() -> None:
-    body = (CAPTURES / "openai_chat_tool_call_usage.sse").read_bytes()
-    sim = run("split_tool_args: {at: [keys, escapes]}", "openai-chat", body)
-    fragments = [
-        c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"]
-        for c in datas(sim.body)
-        if c.get("choices") and c["choices"][0]["delta"].get("tool_calls")
-    ]
-    # {"city":"New York City"}: the upstream's "{\"" / "city" / "\":\"" / ..., now also
-    # inside the key and between each backslash and its quote (on the wire: \\ and \")
-    assert fragments == ["", '{"', "c", "ity", '":"', "New", " York", " City", '"}']
-    assert "".join(fragments) == '{"city":"New York City"}'
-    escaped = run("split_tool_args: {at: escapes}", "anthropic", render_escaped())
-    parts = [
-        d["delta"]["partial_json"]
-        for d in datas(escaped.body)
-        if d.get("delta", {}).get("type") == "input_json_delta"
-    ]
-    # one upstream fragment: cut after every backslash, and inside the \u00e9
-    assert parts == ["", '{"q": "say \\', '"hi\\', '"\\', 'n", "u": "\\', "u00", 'e9"}']
-    assert json.loads("".join(parts)) == {"q": 'say "hi"\n', "u": "é"}
-
-
-def render_escaped() -> bytes:
-    """An Anthropic tool call whose arguments hold escapes (\\", \\n, \\u00e9)."""
-    body = render("anthropic", None, [("ask", {"q": 'say "hi"\n', "u": "é"})], per_event=100)
-    return body.replace("é".encode(), b"\\\\u00e9")
-
-
-def test_interleave_tool_calls_keeps_each_call_whole_in_every_format() -> None:
-    calls = [("get_weather", {"city": "Paris"}), ("get_time", {"zone": "Europe/Paris"})]
-    for provider in FRAGMENTS:
-        body = render(provider, None, calls)
-        sim = run("interleave_tool_calls: {}", provider, body)
-        assert sim.applied == {"interleave_tool_calls": 1}
-        got, ref = parse(provider, sim.body), parse(provider, body)
-        assert got.arguments == ref.arguments and got.inputs == ref.inputs == [
-            {"city": "Paris"},
-            {"zone": "Europe/Paris"},
-        ]
-        keys = _fragment_calls(provider, sim.body)
-        assert keys[:4] in ([0, 1, 0, 1], [1, 2, 1, 2]), (provider, keys)
-        assert sim.summary["integrity"] == "intact"
-        assert sim.summary["answer"]["sound"] is True, sim.summary["answer"]
-        if provider == "openai-responses":
-            seqs = [d["sequence_number"] for d in datas(sim.body)]
-            assert seqs == list(range(len(seqs)))
-
-
-def _fragment_calls(provider: str, body: bytes) -> list[int]:
-    """The call each argument fragment belongs to, in the order they were sent."""
-    out = []
-    for d in datas(body):
-        if provider == "openai-chat" and d.get("choices"):
-            for call in d["choices"][0]["delta"].get("tool_calls") or []:
-                if call["function"].get("arguments"):
-                    out.append(call["index"])
-        elif provider == "openai-responses" and d["type"].endswith("arguments.delta"):
-            out.append(d["output_index"])
-        elif provider == "anthropic" and d.get("delta", {}).get("partial_json"):
-            out.append(d["index"])
-    return out
-
-
-def test_snapshot_sends_running_text_and_the_answer_stays_intact_but_unsound() -> None:
-    body = render("openai-chat", "one two three")
-    sim = run("snapshot: {}", "openai-chat", body)
-    texts = [
-        c["choices"][0]["delta"]["content"]
-        for c in datas(sim.body)
-        if c.get("choices") and c["choices"][0]["delta"].get("content")
-    ]
-    assert texts == ["one", "one two", "one two three"]
-    assert parse("openai-chat", sim.body).text == "oneone twoone two three"  # an appender
-    assert sim.summary["integrity"] == "intact"  # what the events stand for
-    assert sim.summary["answer"] == {**sim.summary["answer"], "sound": False, "defect": "snapshot"}
-
-
 def test_pieces_of_an_event_with_an_id_leave_it_to_the_last() -> None:
     body = b'id: 7\ndata: {"choices":[{"index":0,"delta":{"content":"abc"}}]}\n\ndata: [DONE]\n\n'
     sim = run("resegment: {at: codepoints}", "openai-chat", body)
@@ -409,9 +217,6 @@ def test_the_simulate_command_shows_the_rewritten_stream(tmp_path: Path) -> None
     assert b'"faults_applied": {"resegment": 1}' in done.stderr
 
 
-# --------------------------------------------------------------------------- any text
-
-
 #: Text built from the pieces that break per-delta handling, mixed with anything.
 HAZARD_TEXT = st.lists(
     st.sampled_from(
@@ -437,6 +242,7 @@ HAZARD_TEXT = st.lists(
     min_size=1,
     max_size=12,
 ).map("".join)
+
 
 MODES = [
     "resegment: {at: graphemes}",
@@ -485,43 +291,3 @@ def test_any_text_resegmented_parses_in_the_sdk_to_exactly_that_text(
     if escaped:  # written as the provider writes: escaped, and never half a character
         assert all(b < 0x80 for b in sim.body)
         assert not re.search(rb'\\ud[89ab][0-9a-f]{2}"', sim.body)
-
-
-#: Tool arguments: any JSON object, keys and strings of any Unicode.
-ARGUMENTS = st.dictionaries(
-    st.text(min_size=1, max_size=8),
-    st.recursive(
-        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=12),
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
-        max_leaves=6,
-    ),
-    min_size=1,
-    max_size=4,
-)
-
-
-@pytest.mark.parametrize("provider", FRAGMENTS)
-@given(
-    calls=st.lists(ARGUMENTS, min_size=2, max_size=3),
-    fault=st.sampled_from(
-        [
-            "split_tool_args: {at: keys}",
-            "split_tool_args: {at: escapes}",
-            "split_tool_args: {at: [keys, escapes], every: 3}",
-            "interleave_tool_calls: {}",
-            "interleave_tool_calls: {step: 2}",
-        ]
-    ),
-)
-@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_any_arguments_split_or_interleaved_parse_in_the_sdk_to_exactly_those(
-    provider: str, calls: list[dict[str, Any]], fault: str
-) -> None:
-    body = render(provider, "ok", [(f"tool_{i}", args) for i, args in enumerate(calls)])
-    sim = run(fault, provider, body)
-    got, ref = parse(provider, sim.body), parse(provider, body)
-    assert got.arguments == ref.arguments  # the raw JSON text of each call
-    assert got.inputs == ref.inputs == calls
-    assert got.text == "ok"
-    assert sim.summary["integrity"] == "intact"
-    assert sim.summary["answer"]["sound"] is True

@@ -1,12 +1,6 @@
-"""The ``splice`` fault (docs/faults-event.md, splice) and the proxy's recent streams
-(:mod:`chaosproxy.core.recent`) it takes events from.
-
-Core: real pipelines over small literal bodies, sources recorded by running their
-bodies through a pipeline too; every expectation is exact bytes, with the seeded choice
-computed from the fault's own generator (``fault_rng``), never copied from a run.
-Live: the proxy in front of the mock (two requests in sequence, two at once) and in
-front of a scripted upstream, the frame log's ``splice_from``, and memory bounds.
-"""
+"""The ``splice`` fault (docs/faults-event.md, ``splice``): a real Pipeline (framer,
+profile, faults) over a small literal body: the exact bytes of every write, the upstream
+ordinal of the event it carries and the faults that shaped it."""
 
 from __future__ import annotations
 
@@ -21,77 +15,61 @@ import pytest
 from pydantic import ValidationError
 
 from chaosproxy.core.actions import Send
-from chaosproxy.core.events import Event
 from chaosproxy.core.faults import build_faults, registry
-from chaosproxy.core.faults.base import FaultConfig, fault_rng
+from chaosproxy.core.faults.base import fault_rng
+from chaosproxy.core.faults.drop import DropConfig
 from chaosproxy.core.faults.splice import SpliceConfig
 from chaosproxy.core.frames import Format
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.pipeline import Pipeline
 from chaosproxy.core.providers import get_profile
-from chaosproxy.core.recent import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_EVENTS,
-    RecentStreams,
-    StreamRecord,
-)
+from chaosproxy.core.recent import RecentStreams
 from chaosproxy.core.session import Session
 from chaosproxy.core.tenancy import ANONYMOUS, STRANGER
 from chaosproxy.scenario import parse_scenario
-from tests.conftest import LogCapture, ProxyFactory
-from tests.core import test_faults_event
-from tests.scripted_upstream import Script, ScriptedUpstream, until
+from tests.support.fault_events import BODY, DONE, E1, E2, E3, ORDINALS, PING
+from tests.support.fault_events import Run as EventRun
+from tests.support.fault_events import run as event_run
+from tests.support.fault_splice import (
+    CHAT,
+    CHAT_BODY,
+    ONE_USER,
+    A,
+    B,
+    Spec,
+    _Scenario,
+    chat,
+    chat_stream,
+    post,
+    record,
+    session_run,
+    splice,
+)
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.scripted_upstream import Script, ScriptedUpstream
 
-Spec = tuple[str, FaultConfig]
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ("splice", SpliceConfig.model_validate({"from": "previous", "after": 9})),
+    ],
+    ids=lambda s: s[0],
+)
+def test_a_fault_that_never_applies_forwards_every_byte(spec: Spec) -> None:
+    r = event_run([spec], BODY)
+    assert r.data == [E1, PING, E2, E3, DONE]
+    assert r.ordinals == ORDINALS
+    assert r.faults == [()] * 5
+    assert r.applied == {}
+    [skip] = r.skipped
+    assert skip["fault"] == spec[0] and skip["reason"]
 
 
-def chat(delta: dict[str, Any], *, cid: str = "a", nl: bytes = b"\n") -> bytes:
-    payload = {"id": cid, "object": "chat.completion.chunk", "choices": [{"delta": delta}]}
-    return b"data: " + orjson.dumps(payload) + nl + nl
-
-
-def chat_stream(cid: str, texts: Sequence[str], nl: bytes = b"\n") -> list[bytes]:
-    """An OpenAI chat stream: a role chunk, one delta per text, ``[DONE]``."""
-    start = chat({"role": "assistant"}, cid=cid, nl=nl)
-    deltas = [chat({"content": t}, cid=cid, nl=nl) for t in texts]
-    return [start, *deltas, b"data: [DONE]" + nl + nl]
-
-
-#: Source A: ordinals 1 start, 2-5 deltas, 6 terminal.
-A = chat_stream("a", ["A1", "A2", "A3", "A4"])
 A_DELTAS = A[1:5]
-#: The stream the splice runs on: 1 start, 2-3 deltas, 4 terminal.
-B = chat_stream("b", ["B1", "B2"])
 
 
-def splice(**values: Any) -> SpliceConfig:
-    return SpliceConfig.model_validate(values)
-
-
-def record(
-    streams: RecentStreams,
-    request_id: str,
-    body: Sequence[bytes],
-    *,
-    fmt: Format = "sse",
-    provider: str = "openai-chat",
-    close: bool = True,
-    tenant: str = ANONYMOUS,
-) -> StreamRecord:
-    """Run a source body through a pipeline that records it (as a session does)."""
-    rec = streams.open(request_id, fmt, tenant)
-    assert rec is not None
-    profile = get_profile(provider)
-    pipeline = Pipeline([], fmt, profile, record=rec.record)
-    for chunk in body:
-        pipeline.feed(chunk, 0.0)
-    pipeline.end(0.0)
-    if close:
-        streams.close(rec)
-    return rec
-
-
-class Run(test_faults_event.Run):
+class Run(EventRun):
     @property
     def spliced(self) -> list[tuple[bytes, str | None]]:
         return [(e.raw, e.splice_from) for e in self.events if e.faults == ("splice",)]
@@ -127,9 +105,6 @@ def pick(seed: int, n: int, count: int = 1, *, position: int = 0, streams: int =
     if streams:
         rng.randrange(streams)
     return rng.randrange(n - count + 1)
-
-
-# --------------------------------------------------------------------------- config
 
 
 def test_splice_is_an_event_fault_with_a_strict_frozen_config() -> None:
@@ -183,9 +158,6 @@ def test_a_scenario_file_names_the_problem_at_its_key() -> None:
     assert "s.yaml:2: faults[0].splice.from: must be one of: previous, concurrent" in str(
         info.value
     )
-
-
-# --------------------------------------------------------------------------- from: previous
 
 
 def test_previous_inserts_one_seeded_delta_after_the_ordinal() -> None:
@@ -331,7 +303,6 @@ def test_after_never_reached_is_skipped_and_takes_nothing() -> None:
 
 
 def test_after_a_dropped_event_goes_where_it_was() -> None:
-    from chaosproxy.core.faults.drop import DropConfig
 
     streams = RecentStreams()
     record(streams, "r-a", A)
@@ -353,9 +324,6 @@ def test_the_result_does_not_depend_on_chunking() -> None:
         assert run(spec, [body[:i], body[i:]], streams=streams).data == whole.data
 
 
-# --------------------------------------------------------------------------- re-framing
-
-
 def test_spliced_events_take_this_streams_line_endings() -> None:
     streams = RecentStreams()
     record(streams, "r-a", A)
@@ -371,6 +339,8 @@ ANTHROPIC_SOURCE = [
     b'data: "index":0,"delta":{"type":"text_delta","text":"Hej"}}\n\n',
     b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
 ]
+
+
 HEJ = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hej"}}
 
 
@@ -424,9 +394,6 @@ def test_what_cannot_be_ndjson_is_left_out_and_said() -> None:
         r.skipped[0]["reason"]
         == "from: previous: stream r-a had no terminal events that fit ndjson"
     )
-
-
-# --------------------------------------------------------------------------- from: concurrent
 
 
 def test_concurrent_takes_from_a_running_stream_never_its_own() -> None:
@@ -497,9 +464,6 @@ def test_no_concurrent_stream_is_skipped_with_a_reason() -> None:
         r.skipped[0]["reason"]
         == "from: concurrent: no other running stream of this tenant had delta events yet"
     )
-
-
-# --------------------------------------------------------------------------- tenants
 
 
 def test_previous_is_the_previous_stream_of_this_tenant() -> None:
@@ -586,141 +550,6 @@ def test_an_anonymous_request_kept_apart_neither_takes_nor_gives(source: str) ->
         assert taken.spliced == [(events[rng.randrange(len(events))], chosen)]
 
 
-def test_the_previous_streams_of_many_tenants_stay_bounded() -> None:
-    streams = RecentStreams(max_events=4, max_bytes=4096, max_previous=3)
-    for i in range(100):
-        record(streams, f"r-{i}", chat_stream(str(i), ["x", "y"]), tenant=f"t{i}")
-    assert len(streams) == 3 and streams.events == 3 * 4
-    assert [streams.previous_of(f"t{i}") is not None for i in range(96, 100)] == [
-        False,
-        True,
-        True,
-        True,
-    ]
-    # The tenant that finished one last is kept longest.
-    record(streams, "r-again", chat_stream("a", ["z"]), tenant="t97")
-    record(streams, "r-new", chat_stream("n", ["z"]), tenant="t-new")
-    assert streams.previous_of("t97") is not None and streams.previous_of("t98") is None
-    assert streams.previous is not None and streams.previous.request_id == "r-new"
-    assert len(streams) == 3
-    with pytest.raises(ValueError, match=">= 0"):
-        RecentStreams(max_previous=-1)
-
-
-# --------------------------------------------------------------------------- the registry
-
-
-def test_only_complete_upstream_events_are_recorded() -> None:
-    streams = RecentStreams()
-    from chaosproxy.core.faults.duplicate import DuplicateConfig
-
-    rec = streams.open("r-a", "sse")
-    assert rec is not None
-    profile = get_profile("openai-chat")
-    faults = build_faults(
-        [
-            ("duplicate", DuplicateConfig()),
-            ("splice", splice(**{"from": "concurrent", "after": 1})),
-        ],
-        1,
-        "raw",
-        profile,
-        streams=streams,
-        request_id="r-a",
-    )
-    record(streams, "r-x", A, close=False)
-    pipeline = Pipeline(faults, "sse", profile, record=rec.record)
-    pipeline.feed(b": comment\n\n" + b"".join(B) + b'data: {"unterminated', 0.0)
-    pipeline.end(0.0)
-    # Each upstream event once: not the copies, not the spliced one, not the comment,
-    # not the unterminated end.
-    assert [len(rec.events(k)) for k in ("start", "delta", "terminal")] == [1, 2, 1]
-    assert len(rec) == 4
-    assert rec.events("delta") == tuple(parse_block(e, "sse") for e in B[1:3])
-
-
-def test_a_stream_keeps_its_last_events_within_its_bounds() -> None:
-    streams = RecentStreams(max_events=3, max_bytes=10_000)
-    rec = record(streams, "r-a", chat_stream("a", [f"t{i}" for i in range(10)]))
-    assert len(rec) == 3 and rec.forgotten == 9
-    deltas = chat_stream("a", [f"t{i}" for i in range(10)])[1:11]
-    assert [f.raw for f in rec.events("delta")] == deltas[8:]
-    assert [f.raw for f in rec.events("terminal")] == [b"data: [DONE]\n\n"]
-    assert rec.events("start") == ()  # forgotten with the oldest
-    size = len(deltas[0])
-    streams = RecentStreams(max_events=100, max_bytes=2 * size + 5)
-    rec = record(streams, "r-a", chat_stream("a", [f"t{i}" for i in range(10)])[1:11])
-    assert [f.raw for f in rec.events("delta")] == deltas[8:]
-    assert rec.bytes == 2 * size
-    big = chat({"content": "x" * (3 * size)})
-    rec = record(streams, "r-big", [big])
-    assert len(rec) == 0 and rec.forgotten == 1  # larger than the bound: not kept
-
-
-def test_many_streams_keep_bounded_memory() -> None:
-    streams = RecentStreams(max_events=8, max_bytes=4096, max_running=5)
-    for i in range(500):
-        record(streams, f"r-{i}", chat_stream(str(i), [f"w{j}" for j in range(50)]))
-    assert len(streams) == 1 and streams.previous is not None
-    assert streams.previous.request_id == "r-499"
-    assert streams.events == 8 and streams.bytes <= 4096
-    running = [streams.open(f"r-run-{i}", "sse") for i in range(20)]
-    assert sum(r is not None for r in running) == 5 and streams.unrecorded == 15
-    for rec in running:
-        if rec is not None:
-            for j in range(100):
-                frame = parse_block(chat({"content": f"z{j}"}), "sse")
-                rec.record(Event(frame, j + 1, frozenset({"delta"})))
-    assert len(streams) == 6
-    assert streams.events == 6 * 8 and streams.bytes <= 6 * 4096
-    streams.clear()
-    assert len(streams) == 0 and streams.bytes == 0
-
-
-def test_default_bounds() -> None:
-    streams = RecentStreams()
-    assert (streams.max_events, streams.max_bytes) == (DEFAULT_MAX_EVENTS, DEFAULT_MAX_BYTES)
-    with pytest.raises(ValueError, match=">= 0"):
-        RecentStreams(max_events=-1)
-
-
-# --------------------------------------------------------------------------- the session
-
-
-class _Scenario:
-    def __init__(self, faults: Sequence[Spec], name: str = "s") -> None:
-        self.name = name
-        self.provider = "auto"
-        self.format = "auto"
-        self.faults = list(faults)
-        self.envelope = None
-
-
-def session_run(
-    streams: RecentStreams,
-    rid: str,
-    body: bytes,
-    faults: Sequence[Spec],
-    *,
-    seed: int = 7,
-    tenant: str = ANONYMOUS,
-) -> tuple[Session, list[dict[str, Any]]]:
-    s = Session(
-        rid,
-        scenario=_Scenario(faults),
-        seed=seed,
-        path="/v1/chat/completions",
-        streams=streams,
-        tenant=tenant,
-    )
-    s.start(0.0)
-    s.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    actions = s.feed(body, 0.0) + s.body_end(0.0)
-    lines = [s.wrote(a, 0.0) for a in actions if isinstance(a, Send)]
-    s.finish()
-    return s, lines
-
-
 def test_sessions_join_the_registry_and_the_frame_line_names_the_source() -> None:
     streams = RecentStreams()
     session_run(streams, "r-1", b"".join(A), [])
@@ -746,18 +575,6 @@ def test_sessions_join_the_registry_and_the_frame_line_names_the_source() -> Non
     assert streams.previous is not None and streams.previous.request_id == "r-2"
 
 
-def test_a_session_joins_the_streams_as_its_tenants() -> None:
-    streams = RecentStreams()
-    session_run(streams, "r-1", b"".join(A), [], tenant="alice")
-    assert streams.previous_of("alice") is streams.previous
-    spec = [("splice", splice(**{"from": "previous", "after": 2}))]
-    bob, lines = session_run(streams, "r-2", b"".join(B), spec, tenant="bob")
-    assert [ln for ln in lines if "splice_from" in ln] == []
-    assert bob.summary(0.0)["faults_applied"] == {}
-    _, lines = session_run(streams, "r-3", b"".join(B), spec, tenant="alice")
-    assert [ln["splice_from"] for ln in lines if "splice_from" in ln] == ["r-1"]
-
-
 def test_a_write_with_events_of_two_sources_names_both() -> None:
     from chaosproxy.core.faults.coalesce import CoalesceConfig
 
@@ -777,21 +594,6 @@ def test_a_write_with_events_of_two_sources_names_both() -> None:
     [line] = lines
     assert line["splice_from"] == ["r-x", "r-1"]  # in the order they were sent
     assert line["faults"] == ["splice", "coalesce"]
-
-
-def test_unframed_and_raw_sessions_are_not_recorded() -> None:
-    streams = RecentStreams()
-    s = Session("r-p", scenario=None, seed=1, path="/v1/chat/completions", streams=streams)
-    s.start(0.0)
-    s.response_head(200, "OK", [("Content-Type", "text/event-stream")])
-    s.feed(b"".join(A), 0.0)
-    s.finish()
-    raw = Session("r-raw", scenario=_Scenario([]), seed=1, path="/x", streams=streams)
-    raw.start(0.0)
-    raw.response_head(200, "OK", [("Content-Type", "application/octet-stream")])
-    raw.feed(b"".join(A), 0.0)
-    raw.finish()
-    assert len(streams) == 0
 
 
 def test_a_stream_that_was_cut_or_left_is_previous_too() -> None:
@@ -828,28 +630,6 @@ def test_simulate_reports_the_library_scenarios_skipped(stem: str) -> None:
             "(an offline run has only its own)",
         }
     ]
-
-
-# --------------------------------------------------------------------------- live
-
-
-CHAT = "/v1/chat/completions"
-CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-#: The live proxies below serve one client, which sends no credentials: its requests are
-#: one user, as in the matrix (by default each would be apart: tests/e2e/
-#: test_hostile_tenancy.py).
-ONE_USER = {"anonymous_requests": "shared"}
-
-
-async def post(
-    url: str, headers: dict[str, str], body: dict[str, Any] = CHAT_BODY
-) -> tuple[str, bytes]:
-    async with (
-        aiohttp.ClientSession() as client,
-        client.post(url + CHAT, json=body, headers=headers) as resp,
-    ):
-        assert resp.status == 200
-        return resp.headers["X-Chaos-Request-Id"], await resp.read()
 
 
 def blocks(body: bytes) -> list[bytes]:
@@ -1015,43 +795,3 @@ async def test_live_plain_sse_upstream_previous_stream_is_the_source(
     assert body == b"".join([*second_words[:2], chosen, *second_words[2:]])
     [spliced] = [f for f in log_capture.frames(second_id) if "splice_from" in f]
     assert spliced["splice_from"] == first_id and spliced["kinds"] == ["other"]
-
-
-async def test_live_many_streams_keep_the_registry_bounded(
-    upstream: ScriptedUpstream, make_proxy: ProxyFactory, log_capture: LogCapture
-) -> None:
-    many = chat_stream("m", [f"w{i}" for i in range(300)])
-    upstream.route(CHAT, Script(writes=[(b"".join(many), 0.0)]))
-    proxy = await make_proxy(
-        upstream=upstream.url, scenarios={"framed": "faults: []"}, default="framed"
-    )
-    streams = proxy.state.streams
-    ids = await asyncio.gather(*(post(proxy.url, {}) for _ in range(30)))
-    for rid, body in ids:
-        assert body == b"".join(many)
-        await log_capture.wait_end(rid)
-    await until(lambda: streams.running() == [])
-    assert len(streams) == 1 and streams.previous is not None
-    assert streams.previous.request_id in {rid for rid, _ in ids}
-    assert streams.events <= DEFAULT_MAX_EVENTS and streams.bytes <= DEFAULT_MAX_BYTES
-    assert streams.previous.forgotten == len(many) - DEFAULT_MAX_EVENTS
-
-
-async def test_live_admin_reset_forgets_the_sources(
-    make_proxy: ProxyFactory, log_capture: LogCapture
-) -> None:
-    proxy = await make_proxy(
-        library=True, mock_tokens=3, mock_interval=0.001, admin=("127.0.0.1", 0), **ONE_USER
-    )
-    first_id, _ = await post(proxy.url, {"X-Chaos-Scenario": "one-event-per-read"})
-    await log_capture.wait_end(first_id)
-    assert proxy.state.streams.previous is not None
-    assert proxy.admin_url is not None
-    async with aiohttp.ClientSession() as client, client.post(proxy.admin_url + "/reset") as resp:
-        assert resp.status == 200
-    assert len(proxy.state.streams) == 0
-    rid, _ = await post(proxy.url, {"X-Chaos-Scenario": "splice-previous-delta"})
-    end = await log_capture.wait_end(rid)
-    assert end["faults_skipped"][0]["reason"] == (
-        "from: previous: no framed stream of this tenant had finished before this one"
-    )
