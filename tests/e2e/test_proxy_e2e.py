@@ -15,6 +15,7 @@ from chaosproxy.control.start import StartupError
 from chaosproxy.core.actions import HttpAction
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import Fault, FaultConfig, registry
+from chaosproxy.core.faults.base import Declaration
 from tests.support.ports import busy_port, refused_port
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.raw_http import assert_frames_cover, dechunk, raw_http
@@ -278,6 +279,8 @@ class _BugFault(Fault[_BugConfig], name="bug", stage="event"):
     """A fault with a bug in it (it raises), added to the registry by :func:`bug_fault`:
     how a test puts a bug in the request's path without patching a class of the proxy
     (compiled classes cannot be patched, docs/architecture.md)."""
+
+    declaration = Declaration(needs="framed", keeps_answer=False, explore=None, example="bug")
 
     def before_upstream(self) -> list[HttpAction]:
         if self.config.at_event is None:
