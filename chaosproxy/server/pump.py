@@ -47,6 +47,10 @@ from chaosproxy.upstream import Reply, UpstreamError, UpstreamProtocolError
 INBOX_LIMIT = 2**16
 
 
+#: ``time.monotonic``, called once per upstream read (a ``Final``: no lookup of the
+#: module's attribute per call).
+_monotonic: Final = time.monotonic
+
 #: The head of a chunk of each size below 4096 bytes, made on first use.
 _CHUNK_HEADS: Final[dict[int, bytes]] = {}
 
@@ -287,7 +291,7 @@ class BodyPump:
             if self._inbox_bytes > INBOX_LIMIT:
                 self._pause("inbox")
             return
-        now = time.monotonic()
+        now = _monotonic()
         try:
             actions = session.feed(data, now)
         except Exception as exc:  # FramingError, or a bug: the task reports it
