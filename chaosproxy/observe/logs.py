@@ -205,7 +205,9 @@ def frame_text(prefix: bytes, fields: FrameFields, ts: bytes) -> bytes:
     from ``json_prefix(context)`` and ``ts`` as ASCII bytes, without making that dict:
     the same bytes when no key of ``fields`` is in ``context`` (a frame line's are not)
     and both are non-empty."""
-    return b"".join((prefix, b",", _dumps(fields)[1:-1], b',"event":"frame","ts":"', ts, b'"}\n'))
+    # (typed: compiled code slices bytes directly, an untyped result by a slice object)
+    dumped: bytes = _dumps(fields)
+    return b"".join((prefix, b",", dumped[1:-1], b',"event":"frame","ts":"', ts, b'"}\n'))
 
 
 #: ``orjson.dumps``, called once per frame line (a ``Final``: compiled code calls it
@@ -500,11 +502,10 @@ class FrameLog:
             except Exception as exc:
                 self._observer_failed(exc)
         if self._frames_out:
-            render = self._render
-            if render is _render:
+            if not self.pretty:  # (JSON: the text made above)
                 self._sink.msg(text)
             else:
-                self._sink.msg(render(self._sink, "info", line))
+                self._sink.msg(self._render(self._sink, "info", line))
 
     def _frames(self, context: dict[str, Any], fields: list[FrameFields], prefix: bytes) -> None:
         # What structlog's bound logger does for ``info("frame", **f)`` for each ``f`` of
@@ -558,10 +559,10 @@ class FrameLog:
             except Exception as exc:
                 self._observer_failed(exc)
         if self._frames_out:
-            render = self._render
-            if render is _render:
+            if not self.pretty:  # (JSON: the texts made above)
                 self._sink.msgs(texts)
             else:
+                render = self._render
                 for line in lines:
                     self._sink.msg(render(self._sink, "info", line))
 
