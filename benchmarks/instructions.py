@@ -756,6 +756,30 @@ def figure(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+#: About what the admin store holds per frame line of the benchmark's streams (its text
+#: and its overhead), and the frame lines it keeps of one request (``history_frames``).
+LINE_BYTES = 230
+KEPT_LINES = 1000
+_UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "kb": 1000, "mb": 1000**2}
+
+
+def warm_note(opts: argparse.Namespace) -> str:
+    """The line under the table that says what the page faults and system calls count:
+    the steady state after the warm-up (and whether it fills chaosproxy's history), or
+    a fresh start."""
+    if not opts.warm:
+        return "(page faults and system calls: from a fresh start, no warm-up)"
+    m = re.fullmatch(r"(\d+)\s*([a-zA-Z]*)", opts.warm_history.strip())
+    bound = int(m.group(1)) * _UNITS.get(m.group(2).lower(), 0) if m else 0
+    held = opts.warm_rounds * opts.streams * min(opts.warm, KEPT_LINES) * LINE_BYTES
+    fills = "which they fill" if held >= bound > 0 else "which they do not fill at these sizes"
+    return (
+        f"(page faults and system calls: the steady state, after {opts.warm_rounds} rounds "
+        f"of {opts.streams} streams of {opts.warm:,} events through each target, uncounted; "
+        f"chaosproxy with --history-bytes {opts.warm_history}, {fills})"
+    )
+
+
 def table(rows: list[Row], shapes: list[str], nginx_syscalls: float | None) -> str:
     """The markdown table of docs/benchmark.md, and the checks of issue 34 under it."""
     kernel = any(k == "minor_faults" for r in rows for k, _ in r.counts)
@@ -960,13 +984,7 @@ def main(argv: list[str] | None = None) -> int:
     nginx = next((r.counts.get(("syscalls", "paced")) for r in rows if r.target == "nginx"), None)
     print("\n" + table(rows, shapes, nginx))
     if not opts.no_kernel:
-        print(
-            f"\n(page faults and system calls: the steady state, after {opts.warm_rounds} "
-            f"rounds of {opts.streams} streams of {opts.warm:,} events through each target, "
-            f"uncounted; chaosproxy with --history-bytes {opts.warm_history}, which they fill)"
-            if opts.warm
-            else "\n(page faults and system calls: from a fresh start, no warm-up)"
-        )
+        print("\n" + warm_note(opts))
     if opts.json:
         Path(opts.json).write_bytes(
             orjson.dumps(
