@@ -52,43 +52,56 @@ class _Timestamp:
     """The structlog processor that adds ``ts``: ISO 8601 UTC with milliseconds.
 
     The frame log is the hot path (docs/benchmark.md), so the date and time down to the
-    second are formatted once per second, and the whole stamp (as text and as bytes)
-    once per millisecond: a line logged in the same millisecond as the one before costs
-    one ``time.time()``, a multiplication and a comparison."""
+    second are formatted once per second, and the stamp as ASCII bytes (what a frame
+    line is written with) once per millisecond: a line logged in the same millisecond
+    as the one before costs one ``time.time()``, a multiplication and a comparison, and
+    the text of the stamp is made only where a line's dict needs it."""
 
-    __slots__ = ("_ms", "_pair", "_prefix", "_second")
+    __slots__ = ("_bytes", "_clock", "_ms", "_prefix", "_second", "_text")
 
     def __init__(self) -> None:
+        #: ``time.time``, read when the log is made (a call through an attribute: no
+        #: lookup of the module's ``time`` per line).
+        self._clock: Callable[[], float] = time.time
         self._second = -1
-        self._prefix = ""
+        self._prefix = b""
         self._ms = -1
-        self._pair = ("", b"")
+        self._bytes = b""
+        #: The text of ``_bytes`` once made (empty: not yet, for this millisecond).
+        self._text = ""
 
     def __call__(self, _: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
-        event_dict["ts"] = self.now_pair()[0]
+        event_dict["ts"] = self.now()
         return event_dict
 
     def now(self) -> str:
         """The ``ts`` of a line logged now."""
-        return self.now_pair()[0]
+        return self.text(self.now_bytes())
 
-    def now_pair(self) -> tuple[str, bytes]:
-        """The ``ts`` of a line logged now, as text and as ASCII bytes."""
-        ms = int(time.time() * 1000)
+    def text(self, stamp: bytes) -> str:
+        """The text of ``stamp``, the last one :meth:`now_bytes` gave."""
+        text = self._text
+        if not text:
+            text = self._text = stamp.decode("ascii")
+        return text
+
+    def now_bytes(self) -> bytes:
+        """The ``ts`` of a line logged now, as ASCII bytes."""
+        ms = int(self._clock() * 1000)
         if ms != self._ms:
             second = ms // 1000  # (not divmod(): a generic call on boxed integers)
             millis = ms - second * 1000
             if second != self._second:
-                self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+                self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)).encode()
                 self._second = second
-            ts = self._prefix + _MILLIS[millis]
-            self._pair = (ts, ts.encode("ascii"))
+            self._bytes = self._prefix + _MILLIS[millis]
+            self._text = ""
             self._ms = ms
-        return self._pair
+        return self._bytes
 
 
 #: ``.000Z`` … ``.999Z``: a lookup is cheaper than formatting the milliseconds.
-_MILLIS = tuple(f".{i:03d}Z" for i in range(1000))
+_MILLIS: Final[tuple[bytes, ...]] = tuple(f".{i:03d}Z".encode() for i in range(1000))
 
 
 def _redact_error(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
@@ -192,9 +205,14 @@ def frame_text(prefix: bytes, fields: FrameFields, ts: bytes) -> bytes:
     from ``json_prefix(context)`` and ``ts`` as ASCII bytes, without making that dict:
     the same bytes when no key of ``fields`` is in ``context`` (a frame line's are not)
     and both are non-empty."""
-    return b"".join(
-        (prefix, b",", orjson.dumps(fields)[1:-1], b',"event":"frame","ts":"', ts, b'"}\n')
-    )
+    # (typed: compiled code slices bytes directly, an untyped result by a slice object)
+    dumped: bytes = _dumps(fields)
+    return b"".join((prefix, b",", dumped[1:-1], b',"event":"frame","ts":"', ts, b'"}\n'))
+
+
+#: ``orjson.dumps``, called once per frame line (a ``Final``: compiled code calls it
+#: without looking it up in the module ``orjson`` each time).
+_dumps: Final = orjson.dumps
 
 
 class _Sink:
@@ -455,13 +473,19 @@ class FrameLog:
         # the line: the same bytes as after) when the log writes JSON or one of them
         # takes it (``frame_json``); from the request's prefix and the write's fields,
         # without the line's dict, which is made only when something needs it.
-        ts, ts_bytes = self._stamp.now_pair()
-        line = {**context, **fields, "event": "frame", "ts": ts} if self._frame_dict else _NO_LINE
+        stamp = self._stamp
+        ts_bytes = stamp.now_bytes()
+        line = (
+            {**context, **fields, "event": "frame", "ts": stamp.text(ts_bytes)}
+            if self._frame_dict
+            else _NO_LINE
+        )
         text = b""
         if self._frame_json:
             if context and fields:
                 text = frame_text(prefix, fields, ts_bytes)
             else:  # (no bound request: a line no request makes in the proxy)
+                ts = stamp.text(ts_bytes)
                 whole = line or {**context, **fields, "event": "frame", "ts": ts}
                 text = orjson.dumps(whole, option=orjson.OPT_APPEND_NEWLINE)
         for native in self._frame_natives:
@@ -478,11 +502,10 @@ class FrameLog:
             except Exception as exc:
                 self._observer_failed(exc)
         if self._frames_out:
-            render = self._render
-            if render is _render:
+            if not self.pretty:  # (JSON: the text made above)
                 self._sink.msg(text)
             else:
-                self._sink.msg(render(self._sink, "info", line))
+                self._sink.msg(self._render(self._sink, "info", line))
 
     def _frames(self, context: dict[str, Any], fields: list[FrameFields], prefix: bytes) -> None:
         # What structlog's bound logger does for ``info("frame", **f)`` for each ``f`` of
@@ -494,7 +517,9 @@ class FrameLog:
         # the same bytes as after) when the log writes JSON or one of them takes them
         # (``frames_json``); from the request's prefix and each write's fields, without
         # the line's dict, which is made only when something needs it.
-        ts, ts_bytes = self._stamp.now_pair()
+        stamp = self._stamp
+        ts_bytes = stamp.now_bytes()
+        ts = stamp.text(ts_bytes) if self._frame_dict or not context else ""
         lines = (
             [{**context, **f, "event": "frame", "ts": ts} for f in fields]
             if self._frame_dict
@@ -504,19 +529,11 @@ class FrameLog:
         if self._frame_json:
             if context:
                 texts = [
-                    b"".join(
-                        (
-                            prefix,
-                            b",",
-                            orjson.dumps(f)[1:-1],
-                            b',"event":"frame","ts":"',
-                            ts_bytes,
-                            b'"}\n',
-                        )
-                    )
+                    frame_text(prefix, f, ts_bytes)
                     if f
                     else orjson.dumps(
-                        {**context, "event": "frame", "ts": ts}, option=orjson.OPT_APPEND_NEWLINE
+                        {**context, "event": "frame", "ts": stamp.text(ts_bytes)},
+                        option=orjson.OPT_APPEND_NEWLINE,
                     )
                     for f in fields
                 ]
@@ -542,10 +559,10 @@ class FrameLog:
             except Exception as exc:
                 self._observer_failed(exc)
         if self._frames_out:
-            render = self._render
-            if render is _render:
+            if not self.pretty:  # (JSON: the texts made above)
                 self._sink.msgs(texts)
             else:
+                render = self._render
                 for line in lines:
                     self._sink.msg(render(self._sink, "info", line))
 

@@ -12,7 +12,7 @@ not metrics): Prometheus expects them to only grow.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -35,7 +35,7 @@ from chaosproxy.observe.metrics_collector import (
 from chaosproxy.scenario.selection import IGNORED_HEADER, IGNORED_MOCK, IGNORED_PATH, IGNORED_SEED
 
 #: The ``scenario`` label of a request that selected no scenario.
-NO_SCENARIO = "none"
+NO_SCENARIO: Final = "none"
 #: The ``what`` labels of ``chaosproxy_client_choices_ignored_total``.
 IGNORABLE = (IGNORED_HEADER, IGNORED_SEED, IGNORED_PATH, IGNORED_MOCK)
 
@@ -45,6 +45,17 @@ TTFB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 #: Upstream failures answered by the proxy itself before any body byte (502, 504).
+
+
+class SentCount:
+    """Writes to clients and their body bytes, of one scenario (native integers,
+    counted per frame line; ``chaosproxy_frames_total``, ``chaosproxy_bytes_sent_total``)."""
+
+    __slots__ = ("bytes", "frames")
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.bytes = 0
 
 
 class Metrics(FrameObserver):
@@ -78,7 +89,7 @@ class Metrics(FrameObserver):
         )
         # Frames and bytes are counted in plain integers (a frame line is the hot path)
         # and exposed as counters when scraped.
-        self._sent: dict[str, list[int]] = {}
+        self._sent: dict[str, SentCount] = {}
         r.register(SentCollector(self._sent))
         self.client_disconnects = Counter(
             "chaosproxy_client_disconnects",
@@ -130,9 +141,9 @@ class Metrics(FrameObserver):
         scenario = context.get("scenario") or NO_SCENARIO
         sent = self._sent.get(scenario)
         if sent is None:
-            sent = self._sent[scenario] = [0, 0]
-        sent[0] += 1
-        sent[1] += fields.get("size", 0)
+            sent = self._sent[scenario] = SentCount()
+        sent.frames += 1
+        sent.bytes += fields["size"]
 
     def frames_json(
         self, context: dict[str, Any], fields: list[FrameFields], texts: list[bytes]
@@ -142,10 +153,10 @@ class Metrics(FrameObserver):
         scenario = context.get("scenario") or NO_SCENARIO
         sent = self._sent.get(scenario)
         if sent is None:
-            sent = self._sent[scenario] = [0, 0]
-        sent[0] += len(fields)
+            sent = self._sent[scenario] = SentCount()
+        sent.frames += len(fields)
         for f in fields:
-            sent[1] += f.get("size", 0)
+            sent.bytes += f["size"]
 
     def __call__(self, line: LogLine) -> None:
         if line["event"] == "frame":

@@ -10,7 +10,7 @@ and a compiled class may not subclass a dependency's class (prometheus_client's
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -84,9 +84,9 @@ class HistoryCollector(Collector):
 
 class SentCollector(Collector):
     """``chaosproxy_frames_total`` and ``chaosproxy_bytes_sent_total`` from plain
-    per-scenario ``[frames, bytes]`` counts."""
+    per-scenario counts (the metrics' ``SentCount``: ``frames`` and ``bytes``)."""
 
-    def __init__(self, sent: dict[str, list[int]]) -> None:
+    def __init__(self, sent: dict[str, Any]) -> None:
         self._sent = sent
 
     def collect(self) -> Iterator[Metric]:
@@ -96,9 +96,9 @@ class SentCollector(Collector):
         sent_bytes = CounterMetricFamily(
             "chaosproxy_bytes_sent", "Body bytes written to clients.", labels=["scenario"]
         )
-        for scenario, (n_frames, n_bytes) in list(self._sent.items()):
-            frames.add_metric([scenario], n_frames)
-            sent_bytes.add_metric([scenario], n_bytes)
+        for scenario, sent in list(self._sent.items()):
+            frames.add_metric([scenario], sent.frames)
+            sent_bytes.add_metric([scenario], sent.bytes)
         yield frames
         yield sent_bytes
 

@@ -47,7 +47,7 @@ DEFAULT_MAX_FRAMES = 1000
 DEFAULT_MAX_CONTENT = 256 * 1024
 #: What the whole store holds at most by default (``--history-bytes``).
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
-#: What a kept line costs besides its characters: its ``str`` object (49 bytes of
+#: What a kept line costs besides its characters: its ``bytes`` object (33 bytes of
 #: header, rounded up by the allocator) and its slot in a list.
 LINE_OVERHEAD: Final = 64
 #: What a record costs besides its lines and its journal entry: the record, its
@@ -64,22 +64,23 @@ _CONTENT = frozenset({"data", "raw"})
 class RequestRecord:
     """What the admin API knows of one request: its frame-log lines, as logged.
 
-    Frame and action lines are kept compact, each as its JSON text (a ``str``): a
-    busy proxy keeps a few hundred thousand of them, and as dicts (with their
-    ``events``, ``kinds`` and ``faults`` lists) every one would be four more objects
-    for each pass of Python's garbage collector to walk, with the loop held meanwhile
-    (docs/benchmark.md). They are decoded when the API shows them. (A ``str``, not
-    orjson's ``bytes``: each of those keeps orjson's whole initial buffer, about
-    4 KB, however short the line.)"""
+    Frame and action lines are kept compact, each as its JSON text and a newline
+    (``bytes``): a busy proxy keeps a few hundred thousand of them, and as dicts (with
+    their ``events``, ``kinds`` and ``faults`` lists) every one would be four more
+    objects for each pass of Python's garbage collector to walk, with the loop held
+    meanwhile (docs/benchmark.md). They are decoded when the API shows them. A frame
+    line is kept as the very object the frame log wrote (nothing is copied per write,
+    issue 34); a line the store makes itself is copied out of orjson's result, which
+    would keep orjson's whole initial buffer, about 4 KB, however short the line."""
 
     #: Its ``request`` line, as logged.
     line: RequestLine
     #: Its summary (:func:`request_summary`), once its ``response_end`` line came.
     summary: RequestSummary | None = None
-    #: Frame lines, each its JSON text (:meth:`detail` decodes them).
-    frames: list[str] = field(default_factory=list)
+    #: Frame lines, each its JSON text and a newline (:meth:`detail` decodes them).
+    frames: list[bytes] = field(default_factory=list)
     #: Action lines, likewise.
-    actions: list[str] = field(default_factory=list)
+    actions: list[bytes] = field(default_factory=list)
     #: Its ``violation`` lines (contract breaches; at most 100 per side).
     violations: list[ViolationLine] = field(default_factory=list)
     #: Frame/action lines not kept (beyond ``max_frames``).
@@ -299,7 +300,7 @@ class RequestStore(FrameObserver):
             size = len(text) + LINE_OVERHEAD
             # (the budget's check inlined: this is every write of every stream)
             if self.held + size <= self.max_bytes or self._fit(record, size):
-                record.frames.append(text[:-1].decode())  # the usual line: kept as it is
+                record.frames.append(text)  # the usual line: kept as it is
                 record.held += size
                 self.held += size
             else:
@@ -308,7 +309,7 @@ class RequestStore(FrameObserver):
             self._keep(record, record.frames, orjson.loads(text), text)
 
     def _keep(
-        self, record: RequestRecord, into: list[str], line: dict[str, Any], text: bytes = b""
+        self, record: RequestRecord, into: list[bytes], line: dict[str, Any], text: bytes = b""
     ) -> None:
         if len(record.frames) + len(record.actions) >= self.max_frames:
             record.omitted += 1
@@ -322,8 +323,9 @@ class RequestStore(FrameObserver):
                 text = b""
             else:
                 record.content += size
-        # The line's JSON without the newline, as orjson.dumps(line) would make it.
-        kept = text[:-1].decode() if text else orjson.dumps(line).decode()
+        # The line's JSON and a newline, as orjson.dumps(line) would make it (joined:
+        # a copy the size of the line, not orjson's buffer).
+        kept = text if text else b"".join((orjson.dumps(line), b"\n"))
         size = len(kept) + LINE_OVERHEAD
         if self._fit(record, size):
             into.append(kept)

@@ -199,12 +199,14 @@ def test_a_frame_observer_is_called_directly_with_the_lines_the_log_writes() -> 
     bound.frame({**FRAME, "seq": 3, "size": 6})
     bound.info("response_end", **{**RESPONSE_END, "bytes": 18, "frames": 4})
     written = out.getvalue().splitlines(keepends=True)
-    frames = [line[:-1].decode() for line in written if b'"event":"frame"' in line]
+    frames = [line for line in written if b'"event":"frame"' in line]
     record = store.get("r-5")
     assert record is not None and record.done
     assert record.frames == frames  # each kept as the text the log wrote
     assert (record.sent_frames, record.sent_bytes) == (4, 18)
-    assert metrics._sent == {"s": [3, 12]}  # (the last frame came after it was removed)
+    assert {k: [v.frames, v.bytes] for k, v in metrics._sent.items()} == {
+        "s": [3, 12]
+    }  # (the last frame came after it was removed)
     assert order == ["plain request", *["plain frame"] * 4, "plain response_end"]
 
 
@@ -253,13 +255,13 @@ def test_redact_path_masks_credential_parameters_only() -> None:
 
 
 def test_every_line_carries_ts_in_utc_with_milliseconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([1764603359.9996, 1764603360.0, 1764603360.1234, 1764603361.5])
+    monkeypatch.setattr(logs.time, "time", lambda: next(clock))  # (before the log is made)
     out = io.BytesIO()
     log = FrameLog(out)
     observed: list[dict[str, Any]] = []
     log.add_observer(observed.append)
     bound = log.for_request(request_id="r-1", scenario=None)
-    clock = iter([1764603359.9996, 1764603360.0, 1764603360.1234, 1764603361.5])
-    monkeypatch.setattr(logs.time, "time", lambda: next(clock))
     for _ in range(4):
         bound.info("frame", **{**FRAME, "size": 1})
     stamps = [orjson.loads(line)["ts"] for line in out.getvalue().splitlines()]
@@ -541,9 +543,10 @@ def test_the_timestamp_changes_with_the_millisecond_and_the_second(
     clock = iter([1764600000.2501, 1764600000.2509, 1764600000.2511, 1764600001.0004])
     monkeypatch.setattr(logs.time, "time", lambda: next(clock))
     stamp = logs._Timestamp()
-    first = stamp.now_pair()
-    assert first == ("2025-12-01T14:40:00.250Z", b"2025-12-01T14:40:00.250Z")
-    again = stamp.now_pair()  # the same millisecond: the same stamp, not made again
-    assert again == first and again[0] is first[0] and again[1] is first[1]
+    first = stamp.now_bytes()
+    assert first == b"2025-12-01T14:40:00.250Z"
+    assert stamp.text(first) == "2025-12-01T14:40:00.250Z"
+    again = stamp.now_bytes()  # the same millisecond: the same stamp, not made again
+    assert again is first and stamp.text(again) is stamp.text(first)
     assert stamp.now() == "2025-12-01T14:40:00.251Z"
     assert stamp.now() == "2025-12-01T14:40:01.000Z"

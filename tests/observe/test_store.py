@@ -72,7 +72,7 @@ def record_bytes(i: int) -> int:
 
 
 def line_bytes(line: Any) -> int:
-    return len(orjson.dumps(line)) + LINE_OVERHEAD
+    return len(orjson.dumps(line)) + 1 + LINE_OVERHEAD  # (kept with its newline)
 
 
 def test_it_counts_each_record_and_line_and_forgets_them_on_reset() -> None:
