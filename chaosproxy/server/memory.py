@@ -69,7 +69,7 @@ class IdleReclaimer:
 
     in_flight: Callable[[], int]
     interval: float = INTERVAL
-    #: Reclaims done (the tests and ``/health`` read it).
+    #: Reclaims done (the tests read it).
     reclaims: int = 0
     _seen: int = -1
     _task: asyncio.Task[None] | None = None
