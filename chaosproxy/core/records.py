@@ -164,6 +164,10 @@ class FrameFields(TypedDict):
     #: The payload (``--log-content`` only), as :class:`FrameContent` says.
     data: NotRequired[str]
     raw: NotRequired[str]
+    #: A WebSocket's write: the opcode of its message (``text``, ``binary``), and the
+    #: frames it went out in when a fault (``fragment``) split it.
+    opcode: NotRequired[str]
+    fragments: NotRequired[int]
 
 
 class FrameLine(FrameFields, _Bound):
