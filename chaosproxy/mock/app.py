@@ -312,7 +312,7 @@ def _route(module: ModuleType, route: MockRoute) -> Handler:
     def params(request: web.Request) -> dict[str, str]:
         return {**request.match_info, **fixed}
 
-    if getattr(module, "WEBSOCKET", False):
+    if route.websocket:
         return _websocket(module, route)
     if route.method == "GET":
         query_payload: Callable[[Any], JsonObject] = module.query_payload

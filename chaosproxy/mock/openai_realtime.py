@@ -30,10 +30,8 @@ from chaosproxy.mock.openai_chat import error_body
 DEFAULT_MODEL = "gpt-realtime"
 #: 100 ms of silence: 2400 samples of 16-bit PCM at 24 kHz.
 SILENCE = base64.b64encode(bytes(4800)).decode()
-#: What the mock route is (``mock/app.py`` serves it as a WebSocket).
-WEBSOCKET = True
 
-__all__ = ["DEFAULT_MODEL", "SILENCE", "WEBSOCKET", "Conversation", "error_body", "serve"]
+__all__ = ["DEFAULT_MODEL", "SILENCE", "Conversation", "error_body", "serve"]
 
 
 def serve(call: common.MockCall) -> MockResponse:

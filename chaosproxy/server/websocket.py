@@ -22,7 +22,7 @@ import aiohttp
 from aiohttp import web
 
 from chaosproxy.core.actions import Cut, Respond, Send, Sleep
-from chaosproxy.core.faults._websocket import Message, Pong, WebSocketFault, WsClose, WsOut
+from chaosproxy.core.faults._websocket import Pong, WebSocketFault, WsClose, WsMessage, WsOut
 from chaosproxy.core.framing.websocket import (
     BINARY,
     NORMAL_CLOSURE,
@@ -34,8 +34,10 @@ from chaosproxy.core.framing.websocket import (
     encode_frame,
     message_line,
 )
+from chaosproxy.core.records import CutHow
 from chaosproxy.core.session import forwarded_request_headers
 from chaosproxy.observe.logs import content_fields, describe, redact_url
+from chaosproxy.scenario.fixtures import SCENARIO_HEADER as MOCK_SCENARIO_HEADER
 from chaosproxy.server.exchange import Exchange, answer
 from chaosproxy.server.net import cut_connection
 from chaosproxy.upstream.tls import tls_context
@@ -113,6 +115,9 @@ class WebSocketExchange(Exchange):
             )
             if not k.lower().startswith("sec-websocket-") and k.lower() != "accept-encoding"
         ]
+        chosen = self.choice.scenario
+        if chosen is not None and chosen.mock and target is not None and target.direct:
+            headers.append((MOCK_SCENARIO_HEADER, chosen.name))  # its mock: fixtures first
         offered = self.request.headers.get("Sec-WebSocket-Protocol", "")
         protocols = tuple(p.strip() for p in offered.split(",") if p.strip())
         ssl = tls_context(config) if url.startswith("wss://") else None
@@ -275,7 +280,9 @@ class _Relay:
             self.sent += 1
             out: list[WsOut] = [WsFrame(TEXT, payload)]
             for fault in self.faults:
-                message = Message(tuple(o for o in out if isinstance(o, WsFrame)), self.sent, kinds)
+                message = WsMessage(
+                    tuple(o for o in out if isinstance(o, WsFrame)), self.sent, kinds
+                )
                 out = fault.on_message(message)
                 close = next((o for o in out if isinstance(o, WsClose)), None)
                 if close is not None:
@@ -292,7 +299,7 @@ class _Relay:
         return True
 
     async def _close(self, close: WsClose) -> None:
-        how = "close" if close.code == NORMAL_CLOSURE else "abort"
+        how: CutHow = "close" if close.code == NORMAL_CLOSURE else "abort"
         detail = {"code": close.code, "reason": close.reason}
         fields = self.session.cut(Cut(how, fault=close.fault, detail=detail))
         self.exchange.log.info("action", **fields)

@@ -43,7 +43,7 @@ WsOut = WsFrame | WsClose
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class WsMessage:
     """One server message about to go to the client: its frames so far (one, unless a
     fault before split it), its number among the messages sent (1-based), and the
     kinds of its events (``delta``, ``terminal``...)."""
@@ -56,11 +56,11 @@ class Message:
 class WebSocketFault(Fault[C]):
     """A fault of the WebSocket stage; each hook passes what it is given by default."""
 
-    def on_message(self, message: Message) -> list[WsOut]:
+    def on_message(self, message: WsMessage) -> list[WsOut]:
         return list(message.frames)
 
     def on_ping(self, pong: Pong) -> Pong | None:
         return pong
 
 
-__all__ = ["Message", "Pong", "WebSocketFault", "WsClose", "WsOut"]
+__all__ = ["Pong", "WebSocketFault", "WsClose", "WsMessage", "WsOut"]

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from chaosproxy.core.faults._websocket import Message, WebSocketFault, WsOut
+from chaosproxy.core.faults._websocket import WebSocketFault, WsMessage, WsOut
 from chaosproxy.core.faults.base import Declaration, FaultConfig, known_kind
 from chaosproxy.core.framing.websocket import CONTINUATION, WsFrame
 
@@ -62,13 +62,13 @@ def fragments(frame: WsFrame, points: list[int], fault: str) -> list[WsFrame]:
 
 class FragmentFault(WebSocketFault[FragmentConfig], name="fragment", stage="websocket"):
     declaration = Declaration(
-        needs="framed",
+        needs="websocket",
         keeps_answer=True,
         explore=None,
         example="fragment: {mid_utf8: true, kind: delta}",
     )
 
-    def on_message(self, message: Message) -> list[WsOut]:
+    def on_message(self, message: WsMessage) -> list[WsOut]:
         kind = self.config.kind
         if (kind is not None and kind not in message.kinds) or len(message.frames) != 1:
             return list(message.frames)  # (not its kind, or fragmented already)

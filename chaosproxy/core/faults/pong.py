@@ -27,7 +27,7 @@ class PongConfig(FaultConfig):
 
 class PongFault(WebSocketFault[PongConfig], name="pong", stage="websocket"):
     declaration = Declaration(
-        needs="framed",
+        needs="websocket",
         keeps_answer=True,
         explore=None,
         example="pong: {drop: true}",

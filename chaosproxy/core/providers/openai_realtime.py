@@ -94,7 +94,7 @@ class OpenAIRealtimeProfile(TypedProfile):
     # The content faults (resegment, split_tool_args...) skip its streams and say so.
     slots = None
     mock = "chaosproxy.mock.openai_realtime"
-    mock_routes = (MockRoute("/v1/realtime", method="GET"),)
+    mock_routes = (MockRoute("/v1/realtime", method="GET", websocket=True),)
 
     @classmethod
     def recognises_type(cls, type_: str) -> bool:
@@ -138,4 +138,4 @@ class OpenAIRealtimeProfile(TypedProfile):
 
     def error_event(self, fmt: Format, newline: bytes = b"\n") -> bytes:
         """``{"type":"error","error":{"type":"server_error",...}}``, one message."""
-        return encode_event(fmt, newline, _ERROR_BODY, event="error", native="ndjson")
+        return encode_event(fmt, newline, _ERROR_BODY, event="error")

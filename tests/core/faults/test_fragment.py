@@ -1,0 +1,84 @@
+"""The ``fragment`` fault (docs/faults-websocket.md): one message in, the exact frames
+out (opcode, FIN, payload), at chosen and hostile boundaries."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from chaosproxy.core.faults.fragment import FragmentConfig
+from chaosproxy.core.framing.websocket import CONTINUATION, TEXT, WsFrame
+from tests.support.fault_websocket import make, message
+
+#: "é" is C3 A9 and "€" E2 82 AC: the first multi-byte character starts at byte 9.
+PAYLOAD = '{"d":"ab é€"}'.encode()
+
+
+def test_size_cuts_every_n_bytes_first_frame_text_then_continuations() -> None:
+    fault = make("fragment", {"size": 6})
+    out = fault.on_message(message(PAYLOAD))
+    assert out == [
+        WsFrame(TEXT, b'{"d":"', fin=False, fault="fragment"),
+        WsFrame(CONTINUATION, b"ab \xc3\xa9\xe2", fin=False, fault="fragment"),
+        WsFrame(CONTINUATION, b'\x82\xac"}', fin=True, fault="fragment"),
+    ]
+    assert fault.applied == 1
+
+
+def test_at_cuts_at_the_given_offsets_and_ignores_those_past_the_end() -> None:
+    fault = make("fragment", {"at": [10, 2, 99]})
+    out = fault.on_message(message(PAYLOAD))
+    assert [(f.opcode, f.payload, f.fin) for f in out] == [
+        (TEXT, b'{"', False),
+        (CONTINUATION, b'd":"ab \xc3', False),
+        (CONTINUATION, b'\xa9\xe2\x82\xac"}', True),
+    ]
+
+
+def test_mid_utf8_cuts_inside_the_first_multibyte_character() -> None:
+    fault = make("fragment", {"mid_utf8": True})
+    first, second = fault.on_message(message(PAYLOAD))
+    assert first.payload == b'{"d":"ab \xc3' and not first.fin
+    assert second.payload == b'\xa9\xe2\x82\xac"}' and second.fin
+    # neither frame is valid UTF-8 alone; together they are the message
+    with pytest.raises(UnicodeDecodeError):
+        first.payload.decode()
+    assert (first.payload + second.payload).decode() == '{"d":"ab é€"}'
+
+
+def test_mid_utf8_in_ascii_sends_the_message_whole_and_does_not_apply() -> None:
+    fault = make("fragment", {"mid_utf8": True})
+    assert fault.on_message(message(b'{"d":"abc"}')) == [WsFrame(TEXT, b'{"d":"abc"}')]
+    assert fault.applied == 0
+    assert fault.skipped() == "never applied"
+
+
+def test_kind_selects_the_messages_it_fragments() -> None:
+    fault = make("fragment", {"size": 4, "kind": "delta"})
+    other = message(PAYLOAD, 1, "start")
+    assert fault.on_message(other) == list(other.frames)
+    assert len(fault.on_message(message(PAYLOAD, 2, "delta"))) == 4  # 15 bytes, 4 a frame
+
+
+def test_a_message_fragmented_already_is_left_as_it_is() -> None:
+    first = make("fragment", {"size": 5})
+    second = make("fragment", {"size": 2})
+    frames = first.on_message(message(PAYLOAD))
+    split = message(PAYLOAD)
+    again = second.on_message(type(split)(tuple(frames), 1, split.kinds))  # type: ignore[arg-type]
+    assert again == frames
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({}, "give exactly one of size, at, mid_utf8"),
+        ({"size": 2, "mid_utf8": True}, "give exactly one of size, at, mid_utf8"),
+        ({"size": 0}, "greater than or equal to 1"),
+        ({"at": [0]}, "greater than or equal to 1"),
+        ({"size": 3, "kind": "nope"}, "unknown kind 'nope'"),
+    ],
+)
+def test_bad_configs_are_refused_with_a_reason(config: dict[str, object], error: str) -> None:
+    with pytest.raises(ValidationError, match=error):
+        FragmentConfig.model_validate(config)

@@ -1,0 +1,139 @@
+"""Realtime clients through the proxy's WebSocket relay in front of the built-in mock
+(docs/providers.md, OpenAI Realtime): the ``websockets`` library and the ``openai``
+SDK's realtime client each assemble exactly the mock's answer with no scenario, and
+under each library scenario do what is recorded here, which the proxy's own summary of
+the connection (integrity, faults, outcome) agrees with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.proxies import LogCapture, ProxyFactory
+from tests.support.realtime_clients import CLIENTS, mock_text
+
+#: The fixture text of realtime-fragmented-utf8 (scenarios/realtime-fragmented-utf8.yaml).
+UTF8_TEXT = "Café crème, 日本語, and 👍🏽 for the realtime stream."
+
+
+def _ws(url: str) -> str:
+    return url.replace("http://", "ws://")
+
+
+async def _end(log_capture: LogCapture) -> dict[str, Any]:
+    """The response_end of the last WebSocket the proxy relayed."""
+    (request,) = [line for line in log_capture.lines if line["event"] == "request"][-1:]
+    return await log_capture.wait_end(request["request_id"])
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_each_client_assembles_exactly_the_mocks_answer(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(library=True)
+    seen = await CLIENTS[client](_ws(proxy.url), None, 5.0)
+    assert seen.raised is None and seen.done
+    assert seen.text == mock_text() != ""
+    assert seen.types[0] == "session.created"
+    assert "response.output_audio.delta" in seen.types
+    end = await _end(log_capture)
+    assert (end["status"], end["outcome"]) == (101, "completed")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_under_a_clean_scenario_the_answer_is_intact_and_every_message_a_frame(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(scenarios={"clean": "faults: []\n"})
+    seen = await CLIENTS[client](_ws(proxy.url), "clean", 5.0)
+    assert seen.text == mock_text() and seen.done
+    end = await _end(log_capture)
+    assert (end["integrity"], end["provider"], end["format"]) == (
+        "intact",
+        "openai-realtime",
+        "ndjson",
+    )
+    frames = log_capture.frames(end["request_id"])
+    # one frame line a message: session.created, conversation.item.created, the response
+    assert len(frames) == len(seen.types)
+    assert {f["opcode"] for f in frames} == {"text"}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_fragmented_utf8_every_client_joins_the_frames(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(library=True)
+    seen = await CLIENTS[client](_ws(proxy.url), "realtime-fragmented-utf8", 5.0)
+    assert (seen.raised, seen.done, seen.text) == (None, True, UTF8_TEXT)
+    end = await _end(log_capture)
+    assert end["integrity"] == "intact"
+    fragmented = [f for f in log_capture.frames(end["request_id"]) if "fragments" in f]
+    assert fragmented and all(f["fragments"] == 2 for f in fragmented)
+    assert end["faults_applied"]["fragment"] == len(fragmented)
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_close_1011_mid_response_each_client_raises_with_the_code_and_reason(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(library=True)
+    seen = await CLIENTS[client](_ws(proxy.url), "realtime-close-1011-mid-response", 5.0)
+    assert (seen.raised, seen.code, seen.reason) == (
+        "ConnectionClosedError",
+        1011,
+        "internal server error",
+    )
+    assert not seen.done
+    full = mock_text()
+    assert full.startswith(seen.text) and seen.text.count(" ") <= 1  # two deltas
+    assert seen.types.count("response.output_text.delta") == 2
+    end = await _end(log_capture)
+    assert (end["outcome"], end["integrity"]) == ("cut", "broken")
+    (action,) = [x for x in log_capture.for_request(end["request_id"]) if x["event"] == "action"]
+    assert (action["fault"], action["code"], action["reason"]) == (
+        "ws_close",
+        1011,
+        "internal server error",
+    )
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_no_close_frame_each_client_sees_1006(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(library=True)
+    seen = await CLIENTS[client](_ws(proxy.url), "realtime-no-close-frame", 5.0)
+    assert (seen.raised, seen.code, seen.done) == ("ConnectionClosedError", 1006, False)
+    assert seen.text == mock_text()  # every delta came; response.done did not
+    end = await _end(log_capture)
+    assert (end["outcome"], end["integrity"]) == ("cut", "broken")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_duplicated_delta_each_client_shows_the_piece_twice(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(library=True)
+    seen = await CLIENTS[client](_ws(proxy.url), "realtime-duplicated-delta", 5.0)
+    assert seen.raised is None and seen.done
+    deltas = [t for t in seen.types if t == "response.output_text.delta"]
+    assert len(deltas) == 5  # four tokens, the second twice
+    assert seen.text != mock_text() and len(seen.text) > len(mock_text())
+    end = await _end(log_capture)
+    assert (end["outcome"], end["integrity"]) == ("completed", "altered")
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_missing_done_each_client_waits_until_its_own_timeout(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(library=True)
+    seen = await CLIENTS[client](_ws(proxy.url), "realtime-missing-done", 1.0)
+    assert (seen.raised, seen.done) == ("TimeoutError", False)
+    assert seen.text == mock_text()
+    assert "response.done" not in seen.types
+    end = await _end(log_capture)  # the client closed: the answer it got lacks its end
+    assert end["integrity"] != "intact"
+    assert end["faults_applied"] == {"drop": 1}
