@@ -215,6 +215,8 @@ class _Relay:
         self.splitter = MessageSplitter()
         self.sent = 0
         self.faults = [f for f in self.session.faults if isinstance(f, WebSocketFault)]
+        for fault in self.faults:
+            fault.relayed = True
         self.pongs: set[asyncio.Task[None]] = set()
 
     @property
@@ -230,7 +232,9 @@ class _Relay:
     async def downstream(self) -> None:
         """The upstream's messages to the client, until either side ends."""
         session = self.session
-        async for msg in self.up:
+        reason = ""
+        while True:
+            msg = await self.up.receive()
             if msg.type is aiohttp.WSMsgType.TEXT:
                 line = message_line(msg.data.encode())
                 if await self._carry(session.feed(line, self.clock)):
@@ -239,7 +243,9 @@ class _Relay:
                 frame = WsFrame(BINARY, msg.data)
                 self._write(frame)
                 self.exchange.log_message(Send(msg.data), [frame], self.clock)
-            else:  # an error: the upstream's connection broke
+            else:  # its close (answered by the client), or its connection broke
+                if msg.type is aiohttp.WSMsgType.CLOSE:
+                    reason = msg.extra or ""
                 break
         if session.ended:  # (the client left, or a fault ended it, meanwhile)
             return
@@ -252,8 +258,8 @@ class _Relay:
             return
         if await self._carry(session.body_end(self.clock)):
             return
-        await self.ws.close(code=code, message=b"")
-        session.finish()
+        session.finish()  # (before the close: it wakes the client's reader)
+        await self.ws.close(code=code, message=reason.encode())
 
     async def _carry(self, actions: list[Action]) -> bool:
         """Carry out the session's actions; True once the connection has ended."""
@@ -331,6 +337,8 @@ class _Relay:
                 return
             elif kind is aiohttp.WSMsgType.PONG:
                 continue
+            elif kind is aiohttp.WSMsgType.CLOSING:  # the proxy's own close, under way
+                return
             else:  # CLOSED, ERROR, CLOSING: the client's connection is gone
                 if not self.session.ended:
                     self.session.client_gone()

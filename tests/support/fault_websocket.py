@@ -22,6 +22,7 @@ def make(name: str, config: dict[str, Any], seed: int = 7) -> WebSocketFault:
         get_profile("openai-realtime"),
     )
     assert isinstance(fault, WebSocketFault)
+    fault.relayed = True  # (as the relay marks it)
     return fault
 
 

@@ -53,8 +53,20 @@ class WsMessage:
     kinds: frozenset[str]
 
 
+#: Why a WebSocket fault did nothing on a response that is no WebSocket.
+NOT_A_WEBSOCKET = "not a WebSocket: it acts on the frames of a relayed WebSocket"
+
+
 class WebSocketFault(Fault[C]):
     """A fault of the WebSocket stage; each hook passes what it is given by default."""
+
+    #: Set by the relay (``server/websocket.py``) when the response is a WebSocket.
+    relayed: bool = False
+
+    def skipped(self) -> str | None:
+        if not self.relayed:
+            return NOT_A_WEBSOCKET
+        return super().skipped()
 
     def on_message(self, message: WsMessage) -> list[WsOut]:
         return list(message.frames)
@@ -63,4 +75,4 @@ class WebSocketFault(Fault[C]):
         return pong
 
 
-__all__ = ["Pong", "WebSocketFault", "WsClose", "WsMessage", "WsOut"]
+__all__ = ["NOT_A_WEBSOCKET", "Pong", "WebSocketFault", "WsClose", "WsMessage", "WsOut"]

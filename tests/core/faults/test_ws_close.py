@@ -72,3 +72,9 @@ def test_kind_counts_only_the_messages_of_that_kind() -> None:
 def test_kind_needs_after_n() -> None:
     with pytest.raises(ValidationError, match="kind counts the messages of after: N"):
         WsCloseConfig.model_validate({"before": "terminal", "kind": "delta"})
+
+
+def test_on_a_response_that_is_no_websocket_it_says_so() -> None:
+    fault = make("ws_close", {"after": 1})
+    fault.relayed = False  # (an HTTP body: the relay never marked it)
+    assert fault.skipped() == "not a WebSocket: it acts on the frames of a relayed WebSocket"

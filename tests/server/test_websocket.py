@@ -1,0 +1,198 @@
+"""The WebSocket relay (chaosproxy/server/websocket.py) against scripted upstreams on
+real sockets: messages both ways (text and binary, byte for byte), the upstream's close
+code passed on, an upstream that refuses the upgrade or cuts its TCP connection with no
+close frame, a refused scenario, the client's pings answered, late or never (``pong``),
+and the upstream URL the relay dials."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import websockets
+from aiohttp import WSMsgType, web
+from aiohttp.test_utils import TestServer
+
+from chaosproxy.server.websocket import upstream_ws_url
+from tests.support.proxies import LogCapture, ProxyFactory
+
+
+async def _echo(request: web.Request) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    async for msg in ws:
+        if msg.type is WSMsgType.TEXT:
+            await ws.send_str(msg.data)
+        elif msg.type is WSMsgType.BINARY:
+            await ws.send_bytes(msg.data)
+    return ws
+
+
+async def _cut(request: web.Request) -> web.WebSocketResponse:
+    """Two events, then the TCP connection ends with no close frame."""
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    await ws.send_str('{"type":"response.created"}')
+    await ws.send_str('{"type":"response.output_text.delta","delta":"Hi"}')
+    assert request.transport is not None
+    request.transport.close()
+    return ws
+
+
+async def _close_4000(request: web.Request) -> web.WebSocketResponse:
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    await ws.send_str('{"type":"session.created"}')
+    await ws.close(code=4000, message=b"policy: bye")
+    return ws
+
+
+async def _refuse(request: web.Request) -> web.Response:
+    return web.Response(status=403, text="no")
+
+
+@pytest.fixture
+async def upstream() -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_get("/v1/echo", _echo)
+    app.router.add_get("/v1/cut", _cut)
+    app.router.add_get("/v1/close", _close_4000)
+    app.router.add_get("/v1/refuse", _refuse)
+    server = TestServer(app)
+    await server.start_server()
+    yield f"http://127.0.0.1:{server.port}"
+    await server.close()
+
+
+def _ws(url: str, path: str) -> str:
+    return url.replace("http://", "ws://") + path
+
+
+async def _end(log_capture: LogCapture) -> dict[str, Any]:
+    request = [line for line in log_capture.lines if line["event"] == "request"][-1]
+    return await log_capture.wait_end(request["request_id"])
+
+
+async def test_messages_both_ways_byte_for_byte_each_a_frame_line(
+    make_proxy: ProxyFactory, log_capture: LogCapture, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream)
+    async with websockets.connect(_ws(proxy.url, "/v1/echo")) as ws:
+        await ws.send('{"type":"x","text":"é"}')
+        assert await ws.recv() == '{"type":"x","text":"é"}'
+        await ws.send(b"\x00\xff\x10")
+        assert await ws.recv() == b"\x00\xff\x10"
+    end = await _end(log_capture)
+    assert (end["status"], end["outcome"]) == (101, "completed")
+    frames = log_capture.frames(end["request_id"])
+    assert [(f["opcode"], f["size"]) for f in frames] == [("text", 24), ("binary", 3)]
+
+
+async def test_the_upstreams_close_code_and_reason_reach_the_client(
+    make_proxy: ProxyFactory, log_capture: LogCapture, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream, scenarios={"clean": "faults: []\n"})
+    headers = {"X-Chaos-Scenario": "clean"}
+    async with websockets.connect(_ws(proxy.url, "/v1/close"), additional_headers=headers) as ws:
+        assert await ws.recv() == '{"type":"session.created"}'
+        with pytest.raises(websockets.ConnectionClosedError) as raised:
+            await ws.recv()
+    assert raised.value.rcvd is not None
+    assert (raised.value.rcvd.code, raised.value.rcvd.reason) == (4000, "policy: bye")
+    end = await _end(log_capture)
+    assert end["outcome"] == "completed"
+
+
+async def test_an_upstream_cut_with_no_close_frame_is_passed_on_as_one(
+    make_proxy: ProxyFactory, log_capture: LogCapture, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream, scenarios={"clean": "faults: []\n"})
+    headers = {"X-Chaos-Scenario": "clean"}
+    got: list[str | bytes] = []
+    async with websockets.connect(_ws(proxy.url, "/v1/cut"), additional_headers=headers) as ws:
+        with pytest.raises(websockets.ConnectionClosedError) as raised:
+            while True:
+                got.append(await ws.recv())
+    assert raised.value.rcvd is None  # no close frame: the client's 1006
+    assert got == [
+        '{"type":"response.created"}',
+        '{"type":"response.output_text.delta","delta":"Hi"}',
+    ]
+    end = await _end(log_capture)
+    assert (end["outcome"], end["integrity"]) == ("upstream_error", "broken")
+    assert end["error"] == "upstream WebSocket ended without a close frame"
+
+
+async def test_an_upstream_that_refuses_the_upgrade_is_a_502_before_any_upgrade(
+    make_proxy: ProxyFactory, log_capture: LogCapture, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream)
+    with pytest.raises(websockets.InvalidStatus) as raised:
+        async with websockets.connect(_ws(proxy.url, "/v1/refuse")):
+            pass
+    response = raised.value.response
+    assert response.status_code == 502
+    assert b"upstream refused the WebSocket (403)" in response.body
+    end = await _end(log_capture)
+    assert (end["status"], end["outcome"]) == (502, "upstream_error")
+
+
+async def test_an_unknown_scenario_is_refused_before_the_upgrade(
+    make_proxy: ProxyFactory, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream)
+    headers = {"X-Chaos-Scenario": "no-such"}
+    with pytest.raises(websockets.InvalidStatus) as raised:
+        async with websockets.connect(_ws(proxy.url, "/v1/echo"), additional_headers=headers):
+            pass
+    assert raised.value.response.status_code == 400
+    assert b"no-such" in raised.value.response.body
+
+
+async def test_pings_are_answered_and_pong_drop_leaves_them_unanswered(
+    make_proxy: ProxyFactory, log_capture: LogCapture, upstream: str
+) -> None:
+    proxy = await make_proxy(
+        upstream=upstream, scenarios={"no-pong": "faults:\n  - pong: {drop: true, after: 1}\n"}
+    )
+    headers = {"X-Chaos-Scenario": "no-pong"}
+    async with websockets.connect(_ws(proxy.url, "/v1/echo"), additional_headers=headers) as ws:
+        await (await ws.ping(b"one"))  # the first is answered
+        unanswered = await ws.ping(b"two")
+        # A pong is written as the ping is read, before the message after it is relayed:
+        # once its echo is back, a pong that was coming has come.
+        await ws.send("after")
+        assert await ws.recv() == "after"
+        assert not unanswered.done()
+    end = await _end(log_capture)
+    assert end["faults_applied"] == {"pong": 1}
+
+
+async def test_pong_delay_answers_late(make_proxy: ProxyFactory, upstream: str) -> None:
+    proxy = await make_proxy(
+        upstream=upstream, scenarios={"late": "faults:\n  - pong: {delay: 300ms}\n"}
+    )
+    headers = {"X-Chaos-Scenario": "late"}
+    async with websockets.connect(_ws(proxy.url, "/v1/echo"), additional_headers=headers) as ws:
+        began = time.monotonic()
+        waiter = await ws.ping(b"late")
+        await ws.send("after")
+        assert await ws.recv() == "after"
+        assert not waiter.done()
+        await asyncio.wait_for(waiter, 5)
+        assert time.monotonic() - began >= 0.3
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "url"),
+    [
+        ("http://up:8080", "/v1/realtime?model=m", "ws://up:8080/v1/realtime?model=m"),
+        ("https://api.openai.com/", "/v1/realtime", "wss://api.openai.com/v1/realtime"),
+        ("https://gw/openai", "/v1/realtime", "wss://gw/openai/v1/realtime"),
+    ],
+)
+def test_the_upstream_url(base: str, path: str, url: str) -> None:
+    assert upstream_ws_url(base, path) == url
