@@ -6,10 +6,15 @@ the connection (integrity, faults, outcome) agrees with."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from chaosproxy.tools.matrix import run_matrix
+from tests.support.clean_runs import clean_text, scenario_clean
+from tests.support.forks import ForkServer
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.realtime_clients import CLIENTS, mock_text
 
@@ -137,3 +142,44 @@ async def test_missing_done_each_client_waits_until_its_own_timeout(
     end = await _end(log_capture)  # the client closed: the answer it got lacks its end
     assert end["integrity"] != "intact"
     assert end["faults_applied"] == {"drop": 1}
+
+
+#: What `chaosproxy matrix` judges each realtime client under the library's realtime
+#: scenarios (the same for both: the SDK reads through `websockets`); docs/providers.md.
+MATRIX = {
+    "realtime-fragmented-utf8": "tolerated",
+    "realtime-close-1011-mid-response": "detected",
+    "realtime-no-close-frame": "detected",
+    "realtime-duplicated-delta": "silent_corruption",
+    "realtime-missing-done": "detected",
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_the_matrix_judges_each_realtime_client_as_it_behaved(
+    client: str, tmp_path: Path, python_clients: ForkServer
+) -> None:
+    record = tmp_path / "record"
+    record.mkdir()
+    command = python_clients.command("-m", "tests.clients.realtime_client", client)
+    matrix, _ = run_matrix(
+        f"{python_clients.command('-m', 'tests.clients.record', record)} {command}",
+        scenarios=list(MATRIX),
+        timeout=10.0,
+        settings={"mock_interval": 0.001, "log_content": True},
+    )
+    assert {r.scenario: r.verdict for r in matrix.results} == MATRIX
+    clean = clean_text(command)
+    assert clean == mock_text()
+    # Each verdict is what the client printed and how it exited (the SSE oracle of
+    # tests/support/verdict_oracle.py reads OpenAI Chat streams, not these).
+    for run in matrix.results:
+        printed = json.loads((record / f"{run.scenario}.json").read_text())[-1]["stdout"]
+        own = scenario_clean(run.scenario, clean)
+        said = {
+            (0, True): "tolerated",
+            (0, False): "silent_corruption",
+            (1, False): "detected",
+        }[(run.exit_code or 0, run.exit_code == 0 and printed == own)]
+        assert run.verdict == said, (run.scenario, run.reason, printed)

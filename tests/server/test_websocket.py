@@ -7,11 +7,14 @@ and the upstream URL the relay dials."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 import websockets
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
@@ -161,12 +164,13 @@ async def test_pings_are_answered_and_pong_drop_leaves_them_unanswered(
     headers = {"X-Chaos-Scenario": "no-pong"}
     async with websockets.connect(_ws(proxy.url, "/v1/echo"), additional_headers=headers) as ws:
         await (await ws.ping(b"one"))  # the first is answered
-        unanswered = await ws.ping(b"two")
+        unanswered = asyncio.ensure_future(await ws.ping(b"two"))
         # A pong is written as the ping is read, before the message after it is relayed:
         # once its echo is back, a pong that was coming has come.
         await ws.send("after")
         assert await ws.recv() == "after"
         assert not unanswered.done()
+        unanswered.cancel()
     end = await _end(log_capture)
     assert end["faults_applied"] == {"pong": 1}
 
@@ -178,7 +182,7 @@ async def test_pong_delay_answers_late(make_proxy: ProxyFactory, upstream: str) 
     headers = {"X-Chaos-Scenario": "late"}
     async with websockets.connect(_ws(proxy.url, "/v1/echo"), additional_headers=headers) as ws:
         began = time.monotonic()
-        waiter = await ws.ping(b"late")
+        waiter = asyncio.ensure_future(await ws.ping(b"late"))
         await ws.send("after")
         assert await ws.recv() == "after"
         assert not waiter.done()
@@ -196,3 +200,46 @@ async def test_pong_delay_answers_late(make_proxy: ProxyFactory, upstream: str) 
 )
 def test_the_upstream_url(base: str, path: str, url: str) -> None:
     assert upstream_ws_url(base, path) == url
+
+
+@pytest.fixture
+async def wss_upstream(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
+    """An echo WebSocket over TLS, its certificate for 127.0.0.1 from a fresh CA: its
+    ``https://`` URL and the CA's file."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    app = web.Application()
+    app.router.add_get("/v1/echo", _echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"https://127.0.0.1:{port}", str(ca_file)
+    await runner.cleanup()
+
+
+async def test_an_https_upstream_is_dialled_as_wss_with_the_upstream_ca(
+    make_proxy: ProxyFactory, log_capture: LogCapture, wss_upstream: tuple[str, str]
+) -> None:
+    url, ca_file = wss_upstream
+    proxy = await make_proxy(upstream=url, upstream_ca=ca_file)
+    async with websockets.connect(_ws(proxy.url, "/v1/echo")) as ws:
+        await ws.send("over tls")
+        assert await ws.recv() == "over tls"
+    assert (await _end(log_capture))["outcome"] == "completed"
+
+
+async def test_an_unknown_ca_is_a_502_naming_the_certificate(
+    make_proxy: ProxyFactory, log_capture: LogCapture, wss_upstream: tuple[str, str]
+) -> None:
+    url, _ = wss_upstream
+    proxy = await make_proxy(upstream=url)
+    with pytest.raises(websockets.InvalidStatus) as raised:
+        async with websockets.connect(_ws(proxy.url, "/v1/echo")):
+            pass
+    assert raised.value.response.status_code == 502
+    assert b"certificate" in raised.value.response.body.lower()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 
 import openai
@@ -102,7 +102,7 @@ async def with_openai(url: str, scenario: str | None, wait: float = 5.0) -> Seen
     return seen
 
 
-Client = Callable[[str, str | None, float], Awaitable[Seen]]
+Client = Callable[[str, str | None, float], Coroutine[None, None, Seen]]
 CLIENTS: dict[str, Client] = {"websockets": with_websockets, "openai": with_openai}
 
 
