@@ -14,6 +14,7 @@ import pytest
 
 from chaosproxy.tools.matrix import run_matrix
 from tests.support.clean_runs import clean_text, scenario_clean
+from tests.support.cli import port_in, start_serve, stop_serve
 from tests.support.forks import ForkServer
 from tests.support.proxies import LogCapture, ProxyFactory
 from tests.support.realtime_clients import CLIENTS, mock_text
@@ -183,3 +184,19 @@ def test_the_matrix_judges_each_realtime_client_as_it_behaved(
             (1, False): "detected",
         }[(run.exit_code or 0, run.exit_code == 0 and printed == own)]
         assert run.verdict == said, (run.scenario, run.reason, printed)
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_chaosproxy_serve_on_the_embedded_default_answers_each_client(
+    client: str,
+) -> None:
+    """The command itself (a process): `chaosproxy serve` in front of its built-in mock."""
+    proc, line = await start_serve("--listen", "127.0.0.1:0", "--admin", "off")
+    try:
+        url = f"ws://127.0.0.1:{port_in(line)}"
+        seen = await CLIENTS[client](url, None, 10.0)
+        assert (seen.raised, seen.done, seen.text) == (None, True, mock_text())
+        chaos = await CLIENTS[client](url, "realtime-close-1011-mid-response", 10.0)
+        assert (chaos.raised, chaos.code) == ("ConnectionClosedError", 1011)
+    finally:
+        await stop_serve(proc)
