@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_writer import StreamWriter
 
 from chaosproxy.core.actions import Cut, Respond, Send, Sleep
 from chaosproxy.core.faults._websocket import Pong, WebSocketFault, WsClose, WsMessage, WsOut
@@ -47,6 +48,12 @@ if TYPE_CHECKING:
 
 #: The head the session frames a WebSocket's server messages under: one event a line.
 WS_HEAD = [("Content-Type", "application/x-ndjson")]
+#: The largest message a client may send (relayed as it is, never framed): a realtime
+#: client's audio (``input_audio_buffer.append``) is large; a message over it ends the
+#: connection (1009). The upstream's are bounded by ``--max-event-size``.
+CLIENT_MESSAGE_LIMIT = 16 * 1024 * 1024
+#: The scenario formats a WebSocket may be relayed under.
+WS_FORMATS = frozenset({"auto", "ndjson"})
 
 
 def is_upgrade(request: web.BaseRequest) -> bool:
@@ -69,6 +76,12 @@ class WebSocketExchange(Exchange):
 
     async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
         session = self.session
+        scenario = self.choice.scenario
+        if refusal is None and scenario is not None and scenario.format not in WS_FORMATS:
+            refusal = (
+                f"scenario {scenario.name!r} says format: {scenario.format}; a WebSocket's "
+                "messages are framed one event a message (format: auto or ndjson)"
+            )
         try:
             if refusal is not None:
                 self._log_request()
@@ -155,7 +168,7 @@ class WebSocketExchange(Exchange):
             autoping=False,
             autoclose=False,
             compress=False,
-            max_msg_size=self.state.config.max_event_size,
+            max_msg_size=CLIENT_MESSAGE_LIMIT,
             protocols=(upstream.protocol,) if upstream.protocol else (),
         )
         for name, value in head.headers:
@@ -229,10 +242,18 @@ class _Relay:
             raise ConnectionResetError("the client left")
         transport.write(encode_frame(frame))
 
+    async def _drain(self) -> None:
+        """Wait while the client's socket buffer is full: a client that stops reading
+        stops the relay reading the upstream (whose own buffer then fills)."""
+        protocol = self.exchange.request.protocol
+        if protocol.writing_paused:
+            await StreamWriter(protocol, asyncio.get_running_loop()).drain()
+
     async def downstream(self) -> None:
         """The upstream's messages to the client, until either side ends."""
         session = self.session
         reason = ""
+        failure: aiohttp.WebSocketError | None = None
         while True:
             msg = await self.up.receive()
             if msg.type is aiohttp.WSMsgType.TEXT:
@@ -243,13 +264,22 @@ class _Relay:
                 frame = WsFrame(BINARY, msg.data)
                 self._write(frame)
                 self.exchange.log_message(Send(msg.data), [frame], self.clock)
-            else:  # its close (answered by the client), or its connection broke
-                if msg.type is aiohttp.WSMsgType.CLOSE:
-                    reason = msg.extra or ""
+                await self._drain()
+            elif msg.type is aiohttp.WSMsgType.CLOSE:  # (answered by the proxy's client)
+                reason = msg.extra or ""
+                break
+            else:  # its connection broke, or it broke the protocol (a message too big)
+                if isinstance(msg.data, aiohttp.WebSocketError):
+                    failure = msg.data
                 break
         if session.ended:  # (the client left, or a fault ended it, meanwhile)
             return
         code = self.up.close_code
+        if failure is not None:  # the relay cannot go on: the client is told so
+            message = f"upstream WebSocket failed: {describe(failure)}"
+            session.upstream_failed(message, self.clock, reason="upstream error")
+            await self.ws.close(code=failure.code, message=b"upstream failed")
+            return
         if code is None or code == 1006 or self.up.exception() is not None:
             session.upstream_failed(
                 "upstream WebSocket ended without a close frame", self.clock, reason="upstream cut"
@@ -299,6 +329,7 @@ class _Relay:
         for frame in frames:
             self._write(frame)
         self.exchange.log_message(send, frames, self.clock)
+        await self._drain()
         if close is None:
             return False
         await self._close(close)

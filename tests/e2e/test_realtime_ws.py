@@ -200,3 +200,25 @@ async def test_chaosproxy_serve_on_the_embedded_default_answers_each_client(
         assert (chaos.raised, chaos.code) == ("ConnectionClosedError", 1011)
     finally:
         await stop_serve(proc)
+
+
+async def test_event_faults_act_on_messages_an_injected_error_and_a_stall(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    scenarios = {
+        "error": "faults:\n  - inject: {after: start, event: {kind: error}}\n",
+        "stall": "faults:\n  - stall: {after: start, duration: 300ms}\n",
+    }
+    proxy = await make_proxy(scenarios=scenarios)
+    seen = await CLIENTS["websockets"](_ws(proxy.url), "error", 5.0)
+    at = seen.types.index("response.created")
+    assert seen.types[at + 1] == "error"  # the realtime error event, one message
+    assert seen.done and seen.text == mock_text()
+    end = await _end(log_capture)
+    assert end["faults_applied"] == {"inject": 1}
+
+    seen = await CLIENTS["websockets"](_ws(proxy.url), "stall", 5.0)
+    assert seen.done and seen.text == mock_text()
+    frames = log_capture.frames((await _end(log_capture))["request_id"])
+    start = next(i for i, f in enumerate(frames) if "start" in f.get("kinds", ()))
+    assert frames[start + 1]["t_ms"] - frames[start]["t_ms"] >= 300

@@ -53,6 +53,16 @@ async def _close_4000(request: web.Request) -> web.WebSocketResponse:
     return ws
 
 
+async def _big(request: web.Request) -> web.WebSocketResponse:
+    """A message within 1 KiB, then one over it."""
+    ws = web.WebSocketResponse()
+    await ws.prepare(request)
+    await ws.send_str("x" * 600)
+    await ws.send_str("y" * 2000)
+    await ws.receive()  # (until the proxy leaves)
+    return ws
+
+
 async def _refuse(request: web.Request) -> web.Response:
     return web.Response(status=403, text="no")
 
@@ -64,6 +74,7 @@ async def upstream() -> AsyncIterator[str]:
     app.router.add_get("/v1/cut", _cut)
     app.router.add_get("/v1/close", _close_4000)
     app.router.add_get("/v1/refuse", _refuse)
+    app.router.add_get("/v1/big", _big)
     server = TestServer(app)
     await server.start_server()
     yield f"http://127.0.0.1:{server.port}"
@@ -243,3 +254,41 @@ async def test_an_unknown_ca_is_a_502_naming_the_certificate(
             pass
     assert raised.value.response.status_code == 502
     assert b"certificate" in raised.value.response.body.lower()
+
+
+async def test_a_scenario_framing_sse_is_refused_for_a_websocket_before_the_upgrade(
+    make_proxy: ProxyFactory, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream, scenarios={"sse": "format: sse\nfaults: []\n"})
+    headers = {"X-Chaos-Scenario": "sse"}
+    with pytest.raises(websockets.InvalidStatus) as raised:
+        async with websockets.connect(_ws(proxy.url, "/v1/echo"), additional_headers=headers):
+            pass
+    assert raised.value.response.status_code == 400
+    assert b"says format: sse" in raised.value.response.body
+
+
+async def test_an_upstream_message_over_the_event_size_limit_ends_it_as_an_upstream_failure(
+    make_proxy: ProxyFactory, log_capture: LogCapture, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream, max_event_size=1024)
+    async with websockets.connect(_ws(proxy.url, "/v1/big"), max_size=None) as ws:
+        assert await ws.recv() == "x" * 600
+        with pytest.raises(websockets.ConnectionClosedError) as raised:
+            await ws.recv()
+    assert raised.value.rcvd is not None  # the relay cannot go on, and says why
+    assert (raised.value.rcvd.code, raised.value.rcvd.reason) == (1009, "upstream failed")
+    end = await _end(log_capture)
+    assert end["outcome"] == "upstream_error"
+    assert "1024" in end["error"]
+
+
+async def test_a_client_message_is_not_bounded_by_the_event_size(
+    make_proxy: ProxyFactory, upstream: str
+) -> None:
+    proxy = await make_proxy(upstream=upstream, max_event_size=1024)
+    async with websockets.connect(_ws(proxy.url, "/v1/echo"), max_size=None) as ws:
+        await ws.send(b"a" * 100_000)  # (an audio chunk, say): relayed; its echo is not
+        with pytest.raises(websockets.ConnectionClosedError) as raised:
+            await ws.recv()
+    assert raised.value.rcvd is not None and raised.value.rcvd.code == 1009
