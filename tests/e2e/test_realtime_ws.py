@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+import websockets
 
 from chaosproxy.tools.matrix import run_matrix
 from tests.support.clean_runs import clean_text, scenario_clean
@@ -222,3 +224,39 @@ async def test_event_faults_act_on_messages_an_injected_error_and_a_stall(
     frames = log_capture.frames((await _end(log_capture))["request_id"])
     start = next(i for i, f in enumerate(frames) if "start" in f.get("kinds", ()))
     assert frames[start + 1]["t_ms"] - frames[start]["t_ms"] >= 300
+
+
+async def test_the_api_key_reaches_the_upstream_and_never_the_log(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy(scenarios={"clean": "faults: []\n"})
+    secret = "sk-proj-realtimeSECRET0123456789abcdef"
+    url = _ws(proxy.url) + f"/v1/realtime?model=gpt-realtime&api_key={secret}"
+    headers = {"Authorization": f"Bearer {secret}", "X-Chaos-Scenario": "clean"}
+    async with websockets.connect(url, additional_headers=headers) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+    await _end(log_capture)
+    assert secret not in json.dumps(log_capture.lines)
+
+
+async def test_the_proxy_stopping_ends_an_open_websocket_as_shutdown(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    proxy = await make_proxy()
+    async with websockets.connect(_ws(proxy.url) + "/v1/realtime") as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        await proxy.close()
+        with pytest.raises(websockets.ConnectionClosed):
+            await ws.recv()
+    assert (await _end(log_capture))["outcome"] == "shutdown"
+
+
+async def test_the_mock_answers_a_plain_get_of_its_websocket_route_with_a_400(
+    make_proxy: ProxyFactory,
+) -> None:
+    proxy = await make_proxy()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(proxy.url + "/v1/realtime") as response:
+            assert response.status == 400
+            body = await response.json()
+    assert "is a WebSocket" in body["error"]["message"]
