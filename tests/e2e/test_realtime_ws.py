@@ -255,8 +255,7 @@ async def test_the_mock_answers_a_plain_get_of_its_websocket_route_with_a_400(
     make_proxy: ProxyFactory,
 ) -> None:
     proxy = await make_proxy()
-    async with aiohttp.ClientSession() as http:
-        async with http.get(proxy.url + "/v1/realtime") as response:
-            assert response.status == 400
-            body = await response.json()
+    async with aiohttp.ClientSession() as http, http.get(proxy.url + "/v1/realtime") as response:
+        assert response.status == 400
+        body = await response.json()
     assert "is a WebSocket" in body["error"]["message"]
