@@ -259,3 +259,16 @@ async def test_the_mock_answers_a_plain_get_of_its_websocket_route_with_a_400(
         assert response.status == 400
         body = await response.json()
     assert "is a WebSocket" in body["error"]["message"]
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+async def test_content_faults_act_on_realtime_deltas_and_keep_the_answer(
+    make_proxy: ProxyFactory, log_capture: LogCapture, client: str
+) -> None:
+    proxy = await make_proxy(scenarios={"cut": "faults:\n  - resegment: {at: codepoints}\n"})
+    seen = await CLIENTS[client](_ws(proxy.url), "cut", 5.0)
+    assert (seen.raised, seen.done, seen.text) == (None, True, mock_text())
+    deltas = seen.types.count("response.output_text.delta")
+    assert deltas == len(mock_text())  # a delta a code point
+    end = await _end(log_capture)
+    assert end["integrity"] == "intact" and "resegment" in end["faults_applied"]

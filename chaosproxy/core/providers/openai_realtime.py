@@ -37,9 +37,12 @@ from chaosproxy.core.providers._wire import (
 from chaosproxy.core.providers.base import (
     ERROR_PIECE,
     NOTHING,
+    CallRole,
     EventContent,
     MockRoute,
+    ProviderSlots,
     RequestShape,
+    Slot,
     TypedProfile,
 )
 
@@ -82,6 +85,54 @@ def _status(frame: Frame) -> str | None:
     return status if isinstance(status, str) else None
 
 
+def _call_key(payload: dict[str, object]) -> str:
+    """A tool call's key: its ``item_id``, else its ``call_id``."""
+    key = payload.get("item_id") or payload.get("call_id")
+    return key if isinstance(key, str) else "0"
+
+
+class OpenAIRealtimeSlots(ProviderSlots):
+    """Text in the text and transcript deltas' ``delta``; a call's argument fragments in
+    ``response.function_call_arguments.delta``, opened and closed by its
+    ``function_call`` item (``response.output_item.added``/``.done``) and ended by its
+    ``.done``. No sequence number (each event has its own ``event_id``)."""
+
+    def text(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if frame.type not in TEXT_DELTAS or not isinstance(payload, dict):
+            return None
+        delta = payload.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return None
+        return Slot(("delta",), delta, "0")
+
+    def tool(self, frame: Frame) -> Slot | None:
+        payload = frame.json()
+        if frame.type not in TOOL_DELTAS or not isinstance(payload, dict):
+            return None
+        delta = payload.get("delta")
+        if not isinstance(delta, str):
+            return None
+        return Slot(("delta",), delta, _call_key(payload))
+
+    def call(self, frame: Frame) -> tuple[CallRole, str] | None:
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return None
+        kind = frame.type
+        if kind in TOOL_DELTAS:
+            return "fragment", _call_key(payload)
+        if kind in TOOL_DONES:
+            return "close", _call_key(payload)
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            item = payload.get("item")
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                key = item.get("id")
+                role: CallRole = "open" if kind.endswith(".added") else "close"
+                return role, key if isinstance(key, str) else "0"
+        return None
+
+
 class OpenAIRealtimeProfile(TypedProfile):
     name = "openai-realtime"
     rank = 25
@@ -91,8 +142,7 @@ class OpenAIRealtimeProfile(TypedProfile):
     request = RequestShape()
     key_headers = frozenset({"authorization", "api-key", "openai-api-key"})
     key_params = frozenset({"api_key"})
-    # The content faults (resegment, split_tool_args...) skip its streams and say so.
-    slots = None
+    slots = OpenAIRealtimeSlots()
     mock = "chaosproxy.mock.openai_realtime"
     mock_routes = (MockRoute("/v1/realtime", method="GET", websocket=True),)
 
@@ -125,8 +175,7 @@ class OpenAIRealtimeProfile(TypedProfile):
         payload = frame.json()
         if not isinstance(payload, dict):
             return NOTHING
-        key = payload.get("item_id") or payload.get("call_id")
-        call = key if isinstance(key, str) else "0"
+        call = _call_key(payload)
         if kind in TOOL_DONES:
             return EventContent(tool_ends=(call,))
         delta = payload.get("delta")

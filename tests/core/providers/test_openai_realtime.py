@@ -13,7 +13,7 @@ import pytest
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.providers import declared, get_profile, provider_for_event, provider_for_path
 from chaosproxy.core.providers.base import EventContent, MockRoute
-from chaosproxy.core.slots import slots_for
+from chaosproxy.core.slots import Slot, slots_for
 from chaosproxy.core.tenancy import TenantKeys
 from chaosproxy.mock.common import Knobs, MockCall
 from chaosproxy.mock.openai_realtime import SILENCE, Conversation, serve
@@ -98,11 +98,29 @@ def test_what_it_declares() -> None:
     provider = declared(NAME)
     assert provider.mock == "chaosproxy.mock.openai_realtime"
     assert provider.mock_routes == (MockRoute("/v1/realtime", method="GET", websocket=True),)
-    assert slots_for(NAME) is None  # the content faults skip its streams
     keys = TenantKeys(secrets.token_bytes(16))
     one = keys.of([("Authorization", "Bearer sk-one")])
     assert one == keys.of([("api-key", "sk-one")])
     assert one != keys.of([("Authorization", "Bearer sk-two")])
+
+
+def test_its_slots_find_text_and_tool_fragments_and_calls() -> None:
+    slots = slots_for(NAME)
+    assert slots is not None and slots.sequence is None
+    kind = "response.output_text.delta"
+    assert slots.text(js({"type": kind, "delta": "Hi"})) == Slot(("delta",), "Hi", "0")
+    assert slots.text(js({"type": kind, "delta": ""})) is None
+    kind = "response.function_call_arguments.delta"
+    args = {"type": kind, "item_id": "item_1", "call_id": "call_1", "delta": "{"}
+    assert slots.tool(js(args)) == Slot(("delta",), "{", "item_1")
+    assert slots.call(js(args)) == ("fragment", "item_1")
+    item = {"id": "item_1", "type": "function_call"}
+    added = {"type": "response.output_item.added", "item": item}
+    assert slots.call(js(added)) == ("open", "item_1")
+    done = {"type": "response.function_call_arguments.done", "item_id": "item_1"}
+    assert slots.call(js(done)) == ("close", "item_1")
+    message = {"type": "response.output_item.added", "item": {"id": "m", "type": "message"}}
+    assert slots.call(js(message)) is None
 
 
 def _answer(payload: dict[str, object], tokens: int = 3) -> list[Frame]:
