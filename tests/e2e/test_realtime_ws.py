@@ -272,3 +272,54 @@ async def test_content_faults_act_on_realtime_deltas_and_keep_the_answer(
     assert deltas == len(mock_text())  # a delta a code point
     end = await _end(log_capture)
     assert end["integrity"] == "intact" and "resegment" in end["faults_applied"]
+
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {
+        "type": "object",
+        "properties": {"location": {"type": "string"}},
+        "required": ["location"],
+    },
+}
+
+
+async def _tool_call(url: str, scenario: str) -> tuple[str, str]:
+    """The argument fragments a client assembles, and the ``.done`` event's arguments."""
+    headers = {"X-Chaos-Scenario": scenario, "X-Mock-Interval-Ms": "0"}
+    fragments, done = "", ""
+    async with websockets.connect(url + "/v1/realtime", additional_headers=headers) as ws:
+        await ws.send(json.dumps({"type": "session.update", "session": {"tools": [WEATHER]}}))
+        await ws.send(json.dumps({"type": "response.create"}))
+        async for message in ws:
+            event = json.loads(message)
+            if event["type"] == "response.function_call_arguments.delta":
+                fragments += event["delta"]
+            elif event["type"] == "response.function_call_arguments.done":
+                done = event["arguments"]
+            elif event["type"] == "response.done":
+                break
+    return fragments, done
+
+
+async def test_a_tool_call_streams_its_arguments_and_tool_faults_act_on_them(
+    make_proxy: ProxyFactory, log_capture: LogCapture
+) -> None:
+    scenarios = {
+        "clean": "faults: []\n",
+        "split": "faults:\n  - split_tool_args: {at: [keys]}\n",
+        "drop": "faults:\n  - drop: {kind: tool_delta, nth: 1}\n",
+    }
+    proxy = await make_proxy(scenarios=scenarios)
+    fragments, done = await _tool_call(_ws(proxy.url), "clean")
+    assert fragments == done and "location" in json.loads(done)
+    ends = [await _end(log_capture)]
+    split, split_done = await _tool_call(_ws(proxy.url), "split")
+    assert (split, split_done) == (fragments, done)
+    ends.append(await _end(log_capture))
+    dropped, _ = await _tool_call(_ws(proxy.url), "drop")
+    assert dropped != done and done.endswith(dropped)
+    ends.append(await _end(log_capture))
+    assert [e["integrity"] for e in ends] == ["intact", "intact", "altered"]
+    assert "split_tool_args" in ends[1]["faults_applied"]

@@ -4,6 +4,8 @@ out (opcode, FIN, payload), at chosen and hostile boundaries."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from chaosproxy.core.faults._websocket import WsMessage, WsOut
@@ -86,3 +88,21 @@ def test_a_message_fragmented_already_is_left_as_it_is() -> None:
 def test_bad_configs_are_refused_with_a_reason(config: dict[str, object], error: str) -> None:
     with pytest.raises(ValidationError, match=error):
         FragmentConfig.model_validate(config)
+
+
+@given(
+    st.binary(min_size=1, max_size=300),
+    st.one_of(
+        st.builds(lambda n: {"size": n}, st.integers(1, 40)),
+        st.builds(lambda at: {"at": at}, st.lists(st.integers(1, 400), min_size=1, max_size=6)),
+        st.just({"mid_utf8": True}),
+    ),
+)
+def test_any_message_any_cut_the_frames_join_back_to_it(
+    payload: bytes, config: dict[str, object]
+) -> None:
+    out = frames(make("fragment", config).on_message(message(payload)))
+    assert b"".join(f.payload for f in out) == payload
+    assert [f.fin for f in out] == [False] * (len(out) - 1) + [True]
+    assert [f.opcode for f in out] == [TEXT] + [CONTINUATION] * (len(out) - 1)
+    assert all(f.payload for f in out)  # no empty fragment
