@@ -292,3 +292,27 @@ async def test_a_client_message_is_not_bounded_by_the_event_size(
         with pytest.raises(websockets.ConnectionClosedError) as raised:
             await ws.recv()
     assert raised.value.rcvd is not None and raised.value.rcvd.code == 1009
+
+
+async def test_a_client_breaking_the_protocol_ends_its_websocket_and_the_upstreams(
+    make_proxy: ProxyFactory, log_capture: LogCapture, upstream: str
+) -> None:
+    """A hostile client: a frame with a reserved opcode (0x3; RFC 6455, 5.2). The proxy
+    answers with a close (1002, protocol error) and ends it."""
+    proxy = await make_proxy(upstream=upstream)
+    host, port = proxy.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        b"GET /v1/echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101")
+    try:
+        writer.write(b"\x83\x80\x00\x00\x00\x00")  # masked, empty, opcode 3
+        rest = await asyncio.wait_for(reader.read(), 5)  # until the proxy closes
+    finally:
+        writer.close()
+    assert rest[:4] == b"\x88\x02\x03\xea"  # a close frame: 1002
+    end = await _end(log_capture)
+    assert end["outcome"] == "client_gone"
