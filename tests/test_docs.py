@@ -201,7 +201,7 @@ def test_the_selector_and_kind_examples_are_valid_scenarios() -> None:
 # ------------------------------------------------------------------------- faults
 
 #: How the table says what body a fault acts on.
-BODIES = {"any": "any", "framed": "sse, ndjson", "sse": "sse"}
+BODIES = {"any": "any", "framed": "sse, ndjson", "sse": "sse", "websocket": "websocket"}
 
 
 def fault_table() -> str:
@@ -212,7 +212,9 @@ def fault_table() -> str:
     ]
     for name, cls in sorted(registry().items()):
         said = cls.declaration
-        doc = "faults-event.md" if cls.stage == "event" else "faults-transport.md"
+        doc = {"event": "faults-event.md", "websocket": "faults-websocket.md"}.get(
+            cls.stage, "faults-transport.md"
+        )
         drawn = "no" if said.explore is None else "yes"
         if said.explore is not None and said.explore.endless:
             drawn = "timed clients only"

@@ -204,6 +204,11 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "core/test_faults_pipeline.py",
     ),  # and 7 more
     "chaosproxy/core/faults/_rewrite.py": (),  # imported by no test
+    "chaosproxy/core/faults/_websocket.py": (
+        "core/faults/test_fragment.py",
+        "core/faults/test_pong.py",
+        "core/faults/test_ws_close.py",
+    ),
     "chaosproxy/core/faults/anchor.py": (),  # imported by no test
     "chaosproxy/core/framing/__init__.py": (
         "control/test_recording.py",
@@ -219,6 +224,7 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "core/test_framing_sse.py",
         "core/test_providers.py",
     ),
+    "chaosproxy/core/framing/websocket.py": ("core/test_framing_websocket.py",),
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
     "chaosproxy/core/providers/_wire.py": (),  # imported by no test
@@ -264,6 +270,10 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "e2e/test_library_providers.py",
         "mock/test_mock_fixtures.py",
         "mock/test_transcript.py",
+    ),
+    "chaosproxy/mock/openai_realtime.py": (
+        "core/providers/test_openai_realtime.py",
+        "e2e/test_realtime_ws.py",
     ),
     "chaosproxy/mock/openai_responses.py": (
         "e2e/test_library_providers.py",

@@ -164,6 +164,10 @@ class FrameFields(TypedDict):
     #: The payload (``--log-content`` only), as :class:`FrameContent` says.
     data: NotRequired[str]
     raw: NotRequired[str]
+    #: A WebSocket's write: the opcode of its message (``text``, ``binary``), and the
+    #: frames it went out in when a fault (``fragment``) split it.
+    opcode: NotRequired[str]
+    fragments: NotRequired[int]
 
 
 class FrameLine(FrameFields, _Bound):
@@ -197,8 +201,11 @@ class ActionLine(_Bound):
     bytes: NotRequired[int]
     #: ``headers``: nothing of the response went out.
     before: NotRequired[Literal["headers"]]
-    #: ``hold timeout``: a fault's hold outlasted ``--hold-timeout``.
+    #: ``hold timeout``: a fault's hold outlasted ``--hold-timeout``; a WebSocket's
+    #: close (``ws_close``): the reason its close frame gave.
     reason: NotRequired[str]
+    #: ``ws_close``: the close frame's code (1011, 1001...).
+    code: NotRequired[int]
     # request_cut: the bytes it meant to let through, and those read.
     after_bytes: NotRequired[int]
     received: NotRequired[int]

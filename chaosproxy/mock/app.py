@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import orjson
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
 from chaosproxy.core.llm_request import read_request
 from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
@@ -312,6 +312,8 @@ def _route(module: ModuleType, route: MockRoute) -> Handler:
     def params(request: web.Request) -> dict[str, str]:
         return {**request.match_info, **fixed}
 
+    if route.websocket:
+        return _websocket(module, route)
     if route.method == "GET":
         query_payload: Callable[[Any], JsonObject] = module.query_payload
 
@@ -335,6 +337,58 @@ def _route(module: ModuleType, route: MockRoute) -> Handler:
         return await _answer(request, render, error_body)
 
     return post
+
+
+def _websocket(module: ModuleType, route: MockRoute) -> Handler:
+    """A provider's WebSocket route (OpenAI Realtime): the module's ``Conversation``
+    answers each client event, and each response it asks for is ``serve``'s, one message
+    an event, paced by the interval; fixtures match the conversation as a request."""
+    serve: Callable[[MockCall], MockResponse] = module.serve
+    error_body: ErrorBody = module.error_body
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        try:
+            _knobs(request)  # a bad knob header is a 400 before the upgrade
+        except MockRequestError as exc:
+            return _json(error_body(400, str(exc), None), status=400)
+        ws = web.WebSocketResponse()
+        if not ws.can_prepare(request).ok:
+            message = f"{route.path} is a WebSocket: connect with an Upgrade: websocket GET"
+            return _json(error_body(400, message, None), status=400)
+        await ws.prepare(request)
+        conversation = module.Conversation(request.query.get("model"))
+        await ws.send_str(conversation.created().decode())
+        async for msg in ws:
+            if msg.type is not WSMsgType.TEXT:
+                continue
+            replies, payload = conversation.receive(msg.data)
+            for reply in replies:
+                await ws.send_str(reply.decode())
+            if payload is not None:
+                await _realtime_response(request, ws, payload, serve, route.path)
+        return ws
+
+    return handler
+
+
+async def _realtime_response(
+    request: web.Request,
+    ws: web.WebSocketResponse,
+    payload: JsonObject,
+    serve: Callable[[MockCall], MockResponse],
+    path: str,
+) -> None:
+    body = orjson.dumps(payload)
+    chosen = _choose(request, payload, path)
+    fixture = chosen.fixture if chosen is not None else None
+    knobs = _knobs(request, fixture)
+    reply = serve(MockCall(body, payload, knobs, fixture, {}, request.query))
+    for index, chunk in enumerate(reply.chunks):
+        if index and knobs.interval > 0:
+            await asyncio.sleep(knobs.interval)
+        if ws.closed:
+            return  # the client went away: stop quietly
+        await ws.send_str(chunk.decode())
 
 
 async def _answer_query(

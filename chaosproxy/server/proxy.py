@@ -25,6 +25,7 @@ from chaosproxy.server.net import CLIENT_GUARD
 from chaosproxy.server.resume import ResumePlan, plan_for
 from chaosproxy.server.routes import Target
 from chaosproxy.server.state import STATE, ProxyState
+from chaosproxy.server.websocket import WebSocketExchange, is_upgrade
 from chaosproxy.upstream import Upstream
 from chaosproxy.upstream.factory import pool_for
 
@@ -183,6 +184,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     )
     if whose is not None:
         whose(session.request_id, tenant)
+    if is_upgrade(request):  # a WebSocket: relayed message by message
+        return await WebSocketExchange(request, state, session, choice, target).run(refusal, status)
     exchange = Exchange(request, state, session, choice, target, resume=resume)
     return await exchange.run(refusal, status)
 

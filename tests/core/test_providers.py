@@ -72,6 +72,7 @@ def test_providers_are_discovered_in_rank_order() -> None:
     assert PROVIDER_NAMES == (
         "openai-chat",
         "openai-responses",
+        "openai-realtime",
         "anthropic",
         "gemini",
         "ollama",
@@ -144,8 +145,10 @@ def test_a_provider_names_a_mock_module_that_serves_its_routes(name: str) -> Non
     module = importlib.import_module(provider.mock)
     assert provider.mock_routes
     assert callable(module.serve) and callable(module.error_body)
-    if any(route.method == "GET" for route in provider.mock_routes):
+    if any(route.method == "GET" and not route.websocket for route in provider.mock_routes):
         assert callable(module.query_payload)
+    if any(route.websocket for route in provider.mock_routes):
+        assert callable(module.Conversation)
 
 
 def test_a_provider_with_a_taken_name_or_rank_is_refused_and_generic_stays() -> None:

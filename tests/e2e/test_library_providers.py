@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 from chaosproxy.core.actions import Cut, Send
+from chaosproxy.core.faults._websocket import NOT_A_WEBSOCKET
 from chaosproxy.core.frames import Format
 from chaosproxy.mock import anthropic as mock_anthropic
 from chaosproxy.mock import gemini as mock_gemini
@@ -151,6 +152,11 @@ EXPECTED: dict[tuple[str, str], dict[int, str]] = {
             1: "boundary for after_id: the event has no id line",
         }
         for endpoint in ("ollama-chat", "ollama-generate")
+    },
+    **{
+        (name, endpoint): {0: f"skipped: {NOT_A_WEBSOCKET}"}
+        for name in ("realtime-close-1011-mid-response", "realtime-fragmented-utf8")
+        for endpoint in PATHS
     },
     **{
         (f"splice-{source}-delta", endpoint): {0: f"skipped: from: {source}: {OFFLINE}"}

@@ -26,7 +26,9 @@ Faults act in up to three stages, each a hook with a pass-through default:
 * event (``stage="event"``): :meth:`Fault.on_event` / :meth:`Fault.on_event_end`,
   events in, events out;
 * transport (``stage="transport"``): :meth:`Fault.on_action` /
-  :meth:`Fault.on_action_end`, actions in, actions out.
+  :meth:`Fault.on_action_end`, actions in, actions out;
+* websocket (``stage="websocket"``): the frames of a relayed WebSocket message and
+  the pongs (``core/faults/_websocket.py``); no HTTP body goes through them.
 
 All data read must be passed along: a hook returns what it received unless it means
 to change it (Toxiproxy's rule).
@@ -275,11 +277,12 @@ S = TypeVar("S", bound=SelectorConfig, default=SelectorConfig, covariant=True)
 
 
 #: Where a fault acts (see :attr:`Fault.stage`).
-Stage = Literal["http", "event", "transport"]
+Stage = Literal["http", "event", "transport", "websocket"]
 
 #: The bodies a fault acts on: ``any`` (``raw`` too; an ``http`` fault acts before
-#: the body, whatever it is), ``framed`` (``sse`` or ``ndjson``), or ``sse`` only.
-Needs = Literal["any", "framed", "sse"]
+#: the body, whatever it is), ``framed`` (``sse`` or ``ndjson``), ``sse`` only, or
+#: ``websocket``: a relayed WebSocket's messages (a ``websocket`` stage fault).
+Needs = Literal["any", "framed", "sse", "websocket"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

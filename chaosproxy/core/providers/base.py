@@ -148,6 +148,9 @@ class MockRoute:
     path: str
     method: Literal["GET", "POST"] = "POST"
     params: tuple[tuple[str, str], ...] = ()
+    #: A WebSocket's route (a ``GET`` that upgrades): the module's ``Conversation``
+    #: answers each client event (``mock/app.py``; OpenAI Realtime's).
+    websocket: bool = False
 
 
 #: What an event does in a tool call.

@@ -48,7 +48,7 @@ def test_a_faults_config_is_the_argument_of_its_base() -> None:
         (base,) = cls.__orig_bases__  # type: ignore[attr-defined]
         assert get_args(base) == (cls.Config,), name
         assert cls.Config.__name__ == cls.__name__.removesuffix("Fault") + "Config"
-        assert cls.name == name and cls.stage in ("http", "event", "transport")
+        assert cls.name == name and cls.stage in ("http", "event", "transport", "websocket")
 
 
 def test_every_event_fault_needs_framing() -> None:

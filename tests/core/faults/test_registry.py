@@ -110,6 +110,10 @@ def test_the_event_faults_and_only_they_need_events(name: str) -> None:
     refuses them."""
     cls = registry()[name]
     needs = cls.declaration.needs
+    if cls.stage == "websocket":  # a relayed WebSocket's frames: never an HTTP body's
+        assert needs == "websocket"
+        assert not cls.needs_framing(cls.Config.model_construct())
+        return
     assert (needs != "any") == (cls.stage == "event")
     assert cls.needs_framing(cls.Config.model_construct()) == (needs != "any")
     text = yaml.safe_dump({"format": "raw", "faults": [yaml.safe_load(cls.declaration.example)]})
@@ -146,7 +150,10 @@ def test_a_declaration_without_a_field_names_the_field() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"needs": "framing"}, "declaration.needs must be one of ('any', 'framed', 'sse')"),
+        (
+            {"needs": "framing"},
+            "declaration.needs must be one of ('any', 'framed', 'sse', 'websocket')",
+        ),
         ({"keeps_answer": "yes"}, "declaration.keeps_answer must be True or False"),
         ({"explore": nothing}, "declaration.explore must be None or an Explore"),
         ({"example": "drop: {nth: 2}"}, "declaration.example must be one scenario item"),
