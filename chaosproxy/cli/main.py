@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument(
         "--format",
-        choices=("sse", "ndjson", "raw"),
+        choices=("sse", "ndjson", "eventstream", "raw"),
         default=None,
         help="how to frame stdin (default: the scenario's format:, else sse)",
     )

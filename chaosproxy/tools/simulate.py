@@ -110,6 +110,7 @@ class Simulation:
 CONTENT_TYPES: dict[str, str] = {
     "sse": "text/event-stream",
     "ndjson": "application/x-ndjson",
+    "eventstream": "application/vnd.amazon.eventstream",
     "raw": "application/octet-stream",
 }
 
