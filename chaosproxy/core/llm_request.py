@@ -10,7 +10,9 @@ and the parsed JSON body, without I/O; a body it does not understand gives what 
 Shapes understood: OpenAI Chat Completions and Ollama chat (``messages``), OpenAI
 Responses (``instructions``, ``input`` as text or items), Anthropic Messages (``system``,
 ``messages`` with content blocks), Gemini (``systemInstruction``, ``contents`` with
-parts; the model is in the path) and Ollama generate (``system``, ``prompt``).
+parts; the model is in the path), Ollama generate (``system``, ``prompt``) and Bedrock's
+Converse (``system`` and ``messages`` with content blocks, ``toolConfig.tools``; the model
+is in the path, percent-encoded).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 #: Gemini's model is in the path: ``/v1beta/models/{model}:streamGenerateContent``.
 _GEMINI_MODEL = re.compile(r"/models/([^/:?]+):[A-Za-z]+")
+#: Bedrock's too: ``/model/{modelId}/converse-stream``, ``.../invoke-with-response-stream``.
+_BEDROCK_MODEL = re.compile(r"/model/([^/]+)/(?:converse|invoke)(-stream|-with-response-stream)?$")
 #: Roles spelled otherwise by a provider, as the journal shows them.
 _ROLES = {"model": "assistant", "function": "tool"}
 
@@ -75,18 +80,29 @@ def read_request(path: str, body: Any) -> RequestView:
     """The view of a request to ``path`` (query allowed) whose body parsed to ``body``
     (anything: only a JSON object is read)."""
     bare = path.split("?", 1)[0]
+    path_model: str | None = None
+    path_stream: bool | None = None
     gemini = _GEMINI_MODEL.search(bare)
+    bedrock = _BEDROCK_MODEL.search(bare) if gemini is None else None
+    if gemini is not None:
+        path_model, path_stream = gemini.group(1), "streamGenerateContent" in bare
+    elif bedrock is not None:
+        path_model, path_stream = unquote(bedrock.group(1)), bedrock.group(2) is not None
     if not isinstance(body, Mapping):
-        if gemini is None:
+        if path_model is None:
             return NOTHING
-        return RequestView(gemini.group(1), (), (), "streamGenerateContent" in bare)
+        return RequestView(path_model, (), (), path_stream)
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        model = gemini.group(1) if gemini is not None else None
+        model = path_model
     stream = body.get("stream")
     if not isinstance(stream, bool):
-        stream = ("streamGenerateContent" in bare) if gemini is not None else None
-    return RequestView(model, tuple(_messages(body)), tuple(tool_names(body.get("tools"))), stream)
+        stream = path_stream
+    tools = body.get("tools")
+    config = body.get("toolConfig")
+    if tools is None and isinstance(config, Mapping):
+        tools = config.get("tools")  # Bedrock's Converse
+    return RequestView(model, tuple(_messages(body)), tuple(tool_names(tools)), stream)
 
 
 def _messages(body: Mapping[str, Any]) -> list[Message]:
@@ -126,9 +142,10 @@ def _message(message: Mapping[str, Any]) -> Message:
     ):
         role = "tool"
     if isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+        isinstance(b, Mapping) and (b.get("type") == "tool_result" or "toolResult" in b)
+        for b in content
     ):
-        role = "tool"
+        role = "tool"  # (Anthropic's tool_result block, Bedrock Converse's toolResult)
     return Message(role, _text(content))
 
 
@@ -160,7 +177,7 @@ def _text(value: Any, depth: int = 0) -> str:
         texts = [_text(v, depth + 1) for v in value]
         return "\n".join(t for t in texts if t)
     if isinstance(value, Mapping):
-        for key in ("text", "content", "parts", "output"):
+        for key in ("text", "content", "parts", "output", "toolResult"):
             inner = value.get(key)
             if isinstance(inner, str | list | Mapping):
                 return _text(inner, depth + 1)
@@ -171,7 +188,8 @@ def tool_declarations(raw: Any) -> list[Mapping[str, Any]]:
     """The function tools in any provider's ``tools`` list, each the mapping that holds
     its ``name`` (a string) and its parameters: OpenAI Chat and Ollama (``{"type":
     "function", "function": {"name"}}``), OpenAI Responses and Anthropic (``{"name"}``),
-    Gemini (``{"functionDeclarations": [{"name"}]}``). Other tools (a web search without
+    Gemini (``{"functionDeclarations": [{"name"}]}``), Bedrock's Converse (``{"toolSpec":
+    {"name"}}``). Other tools (a web search without
     a name) are left out."""
     found: list[Mapping[str, Any]] = []
     if not isinstance(raw, list):
@@ -181,6 +199,8 @@ def tool_declarations(raw: Any) -> list[Mapping[str, Any]]:
             continue
         if isinstance(tool.get("function"), Mapping):
             tool = tool["function"]
+        elif isinstance(tool.get("toolSpec"), Mapping):
+            tool = tool["toolSpec"]  # Bedrock's Converse
         decls = tool.get("functionDeclarations", tool.get("function_declarations"))
         for decl in decls if isinstance(decls, list) else [tool]:
             if isinstance(decl, Mapping) and isinstance(decl.get("name"), str):

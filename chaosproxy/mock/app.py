@@ -19,7 +19,7 @@ from aiohttp import web
 
 from chaosproxy.core.llm_request import read_request
 from chaosproxy.core.mock_defaults import DEFAULT_INTERVAL, DEFAULT_TOKENS
-from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
+from chaosproxy.mock import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from chaosproxy.mock.common import (
     CREATED_BASE,
     ErrorBody,
@@ -91,6 +91,9 @@ def create_mock_app(
     app.router.add_post(r"/{version:v1beta|v1alpha|v1}/models/{target}", _gemini)
     app.router.add_post("/api/chat", _ollama("chat"))
     app.router.add_post("/api/generate", _ollama("generate"))
+    app.router.add_post(
+        "/model/{model}/{action:converse-stream|invoke-with-response-stream}", _bedrock
+    )
     app.router.add_route("*", "/{tail:.*}", _not_found)
     return app
 
@@ -348,3 +351,15 @@ def _ollama(endpoint: str) -> Callable[[web.Request], Awaitable[web.StreamRespon
         return ollama.respond(body, payload, knobs, endpoint=endpoint, fixture=fixture)
 
     return _provider(render, ollama.error_body)
+
+
+async def _bedrock(request: web.Request) -> web.StreamResponse:
+    model = request.match_info["model"]  # (decoded: botocore sends ``:`` as ``%3A``)
+    action = request.match_info["action"]
+
+    def render(
+        body: bytes, payload: JsonObject, knobs: Knobs, fixture: Fixture | None
+    ) -> MockResponse:
+        return bedrock.respond(body, payload, knobs, model=model, action=action, fixture=fixture)
+
+    return await _answer(request, render, bedrock.error_body)
