@@ -52,6 +52,7 @@ __all__ = [
     "message_headers",
     "message_payload",
     "parse_message",
+    "with_payload",
 ]
 
 #: The Content-Type of an event stream body.
@@ -369,6 +370,18 @@ def encode_message(headers: Iterable[Header] | Mapping[str, str], payload: bytes
     header_bytes = b"".join(encode_header(name, type_, value) for name, type_, value in items)
     total = OVERHEAD + len(header_bytes) + len(payload)
     prelude = struct.pack("!II", total, len(header_bytes))
+    prelude += _U32.pack(_crc(prelude))
+    body = prelude + header_bytes + payload
+    return body + _U32.pack(_crc(body))
+
+
+def with_payload(raw: bytes, payload: bytes) -> bytes:
+    """The whole message ``raw`` with ``payload`` instead of its own: its header bytes
+    kept as they are, both lengths and both CRCs made right for the new payload."""
+    _, headers_length, _ = _PRELUDE.unpack_from(raw, 0)
+    header_bytes = raw[PRELUDE_LENGTH : PRELUDE_LENGTH + headers_length]
+    total = OVERHEAD + headers_length + len(payload)
+    prelude = struct.pack("!II", total, headers_length)
     prelude += _U32.pack(_crc(prelude))
     body = prelude + header_bytes + payload
     return body + _U32.pack(_crc(body))

@@ -1,0 +1,189 @@
+"""Event faults on an AWS event stream (Bedrock): whole messages moved, changed ones
+re-encoded with right lengths and CRCs, and every body still what botocore decodes.
+
+Playbook style, as tests/core/test_faults_event.py: a real Pipeline (the event stream
+framer, the bedrock profile, the faults) over a literal body, the exact writes out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from botocore.eventstream import EventStreamBuffer
+
+from chaosproxy.core.actions import Send
+from chaosproxy.core.faults import build_faults
+from chaosproxy.core.faults.base import FaultConfig
+from chaosproxy.core.faults.corrupt import CorruptConfig
+from chaosproxy.core.faults.drop import DropConfig
+from chaosproxy.core.faults.duplicate import DuplicateConfig
+from chaosproxy.core.faults.inject import InjectConfig
+from chaosproxy.core.faults.line_endings import LineEndingsConfig
+from chaosproxy.core.faults.mutate import MutateConfig
+from chaosproxy.core.faults.reorder import ReorderConfig
+from chaosproxy.core.framing.encode import data_bytes, replace_data
+from chaosproxy.core.framing.eventstream import (
+    event_message,
+    exception_message,
+    message_headers,
+    parse_message,
+)
+from chaosproxy.core.pipeline import Pipeline
+from chaosproxy.core.providers import get_profile
+
+Spec = tuple[str, FaultConfig]
+
+
+def converse(name: str, payload: Any) -> bytes:
+    return event_message(name, orjson.dumps(payload))
+
+
+START = converse("messageStart", {"role": "assistant"})
+D1, D2, D3 = (
+    converse("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": t}})
+    for t in ("Hel", "lo", " you")
+)
+STOP_BLOCK = converse("contentBlockStop", {"contentBlockIndex": 0})
+STOP = converse("messageStop", {"stopReason": "end_turn"})
+META = converse("metadata", {"usage": {"inputTokens": 2, "outputTokens": 3}})
+BODY = START + D1 + D2 + D3 + STOP_BLOCK + STOP + META
+
+
+def run(specs: Sequence[Spec], chunks: Sequence[bytes] = (BODY,), seed: int = 7) -> list[Send]:
+    profile = get_profile("bedrock")
+    pipeline = Pipeline(
+        build_faults(list(specs), seed, "eventstream", profile), "eventstream", profile
+    )
+    actions = [a for chunk in chunks for a in pipeline.feed(chunk, 0.0)] + pipeline.end(0.0)
+    sends = [a for a in actions if isinstance(a, Send)]
+    assert len(sends) == len(actions)
+    return sends
+
+
+def decoded(body: bytes) -> list[tuple[dict[str, Any], bytes]]:
+    """What botocore reads in ``body``: it checks both CRCs and every length."""
+    buffer = EventStreamBuffer()
+    buffer.add_data(body)
+    messages = [(m.headers, m.payload) for m in buffer]
+    assert sum(16 + len(p) for _, p in messages) <= len(body)
+    return messages
+
+
+def names(body: bytes) -> list[str]:
+    return [str(h.get(":event-type", h.get(":exception-type"))) for h, _ in decoded(body)]
+
+
+def test_no_fault_every_message_is_one_write_with_its_kinds() -> None:
+    sends = run([])
+    assert [s.data for s in sends] == [START, D1, D2, D3, STOP_BLOCK, STOP, META]
+    assert [sorted(e.kinds) for s in sends for e in s.events] == [
+        ["start"],
+        ["delta"],
+        ["delta"],
+        ["delta"],
+        ["other"],
+        ["other"],
+        ["terminal", "usage"],
+    ]
+
+
+def test_drop_duplicate_and_reorder_move_whole_messages_at_any_chunking() -> None:
+    specs: list[Spec] = [
+        ("drop", DropConfig(kind="delta", nth=2)),
+        ("duplicate", DuplicateConfig(kind="terminal")),
+        ("reorder", ReorderConfig(kind="delta", window=2)),
+    ]
+    whole = [s.data for s in run(specs)]
+    assert whole == [START, D3, D1, STOP_BLOCK, STOP, META, META]
+    for k in range(1, len(BODY)):
+        assert [s.data for s in run(specs, [BODY[:k], BODY[k:]])] == whole, k
+    assert names(b"".join(whole)) == [
+        "messageStart",
+        "contentBlockDelta",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+        "metadata",
+    ]
+
+
+def test_corrupt_and_mutate_re_encode_with_right_lengths_and_crcs() -> None:
+    sends = run(
+        [
+            ("corrupt", CorruptConfig(kind="delta", nth=1, mode="invalid_json")),
+            ("mutate", MutateConfig(kind="delta", nth=3, set={"delta.text": "ünïcode"})),
+        ]
+    )
+    body = b"".join(s.data for s in sends)
+    messages = decoded(body)  # no ChecksumMismatch: both CRCs recomputed
+    assert messages[1] == (
+        message_headers(D1),
+        b'{"contentBlockIndex":0,"delta":{"text":"Hel"}',
+    )
+    assert orjson.loads(messages[3][1]) == {"contentBlockIndex": 0, "delta": {"text": "ünïcode"}}
+    assert [s.data for s in sends][2] == D2  # (the unselected ones untouched)
+    assert sends[1].faults == ("corrupt",) and sends[3].faults == ("mutate",)
+
+
+def test_replace_data_keeps_the_headers_bytes_and_the_parsed_view() -> None:
+    frame = parse_message(D1)
+    changed = replace_data(frame, "eventstream", b'{"x":1}')
+    assert changed.raw[12 : 12 + 74] == D1[12 : 12 + 74]  # the three headers, as they were
+    assert changed == parse_message(changed.raw)
+    assert data_bytes(changed, "eventstream") == b'{"x":1}'
+    assert (changed.event, changed.data) == ("contentBlockDelta", '{"x":1}')
+    partial = parse_message(D1[:-1])
+    assert replace_data(partial, "eventstream", b"{}") is partial
+
+
+def test_inject_the_providers_exception_and_a_named_event() -> None:
+    sends = run(
+        [
+            ("inject", InjectConfig.model_validate({"after": 2, "event": {"kind": "error"}})),
+            (
+                "inject",
+                InjectConfig.model_validate(
+                    {"after": "terminal", "event": {"event": "metadata", "data": {"late": True}}}
+                ),
+            ),
+        ]
+    )
+    data = [s.data for s in sends]
+    assert data[2] == get_profile("bedrock").error_event("eventstream")
+    assert data[2] == exception_message(
+        "throttlingException",
+        b'{"message":"Too many requests, please wait before trying again."}',
+    )
+    assert sorted(sends[2].events[0].kinds) == ["error"]
+    assert data[-1] == event_message("metadata", b'{"late":true}')
+    assert names(b"".join(data)) == [
+        "messageStart",
+        "contentBlockDelta",
+        "throttlingException",
+        "contentBlockDelta",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+        "metadata",
+    ]
+
+
+def test_line_endings_leave_an_event_stream_alone_and_say_why() -> None:
+    profile = get_profile("bedrock")
+    specs: list[Spec] = [("line_endings", LineEndingsConfig(style="crlf"))]
+    pipeline = Pipeline(build_faults(specs, 7, "eventstream", profile), "eventstream", profile)
+    sends = [a for a in pipeline.feed(BODY, 0.0) + pipeline.end(0.0) if isinstance(a, Send)]
+    assert b"".join(s.data for s in sends) == BODY
+    applied, skipped = pipeline.summary()
+    assert applied == {}
+    assert skipped == [
+        {
+            "fault": "line_endings",
+            "position": 0,
+            "reason": "an event stream has no line endings; the body was left unchanged",
+        }
+    ]
