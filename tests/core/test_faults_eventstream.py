@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from botocore.eventstream import EventStreamBuffer
+import pytest
+from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 
 from chaosproxy.core.actions import Send
 from chaosproxy.core.faults import build_faults
@@ -22,9 +23,12 @@ from chaosproxy.core.faults.duplicate import DuplicateConfig
 from chaosproxy.core.faults.inject import InjectConfig
 from chaosproxy.core.faults.line_endings import LineEndingsConfig
 from chaosproxy.core.faults.mutate import MutateConfig
+from chaosproxy.core.faults.rechunk import RechunkConfig, hostile_cuts, message_cuts
 from chaosproxy.core.faults.reorder import ReorderConfig
+from chaosproxy.core.framing import FramingError
 from chaosproxy.core.framing.encode import data_bytes, replace_data
 from chaosproxy.core.framing.eventstream import (
+    EventStreamFramer,
     event_message,
     exception_message,
     message_headers,
@@ -131,7 +135,8 @@ def test_corrupt_and_mutate_re_encode_with_right_lengths_and_crcs() -> None:
 def test_replace_data_keeps_the_headers_bytes_and_the_parsed_view() -> None:
     frame = parse_message(D1)
     changed = replace_data(frame, "eventstream", b'{"x":1}')
-    assert changed.raw[12 : 12 + 74] == D1[12 : 12 + 74]  # the three headers, as they were
+    assert changed.raw[4:8] == D1[4:8] == (87).to_bytes(4, "big")
+    assert changed.raw[12 : 12 + 87] == D1[12 : 12 + 87]  # the three headers, as they were
     assert changed == parse_message(changed.raw)
     assert data_bytes(changed, "eventstream") == b'{"x":1}'
     assert (changed.event, changed.data) == ("contentBlockDelta", '{"x":1}')
@@ -187,3 +192,72 @@ def test_line_endings_leave_an_event_stream_alone_and_say_why() -> None:
             "reason": "an event stream has no line endings; the body was left unchanged",
         }
     ]
+
+
+def test_corrupt_crc_modes_break_one_messages_checksum_as_decoders_see_it() -> None:
+    for mode, reason in [("crc", "message CRC mismatch"), ("prelude_crc", "prelude CRC mismatch")]:
+        sends = run([("corrupt", CorruptConfig(kind="delta", nth=2, mode=mode))])  # type: ignore[arg-type]
+        data = [s.data for s in sends]
+        assert data[:2] + data[3:] == [START, D1, D3, STOP_BLOCK, STOP, META]
+        assert len(data[2]) == len(D2) and data[2] != D2
+        body = b"".join(data)
+        buffer = EventStreamBuffer()
+        buffer.add_data(body)
+        assert next(buffer).payload == orjson.dumps({"role": "assistant"})
+        next(buffer)
+        with pytest.raises(ChecksumMismatch):
+            next(buffer)
+        framer = EventStreamFramer()
+        assert len(framer.feed(body)) == 2
+        with pytest.raises(FramingError, match=f"event stream message 3: {reason}"):
+            framer.feed(b"")
+
+
+def test_corrupt_crc_on_another_framing_skips_and_says_why() -> None:
+    profile = get_profile("generic")
+    specs: list[Spec] = [("corrupt", CorruptConfig(mode="crc"))]
+    pipeline = Pipeline(build_faults(specs, 7, "sse", profile), "sse", profile)
+    body = b'data: {"n":1}\n\n'
+    assert b"".join(a.data for a in pipeline.feed(body, 0.0) if isinstance(a, Send)) == body
+    pipeline.end(0.0)
+    assert pipeline.summary() == (
+        {},
+        [
+            {
+                "fault": "corrupt",
+                "position": 0,
+                "reason": "mode crc breaks an AWS event stream's checksum; this body is sse, "
+                "which has none",
+            }
+        ],
+    )
+
+
+def test_rechunk_hostile_cuts_inside_preludes_headers_payloads_and_crcs() -> None:
+    n = len(D1)
+    headers = 32 + 33 + 22  # :event-type contentBlockDelta, :content-type, :message-type
+    assert D1[4:8] == headers.to_bytes(4, "big")
+    payload = 12 + headers
+    assert message_cuts(D1) == sorted(
+        {2, 4, 8, 10, 12, 14, payload, n - 4, n - 2}
+        | {payload + c for c in hostile_cuts(D1[payload : n - 4])}
+    )
+    assert message_cuts(D1 + D2) == [*message_cuts(D1), n, *(n + c for c in message_cuts(D2))]
+    assert message_cuts(D1[:-1]) == [] and message_cuts(b"\x00" * 20) == []
+    sends = run([("rechunk", RechunkConfig(boundaries="hostile"))])
+    assert b"".join(s.data for s in sends) == BODY
+    assert [s.data for s in sends][:6] == [
+        START[:2],
+        START[2:4],
+        START[4:8],
+        START[8:10],
+        START[10:12],
+        START[12:14],
+    ]
+    # botocore reassembles the same messages from the hostile writes
+    buffer = EventStreamBuffer()
+    got = []
+    for s in sends:
+        buffer.add_data(s.data)
+        got.extend(m.payload for m in buffer)
+    assert got == [m[1] for m in decoded(BODY)]
