@@ -57,9 +57,12 @@ class Serve:
         return [json.loads(line) for line in self.log.read_text().splitlines()]
 
 
-async def serve(tmp_path: Path, upstream: str) -> AsyncIterator[Serve]:
-    scenarios = tmp_path / "clean.yaml"
-    scenarios.write_text("name: clean\nfaults: []\n")
+async def serve(
+    tmp_path: Path, upstream: str, scenarios: Path | None = None
+) -> AsyncIterator[Serve]:
+    if scenarios is None:
+        scenarios = tmp_path / "clean.yaml"
+        scenarios.write_text("name: clean\nfaults: []\n")
     log, stderr = tmp_path / "frames.jsonl", tmp_path / "stderr.txt"
     with stderr.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(
@@ -273,3 +276,79 @@ async def test_the_signed_request_reaches_the_upstream_as_sent_and_no_credential
         for secret in (SECRET_KEY, SESSION_TOKEN, ACCESS_KEY, signature, "AWS4-HMAC-SHA256"):
             assert secret not in log
             assert secret not in running.stderr.read_text()
+
+
+#: docs/providers.md, "What boto3 does": each scenario, and what boto3 raised (None:
+#: nothing) and which of the clean answer's events it yielded, for both operations.
+FAULTS = {
+    "bad-crc": "corrupt: {kind: delta, nth: 3, mode: crc}",
+    "bad-prelude-crc": "corrupt: {kind: delta, nth: 3, mode: prelude_crc}",
+    "throttled": "inject: {after: 3, event: {kind: error}}",
+    "drop": "drop: {kind: delta, nth: 3}",
+    "duplicate": "duplicate: {kind: terminal}",
+    "close": "cut: {before: terminal, how: close}",
+    "abort": "cut: {before: terminal, how: abort}",
+    "hostile": "rechunk: {boundaries: hostile}",
+    "truncated": "cut: {after_bytes: 130, how: close}",  # inside the 2nd message
+}
+
+
+def observe(runtime: Any, call: Callable[[Any], list[Any]]) -> tuple[str | None, list[Any]]:
+    """What one call yielded before it ended, and the name of what it raised."""
+    got: list[Any] = []
+    try:
+        for item in call(runtime):
+            got.append(item)
+    except Exception as exc:  # what boto3 raised is what is observed
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+        name = f"{type(exc).__module__}.{type(exc).__name__}"
+        return (f"{name}({code})" if code else name), got
+    return None, got
+
+
+def events_of(runtime: Any) -> list[Any]:
+    reply = runtime.converse_stream(
+        modelId=CLAUDE, messages=[{"role": "user", "content": [{"text": "Plan my week."}]}]
+    )
+    return reply["stream"]
+
+
+def chunks_of(runtime: Any) -> Any:
+    reply = runtime.invoke_model_with_response_stream(modelId=CLAUDE, body=json.dumps(INVOKE_BODY))
+    return (json.loads(event["chunk"]["bytes"]) for event in reply["body"])
+
+
+async def test_what_boto3_does_under_each_fault(tmp_path: Path) -> None:
+    library = tmp_path / "faults"
+    library.mkdir()
+    for name, fault in FAULTS.items():
+        (library / f"{name}.yaml").write_text(f"name: {name}\nfaults:\n  - {fault}\n")
+    async for running in serve(tmp_path, "mock", library):
+        port = running.port
+        seen: dict[tuple[str, str], tuple[str | None, list[Any]]] = {}
+        for op, call in (("converse", events_of), ("invoke", chunks_of)):
+            clean = await in_thread(lambda c=call, p=port: observe(client(p)[0], c))
+            assert clean[0] is None
+            for name in FAULTS:
+                runtime = client(port, scenario=name)[0]
+                seen[name, op] = await in_thread(lambda r=runtime, c=call: observe(r, c))
+            ok = clean[1]
+            three = 3 if op == "converse" else 4  # (Invoke's stream has content_block_start)
+            checksum = "botocore.eventstream.ChecksumMismatch"
+            assert (
+                {name: seen[name, op] for name in FAULTS}
+                == {
+                    "bad-crc": (checksum, ok[:three]),
+                    "bad-prelude-crc": (checksum, ok[:three]),
+                    "throttled": (  # (after upstream event 3, whatever its kind)
+                        "botocore.exceptions.EventStreamError(throttlingException)",
+                        ok[:3],
+                    ),
+                    "drop": (None, ok[:three] + ok[three + 1 :]),
+                    "duplicate": (None, [*ok, ok[-1]]),
+                    "close": (None, ok[:-1]),
+                    "abort": ("urllib3.exceptions.ProtocolError", ok[:-1]),
+                    "hostile": (None, ok),
+                    "truncated": (None, ok[:1] if op == "converse" else []),
+                }
+            ), op
