@@ -254,6 +254,52 @@ class AnthropicSlots(ProviderSlots):
         return None
 
 
+class BedrockSlots(ProviderSlots):
+    """ConverseStream's events (InvokeModel's chunks hold their vendor's event in base64:
+    none is plain, so they are left as they came)."""
+
+    name = "bedrock"
+
+    def text(self, frame: Frame) -> Slot | None:
+        delta = _converse_delta(frame)
+        text = delta.get("text") if delta is not None else None
+        if not isinstance(text, str) or not text:
+            return None
+        return Slot(("delta", "text"), text, "0")
+
+    def tool(self, frame: Frame) -> Slot | None:
+        delta = _converse_delta(frame)
+        tool = delta.get("toolUse") if delta is not None else None
+        fragment = tool.get("input") if isinstance(tool, dict) else None
+        if not isinstance(fragment, str):
+            return None
+        key = str(frame.json().get("contentBlockIndex"))
+        return Slot(("delta", "toolUse", "input"), fragment, key)
+
+    def call(self, frame: Frame) -> tuple[CallRole, str] | None:
+        payload = frame.json()
+        if not isinstance(payload, dict):
+            return None
+        key = str(payload.get("contentBlockIndex"))
+        if frame.type == "contentBlockStart":
+            start = payload.get("start")
+            return ("open", key) if isinstance(start, dict) and "toolUse" in start else None
+        if frame.type == "contentBlockStop":
+            return "close", key  # (a text block's too: the fault keeps only its calls')
+        if self.tool(frame) is not None:
+            return "fragment", key
+        return None
+
+
+def _converse_delta(frame: Frame) -> dict[str, Any] | None:
+    """The ``delta`` of a ConverseStream ``contentBlockDelta`` event, else None."""
+    payload = frame.json()
+    if frame.type != "contentBlockDelta" or not isinstance(payload, dict):
+        return None
+    delta = payload.get("delta")
+    return delta if isinstance(delta, dict) else None
+
+
 class GeminiSlots(ProviderSlots):
     name = "gemini"
     fragments = False
@@ -334,7 +380,14 @@ class OllamaSlots(ProviderSlots):
 
 _SLOTS: dict[str, ProviderSlots] = {
     cls.name: cls()
-    for cls in (OpenAIChatSlots, OpenAIResponsesSlots, AnthropicSlots, GeminiSlots, OllamaSlots)
+    for cls in (
+        OpenAIChatSlots,
+        OpenAIResponsesSlots,
+        AnthropicSlots,
+        GeminiSlots,
+        OllamaSlots,
+        BedrockSlots,
+    )
 }
 
 #: The providers whose text the content faults can rewrite (every one but ``generic``).

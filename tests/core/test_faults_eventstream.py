@@ -25,6 +25,8 @@ from chaosproxy.core.faults.line_endings import LineEndingsConfig
 from chaosproxy.core.faults.mutate import MutateConfig
 from chaosproxy.core.faults.rechunk import RechunkConfig, hostile_cuts, message_cuts
 from chaosproxy.core.faults.reorder import ReorderConfig
+from chaosproxy.core.faults.resegment import ResegmentConfig
+from chaosproxy.core.faults.split_tool_args import SplitToolArgsConfig
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.framing.encode import data_bytes, replace_data
 from chaosproxy.core.framing.eventstream import (
@@ -261,3 +263,53 @@ def test_rechunk_hostile_cuts_inside_preludes_headers_payloads_and_crcs() -> Non
         buffer.add_data(s.data)
         got.extend(m.payload for m in buffer)
     assert got == [m[1] for m in decoded(BODY)]
+
+
+TOOL = b"".join(
+    [
+        START,
+        converse(
+            "contentBlockStart",
+            {"contentBlockIndex": 0, "start": {"toolUse": {"toolUseId": "t1", "name": "w"}}},
+        ),
+        converse(
+            "contentBlockDelta",
+            {"contentBlockIndex": 0, "delta": {"toolUse": {"input": '{"city":"S\\u00e3o'}}},
+        ),
+        converse(
+            "contentBlockDelta", {"contentBlockIndex": 0, "delta": {"toolUse": {"input": ' P"}'}}}
+        ),
+        converse("contentBlockStop", {"contentBlockIndex": 0}),
+        STOP,
+        META,
+    ]
+)
+
+
+def tool_input(body: bytes) -> list[str]:
+    return [
+        orjson.loads(p)["delta"]["toolUse"]["input"]
+        for h, p in decoded(body)
+        if h[":event-type"] == "contentBlockDelta"
+    ]
+
+
+def test_split_tool_args_cuts_tool_use_input_into_more_messages() -> None:
+    sends = run([("split_tool_args", SplitToolArgsConfig(at=["keys", "escapes"]))], [TOOL])
+    body = b"".join(s.data for s in sends)
+    fragments = tool_input(body)
+    assert "".join(fragments) == '{"city":"S\\u00e3o P"}'
+    # inside the key, after the escape's backslash and inside its four hex digits
+    assert fragments == ['{"c', 'ity":"S\\', "u00", "e3o", ' P"}']
+    assert names(body).count("contentBlockDelta") == len(fragments)
+
+
+def test_resegment_cuts_text_deltas_into_more_messages() -> None:
+    sends = run([("resegment", ResegmentConfig(every=1))])
+    body = b"".join(s.data for s in sends)
+    texts = [
+        orjson.loads(p)["delta"]["text"]
+        for h, p in decoded(body)
+        if h[":event-type"] == "contentBlockDelta"
+    ]
+    assert texts == list("Hello you")
