@@ -88,9 +88,10 @@ def hostile_cuts(data: bytes) -> list[int]:
 
 def message_cuts(data: bytes) -> list[int]:
     """The offsets where ``boundaries: hostile`` cuts the AWS event stream messages of
-    ``data`` (sorted, inside it): between two messages, in each message's prelude (inside its total length,
-    between its two lengths, before and inside its CRC), after it, inside the first
-    header's name, between headers and payload, in the payload's JSON (as
+    ``data`` (sorted, inside it): between two messages; in each message's prelude
+    (inside its total length, between its two lengths, before and inside its CRC),
+    after it, inside the first header's name, between headers and payload, in the
+    payload's JSON (as
     :func:`hostile_cuts`), before and inside the message CRC. Bytes that are no
     message (a piece another fault cut) get no cut."""
     cuts: set[int] = set()
