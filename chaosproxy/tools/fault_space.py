@@ -443,7 +443,10 @@ def _mutate(c: Choices, space: Space) -> dict[str, Any]:
 
 
 def _corrupt(c: Choices, space: Space) -> dict[str, Any]:
-    return {**selector(c, space), "mode": c.pick(options(_config("corrupt"), "mode"))}
+    modes = options(_config("corrupt"), "mode")
+    if space.shape.format != "eventstream":  # (only an event stream has CRCs to break)
+        modes = tuple(m for m in modes if not m.endswith("crc"))
+    return {**selector(c, space), "mode": c.pick(modes)}
 
 
 def _oversize(c: Choices, space: Space) -> dict[str, Any]:
