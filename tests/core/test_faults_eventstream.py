@@ -23,6 +23,7 @@ from chaosproxy.core.faults.duplicate import DuplicateConfig
 from chaosproxy.core.faults.inject import InjectConfig
 from chaosproxy.core.faults.line_endings import LineEndingsConfig
 from chaosproxy.core.faults.mutate import MutateConfig
+from chaosproxy.core.faults.oversize import OversizeConfig, oversize_payload
 from chaosproxy.core.faults.rechunk import RechunkConfig, hostile_cuts, message_cuts
 from chaosproxy.core.faults.reorder import ReorderConfig
 from chaosproxy.core.faults.resegment import ResegmentConfig
@@ -313,3 +314,16 @@ def test_resegment_cuts_text_deltas_into_more_messages() -> None:
         if h[":event-type"] == "contentBlockDelta"
     ]
     assert texts == list("Hello you")
+
+
+def test_oversize_is_one_big_message_or_a_message_that_never_completes() -> None:
+    sends = run([("oversize", OversizeConfig(after=2, bytes=100_000))])
+    data = [s.data for s in sends]
+    assert data[2] == event_message("chunk", oversize_payload(100_000))
+    assert data[:2] + data[3:] == [START, D1, D2, D3, STOP_BLOCK, STOP, META]
+    assert names(b"".join(data))[2] == "chunk"
+    sends = run([("oversize", OversizeConfig(after=2, bytes=100, terminated=False))])
+    data = [s.data for s in sends]
+    assert data == [START, D1, event_message("chunk", oversize_payload(100))[:-4]]
+    framer = EventStreamFramer()
+    assert framer.feed(b"".join(data))[2:] == [] and framer.eof()[0].complete is False
