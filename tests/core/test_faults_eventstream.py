@@ -14,10 +14,11 @@ import orjson
 import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 
-from chaosproxy.core.actions import Send
+from chaosproxy.core.actions import Cut, Send
 from chaosproxy.core.faults import build_faults
 from chaosproxy.core.faults.base import FaultConfig
 from chaosproxy.core.faults.corrupt import CorruptConfig
+from chaosproxy.core.faults.cut import CutConfig, cut_prefix
 from chaosproxy.core.faults.drop import DropConfig
 from chaosproxy.core.faults.duplicate import DuplicateConfig
 from chaosproxy.core.faults.inject import InjectConfig
@@ -327,3 +328,39 @@ def test_oversize_is_one_big_message_or_a_message_that_never_completes() -> None
     assert data == [START, D1, event_message("chunk", oversize_payload(100))[:-4]]
     framer = EventStreamFramer()
     assert framer.feed(b"".join(data))[2:] == [] and framer.eof()[0].complete is False
+
+
+def cut_run(position: str) -> tuple[list[bytes], list[Any]]:
+    profile = get_profile("bedrock")
+    cfg = CutConfig.model_validate({"after": 2, "position": position, "how": "close"})
+    pipeline = Pipeline(
+        build_faults([("cut", cfg)], 7, "eventstream", profile), "eventstream", profile
+    )
+    actions = pipeline.feed(BODY, 0.0) + pipeline.end(0.0)
+    return [a.data for a in actions if isinstance(a, Send)], [
+        a for a in actions if isinstance(a, Cut)
+    ]
+
+
+def test_cut_positions_inside_a_message_truncate_it() -> None:
+    """after_data: all but the message CRC; mid_line: half the message; mid_utf8: into
+    the payload's first multi-byte character (botocore keeps each partial message in
+    its buffer and says nothing: tests/e2e/test_bedrock_boto3.py)."""
+    wide = converse("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": " wörld"}})
+    assert cut_run("after_data")[0] == [START, D1, D2[:-4]]
+    assert cut_run("mid_line")[0] == [START, D1, D2[: len(D2) // 2]]
+    data, (cut,) = cut_run("after_id")
+    assert data == [START, D1] and cut.detail["fallback"] == "an event stream message has no id"
+    assert cut_prefix(wide, "mid_utf8", "eventstream") == (wide[: wide.index(b"\xc3") + 1], "")
+    assert cut_prefix(D2, "mid_utf8", "eventstream") == (
+        None,
+        "the event has no multi-byte UTF-8 character",
+    )
+    # (its CRC may hold such bytes: only the payload is searched)
+    crc_lead = next(
+        m
+        for i in range(200)
+        if (m := converse("x", {"n": i}))[-4:-2][0] in range(0xC0, 0xF8)
+        and m[-3] in range(0x80, 0xC0)
+    )
+    assert cut_prefix(crc_lead, "mid_utf8", "eventstream")[0] is None
