@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import re
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from botocore.eventstream import EventStreamBuffer
 from chaosproxy.core.framing.eventstream import CONTENT_TYPE
 from chaosproxy.mock import bedrock, create_mock_app
 from chaosproxy.mock.common import Knobs
+from chaosproxy.tools.matrix import run_matrix
 from tests.conftest import REPO, chaosproxy_argv
 
 TOKENS = 7
@@ -352,3 +354,34 @@ async def test_what_boto3_does_under_each_fault(tmp_path: Path) -> None:
                     "truncated": (None, ok[:1] if op == "converse" else []),
                 }
             ), op
+
+
+@pytest.mark.parametrize("operation", ["converse", "invoke"])
+def test_chaosproxy_matrix_judges_boto3_as_it_behaved(tmp_path: Path, operation: str) -> None:
+    """Under `chaosproxy matrix`, each verdict follows from what boto3 did (the table
+    above): it raised on the broken checksums, the exception and the abort (detected);
+    it accepted a wrong text after a drop or a truncated message, and the right text
+    without its terminal event after a clean cut (silent corruption); and a duplicated
+    terminal or hostile reads changed nothing it was sent (tolerated)."""
+    library = tmp_path / "faults"
+    library.mkdir()
+    for name, fault in FAULTS.items():
+        (library / f"{name}.yaml").write_text(f"name: {name}\nfaults:\n  - {fault}\n")
+    command = f"cd {REPO} && {sys.executable} -m tests.clients.bedrock_boto3 {operation}"
+    matrix, _ = run_matrix(command, scenarios=[str(library)], timeout=30)
+    verdicts = {r.scenario: r.verdict for r in matrix.results}
+    assert verdicts == {
+        "bad-crc": "detected",
+        "bad-prelude-crc": "detected",
+        "throttled": "detected",
+        "abort": "detected",
+        "drop": "silent_corruption",
+        "close": "silent_corruption",
+        "truncated": "silent_corruption",
+        "duplicate": "tolerated",
+        "hostile": "tolerated",
+    }
+    errors = {r.scenario: (r.error or "").split(":", 1)[0] for r in matrix.results}
+    assert errors["bad-crc"] == "botocore.eventstream.ChecksumMismatch"
+    assert errors["throttled"] == "botocore.exceptions.EventStreamError"
+    assert errors["abort"] == "urllib3.exceptions.ProtocolError"
