@@ -63,6 +63,12 @@ _FINISH: dict[str, dict[str, Finish]] = {
         "SPII": "content_filter",
     },
     "ollama": {"length": "length"},
+    "bedrock": {
+        "max_tokens": "length",
+        "tool_use": "tool_calls",
+        "content_filtered": "content_filter",
+        "guardrail_intervened": "refusal",
+    },
 }
 
 
@@ -165,6 +171,8 @@ class Transcript:
             self._gemini(payload)
         elif provider == "ollama":
             self._ollama(payload)
+        elif provider == "bedrock":
+            self._bedrock(kind, payload)
 
     def _count(self, key: str, value: Any) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -231,6 +239,21 @@ class Transcript:
             block = payload.get("content_block")
             if isinstance(block, dict) and block.get("type") == "tool_use":
                 self._call(str(payload.get("index")), block.get("name"), block.get("id"))
+
+    def _bedrock(self, kind: Any, payload: dict[str, Any]) -> None:
+        """ConverseStream's (InvokeModel's chunks carry another vendor's events: their
+        text and calls are read, their names, ids and usage are not)."""
+        if kind == "contentBlockStart":
+            start = payload.get("start")
+            tool = start.get("toolUse") if isinstance(start, dict) else None
+            if isinstance(tool, dict):
+                key = str(payload.get("contentBlockIndex"))
+                self._call(key, tool.get("name"), tool.get("toolUseId"))
+        elif kind == "metadata":
+            usage = payload.get("usage")
+            if isinstance(usage, dict):
+                self._count("input_tokens", usage.get("inputTokens"))
+                self._count("output_tokens", usage.get("outputTokens"))
 
     def _gemini(self, payload: dict[str, Any]) -> None:
         usage = payload.get("usageMetadata")
