@@ -160,7 +160,8 @@ def test_the_scenario_schema_refuses_every_file_validate_refuses(
          "one of ['start', 'delta', 'tool_delta', 'usage', 'ping', 'error', 'terminal', "
          "'other']"),
         ("provider: openai\nfaults: []", "$.provider: 'openai' is not one of ['auto', "
-         "'openai-chat', 'openai-responses', 'anthropic', 'gemini', 'ollama', 'generic']"),
+         "'openai-chat', 'openai-responses', 'anthropic', 'gemini', 'ollama', 'bedrock', "
+         "'generic']"),
         ("name: none\nfaults: []", "$.name: 'none' should not be valid under {'const': 'none'}"),
     ],
 )  # fmt: skip
