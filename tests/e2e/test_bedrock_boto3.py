@@ -20,7 +20,10 @@ from typing import Any
 import boto3
 import pytest
 from aiohttp import web
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.eventstream import EventStreamBuffer
 
 from chaosproxy.core.framing.eventstream import CONTENT_TYPE
@@ -393,3 +396,69 @@ def test_chaosproxy_matrix_judges_boto3_as_it_behaved(tmp_path: Path, operation:
     assert errors["bad-crc"] == "botocore.eventstream.ChecksumMismatch"
     assert errors["throttled"] == "botocore.exceptions.EventStreamError"
     assert errors["abort"] == "urllib3.exceptions.ProtocolError"
+
+
+# ------------------------------------------------------------------------ SigV4 and Host
+
+
+def signature_holds(path: str, headers: dict[str, str], body: bytes) -> bool:
+    """Whether a request, as the upstream received it, carries a valid SigV4 signature
+    (what AWS checks): recomputed by botocore from what arrived, over the headers its
+    ``Authorization`` says were signed, with the dummy credentials."""
+    authorization = headers["Authorization"]
+    signed = authorization.split("SignedHeaders=", 1)[1].split(",", 1)[0].split(";")
+    lower = {k.lower(): v for k, v in headers.items()}
+    request = AWSRequest(
+        method="POST",
+        url=f"http://{lower['host']}{path}",
+        data=body,
+        headers={name: lower[name] for name in signed if name in lower},
+    )
+    request.context["timestamp"] = lower["x-amz-date"]
+    auth = SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY, SESSION_TOKEN), "bedrock", "us-east-1")
+    to_sign = auth.string_to_sign(request, auth.canonical_request(request))
+    expected = auth.signature(to_sign, request)
+    return bool(authorization.rsplit("Signature=", 1)[1] == expected)
+
+
+def signed_for(endpoint: str, send_to: str | None = None) -> Any:
+    """boto3's ``bedrock-runtime`` signing for ``endpoint``; ``send_to``: each request,
+    once signed, sent there instead (a ``before-send`` hook: the client's own setup for
+    a proxy in front of AWS whose Host the proxy sets to the upstream's)."""
+    runtime = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=endpoint,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        aws_session_token=SESSION_TOKEN,
+        config=Config(retries={"max_attempts": 1}),
+    )
+    if send_to is not None:
+
+        def redirect(request: Any, **_: Any) -> None:
+            request.url = send_to + request.url.removeprefix(endpoint)
+
+        runtime.meta.events.register("before-send.bedrock-runtime.*", redirect)
+    return runtime
+
+
+async def test_a_signature_for_the_proxys_host_breaks_and_one_for_the_upstreams_holds(
+    tmp_path: Path, recorded_upstream: tuple[str, Received]
+) -> None:
+    """docs/providers.md, "SigV4 and Host": the proxy sends the upstream's Host, a
+    signed header. boto3 with ``endpoint_url`` at the proxy signs the proxy's address, so
+    the upstream (AWS) sees a signature that no longer holds; boto3 signing for the
+    upstream's address and sending to the proxy (a ``before-send`` hook) gets its
+    signature through intact. The first request, straight to the upstream, shows the
+    check itself accepts what boto3 signs."""
+    url, received = recorded_upstream
+    await in_thread(partial(converse, signed_for(url)))
+    async for running in serve(tmp_path, url):
+        proxy_url = f"http://127.0.0.1:{running.port}"
+        await in_thread(partial(converse, signed_for(proxy_url)))
+        await in_thread(partial(converse, signed_for(url, send_to=proxy_url)))
+    direct, at_the_proxy, for_the_upstream = received.requests
+    assert [signature_holds(*r) for r in received.requests] == [True, False, True]
+    assert at_the_proxy[1]["Host"] == for_the_upstream[1]["Host"] == url.removeprefix("http://")
+    assert direct[0] == at_the_proxy[0] == for_the_upstream[0]  # the path, %3A kept

@@ -5,6 +5,8 @@ ordinal of the event it carries and the faults that shaped it."""
 from __future__ import annotations
 
 import json
+import random
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -15,7 +17,8 @@ from pydantic import ValidationError
 from chaosproxy.core.actions import Send
 from chaosproxy.core.faults import build_faults
 from chaosproxy.core.faults.base import FaultConfig
-from chaosproxy.core.faults.corrupt import CorruptConfig
+from chaosproxy.core.faults.corrupt import CorruptConfig, CorruptFault
+from chaosproxy.core.faults.drawing import Choices, Shape, options
 from chaosproxy.core.framing import FramingError
 from chaosproxy.core.framing.eventstream import EventStreamFramer, message_headers
 from chaosproxy.core.pipeline import Pipeline
@@ -186,3 +189,22 @@ def test_crc_modes_on_another_framing_skip_and_say_why() -> None:
             }
         ],
     )
+
+
+@dataclass(frozen=True)
+class _Within:
+    shape: Shape
+    endless: bool = False
+
+
+def test_explore_draws_the_crc_modes_only_for_an_event_stream() -> None:
+    explore = CorruptFault.declaration.explore
+    assert explore is not None
+    kinds = {"start": 1, "delta": 3, "other": 2, "terminal": 1}
+    for fmt, modes in [
+        ("sse", {"truncate_json", "invalid_json", "invalid_utf8", "empty_data"}),
+        ("eventstream", set(options(CorruptConfig, "mode"))),
+    ]:
+        space = _Within(Shape("bedrock", fmt, 7, kinds, 700))
+        drawn = {explore.draw(Choices(random.Random(k)), space)["mode"] for k in range(200)}
+        assert drawn == modes, fmt
