@@ -278,7 +278,8 @@ S = TypeVar("S", bound=SelectorConfig, default=SelectorConfig, covariant=True)
 Stage = Literal["http", "event", "transport"]
 
 #: The bodies a fault acts on: ``any`` (``raw`` too; an ``http`` fault acts before
-#: the body, whatever it is), ``framed`` (``sse`` or ``ndjson``), or ``sse`` only.
+#: the body, whatever it is), ``framed`` (``sse``, ``ndjson`` or an AWS ``eventstream``),
+#: or ``sse`` only.
 Needs = Literal["any", "framed", "sse"]
 
 
