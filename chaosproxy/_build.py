@@ -24,6 +24,7 @@ COMPILED: tuple[str, ...] = (
     "chaosproxy.core.selector",
     "chaosproxy.core.framing.sse",
     "chaosproxy.core.framing.ndjson",
+    "chaosproxy.core.framing.eventstream",
     "chaosproxy.core.framing.raw",
     "chaosproxy.core.providers.generic_kinds",
     "chaosproxy.core.pipeline",

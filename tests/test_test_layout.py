@@ -254,6 +254,13 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "mock/test_mock_fixtures.py",
         "mock/test_transcript.py",
     ),
+    # (tested by mock/test_mock_bedrock.py through the app: its own basename,
+    # test_bedrock.py, is the provider's, tests/core/providers/, as the other mocks')
+    "chaosproxy/mock/bedrock.py": (
+        "e2e/test_bedrock_boto3.py",
+        "e2e/test_library_providers.py",
+        "mock/test_transcript.py",
+    ),
     "chaosproxy/mock/corpus.py": ("e2e/test_library_providers.py", "mock/test_mock.py"),
     "chaosproxy/mock/fixtures.py": ("mock/test_fixtures_live.py", "mock/test_mock_fixtures.py"),
     "chaosproxy/mock/gemini.py": (

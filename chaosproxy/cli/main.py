@@ -269,7 +269,7 @@ def _add_simulate(sub: Any) -> None:
     )
     simulate.add_argument(
         "--format",
-        choices=("sse", "ndjson", "raw"),
+        choices=("sse", "ndjson", "eventstream", "raw"),
         default=None,
         help="how to frame stdin (default: the scenario's format:, else sse)",
     )

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import orjson
 
-Format = Literal["sse", "ndjson", "raw"]
+Format = Literal["sse", "ndjson", "eventstream", "raw"]
 
 _UNPARSED: Any = object()
 
@@ -20,7 +20,7 @@ _UNPARSED: Any = object()
 # not compile (an interpreted call per frame, 1.4k instructions); this one is compiled.
 @dataclass(slots=True, unsafe_hash=True, init=False)
 class Frame:
-    """One SSE event block, one NDJSON line, or one raw upstream read.
+    """One SSE event block, one NDJSON line, one event stream message, or one raw read.
 
     ``raw`` holds the exact bytes as they arrived, so joining the frames of a body
     gives the body back byte for byte. The other fields are the parsed view.
@@ -30,9 +30,10 @@ class Frame:
     raw: bytes
     #: SSE: the data lines joined with "\\n" (None when the block has no data field,
     #: e.g. a keepalive comment). NDJSON: the line without its terminator (None for a
-    #: blank line). Raw: None.
+    #: blank line). Event stream: the payload ("" when empty). Raw: None.
     data: str | None = None
-    #: SSE ``event:`` field, if any.
+    #: SSE ``event:`` field, if any. Event stream: the message's name (its
+    #: ``:event-type``, ``:exception-type`` or ``:error-code`` header).
     event: str | None = None
     #: SSE ``id:`` field, if any ("" when the block resets it).
     id: str | None = None
@@ -120,4 +121,6 @@ def format_for_content_type(content_type: str | None) -> Format:
         "application/stream+json",
     }:
         return "ndjson"
+    if mime == "application/vnd.amazon.eventstream":
+        return "eventstream"
     return "raw"

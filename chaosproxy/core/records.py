@@ -42,7 +42,7 @@ Integrity = Literal["intact", "altered", "incomplete", "broken"]
 #: The content of an answer, however its connection ended.
 AnswerContent = Literal["intact", "altered", "incomplete"]
 #: The framing of a body.
-BodyFormat = Literal["sse", "ndjson", "raw"]
+BodyFormat = Literal["sse", "ndjson", "eventstream", "raw"]
 #: A side of a framed stream the contract monitor checks.
 SideName = Literal["upstream", "sent"]
 #: The contract monitor's rules (docs/integrity.md).

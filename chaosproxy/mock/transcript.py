@@ -63,6 +63,12 @@ _FINISH: dict[str, dict[str, Finish]] = {
         "SPII": "content_filter",
     },
     "ollama": {"length": "length"},
+    "bedrock": {
+        "max_tokens": "length",
+        "tool_use": "tool_calls",
+        "content_filtered": "content_filter",
+        "guardrail_intervened": "refusal",
+    },
 }
 
 
@@ -93,12 +99,7 @@ class Transcript:
         self._profile = get_profile(self.provider or "generic")
         self._trail: list[tuple[str | None, EventContent]] = []
         self._size = 0
-        #: Each call's key (as the profile's content keys it) → [name, id].
-        self._calls: dict[str, list[str | None]] = {}
-        self._whole = 0  # whole calls (Gemini, Ollama) numbered as fold numbers them
-        self._usage: dict[str, int] = {}
-        self._refusal = False
-        self._responses_reason: str | None = None
+        self._extras = _Extras()
         self.events = 0
         #: The client left before the upstream's body ended (:meth:`client_left`).
         self.left = False
@@ -149,119 +150,8 @@ class Transcript:
             return
         self._trail.append((None, piece))
         payload = frame.json()
-        if isinstance(payload, dict):
-            self._extras(frame.type, payload)
-
-    def _extras(self, kind: str | None, payload: dict[str, Any]) -> None:
-        """What the profiles do not read: the calls' names and ids, usage, a refusal."""
-        provider = self.provider
-        if provider == "openai-chat":
-            self._openai_chat(payload)
-        elif provider == "openai-responses":
-            self._openai_responses(kind or payload.get("type"), payload)
-        elif provider == "anthropic":
-            self._anthropic(kind or payload.get("type"), payload)
-        elif provider == "gemini":
-            self._gemini(payload)
-        elif provider == "ollama":
-            self._ollama(payload)
-
-    def _count(self, key: str, value: Any) -> None:
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            self._usage[key] = value
-
-    def _call(self, key: str, name: Any, call_id: Any) -> None:
-        entry = self._calls.setdefault(key, [None, None])
-        if isinstance(name, str) and name:
-            entry[0] = name
-        if isinstance(call_id, str) and call_id:
-            entry[1] = call_id
-
-    def _openai_chat(self, payload: dict[str, Any]) -> None:
-        usage = payload.get("usage")
-        if isinstance(usage, dict):
-            self._count("input_tokens", usage.get("prompt_tokens"))
-            self._count("output_tokens", usage.get("completion_tokens"))
-        for choice in _dicts(payload.get("choices")):
-            index = choice.get("index", 0)
-            delta = choice.get("delta")
-            if not isinstance(delta, dict):
-                continue
-            if isinstance(delta.get("refusal"), str) and delta["refusal"]:
-                self._refusal = True
-            for call in _dicts(delta.get("tool_calls")):
-                function = call.get("function")
-                name = function.get("name") if isinstance(function, dict) else None
-                self._call(f"{index}/{call.get('index', 0)}", name, call.get("id"))
-
-    def _openai_responses(self, kind: Any, payload: dict[str, Any]) -> None:
-        if kind == "response.refusal.delta":
-            self._refusal = True
-        elif kind == "response.output_item.added":
-            item = payload.get("item")
-            if isinstance(item, dict) and item.get("type") == "function_call":
-                key = item.get("id")
-                key = key if isinstance(key, str) else str(payload.get("output_index"))
-                self._call(key, item.get("name"), item.get("call_id"))
-        elif kind in ("response.completed", "response.incomplete"):
-            response = payload.get("response")
-            if not isinstance(response, dict):
-                return
-            usage = response.get("usage")
-            if isinstance(usage, dict):
-                self._count("input_tokens", usage.get("input_tokens"))
-                self._count("output_tokens", usage.get("output_tokens"))
-            details = response.get("incomplete_details")
-            if isinstance(details, dict) and isinstance(details.get("reason"), str):
-                self._responses_reason = details["reason"]
-
-    def _anthropic(self, kind: Any, payload: dict[str, Any]) -> None:
-        if kind == "message_start":
-            message = payload.get("message")
-            usage = message.get("usage") if isinstance(message, dict) else None
-            if isinstance(usage, dict):
-                self._count("input_tokens", usage.get("input_tokens"))
-                self._count("output_tokens", usage.get("output_tokens"))
-        elif kind == "message_delta":
-            usage = payload.get("usage")
-            if isinstance(usage, dict):
-                self._count("input_tokens", usage.get("input_tokens"))
-                self._count("output_tokens", usage.get("output_tokens"))
-        elif kind == "content_block_start":
-            block = payload.get("content_block")
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                self._call(str(payload.get("index")), block.get("name"), block.get("id"))
-
-    def _gemini(self, payload: dict[str, Any]) -> None:
-        usage = payload.get("usageMetadata")
-        if isinstance(usage, dict):
-            self._count("input_tokens", usage.get("promptTokenCount"))
-            self._count("output_tokens", usage.get("candidatesTokenCount"))
-        for candidate in _dicts(payload.get("candidates")):
-            content = candidate.get("content")
-            parts = content.get("parts") if isinstance(content, dict) else None
-            for part in _dicts(parts):
-                call = part.get("functionCall")
-                if isinstance(call, dict):
-                    call_id = call.get("id")
-                    if isinstance(call_id, str) and call_id:
-                        key = call_id
-                    else:
-                        self._whole += 1
-                        key = f"#{self._whole}"
-                    self._call(key, call.get("name"), call_id)
-
-    def _ollama(self, payload: dict[str, Any]) -> None:
-        if payload.get("done") is True:
-            self._count("input_tokens", payload.get("prompt_eval_count"))
-            self._count("output_tokens", payload.get("eval_count"))
-        message = payload.get("message")
-        calls = message.get("tool_calls") if isinstance(message, dict) else None
-        for call in _dicts(calls):
-            function = call.get("function")
-            self._whole += 1
-            name = function.get("name") if isinstance(function, dict) else None
-            self._call(f"#{self._whole}", name, call.get("id"))
+        if isinstance(payload, dict) and self.provider is not None:
+            self._extras.read(self.provider, frame.type, payload)
 
     def fixture(self, request: RequestView) -> Fixture:
         """The fixture this answer is, matched to ``request``; :class:`NotRecorded`
@@ -282,7 +172,7 @@ class Transcript:
         for key, arguments in content.tools:
             if provider == "openai-chat" and not key.startswith("0/"):
                 continue  # the first choice's calls (the mock answers every choice alike)
-            name, call_id = self._calls.get(key, [None, None])
+            name, call_id = self._extras.calls.get(key, [None, None])
             if name is None:
                 raise NotRecorded(f"tool call {key} has no name")
             try:
@@ -304,22 +194,162 @@ class Transcript:
         finish = self._finish(dict(content.finish).get(0), bool(calls))
         if finish != ("tool_calls" if calls else "stop"):
             item["finish"] = finish
-        if self._usage:
-            item["usage"] = dict(sorted(self._usage.items()))
+        if self._extras.usage:
+            item["usage"] = dict(sorted(self._extras.usage.items()))
         digest = hashlib.sha256(orjson.dumps(item, option=orjson.OPT_SORT_KEYS)).hexdigest()
         named: dict[str, Any] = {"name": f"recorded-{provider}-{digest[:12]}", **item}
         return Fixture.model_validate(named)
 
     def _finish(self, native: str | None, calls: bool) -> Finish:
-        if self._refusal:
+        if self._extras.refusal:
             return "refusal"
         provider = self.provider or "generic"
         if provider == "openai-responses":
-            native = self._responses_reason
+            native = self._extras.responses_reason
         finish = _FINISH.get(provider, {}).get(native or "", "stop")
         if finish == "stop" and calls:
             return "tool_calls"  # Gemini and Ollama say STOP/stop after a call
         return finish
+
+
+class _Extras:
+    """What the profiles do not read of a stream, per provider: the calls' names and
+    ids, the usage, a refusal, OpenAI Responses' incomplete reason."""
+
+    def __init__(self) -> None:
+        #: Each call's key (as the profile's content keys it) → [name, id].
+        self.calls: dict[str, list[str | None]] = {}
+        self.whole = 0  # whole calls (Gemini, Ollama) numbered as fold numbers them
+        self.usage: dict[str, int] = {}
+        self.refusal = False
+        self.responses_reason: str | None = None
+
+    def read(self, provider: str, kind: str | None, payload: dict[str, Any]) -> None:
+        """One event's extras (``kind``: its event name, if it has one)."""
+        if provider == "openai-chat":
+            self._openai_chat(payload)
+        elif provider == "openai-responses":
+            self._openai_responses(kind or payload.get("type"), payload)
+        elif provider == "anthropic":
+            self._anthropic(kind or payload.get("type"), payload)
+        elif provider == "gemini":
+            self._gemini(payload)
+        elif provider == "ollama":
+            self._ollama(payload)
+        elif provider == "bedrock":
+            self._bedrock(kind, payload)
+
+    def _count(self, key: str, value: Any) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            self.usage[key] = value
+
+    def _call(self, key: str, name: Any, call_id: Any) -> None:
+        entry = self.calls.setdefault(key, [None, None])
+        if isinstance(name, str) and name:
+            entry[0] = name
+        if isinstance(call_id, str) and call_id:
+            entry[1] = call_id
+
+    def _openai_chat(self, payload: dict[str, Any]) -> None:
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            self._count("input_tokens", usage.get("prompt_tokens"))
+            self._count("output_tokens", usage.get("completion_tokens"))
+        for choice in _dicts(payload.get("choices")):
+            index = choice.get("index", 0)
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            if isinstance(delta.get("refusal"), str) and delta["refusal"]:
+                self.refusal = True
+            for call in _dicts(delta.get("tool_calls")):
+                function = call.get("function")
+                name = function.get("name") if isinstance(function, dict) else None
+                self._call(f"{index}/{call.get('index', 0)}", name, call.get("id"))
+
+    def _openai_responses(self, kind: Any, payload: dict[str, Any]) -> None:
+        if kind == "response.refusal.delta":
+            self.refusal = True
+        elif kind == "response.output_item.added":
+            item = payload.get("item")
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                key = item.get("id")
+                key = key if isinstance(key, str) else str(payload.get("output_index"))
+                self._call(key, item.get("name"), item.get("call_id"))
+        elif kind in ("response.completed", "response.incomplete"):
+            response = payload.get("response")
+            if not isinstance(response, dict):
+                return
+            usage = response.get("usage")
+            if isinstance(usage, dict):
+                self._count("input_tokens", usage.get("input_tokens"))
+                self._count("output_tokens", usage.get("output_tokens"))
+            details = response.get("incomplete_details")
+            if isinstance(details, dict) and isinstance(details.get("reason"), str):
+                self.responses_reason = details["reason"]
+
+    def _anthropic(self, kind: Any, payload: dict[str, Any]) -> None:
+        if kind == "message_start":
+            message = payload.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if isinstance(usage, dict):
+                self._count("input_tokens", usage.get("input_tokens"))
+                self._count("output_tokens", usage.get("output_tokens"))
+        elif kind == "message_delta":
+            usage = payload.get("usage")
+            if isinstance(usage, dict):
+                self._count("input_tokens", usage.get("input_tokens"))
+                self._count("output_tokens", usage.get("output_tokens"))
+        elif kind == "content_block_start":
+            block = payload.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                self._call(str(payload.get("index")), block.get("name"), block.get("id"))
+
+    def _bedrock(self, kind: Any, payload: dict[str, Any]) -> None:
+        """ConverseStream's (InvokeModel's chunks carry another vendor's events: their
+        text and calls are read, their names, ids and usage are not)."""
+        if kind == "contentBlockStart":
+            start = payload.get("start")
+            tool = start.get("toolUse") if isinstance(start, dict) else None
+            if isinstance(tool, dict):
+                key = str(payload.get("contentBlockIndex"))
+                self._call(key, tool.get("name"), tool.get("toolUseId"))
+        elif kind == "metadata":
+            usage = payload.get("usage")
+            if isinstance(usage, dict):
+                self._count("input_tokens", usage.get("inputTokens"))
+                self._count("output_tokens", usage.get("outputTokens"))
+
+    def _gemini(self, payload: dict[str, Any]) -> None:
+        usage = payload.get("usageMetadata")
+        if isinstance(usage, dict):
+            self._count("input_tokens", usage.get("promptTokenCount"))
+            self._count("output_tokens", usage.get("candidatesTokenCount"))
+        for candidate in _dicts(payload.get("candidates")):
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in _dicts(parts):
+                call = part.get("functionCall")
+                if isinstance(call, dict):
+                    call_id = call.get("id")
+                    if isinstance(call_id, str) and call_id:
+                        key = call_id
+                    else:
+                        self.whole += 1
+                        key = f"#{self.whole}"
+                    self._call(key, call.get("name"), call_id)
+
+    def _ollama(self, payload: dict[str, Any]) -> None:
+        if payload.get("done") is True:
+            self._count("input_tokens", payload.get("prompt_eval_count"))
+            self._count("output_tokens", payload.get("eval_count"))
+        message = payload.get("message")
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in _dicts(calls):
+            function = call.get("function")
+            self.whole += 1
+            name = function.get("name") if isinstance(function, dict) else None
+            self._call(f"#{self.whole}", name, call.get("id"))
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -218,7 +218,7 @@ def usable_faults(shape: Shape) -> tuple[str, ...]:
     """The faults of the space that can act on a stream of this shape: one its
     declaration's ``needs`` admits (and, when the fault needs events, one with events
     its selectors can pick), and its ``explore.fits``."""
-    framed = shape.format in ("sse", "ndjson")
+    framed = shape.format in ("sse", "ndjson", "eventstream")
     registry = fault_registry.registry()
     usable = []
     for name, explore in explorable().items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,12 +111,16 @@ class Simulation:
 CONTENT_TYPES: dict[str, str] = {
     "sse": "text/event-stream",
     "ndjson": "application/x-ndjson",
+    "eventstream": "application/vnd.amazon.eventstream",
     "raw": "application/octet-stream",
 }
 
 
 def sniff_format(data: bytes) -> Format:
-    """Guess the framing of a body with no Content-Type."""
+    """Guess the framing of a body with no Content-Type: an AWS event stream when it
+    opens with a prelude whose CRC is right."""
+    if len(data) >= 12 and zlib.crc32(data[:8]) == int.from_bytes(data[8:12], "big"):
+        return "eventstream"
     head = data.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")[:16]
     if head.startswith((b"data:", b"event:", b"id:", b"retry:", b":")):
         return "sse"

@@ -11,7 +11,8 @@ from chaosproxy.core.faults import build_faults
 from chaosproxy.core.faults.drop import DropConfig
 from chaosproxy.core.frames import Format, Frame
 from chaosproxy.core.framing import parse_block
-from chaosproxy.core.framing.encode import replace_data, split_lines
+from chaosproxy.core.framing.encode import data_bytes, replace_data, split_lines
+from chaosproxy.core.framing.eventstream import event_message, parse_message
 from chaosproxy.core.providers import get_profile
 from tests.support.fault_events import E1, PING
 
@@ -75,3 +76,16 @@ def test_parse_block_is_the_framers_view(raw: bytes) -> None:
     framer = SseFramer()
     frames = framer.feed(raw) + framer.eof()
     assert frames == [parse_block(raw, "sse")]
+
+
+def test_replace_data_in_an_event_stream_message_keeps_its_headers_and_parsed_view() -> None:
+    d1 = event_message("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"text":"Hel"}}')
+    frame = parse_message(d1)
+    changed = replace_data(frame, "eventstream", b'{"x":1}')
+    assert changed.raw[4:8] == d1[4:8] == (87).to_bytes(4, "big")
+    assert changed.raw[12 : 12 + 87] == d1[12 : 12 + 87]  # the three headers, as they were
+    assert changed == parse_message(changed.raw)
+    assert data_bytes(changed, "eventstream") == b'{"x":1}'
+    assert (changed.event, changed.data) == ("contentBlockDelta", '{"x":1}')
+    partial = parse_message(d1[:-1])
+    assert replace_data(partial, "eventstream", b"{}") is partial

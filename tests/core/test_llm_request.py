@@ -34,21 +34,21 @@ def test_a_content_nested_deeper_than_it_reads_gives_no_text_never_an_error() ->
 
 
 class _ConverseLike(ProviderProfile):
-    """A provider declared here only, shaped like Bedrock's Converse: the model in the
-    path (percent-encoded), the tools in ``toolConfig``, results as ``toolResult``
-    blocks whose text is under that key."""
+    """A provider declared here only, in a shape no real provider has (Bedrock's Converse
+    renamed): the model in the path (percent-encoded), the tools in a key's key,
+    results as ``stepOutput`` blocks whose text is under that key."""
 
     name = "converse-like"
     rank = 900
     request = RequestShape(
-        model_in_path=re.compile(r"/model/([^/]+)/converse(?:-stream)?$"),
+        model_in_path=re.compile(r"/engine/([^/]+)/talk(?:-stream)?$"),
         stream_in_path=re.compile(r"-stream$"),
         system=("system",),
         messages=("messages",),
-        tools=("toolConfig.tools",),
-        tool_wrappers=("toolSpec",),
-        result_keys=("toolResult",),
-        text_keys=("toolResult",),
+        tools=("toolBox.tools",),
+        tool_wrappers=("toolDef",),
+        result_keys=("stepOutput",),
+        text_keys=("stepOutput",),
     )
 
 
@@ -61,30 +61,30 @@ def converse_like() -> Iterator[None]:
         unregister(_ConverseLike.name)
 
 
-BEDROCKISH = {
+CONVERSE_LIKE = {
     "system": [{"text": "Be brief."}],
     "messages": [
         {"role": "user", "content": [{"text": "Weather?"}]},
-        {"role": "user", "content": [{"toolResult": {"content": [{"text": "sunny"}]}}]},
+        {"role": "user", "content": [{"stepOutput": {"content": [{"text": "sunny"}]}}]},
     ],
-    "toolConfig": {"tools": [{"toolSpec": {"name": "get_weather"}}]},
+    "toolBox": {"tools": [{"toolDef": {"name": "get_weather"}}]},
 }
 
 
 def test_a_provider_declares_where_its_requests_say_what_they_ask(converse_like: None) -> None:
-    path = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
-    assert read_request(path, BEDROCKISH) == RequestView(
+    path = "/engine/anthropic.claude-3-haiku-20240307-v1%3A0/talk-stream"
+    assert read_request(path, CONVERSE_LIKE) == RequestView(
         "anthropic.claude-3-haiku-20240307-v1:0",
         (Message("system", "Be brief."), Message("user", "Weather?"), Message("tool", "sunny")),
         ("get_weather",),
         True,
     )
-    assert read_request("/model/m/converse", None) == RequestView("m", (), (), False)
+    assert read_request("/engine/m/talk", None) == RequestView("m", (), (), False)
 
 
 def test_a_shape_no_provider_declares_is_not_read() -> None:
-    path = "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
-    assert read_request(path, BEDROCKISH) == RequestView(
+    path = "/engine/anthropic.claude-3-haiku-20240307-v1%3A0/talk-stream"
+    assert read_request(path, CONVERSE_LIKE) == RequestView(
         None,
         (Message("system", "Be brief."), Message("user", "Weather?"), Message("user", "")),
         (),

@@ -62,7 +62,7 @@ def test_get_profile_returns_each_named_profile_once() -> None:
         assert profile.name == name
         assert get_profile(name) is profile  # stateless: shared instances
     with pytest.raises(KeyError):
-        get_profile("bedrock")
+        get_profile("cohere")
 
 
 def test_providers_are_discovered_in_rank_order() -> None:
@@ -76,6 +76,7 @@ def test_providers_are_discovered_in_rank_order() -> None:
         "anthropic",
         "gemini",
         "ollama",
+        "bedrock",
         "generic",
     )
     profiles: list[ProviderProfile] = []
@@ -217,11 +218,12 @@ def test_provider_for_event(frame: Frame, expected: str) -> None:
 def test_error_event_reparses_as_error(provider: str, fmt: Format, newline: bytes) -> None:
     profile = get_profile(provider)
     raw = profile.error_event(fmt, newline)
-    native: Format = "ndjson" if provider in {"ollama", "generic"} else "sse"
+    natives: dict[str, Format] = {"ollama": "ndjson", "generic": "ndjson", "bedrock": "eventstream"}
+    native = natives.get(provider, "sse")
     framed_as = native if fmt == "raw" else fmt
     (frame,) = frame_body(raw, framed_as)
     assert frame.complete
-    assert frame.newline == newline
+    assert frame.newline == (b"" if framed_as == "eventstream" else newline)
     if provider == "generic":
         # Generic knows no error shape: its made-up event is other, like everything else.
         assert profile.classify(frame) == {"other"}

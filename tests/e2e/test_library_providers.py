@@ -24,6 +24,7 @@ from chaosproxy.core.actions import Cut, Send
 from chaosproxy.core.faults._websocket import NOT_A_WEBSOCKET
 from chaosproxy.core.frames import Format
 from chaosproxy.mock import anthropic as mock_anthropic
+from chaosproxy.mock import bedrock as mock_bedrock
 from chaosproxy.mock import gemini as mock_gemini
 from chaosproxy.mock import ollama as mock_ollama
 from chaosproxy.mock import openai_chat as mock_chat
@@ -46,6 +47,7 @@ PATHS = {
     "gemini": "/v1beta/models/gemini-2.0-flash:streamGenerateContent",
     "ollama-chat": "/api/chat",
     "ollama-generate": "/api/generate",
+    "bedrock-converse": "/model/anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream",
 }
 
 
@@ -80,6 +82,12 @@ def mock_stream(
             alt="sse",
             fixture=fixture,
         )
+    elif endpoint == "bedrock-converse":
+        payload = {"messages": [{"role": "user", "content": [{"text": prompt}]}]}
+        body = orjson.dumps(payload)
+        reply = mock_bedrock.respond(
+            body, payload, knobs, model="claude", action="converse-stream", fixture=fixture
+        )
     elif endpoint == "ollama-chat":
         payload = {"model": "llama3.2", "messages": messages}
         body = orjson.dumps(payload)
@@ -97,7 +105,13 @@ def run(
     """``scenario`` over the mock's answer to ``prompt`` on ``endpoint``."""
     fixture = scenario.mock[0] if scenario.mock else None
     _, data = mock_stream(endpoint, prompt, fixture, knobs)
-    fmt: Format = "ndjson" if endpoint.startswith("ollama") else "sse"
+    fmt: Format = (
+        "ndjson"
+        if endpoint.startswith("ollama")
+        else "eventstream"
+        if endpoint.startswith("bedrock")
+        else "sse"
+    )
     return simulate(scenario, data, seed=1, fmt=fmt, path=PATHS[endpoint])
 
 
@@ -113,8 +127,39 @@ NDJSON_IDS = "skipped: ids need SSE; NDJSON has no id field"
 OFFLINE = "no other stream to take from (an offline run has only its own)"
 WHOLE = "sends each tool call whole: there are no argument fragments"
 
+EVENTSTREAM_IDS = "skipped: ids need SSE; an event stream has no id field"
+NO_LINES = "skipped: an event stream has no line endings; the body was left unchanged"
+
 #: What does not happen as asked, per scenario and endpoint; everything else does.
 EXPECTED: dict[tuple[str, str], dict[int, str]] = {
+    ("cr-line-endings", "bedrock-converse"): {0: NO_LINES},
+    ("crlf-line-endings", "bedrock-converse"): {0: NO_LINES},
+    ("keepalive-comments", "bedrock-converse"): {
+        0: "skipped: comments need SSE; an event stream has no comment syntax"
+    },
+    **{
+        (name, "bedrock-converse"): {0: EVENTSTREAM_IDS}
+        for name in (
+            "history-expired",
+            "new-stream-after-reset",
+            "restart-after-cut-before-terminal",
+            "resume-after-mid-utf8-cut",
+            "unsupported-after-cut",
+        )
+    },
+    ("replay-last-after-id-cut", "bedrock-converse"): {
+        0: EVENTSTREAM_IDS,
+        1: "boundary for after_id: an event stream message has no id",
+    },
+    **{
+        ("bedrock-bad-crc", endpoint): {
+            0: "skipped: mode crc breaks an AWS event stream's checksum; this body is "
+            + ("ndjson" if endpoint.startswith("ollama") else "sse")
+            + ", which has none"
+        }
+        for endpoint in PATHS
+        if not endpoint.startswith("bedrock")
+    },
     ("cr-line-endings", "ollama-chat"): {
         0: "skipped: style cr is not an NDJSON line ending; the body was left unchanged"
     },
@@ -202,7 +247,9 @@ LEAD = re.compile(rb"[\xc0-\xf7]\Z")
 
 
 @pytest.mark.parametrize("tokens", [24, 8])
-@pytest.mark.parametrize("endpoint", list(PATHS))
+# (Text streams only: an event stream's messages are binary, their lengths and CRCs
+# may hold any byte, so a cut there is no cut inside a character.)
+@pytest.mark.parametrize("endpoint", [e for e in PATHS if not e.startswith("bedrock")])
 def test_resume_after_mid_utf8_cut_cuts_inside_a_character_for_every_answer(
     endpoint: str, tokens: int
 ) -> None:

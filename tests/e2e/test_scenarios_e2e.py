@@ -1324,3 +1324,84 @@ async def check_cumulative_snapshots(lab: Lab) -> None:
     assert (end["answer"]["sound"], end["answer"]["defect"]) == (False, "snapshot")
     messages = await stream_messages(lab.anthropic(), "cumulative-snapshots")
     assert messages.deltas[-1] == (await stream_messages(lab.anthropic(), None)).final_text
+
+
+# --------------------------------------------------------------------------- bedrock
+
+
+def bedrock_events(url: str, scenario: str | None) -> tuple[str | None, list[Any], str]:
+    """boto3's ``converse_stream`` through the proxy with dummy credentials (the scenario
+    asked for after signing): what it raised (its class, and its code if any), the
+    events it yielded, and the request id."""
+    import boto3
+    from botocore.config import Config
+
+    runtime = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=url,
+        aws_access_key_id="AKIAIOSFODNN7EXAMPLE",
+        aws_secret_access_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        config=Config(retries={"max_attempts": 1}),
+    )
+    if scenario is not None:
+        runtime.meta.events.register(
+            "before-send.bedrock-runtime.*",
+            lambda request, **_: request.headers.__setitem__("X-Chaos-Scenario", scenario),
+        )
+    events: list[Any] = []
+    reply = runtime.converse_stream(
+        modelId="anthropic.claude-3-5-haiku-20241022-v1:0",
+        messages=[{"role": "user", "content": [{"text": "Plan my week."}]}],
+    )
+    request_id = reply["ResponseMetadata"]["HTTPHeaders"]["x-chaos-request-id"]
+    try:
+        for event in reply["stream"]:
+            events.append(event)
+    except Exception as exc:  # what boto3 raised is what is checked
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+        return f"{type(exc).__name__}({code})" if code else type(exc).__name__, events, request_id
+    return None, events, request_id
+
+
+@covers("bedrock-split-prelude")
+async def check_bedrock_split_prelude(lab: Lab) -> None:
+    _, reference, _ = await asyncio.to_thread(bedrock_events, lab.url, None)
+    error, events, request_id = await asyncio.to_thread(
+        bedrock_events, lab.url, "bedrock-split-prelude"
+    )
+    assert (error, events) == (None, reference)
+    frames = lab.log.frames(request_id)
+    assert [f["size"] for f in frames[:4]] == [5, 7, 5, 7]
+    assert {f["size"] for f in frames} <= {1, 2, 3, 4, 5, 6, 7}
+    # OpenAI chat gets the same small reads, and the same text.
+    client = lab.openai()
+    assert (await stream_chat(client, "bedrock-split-prelude")).dumps() == (
+        await stream_chat(client, None)
+    ).dumps()
+
+
+@covers("bedrock-bad-crc")
+async def check_bedrock_bad_crc(lab: Lab) -> None:
+    _, reference, _ = await asyncio.to_thread(bedrock_events, lab.url, None)
+    error, events, request_id = await asyncio.to_thread(bedrock_events, lab.url, "bedrock-bad-crc")
+    assert error == "ChecksumMismatch"  # botocore.eventstream's: not a ClientError
+    assert events == reference[:3]  # messageStart and two deltas, then the bad one
+    end = await lab.end(request_id)
+    assert (end["provider"], end["format"]) == ("bedrock", "eventstream")
+    assert end["faults_applied"] == {"corrupt": 1}  # (the rest may be sent or not: a race)
+
+
+@covers("bedrock-throttling-mid-stream")
+async def check_bedrock_throttling_mid_stream(lab: Lab) -> None:
+    _, reference, _ = await asyncio.to_thread(bedrock_events, lab.url, None)
+    error, events, request_id = await asyncio.to_thread(
+        bedrock_events, lab.url, "bedrock-throttling-mid-stream"
+    )
+    assert error == "EventStreamError(throttlingException)"
+    assert events == reference[:3]
+    end = await lab.end(request_id)
+    assert end["outcome"] == "cut" and end["faults_applied"] == {"inject": 1, "cut": 1}
+    # OpenAI chat: its own error event, then the same clean end.
+    with pytest.raises(openai.APIError):
+        await stream_chat(lab.openai(), "bedrock-throttling-mid-stream", ChatRun())

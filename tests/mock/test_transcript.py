@@ -18,7 +18,7 @@ from chaosproxy.core.answer import fold, piece_of
 from chaosproxy.core.framing import make_framer
 from chaosproxy.core.llm_request import read_request
 from chaosproxy.core.providers import get_profile
-from chaosproxy.mock import anthropic, gemini, ollama, openai_chat, openai_responses
+from chaosproxy.mock import anthropic, bedrock, gemini, ollama, openai_chat, openai_responses
 from chaosproxy.mock.common import Knobs
 from chaosproxy.mock.transcript import (
     NotRecorded,
@@ -413,6 +413,10 @@ def rendered(path: str, fixture: Fixture, stream_usage: bool = True) -> Transcri
             b"{}", {"contents": []}, KNOBS, model="g", action="streamGenerateContent",
             alt="sse", fixture=fixture,
         )  # fmt: skip
+    elif path == BEDROCK:
+        reply = bedrock.respond(
+            b"{}", {"messages": []}, KNOBS, model="m", action="converse-stream", fixture=fixture
+        )
     else:
         reply = ollama.respond(
             b"{}", {**payload, "messages": []}, KNOBS, endpoint="chat", fixture=fixture
@@ -424,7 +428,8 @@ def rendered(path: str, fixture: Fixture, stream_usage: bool = True) -> Transcri
     return back
 
 
-PATHS = [CHAT, "/v1/responses", "/v1/messages", GEMINI, "/api/chat"]
+BEDROCK = "/model/m/converse-stream"
+PATHS = [CHAT, "/v1/responses", "/v1/messages", GEMINI, "/api/chat", BEDROCK]
 #: What each provider's finish reason reads back as: where a provider says two reasons
 #: alike (docs/mock.md, How a finish reason is said), the reading is that one word.
 FINISH_BACK: dict[str, dict[str, str]] = {
@@ -433,6 +438,7 @@ FINISH_BACK: dict[str, dict[str, str]] = {
     "/v1/messages": {"content_filter": "refusal"},
     GEMINI: {"refusal": "stop"},
     "/api/chat": {"content_filter": "stop", "refusal": "stop"},
+    BEDROCK: {},
 }
 
 

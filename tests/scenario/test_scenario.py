@@ -267,7 +267,7 @@ faults:
     assert problems_of(path) == [
         f"{f}:2: seed: must be >= 0",
         f"{f}:3: provider: must be one of: auto, {', '.join(PROVIDER_NAMES)}",
-        f"{f}:4: format: must be one of: auto, sse, ndjson, raw",
+        f"{f}:4: format: must be one of: auto, sse, ndjson, eventstream, raw",
         f"{f}:5: colour: unknown key (allowed: name, description, seed, provider, format,"
         " match, rate, requests, resume, faults, envelope, mock)",
         f"{f}:6: match.pathh: unknown key, did you mean 'path'? (allowed: method, path, headers)",

@@ -11,8 +11,7 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
 from chaosproxy.core.frames import Format, Frame
-from chaosproxy.core.framing.ndjson import NdjsonFramer
-from chaosproxy.core.framing.sse import SseFramer
+from chaosproxy.core.framing import make_framer
 from chaosproxy.core.providers import get_profile
 from chaosproxy.mock import create_mock_app
 from tests.support.repo import FIXTURES, fixture_bytes
@@ -32,7 +31,7 @@ def as_set(k: Kinds) -> frozenset[str]:
 
 def frame_body(body: bytes, fmt: Format) -> list[Frame]:
     """The events of a body (frames with data), framed by the real framer."""
-    framer = SseFramer(1 << 20) if fmt == "sse" else NdjsonFramer(1 << 20)
+    framer = make_framer(fmt, 1 << 20)
     frames = framer.feed(body) + framer.eof()
     assert b"".join(f.raw for f in frames) == body
     return [f for f in frames if f.is_event]

@@ -140,6 +140,12 @@ def test_what_fits_which_stream() -> None:
     assert {"drop", "mutate", "splice"} <= ndjson
     assert not {"comment", "ids", "line_endings"} & ndjson  # SSE only
     assert "mutate" not in usable_faults(Shape("generic", "sse", 5, {"other": 5}))
+    # Bedrock's event stream: the event faults, but no text-syntax fault, and no mutate
+    # (no content path of its is known to it)
+    bedrock = Shape("bedrock", "eventstream", 7, {"start": 1, "delta": 3, "terminal": 1}, 700)
+    events = set(usable_faults(bedrock))
+    assert {"drop", "duplicate", "reorder", "inject", "corrupt", "oversize", "splice"} <= events
+    assert not {"comment", "ids", "line_endings", "mutate"} & events
     assert set(usable_faults(CHAT)) == set(explorable())
 
 

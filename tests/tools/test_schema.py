@@ -161,7 +161,7 @@ def test_the_scenario_schema_refuses_every_file_validate_refuses(
          "'other']"),
         ("provider: openai\nfaults: []", "$.provider: 'openai' is not one of ['auto', "
          "'openai-chat', 'openai-responses', 'openai-realtime', 'anthropic', 'gemini', "
-         "'ollama', 'generic']"),
+         "'ollama', 'bedrock', 'generic']"),
         ("name: none\nfaults: []", "$.name: 'none' should not be valid under {'const': 'none'}"),
     ],
 )  # fmt: skip

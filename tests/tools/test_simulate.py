@@ -264,3 +264,20 @@ def test_function_sniffs_the_format() -> None:
     raw = simulate(text, b"plain bytes", seed=1)
     assert (raw.format, raw.body) == ("raw", b"plain bytes")
     assert raw.skipped[0]["reason"] == "the response is not sse or ndjson, so it has no events"
+
+
+def test_an_aws_event_stream_is_sniffed_and_read_as_bedrock() -> None:
+    """A body with no format given that opens with a sound event stream prelude is
+    framed as one, and its first event names the provider."""
+    from chaosproxy.core.framing.eventstream import event_message
+    from chaosproxy.tools.simulate import sniff_format
+
+    start = event_message("messageStart", b'{"role":"assistant"}')
+    delta = event_message("contentBlockDelta", b'{"contentBlockIndex":0,"delta":{"text":"Hi"}}')
+    stop = event_message("metadata", b'{"usage":{}}')
+    assert sniff_format(start) == "eventstream"
+    assert sniff_format(start[:8] + b"\x00\x00\x00\x00" + start[12:]) == "raw"  # bad prelude CRC
+    assert sniff_format(b'data: {"n":1}\n\n') == "sse"
+    sim = simulate(scenario("faults:\n  - drop: {kind: delta}\n"), start + delta + stop)
+    assert sim.body == start + stop
+    assert (sim.summary["format"], sim.summary["provider"]) == ("eventstream", "bedrock")

@@ -280,8 +280,9 @@ S = TypeVar("S", bound=SelectorConfig, default=SelectorConfig, covariant=True)
 Stage = Literal["http", "event", "transport", "websocket"]
 
 #: The bodies a fault acts on: ``any`` (``raw`` too; an ``http`` fault acts before
-#: the body, whatever it is), ``framed`` (``sse`` or ``ndjson``), ``sse`` only, or
-#: ``websocket``: a relayed WebSocket's messages (a ``websocket`` stage fault).
+#: the body, whatever it is), ``framed`` (``sse``, ``ndjson`` or an AWS ``eventstream``),
+#: ``sse`` only, or ``websocket``: a relayed WebSocket's messages (a ``websocket`` stage
+#: fault).
 Needs = Literal["any", "framed", "sse", "websocket"]
 
 

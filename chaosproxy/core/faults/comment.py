@@ -65,5 +65,7 @@ class CommentFault(Fault[CommentConfig], name="comment", stage="event"):
         if self.applied:
             return None
         if self.ctx.format != "sse":
+            if self.ctx.format == "eventstream":
+                return "comments need SSE; an event stream has no comment syntax"
             return "comments need SSE; NDJSON has no comment syntax"
         return f"the stream had {self._seen} events, fewer than every: {self.config.every}"

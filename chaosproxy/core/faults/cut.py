@@ -24,6 +24,7 @@ from chaosproxy.core.actions import Action, Cut, HttpAction, Send
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
 from chaosproxy.core.faults.drawing import Choices, Explore, Within, options
+from chaosproxy.core.framing.eventstream import OVERHEAD, message_payload
 
 Position = Literal["boundary", "after_id", "after_data", "mid_utf8", "mid_line"]
 
@@ -70,10 +71,12 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 _MULTIBYTE_LEAD = re.compile(rb"[\xc0-\xf7](?=[\x80-\xbf])")
 
 
-def cut_prefix(data: bytes, position: Position) -> tuple[bytes | None, str]:
+def cut_prefix(data: bytes, position: Position, fmt: str = "sse") -> tuple[bytes | None, str]:
     """The bytes of an event to send before cutting at ``position``, or None and the
     reason when the event has no such place (the cut then falls on the boundary)."""
     m: re.Match[bytes] | None
+    if fmt == "eventstream":
+        return _message_prefix(data, position)
     if position == "after_id":
         start = 0
         for eol in _EOL.finditer(data):
@@ -98,6 +101,29 @@ def cut_prefix(data: bytes, position: Position) -> tuple[bytes | None, str]:
         if line_len == 0:
             return None, "the event's first line is empty"
         return data[: max(1, line_len // 2)], ""
+    return b"", ""
+
+
+def _message_prefix(data: bytes, position: Position) -> tuple[bytes | None, str]:
+    """:func:`cut_prefix` for an AWS event stream message (binary: its lines mean
+    nothing): ``after_data`` is all of it but its final CRC, ``mid_line`` its first
+    half, ``mid_utf8`` up to the lead byte of its payload's first multi-byte
+    character; it has no id."""
+    if position == "after_id":
+        return None, "an event stream message has no id"
+    if len(data) < OVERHEAD:
+        return None, "the event is no whole event stream message"
+    payload = message_payload(data)
+    if position == "after_data":
+        return data[:-4], ""
+    if position == "mid_line":
+        return data[: len(data) // 2], ""
+    if position == "mid_utf8":
+        m = _MULTIBYTE_LEAD.search(payload)
+        if m is None:
+            return None, "the event has no multi-byte UTF-8 character"
+        start = len(data) - 4 - len(payload)
+        return data[: start + m.start() + 1], ""
     return b"", ""
 
 
@@ -207,7 +233,7 @@ class CutFault(Fault[CutConfig], name="cut", stage="transport"):
         if not any(_real(ev) for ev in send.events):
             self._count(send)  # a comment before the next event goes through
             return [send]
-        prefix, why = cut_prefix(send.data, position)
+        prefix, why = cut_prefix(send.data, position, self.ctx.format)
         if prefix is None and self.config.seek:
             if not any("terminal" in ev.kinds for ev in send.events):
                 self._count(send)  # no place in it: the search goes on

@@ -68,5 +68,7 @@ class IdsFault(Fault[IdsConfig], name="ids", stage="event"):
         if self.applied:
             return None
         if self.ctx.format != "sse":
+            if self.ctx.format == "eventstream":
+                return "ids need SSE; an event stream has no id field"
             return "ids need SSE; NDJSON has no id field"
         return "no event lacked an id"

@@ -20,12 +20,14 @@ from chaosproxy.core.faults.drawing import Choices, Explore, Within, anchor, int
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing import parse_block
 from chaosproxy.core.framing.encode import newline_of, sse_event_bytes
+from chaosproxy.core.framing.eventstream import event_message
 
 
 class InjectedEvent(FaultConfig):
     """What to send: exactly one of ``data``, ``raw``, ``kind``."""
 
-    #: SSE ``event:`` name (with ``data`` only; NDJSON has no such field).
+    #: SSE ``event:`` name, an event stream message's ``:event-type`` (default
+    #: ``chunk``) (with ``data`` only; NDJSON has no such field).
     event: StrictStr | None = None
     #: The payload: a string as is, a mapping or list as compact JSON.
     data: StrictStr | dict[str, Any] | list[Any] | None = None
@@ -144,6 +146,8 @@ class InjectFault(Fault[InjectConfig], name="inject", stage="event"):
         text = data if isinstance(data, str) else orjson.dumps(data).decode("utf-8")
         if fmt == "sse":
             raw = sse_event_bytes(text, event=spec.event, id=spec.id, newline=newline)
+        elif fmt == "eventstream":  # one message, named ``event`` (else ``chunk``)
+            raw = event_message(spec.event or "chunk", text.encode("utf-8"))
         else:
             raw = text.encode("utf-8") + b"\n"
         return parse_block(raw, fmt)

@@ -40,7 +40,9 @@ class LineEndingsFault(Fault[LineEndingsConfig], name="line_endings", stage="eve
         self._newline = _STYLES[config.style]
 
     def on_event(self, ev: Event) -> list[Event]:
-        if self.ctx.format != "sse" and self.config.style == "cr":
+        if self.ctx.format == "eventstream" or (
+            self.ctx.format != "sse" and self.config.style == "cr"
+        ):
             return [ev]
         raw = ev.raw
         if self.ctx.format == "sse":
@@ -58,6 +60,8 @@ class LineEndingsFault(Fault[LineEndingsConfig], name="line_endings", stage="eve
     def skipped(self) -> str | None:
         if self.applied:
             return None
+        if self.ctx.format == "eventstream":
+            return "an event stream has no line endings; the body was left unchanged"
         if self.ctx.format != "sse" and self.config.style == "cr":
             return "style cr is not an NDJSON line ending; the body was left unchanged"
         return f"every line already ended in {self.config.style}"

@@ -2,7 +2,9 @@
 
 The payload is the JSON object ``{"oversize":"xxx…"}`` padded to exactly ``bytes``
 bytes (just ``x``s when ``bytes`` is under 16), so a client that can hold it parses it.
-SSE sends it as ``data: <payload>``; NDJSON as the line itself.
+SSE sends it as ``data: <payload>``; NDJSON as the line itself; an AWS event stream as
+the payload of a ``chunk`` event message (with ``terminated: false``, all of it but its
+final CRC: the message never completes).
 
 ``after: N`` sends it right after upstream event N (``0``: before the first event).
 With ``terminated: false`` the line never ends: no terminator is sent, and nothing
@@ -22,6 +24,7 @@ from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultCo
 from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.framing.encode import newline_of
+from chaosproxy.core.framing.eventstream import event_message
 
 MAX_BYTES = 64 * 1024 * 1024
 _WRAP = (b'{"oversize":"', b'"}')
@@ -101,6 +104,8 @@ class OversizeFault(Fault[OversizeConfig], name="oversize", stage="event"):
         sse = self.ctx.format == "sse"
         terminated = self.config.terminated
         self.open_line = not terminated
+        if self.ctx.format == "eventstream":
+            return self._message(terminated)
         newline = self._newline if sse else b"\n"
         end = (newline * 2 if sse else newline) if terminated else b""
         raw = b"".join([b"data: " if sse else b"", oversize_payload(self.config.bytes), end])
@@ -111,6 +116,17 @@ class OversizeFault(Fault[OversizeConfig], name="oversize", stage="event"):
             complete=terminated,
         )
         # Classify the payload's shape, not its megabytes: the kinds are the same.
+        shape = Frame(raw=b"", data=oversize_payload(min(self.config.bytes, 16)).decode())
+        return Event(frame, 0, self.ctx.profile.classify(shape), (self.name,))
+
+    def _message(self, terminated: bool) -> Event:
+        payload = oversize_payload(self.config.bytes)
+        whole = event_message("chunk", payload)
+        raw = whole if terminated else whole[:-4]
+        frame = Frame(
+            raw, payload.decode("ascii") if terminated else None, "chunk", None, None, (), b"",
+            terminated,
+        )  # fmt: skip
         shape = Frame(raw=b"", data=oversize_payload(min(self.config.bytes, 16)).decode())
         return Event(frame, 0, self.ctx.profile.classify(shape), (self.name,))
 

@@ -9,6 +9,7 @@ shortened or not, uses up one entry.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Iterable, Iterator
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ from pydantic import Field, model_validator
 from chaosproxy.core.actions import Action, Send
 from chaosproxy.core.faults.base import Declaration, Fault, FaultConfig, FaultContext
 from chaosproxy.core.faults.drawing import Choices, Explore, Within, int_range
+from chaosproxy.core.framing.eventstream import OVERHEAD, PRELUDE_LENGTH
 
 Size = Annotated[int, Field(ge=1)]
 
@@ -85,6 +87,30 @@ def hostile_cuts(data: bytes) -> list[int]:
     return sorted(c for c in cuts if 0 < c < len(data))
 
 
+def message_cuts(data: bytes) -> list[int]:
+    """The offsets where ``boundaries: hostile`` cuts the AWS event stream messages of
+    ``data`` (sorted, inside it): between two messages; in each message's prelude
+    (inside its total length, between its two lengths, before and inside its CRC),
+    after it, inside the first header's name, between headers and payload, in the
+    payload's JSON (as
+    :func:`hostile_cuts`), before and inside the message CRC. Bytes that are no
+    message (a piece another fault cut) get no cut."""
+    cuts: set[int] = set()
+    at = 0
+    while len(data) - at >= PRELUDE_LENGTH:
+        total, headers = struct.unpack_from("!II", data, at)
+        if total < OVERHEAD or headers > total - OVERHEAD or at + total > len(data):
+            break
+        payload = at + PRELUDE_LENGTH + headers
+        end = at + total
+        cuts.update((at, at + 2, at + 4, at + 8, at + 10, at + PRELUDE_LENGTH, end - 4, end - 2))
+        if headers:
+            cuts.update((at + PRELUDE_LENGTH + 2, payload))
+        cuts.update(payload + c for c in hostile_cuts(data[payload : end - 4]))
+        at = end
+    return sorted(c for c in cuts if 0 < c < len(data))
+
+
 def _line_cuts(data: bytes, start: int, end: int, cuts: set[int]) -> None:
     if data.startswith(b"data", start) and start + 4 <= end:
         cuts.add(start + 4)
@@ -130,7 +156,7 @@ class RechunkFault(Fault[RechunkConfig], name="rechunk", stage="transport"):
 
     def _cuts(self, data: bytes) -> list[int]:
         if self.config.boundaries == "hostile":
-            return hostile_cuts(data)
+            return message_cuts(data) if self.ctx.format == "eventstream" else hostile_cuts(data)
         cuts: list[int] = []
         pos = next(self._sizes)
         while pos < len(data):

@@ -194,6 +194,10 @@ class SpliceFault(Fault[SpliceConfig], name="splice", stage="event"):
         return out
 
     def _reframe(self, frame: Frame, source: StreamRecord) -> Frame | None:
+        if self.ctx.format == "eventstream" or source.format == "eventstream":
+            # A message is moved whole (its headers name it); no other framing has one.
+            same = source.format == self.ctx.format
+            return parse_block(frame.raw, "eventstream") if same and frame.complete else None
         data = data_bytes(frame, source.format)
         last = self._last
         if self.ctx.format == "sse":

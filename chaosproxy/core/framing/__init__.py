@@ -18,6 +18,7 @@ from chaosproxy.core.framing.base import DEFAULT_MAX_SIZE, BodyRead, Framer, Fra
 
 def make_framer(fmt: Format, max_size: int = DEFAULT_MAX_SIZE) -> Framer:
     """A new framer for one body."""
+    from chaosproxy.core.framing.eventstream import EventStreamFramer
     from chaosproxy.core.framing.ndjson import NdjsonFramer
     from chaosproxy.core.framing.raw import RawFramer
     from chaosproxy.core.framing.sse import SseFramer
@@ -26,17 +27,24 @@ def make_framer(fmt: Format, max_size: int = DEFAULT_MAX_SIZE) -> Framer:
         return SseFramer(max_size)
     if fmt == "ndjson":
         return NdjsonFramer(max_size)
+    if fmt == "eventstream":
+        return EventStreamFramer(max_size)
     return RawFramer()
 
 
 def parse_block(raw: bytes, fmt: Format) -> Frame:
     """The parsed view of bytes made outside a body (an injected event, a comment), by
-    the framer of ``fmt``'s own rules: SSE reads every line of ``raw`` as one block;
-    NDJSON (and raw) reads it as one line, the data without its final terminator."""
+    the framer of ``fmt``'s own rules: SSE reads every line of ``raw`` as one block; an
+    event stream, one message; NDJSON (and raw) reads it as one line, the data without
+    its final terminator."""
     if fmt == "sse":
         from chaosproxy.core.framing.sse import parse_sse_block
 
         return parse_sse_block(raw)
+    if fmt == "eventstream":
+        from chaosproxy.core.framing.eventstream import parse_message
+
+        return parse_message(raw)
     from chaosproxy.core.framing.ndjson import parse_line
 
     return parse_line(raw)

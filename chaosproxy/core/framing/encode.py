@@ -1,4 +1,5 @@
-"""Building and re-encoding the bytes of SSE and NDJSON events (used by the event faults).
+"""Building and re-encoding the bytes of SSE, NDJSON and event stream events (used by the
+event faults).
 
 The inverse of the framers: parsing stays in them (:func:`chaosproxy.core.framing.
 parse_block` gives the parsed view of bytes built here). Every helper keeps what it does
@@ -13,6 +14,7 @@ import re
 from dataclasses import replace
 
 from chaosproxy.core.frames import Format, Frame
+from chaosproxy.core.framing.eventstream import message_payload, with_payload
 
 #: One line and its terminator (CRLF, CR or LF; empty for an unterminated last line).
 _LINE = re.compile(rb"([^\r\n]*)(\r\n|\r|\n|)")
@@ -65,7 +67,10 @@ def split_bom(raw: bytes) -> tuple[bytes, bytes]:
 
 def data_bytes(frame: Frame, fmt: Format) -> bytes:
     """The exact bytes of an event's data (``frame.data`` is decoded with replacement
-    characters, so it may differ from the wire for invalid UTF-8)."""
+    characters, so it may differ from the wire for invalid UTF-8); an event stream
+    message's payload."""
+    if fmt == "eventstream":
+        return message_payload(frame.raw)
     if fmt != "sse":
         return frame.raw[: len(frame.raw) - len(ndjson_terminator(frame.raw))]
     parts = []
@@ -87,9 +92,14 @@ def replace_data(frame: Frame, fmt: Format, data: bytes) -> Frame:
 
     SSE: all data lines go; the new value takes the place of the last one, split into
     one ``data:`` line per ``\\n``, keeping the original ``data:``/``data: `` spacing and
-    terminators. NDJSON: the line is replaced, its terminator kept.
+    terminators. NDJSON: the line is replaced, its terminator kept. Event stream: the
+    payload is replaced, the headers kept, both lengths and CRCs made right.
     """
     text = data.decode("utf-8", "replace")
+    if fmt == "eventstream":
+        if not frame.complete:
+            return frame
+        return _like(frame, with_payload(frame.raw, data), text)
     if fmt != "sse":
         raw = data + ndjson_terminator(frame.raw)
         return _like(frame, raw, text)

@@ -5,13 +5,25 @@ ordinal of the event it carries and the faults that shaped it."""
 from __future__ import annotations
 
 import json
+import random
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pytest
+from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 from pydantic import ValidationError
 
+from chaosproxy.core.actions import Send
+from chaosproxy.core.faults import build_faults
 from chaosproxy.core.faults.base import FaultConfig
-from chaosproxy.core.faults.corrupt import CorruptConfig
+from chaosproxy.core.faults.corrupt import CorruptConfig, CorruptFault
+from chaosproxy.core.faults.drawing import Choices, Shape, options
+from chaosproxy.core.framing import FramingError
+from chaosproxy.core.framing.eventstream import EventStreamFramer, message_headers
+from chaosproxy.core.pipeline import Pipeline
+from chaosproxy.core.providers import get_profile
+from tests.support import bedrock_stream as bs
 from tests.support.fault_events import (
     BODY,
     DONE,
@@ -128,3 +140,71 @@ def test_corrupt_keeps_the_wire_bytes_of_invalid_utf8_data() -> None:
     assert r.data == [b'data: "\xff\xfeab"}\n\n']
     r = run([("corrupt", CorruptConfig(mode="truncate_json"))], b'{"\xff":1}\n', fmt="ndjson")
     assert r.data == [b'{"\xff\n']
+
+
+def test_on_an_event_stream_a_corrupt_message_is_re_encoded_with_right_lengths_and_crcs() -> None:
+    sends = bs.run([("corrupt", CorruptConfig(kind="delta", nth=1, mode="invalid_json"))])
+    messages = bs.decoded(b"".join(s.data for s in sends))  # no ChecksumMismatch
+    assert messages[1] == (message_headers(bs.D1), b'{"contentBlockIndex":0,"delta":{"text":"Hel"}')
+    assert [s.data for s in sends][2:] == [bs.D2, bs.D3, bs.STOP_BLOCK, bs.STOP, bs.META]
+    assert sends[1].faults == ("corrupt",)
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"), [("crc", "message CRC mismatch"), ("prelude_crc", "prelude CRC mismatch")]
+)
+def test_crc_modes_break_one_messages_checksum_as_decoders_see_it(mode: str, reason: str) -> None:
+    config = CorruptConfig.model_validate({"kind": "delta", "nth": 2, "mode": mode})
+    data = [s.data for s in bs.run([("corrupt", config)])]
+    assert data[:2] + data[3:] == [bs.START, bs.D1, bs.D3, bs.STOP_BLOCK, bs.STOP, bs.META]
+    assert len(data[2]) == len(bs.D2) and data[2] != bs.D2
+    body = b"".join(data)
+    buffer = EventStreamBuffer()
+    buffer.add_data(body)
+    assert next(buffer).payload == orjson.dumps({"role": "assistant"})
+    next(buffer)
+    with pytest.raises(ChecksumMismatch):
+        next(buffer)
+    framer = EventStreamFramer()
+    assert len(framer.feed(body)) == 2
+    with pytest.raises(FramingError, match=f"event stream message 3: {reason}"):
+        framer.feed(b"")
+
+
+def test_crc_modes_on_another_framing_skip_and_say_why() -> None:
+    profile = get_profile("generic")
+    specs: list[Spec] = [("corrupt", CorruptConfig(mode="crc"))]
+    pipeline = Pipeline(build_faults(specs, 7, "sse", profile), "sse", profile)
+    body = b'data: {"n":1}\n\n'
+    assert b"".join(a.data for a in pipeline.feed(body, 0.0) if isinstance(a, Send)) == body
+    pipeline.end(0.0)
+    assert pipeline.summary() == (
+        {},
+        [
+            {
+                "fault": "corrupt",
+                "position": 0,
+                "reason": "mode crc breaks an AWS event stream's checksum; this body is sse, "
+                "which has none",
+            }
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class _Within:
+    shape: Shape
+    endless: bool = False
+
+
+def test_explore_draws_the_crc_modes_only_for_an_event_stream() -> None:
+    explore = CorruptFault.declaration.explore
+    assert explore is not None
+    kinds = {"start": 1, "delta": 3, "other": 2, "terminal": 1}
+    for fmt, modes in [
+        ("sse", {"truncate_json", "invalid_json", "invalid_utf8", "empty_data"}),
+        ("eventstream", set(options(CorruptConfig, "mode"))),
+    ]:
+        space = _Within(Shape("bedrock", fmt, 7, kinds, 700))
+        drawn = {explore.draw(Choices(random.Random(k)), space)["mode"] for k in range(200)}
+        assert drawn == modes, fmt

@@ -12,11 +12,12 @@ from chaosproxy.core.actions import Action, Cut, Send, Sleep
 from chaosproxy.core.events import Event
 from chaosproxy.core.faults import build_faults
 from chaosproxy.core.faults.base import FaultConfig
-from chaosproxy.core.faults.cut import CutConfig, CutFault
+from chaosproxy.core.faults.cut import CutConfig, CutFault, cut_prefix
 from chaosproxy.core.faults.rechunk import RechunkConfig
 from chaosproxy.core.frames import Frame
 from chaosproxy.core.pipeline import Pipeline, fault_fallbacks
 from chaosproxy.core.providers import get_profile
+from tests.support import bedrock_stream as bs
 from tests.support.fault_http import fault
 from tests.support.fault_transport import (
     BODY,
@@ -377,3 +378,36 @@ def test_cut_before_headers_never_touches_the_body() -> None:
     out = p.feed(b"data: x\n\n", 0.0)
     assert [(type(a), getattr(a, "data", None)) for a in out] == [(Send, b"data: x\n\n")]
     assert p.end(0.0) == []
+
+
+def _cut_on_event_stream(position: str) -> tuple[list[bytes], list[Cut]]:
+    config = CutConfig.model_validate({"after": 2, "position": position, "how": "close"})
+    pipeline = bs.pipeline([("cut", config)])
+    actions = pipeline.feed(bs.BODY, 0.0) + pipeline.end(0.0)
+    sends = [a.data for a in actions if isinstance(a, Send)]
+    return sends, [a for a in actions if isinstance(a, Cut)]
+
+
+def test_positions_inside_an_event_stream_message_truncate_it() -> None:
+    """after_data: all but the message CRC; mid_line: half the message; mid_utf8: into
+    the payload's first multi-byte character (botocore keeps each partial message in
+    its buffer and says nothing: tests/e2e/test_bedrock_boto3.py)."""
+    start, d1, d2 = bs.START, bs.D1, bs.D2
+    wide = bs.converse("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": " wörld"}})
+    assert _cut_on_event_stream("after_data")[0] == [start, d1, d2[:-4]]
+    assert _cut_on_event_stream("mid_line")[0] == [start, d1, d2[: len(d2) // 2]]
+    data, (cut,) = _cut_on_event_stream("after_id")
+    assert data == [start, d1] and cut.detail["fallback"] == "an event stream message has no id"
+    assert cut_prefix(wide, "mid_utf8", "eventstream") == (wide[: wide.index(b"\xc3") + 1], "")
+    assert cut_prefix(d2, "mid_utf8", "eventstream") == (
+        None,
+        "the event has no multi-byte UTF-8 character",
+    )
+    # (its CRC may hold such bytes: only the payload is searched)
+    crc_lead = next(
+        m
+        for i in range(200)
+        if (m := bs.converse("x", {"n": i}))[-4:-2][0] in range(0xC0, 0xF8)
+        and m[-3] in range(0x80, 0xC0)
+    )
+    assert cut_prefix(crc_lead, "mid_utf8", "eventstream")[0] is None

@@ -57,6 +57,8 @@ def test_the_models_give_options_and_bounds() -> None:
         "invalid_json",
         "invalid_utf8",
         "empty_data",
+        "crc",
+        "prelude_crc",
     )
     duplicate = registry()["duplicate"].Config
     assert int_range(duplicate, "times", 0, 5000) == (1, 1000)  # the model's ge and le

@@ -13,7 +13,9 @@ from chaosproxy.core.faults.base import FaultConfig
 from chaosproxy.core.faults.drop import DropConfig
 from chaosproxy.core.faults.duplicate import DuplicateConfig
 from chaosproxy.core.faults.inject import InjectConfig
+from chaosproxy.core.framing.eventstream import event_message, exception_message
 from chaosproxy.core.providers import get_profile
+from tests.support import bedrock_stream as bs
 from tests.support.fault_events import (
     BODY,
     DONE,
@@ -199,3 +201,36 @@ def test_injected_events_pass_through_later_faults() -> None:
     # The injected event has ordinal 0, so selectors never pick it.
     assert r.data == [E1, E1, X, PING, E2, E3, DONE]
     assert r.faults[:3] == [(), ("duplicate",), ("inject",)]
+
+
+def test_on_an_event_stream_the_providers_exception_and_a_named_event() -> None:
+    sends = bs.run(
+        [
+            ("inject", InjectConfig.model_validate({"after": 2, "event": {"kind": "error"}})),
+            (
+                "inject",
+                InjectConfig.model_validate(
+                    {"after": "terminal", "event": {"event": "metadata", "data": {"late": True}}}
+                ),
+            ),
+        ]
+    )
+    data = [s.data for s in sends]
+    assert data[2] == get_profile("bedrock").error_event("eventstream")
+    assert data[2] == exception_message(
+        "throttlingException",
+        b'{"message":"Too many requests, please wait before trying again."}',
+    )
+    assert sorted(sends[2].events[0].kinds) == ["error"]
+    assert data[-1] == event_message("metadata", b'{"late":true}')
+    assert bs.names(b"".join(data)) == [
+        "messageStart",
+        "contentBlockDelta",
+        "throttlingException",
+        "contentBlockDelta",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+        "metadata",
+    ]

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from chaosproxy.core.actions import Send
 from chaosproxy.core.faults.base import FaultConfig
 from chaosproxy.core.faults.line_endings import LineEndingsConfig
+from tests.support import bedrock_stream as bs
 from tests.support.fault_events import (
     BODY,
     DONE,
@@ -97,4 +99,20 @@ def test_line_endings_ndjson() -> None:
     assert r.body == NDJSON
     assert r.skipped[0]["reason"] == (
         "style cr is not an NDJSON line ending; the body was left unchanged"
+    )
+
+
+def test_an_event_stream_is_left_alone_and_the_fault_says_why() -> None:
+    pipeline = bs.pipeline([("line_endings", LineEndingsConfig(style="crlf"))])
+    sends = [a for a in pipeline.feed(bs.BODY, 0.0) + pipeline.end(0.0) if isinstance(a, Send)]
+    assert b"".join(s.data for s in sends) == bs.BODY
+    assert pipeline.summary() == (
+        {},
+        [
+            {
+                "fault": "line_endings",
+                "position": 0,
+                "reason": "an event stream has no line endings; the body was left unchanged",
+            }
+        ],
     )

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from chaosproxy.core.faults.base import FaultConfig
 from chaosproxy.core.faults.duplicate import DuplicateConfig
 from chaosproxy.core.faults.mutate import MutateConfig
+from tests.support import bedrock_stream as bs
 from tests.support.fault_events import (
     BODY,
     DONE,
@@ -135,3 +136,12 @@ def test_mutate_does_not_touch_the_shared_parsed_payload() -> None:
     r = run([("duplicate", DuplicateConfig()), ("mutate", MutateConfig(nth=1, delete=["n"]))], E1)
     assert r.data == [b"data: {}\n\n", b"data: {}\n\n"]
     assert json.loads(E1[6:]) == {"n": 1}
+
+
+def test_on_an_event_stream_a_mutated_message_is_re_encoded_with_right_lengths_and_crcs() -> None:
+    config = MutateConfig(kind="delta", nth=3, set={"delta.text": "ünïcode"})
+    sends = bs.run([("mutate", config)])
+    messages = bs.decoded(b"".join(s.data for s in sends))  # no ChecksumMismatch
+    assert orjson.loads(messages[3][1]) == {"contentBlockIndex": 0, "delta": {"text": "ünïcode"}}
+    assert [s.data for s in sends][:3] == [bs.START, bs.D1, bs.D2]  # the others untouched
+    assert sends[3].faults == ("mutate",)

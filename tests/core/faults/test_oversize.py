@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from chaosproxy.core.faults.base import FaultConfig
 from chaosproxy.core.faults.drop import DropConfig
 from chaosproxy.core.faults.oversize import OversizeConfig, OversizeFault, oversize_payload
+from chaosproxy.core.framing.eventstream import EventStreamFramer, event_message
+from tests.support import bedrock_stream as bs
 from tests.support.fault_events import (
     BODY,
     DONE,
@@ -123,3 +125,15 @@ def test_oversize_large_is_exactly_that_long() -> None:
     line = r.data[1]
     assert line.startswith(b"data: ") and line.endswith(b"\n\n")
     assert len(line) == len(b"data: ") + (1 << 20) + 2
+
+
+def test_on_an_event_stream_one_big_message_or_one_that_never_completes() -> None:
+    data = [s.data for s in bs.run([("oversize", OversizeConfig(after=2, bytes=100_000))])]
+    assert data[2] == event_message("chunk", oversize_payload(100_000))
+    assert data[:2] + data[3:] == [bs.START, bs.D1, bs.D2, bs.D3, bs.STOP_BLOCK, bs.STOP, bs.META]
+    assert bs.names(b"".join(data))[2] == "chunk"
+    config = OversizeConfig(after=2, bytes=100, terminated=False)
+    data = [s.data for s in bs.run([("oversize", config)])]
+    assert data == [bs.START, bs.D1, event_message("chunk", oversize_payload(100))[:-4]]
+    framer = EventStreamFramer()
+    assert framer.feed(b"".join(data))[2:] == [] and framer.eof()[0].complete is False

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.eventstream import EventStreamBuffer
 from pydantic import ValidationError
 
 from chaosproxy.core.actions import Send
 from chaosproxy.core.faults.base import FaultConfig, fault_rng
-from chaosproxy.core.faults.rechunk import RechunkConfig, hostile_cuts
+from chaosproxy.core.faults.rechunk import RechunkConfig, hostile_cuts, message_cuts
+from tests.support import bedrock_stream as bs
 from tests.support.fault_transport import BODY, DONE, E1, E2, R, body, ordinals, run, script
 
 
@@ -138,3 +140,35 @@ def test_bad_configs_fail_with_a_clear_message(
     with pytest.raises(ValidationError) as info:
         config.model_validate(params)
     assert message in str(info.value)
+
+
+def test_hostile_cuts_fall_inside_preludes_headers_payloads_and_crcs() -> None:
+    d1, d2 = bs.D1, bs.D2
+    n = len(d1)
+    headers = 32 + 33 + 22  # :event-type contentBlockDelta, :content-type, :message-type
+    assert d1[4:8] == headers.to_bytes(4, "big")
+    payload = 12 + headers
+    assert message_cuts(d1) == sorted(
+        {2, 4, 8, 10, 12, 14, payload, n - 4, n - 2}
+        | {payload + c for c in hostile_cuts(d1[payload : n - 4])}
+    )
+    assert message_cuts(d1 + d2) == [*message_cuts(d1), n, *(n + c for c in message_cuts(d2))]
+    assert message_cuts(d1[:-1]) == [] and message_cuts(b"\x00" * 20) == []
+    sends = bs.run([("rechunk", RechunkConfig(boundaries="hostile"))])
+    assert b"".join(s.data for s in sends) == bs.BODY
+    start = bs.START
+    assert [s.data for s in sends][:6] == [
+        start[:2],
+        start[2:4],
+        start[4:8],
+        start[8:10],
+        start[10:12],
+        start[12:14],
+    ]
+    # botocore reassembles the same messages from the hostile writes
+    buffer = EventStreamBuffer()
+    got: list[bytes] = []
+    for s in sends:
+        buffer.add_data(s.data)
+        got.extend(m.payload for m in buffer)
+    assert got == [m[1] for m in bs.decoded(bs.BODY)]

@@ -14,7 +14,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from chaosproxy.core.faults.resegment import ResegmentConfig
 from chaosproxy.scenario import ScenarioError, parse_scenario
+from tests.support import bedrock_stream as bs
 from tests.support.cli import chaosproxy_argv
 from tests.support.content_streams import PROVIDERS, parse, render
 from tests.support.fault_content import CAPTURES, datas, run
@@ -291,3 +293,8 @@ def test_any_text_resegmented_parses_in_the_sdk_to_exactly_that_text(
     if escaped:  # written as the provider writes: escaped, and never half a character
         assert all(b < 0x80 for b in sim.body)
         assert not re.search(rb'\\ud[89ab][0-9a-f]{2}"', sim.body)
+
+
+def test_on_an_event_stream_text_deltas_are_cut_into_more_messages() -> None:
+    body = b"".join(s.data for s in bs.run([("resegment", ResegmentConfig(every=1))]))
+    assert bs.deltas(body, "delta", "text") == list("Hello you")

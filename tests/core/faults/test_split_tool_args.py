@@ -14,7 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chaosproxy.core.faults.split_tool_args import SplitToolArgsConfig
 from chaosproxy.scenario import ScenarioError, parse_scenario
+from tests.support import bedrock_stream as bs
 from tests.support.cli import chaosproxy_argv
 from tests.support.content_streams import FRAGMENTS, parse, render
 from tests.support.fault_content import CAPTURES, datas, run
@@ -146,3 +148,13 @@ def test_any_arguments_split_or_interleaved_parse_in_the_sdk_to_exactly_those(
     assert got.text == "ok"
     assert sim.summary["integrity"] == "intact"
     assert sim.summary["answer"]["sound"] is True
+
+
+def test_on_an_event_stream_tool_use_input_is_cut_into_more_messages() -> None:
+    config = SplitToolArgsConfig(at=["keys", "escapes"])
+    body = b"".join(s.data for s in bs.run([("split_tool_args", config)], [bs.TOOL]))
+    fragments = bs.deltas(body, "delta", "toolUse", "input")
+    assert "".join(fragments) == '{"city":"S\\u00e3o P"}'
+    # inside the key, after the escape's backslash and inside its four hex digits
+    assert fragments == ['{"c', 'ity":"S\\', "u00", "e3o", ' P"}']
+    assert bs.names(body).count("contentBlockDelta") == len(fragments)
