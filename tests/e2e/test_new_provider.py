@@ -237,8 +237,8 @@ def test_scenarios_name_it_and_the_schema_lists_it(acme: None) -> None:
     with pytest.raises(ScenarioError) as refused:
         parse_scenario("provider: acmee\nfaults: []", "s.yaml", "s")
     assert str(refused.value) == (
-        "s.yaml:1: provider: must be one of: auto, openai-chat, openai-responses, anthropic, "
-        "gemini, ollama, bedrock, acme, generic"
+        "s.yaml:1: provider: must be one of: auto, openai-chat, openai-responses, "
+        "openai-realtime, anthropic, gemini, ollama, bedrock, acme, generic"
     )
     # Its slots say its tool calls come whole: a fault that cuts their fragments cannot
     # apply to it, in the loader and in the schema an editor checks files with.
