@@ -2,10 +2,12 @@
 
 - A test module imports no other test module and no conftest.py: what two test modules
   share lives in tests/support/ (helpers) or tests/clients/ (client programs the tests
-  run as processes, which a test may also call in process). A test module imported
-  from another was imported twice (pytest imports it by its basename, the other
-  module as ``tests.room.test_x``), and its tests were one edit away from running
-  twice.
+  run as processes, which a test may also call in process). Under pytest's old
+  prepend import mode a test module imported from another was imported twice (pytest
+  imported it by its basename, the other module as ``tests.room.test_x``), and its
+  tests were one edit away from running twice; the suite now runs in importlib mode
+  (``pyproject.toml``: each test module is ``tests.room.test_x``, so two rooms may
+  each have their ``test_history.py``), and a test module still shares nothing.
 - Every Python file of tests/ is a test module (``test_*.py``), a conftest.py (fixtures
   and hooks), or lives in tests/support/ or tests/clients/.
 - Every module of chaosproxy/ with logic has its test file,
@@ -70,8 +72,10 @@ def _is_suite_module(dotted: str) -> bool:
 
 
 def _basenames() -> set[str]:
-    """The names a test module or conftest.py is importable by under pytest's prepend
-    import mode (its directory on sys.path): ``test_x``, ``conftest``."""
+    """The names a test module or conftest.py was importable by under pytest's prepend
+    import mode (its directory on sys.path): ``test_x``, ``conftest``; an import by
+    such a name is refused still (it would find nothing in importlib mode, or another
+    room's module of the same name)."""
     return {p.stem for p in suite_files() if p.stem.startswith("test_") or p.stem == "conftest"}
 
 
@@ -211,27 +215,15 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "core/test_faults_pipeline.py",
     ),  # and 7 more
     "chaosproxy/core/framing/base.py": (),  # imported by no test
-    "chaosproxy/core/framing/encode.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/framing/ndjson.py": ("core/test_framing_ndjson.py", "core/test_providers.py"),
-    "chaosproxy/core/framing/raw.py": ("core/test_framing_raw.py",),
-    "chaosproxy/core/framing/sse.py": (
-        "core/test_faults_event.py",
-        "core/test_framing_sse.py",
-        "core/test_providers.py",
-    ),
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
     "chaosproxy/core/providers/_wire.py": (),  # imported by no test
     "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
-    "chaosproxy/core/providers/generic_kinds.py": ("core/test_generic_kinds.py",),
     "chaosproxy/core/regex.py": ("e2e/test_hostile_regex.py",),
     "chaosproxy/core/seeds.py": ("tools/test_fault_space.py",),
     "chaosproxy/core/slots.py": (),  # imported by no test
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
-    "chaosproxy/fleet/changes.py": ("fleet/test_fleet_changes.py",),
-    "chaosproxy/fleet/history.py": ("fleet/test_fleet_history.py",),
-    "chaosproxy/fleet/journal.py": ("fleet/test_fleet_journal.py",),
-    "chaosproxy/fleet/shared.py": ("fleet/test_fleet_journal.py",),
+    "chaosproxy/fleet/shared.py": ("fleet/test_journal.py",),
     "chaosproxy/mock/__init__.py": (
         "e2e/test_library_providers.py",
         "e2e/test_scenarios_e2e.py",
@@ -271,7 +263,7 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "mock/test_transcript.py",
     ),
     "chaosproxy/observe/metrics_collector.py": (),  # imported by no test
-    "chaosproxy/observe/trace.py": ("tools/test_trace_replay.py",),
+    "chaosproxy/observe/trace.py": ("tools/test_replay.py",),
     "chaosproxy/scenario/errors.py": (),  # imported by no test
     "chaosproxy/scenario/fixtures.py": (),  # imported by no test
     "chaosproxy/scenario/model.py": (),  # imported by no test
@@ -280,28 +272,17 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/server/net.py": (
         "control/test_recording.py",
         "server/test_listen.py",
-        "upstream/test_upstream_tls.py",
+        "upstream/test_tls.py",
     ),  # and 1 more
-    "chaosproxy/server/resume.py": ("server/test_resume_readers.py",),
     "chaosproxy/tools/explore_options.py": (),  # imported by no test
     "chaosproxy/tools/pytest_plugin.py": (),  # imported by no test
-    "chaosproxy/tools/replay.py": ("tools/test_trace_replay.py",),
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
     "chaosproxy/upstream/errors.py": (),  # imported by no test
-    "chaosproxy/upstream/eyeballs.py": ("upstream/test_upstream_eyeballs.py",),
-    "chaosproxy/upstream/factory.py": ("upstream/test_upstream_tls.py",),
-    "chaosproxy/upstream/forward.py": ("upstream/test_upstream_forward.py",),
-    "chaosproxy/upstream/interface.py": ("upstream/test_upstream_double.py",),
+    "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
+    "chaosproxy/upstream/interface.py": ("upstream/test_testing.py",),
     "chaosproxy/upstream/pool.py": (),  # imported by no test
-    "chaosproxy/upstream/resolver.py": ("upstream/test_upstream_eyeballs.py",),
-    "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume_readers.py"),
-    "chaosproxy/upstream/testing.py": ("upstream/test_upstream_double.py",),
-    "chaosproxy/upstream/tls.py": ("upstream/test_upstream_tls.py",),
-    "chaosproxy/workers/control.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/counters.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/handover.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/logfile.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/worker.py": ("workers/test_workers.py",),
+    "chaosproxy/upstream/resolver.py": ("upstream/test_eyeballs.py",),
+    "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume.py"),
 }
 
 
