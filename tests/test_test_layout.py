@@ -208,7 +208,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "core/test_faults_pipeline.py",
     ),  # and 7 more
     "chaosproxy/core/faults/_rewrite.py": (),  # imported by no test
-    "chaosproxy/core/faults/anchor.py": (),  # imported by no test
     "chaosproxy/core/framing/__init__.py": (
         "control/test_recording.py",
         "core/test_faults_event.py",
@@ -217,7 +216,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/core/framing/base.py": (),  # imported by no test
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
-    "chaosproxy/core/providers/_wire.py": (),  # imported by no test
     "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
     "chaosproxy/core/regex.py": ("e2e/test_hostile_regex.py",),
     "chaosproxy/core/seeds.py": ("tools/test_fault_space.py",),
@@ -264,9 +262,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     ),
     "chaosproxy/observe/metrics_collector.py": (),  # imported by no test
     "chaosproxy/observe/trace.py": ("tools/test_replay.py",),
-    "chaosproxy/scenario/errors.py": (),  # imported by no test
-    "chaosproxy/scenario/fixtures.py": (),  # imported by no test
-    "chaosproxy/scenario/model.py": (),  # imported by no test
     "chaosproxy/server/exchange.py": (),  # imported by no test
     "chaosproxy/server/memory.py": ("e2e/test_hostile_memory.py",),
     "chaosproxy/server/net.py": (
@@ -277,7 +272,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/tools/explore_options.py": (),  # imported by no test
     "chaosproxy/tools/pytest_plugin.py": (),  # imported by no test
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
-    "chaosproxy/upstream/errors.py": (),  # imported by no test
     "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
     "chaosproxy/upstream/interface.py": ("upstream/test_testing.py",),
     "chaosproxy/upstream/pool.py": (),  # imported by no test
