@@ -183,7 +183,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "cli/test_settings_everywhere.py",
         "cli/test_terminal.py",
     ),  # and 6 more
-    "chaosproxy/control/changes.py": (),  # imported by no test
     "chaosproxy/control/client.py": (
         "control/test_admin.py",
         "control/test_api.py",
@@ -260,7 +259,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "mock/test_mock_fixtures.py",
         "mock/test_transcript.py",
     ),
-    "chaosproxy/observe/metrics_collector.py": (),  # imported by no test
     "chaosproxy/observe/trace.py": ("tools/test_replay.py",),
     "chaosproxy/server/exchange.py": (),  # imported by no test
     "chaosproxy/server/memory.py": ("e2e/test_hostile_memory.py",),
@@ -269,7 +267,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "server/test_listen.py",
         "upstream/test_tls.py",
     ),  # and 1 more
-    "chaosproxy/tools/explore_options.py": (),  # imported by no test
     "chaosproxy/tools/pytest_plugin.py": (),  # imported by no test
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
     "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
