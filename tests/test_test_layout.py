@@ -206,7 +206,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "core/test_faults_http.py",
         "core/test_faults_pipeline.py",
     ),  # and 7 more
-    "chaosproxy/core/faults/_rewrite.py": (),  # imported by no test
     "chaosproxy/core/framing/__init__.py": (
         "control/test_recording.py",
         "core/test_faults_event.py",
@@ -218,7 +217,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
     "chaosproxy/core/regex.py": ("e2e/test_hostile_regex.py",),
     "chaosproxy/core/seeds.py": ("tools/test_fault_space.py",),
-    "chaosproxy/core/slots.py": (),  # imported by no test
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
     "chaosproxy/fleet/shared.py": ("fleet/test_journal.py",),
     "chaosproxy/mock/__init__.py": (
