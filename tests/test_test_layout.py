@@ -269,7 +269,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
     "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
     "chaosproxy/upstream/interface.py": ("upstream/test_testing.py",),
-    "chaosproxy/upstream/pool.py": (),  # imported by no test
     "chaosproxy/upstream/resolver.py": ("upstream/test_eyeballs.py",),
     "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume.py"),
 }
