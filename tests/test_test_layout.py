@@ -188,7 +188,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "control/test_api.py",
         "e2e/test_hostile_admin.py",
     ),  # and 1 more
-    "chaosproxy/control/fleet_admin.py": (),  # imported by no test
     "chaosproxy/control/process.py": ("control/test_healthcheck.py", "observe/test_looplag.py"),
     "chaosproxy/core/actions.py": (
         "core/test_contract_monitor.py",
@@ -263,7 +262,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "server/test_listen.py",
         "upstream/test_tls.py",
     ),  # and 1 more
-    "chaosproxy/tools/pytest_plugin.py": (),  # imported by no test
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
     "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
     "chaosproxy/upstream/interface.py": ("upstream/test_testing.py",),
