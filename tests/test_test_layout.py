@@ -241,7 +241,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "mock/test_fixtures.py",
         "mock/test_transcript.py",
     ),
-    "chaosproxy/observe/trace.py": ("tools/test_replay.py",),
     "chaosproxy/server/exchange.py": (),  # imported by no test
     "chaosproxy/server/memory.py": ("e2e/test_hostile_memory.py",),
     "chaosproxy/server/net.py": (
@@ -252,7 +251,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
     "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
     "chaosproxy/upstream/interface.py": ("upstream/test_testing.py",),
-    "chaosproxy/upstream/resolver.py": ("upstream/test_eyeballs.py",),
     "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume.py"),
 }
 
