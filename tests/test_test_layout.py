@@ -184,16 +184,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     ),  # and 1 more
     "chaosproxy/control/process.py": ("control/test_healthcheck.py", "observe/test_looplag.py"),
     "chaosproxy/core/body.py": ("core/test_session_parts.py",),
-    "chaosproxy/core/faults/__init__.py": (
-        "core/test_faults_event.py",
-        "core/test_faults_http.py",
-        "core/test_faults_pipeline.py",
-    ),  # and 7 more
-    "chaosproxy/core/framing/__init__.py": (
-        "control/test_recording.py",
-        "core/test_faults_event.py",
-        "core/test_faults_pipeline.py",
-    ),  # and 7 more
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
     "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
@@ -238,7 +228,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     ),  # and 1 more
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
     "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
-    "chaosproxy/upstream/interface.py": ("upstream/test_testing.py",),
     "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume.py"),
 }
 
