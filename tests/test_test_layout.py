@@ -220,14 +220,12 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "mock/test_transcript.py",
     ),
     "chaosproxy/server/exchange.py": (),  # imported by no test
-    "chaosproxy/server/memory.py": ("e2e/test_hostile_memory.py",),
     "chaosproxy/server/net.py": (
         "control/test_recording.py",
         "server/test_listen.py",
         "upstream/test_tls.py",
     ),  # and 1 more
     "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
-    "chaosproxy/upstream/factory.py": ("upstream/test_tls.py",),
     "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume.py"),
 }
 
