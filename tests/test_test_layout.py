@@ -171,11 +171,6 @@ def test_the_checker_lets_shared_modules_and_the_rest_be_imported() -> None:
 #: with its test file, and an entry whose module got one (or went) fails until it is
 #: deleted.
 UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
-    "chaosproxy/__init__.py": (
-        "control/test_api.py",
-        "control/test_summaries.py",
-        "e2e/test_content_live.py",
-    ),  # and 9 more
     "chaosproxy/_build.py": ("container/test_image.py", "test_compiled.py", "test_examples.py"),
     "chaosproxy/control/client.py": (
         "control/test_admin.py",
@@ -189,11 +184,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
     "chaosproxy/fleet/shared.py": ("fleet/test_journal.py",),
-    "chaosproxy/mock/__init__.py": (
-        "e2e/test_library_providers.py",
-        "e2e/test_scenarios_e2e.py",
-        "mock/test_fixtures_live.py",
-    ),  # and 3 more
     "chaosproxy/mock/anthropic.py": (
         "e2e/test_library_providers.py",
         "mock/test_fixtures.py",
