@@ -171,7 +171,6 @@ def test_the_checker_lets_shared_modules_and_the_rest_be_imported() -> None:
 #: with its test file, and an entry whose module got one (or went) fails until it is
 #: deleted.
 UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
-    "chaosproxy/_build.py": ("container/test_image.py", "test_compiled.py", "test_examples.py"),
     "chaosproxy/control/client.py": (
         "control/test_admin.py",
         "control/test_api.py",
