@@ -183,31 +183,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
     "chaosproxy/fleet/shared.py": ("fleet/test_journal.py",),
-    "chaosproxy/mock/anthropic.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/gemini.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/ollama.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/openai_chat.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/openai_responses.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_fixtures.py",
-        "mock/test_transcript.py",
-    ),
     "chaosproxy/server/exchange.py": (),  # imported by no test
     "chaosproxy/server/net.py": (
         "control/test_recording.py",
