@@ -189,8 +189,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
         "server/test_listen.py",
         "upstream/test_tls.py",
     ),  # and 1 more
-    "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
-    "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume.py"),
 }
 
 

@@ -2,7 +2,7 @@
 base URL's path and host, its own framing headers, credentials from the URL), which
 connections it keeps, and ``--upstream-max-connections`` (DESIGN section 9, Upstreams):
 at most N connections to an upstream; requests beyond wait for one and do not fail.
-Reads, timeouts and hostile upstreams through the pool are test_upstream.py's.
+Reads, timeouts and hostile upstreams through the pool are test_connection.py's.
 
 The upstream here is a raw asyncio HTTP/1.1 server that counts its open connections
 (keep-alive, a streamed chunked body per request), so the bound is checked where it
