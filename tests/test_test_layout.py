@@ -171,7 +171,6 @@ def test_the_checker_lets_shared_modules_and_the_rest_be_imported() -> None:
 #: with its test file, and an entry whose module got one (or went) fails until it is
 #: deleted.
 UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
-    "chaosproxy/control/process.py": ("control/test_healthcheck.py", "observe/test_looplag.py"),
     "chaosproxy/core/body.py": ("core/test_session_parts.py",),
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
