@@ -178,11 +178,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
     "chaosproxy/fleet/shared.py": ("fleet/test_journal.py",),
     "chaosproxy/server/exchange.py": (),  # imported by no test
-    "chaosproxy/server/net.py": (
-        "control/test_recording.py",
-        "server/test_listen.py",
-        "upstream/test_tls.py",
-    ),  # and 1 more
 }
 
 
