@@ -39,7 +39,7 @@ class Chatty(JsonProfile):
         return STOP if payload.get("done") else DELTA
 
     def content_payload(self, payload: dict[str, Any]) -> EventContent:
-        return EventContent(text=str(payload.get("text", "")))
+        return EventContent(text=((0, str(payload.get("text", ""))),))
 
 
 class Named(TypedProfile):
@@ -50,7 +50,7 @@ class Named(TypedProfile):
         return STOP if kind == "end" else DELTA
 
     def content_type(self, kind: str, frame: Frame) -> EventContent:
-        return TERMINAL_PIECE if kind == "end" else EventContent(text=kind)
+        return TERMINAL_PIECE if kind == "end" else EventContent(text=((0, kind),))
 
 
 def sse(text: str) -> Frame:
@@ -60,14 +60,14 @@ def sse(text: str) -> Frame:
 @pytest.mark.parametrize(
     ("block", "kinds", "content"),
     [
-        ('data: {"object":"chatty.chunk","text":"hi"}\n\n', DELTA, EventContent(text="hi")),
-        ('data: {"done":true}\n\n', STOP, EventContent(text="")),
+        ('data: {"object":"chatty.chunk","text":"hi"}\n\n', DELTA, EventContent(text=((0, "hi"),))),
+        ('data: {"done":true}\n\n', STOP, EventContent(text=((0, ""),))),
         ("data: [DONE]\n\n", STOP, TERMINAL_PIECE),
         ("data:  [DONE] \n\n", STOP, TERMINAL_PIECE),
         ("data: not json\n\n", frozenset({"other"}), NOTHING),
         ("data: [1, 2]\n\n", frozenset({"other"}), NOTHING),
         ('data: {"error":{"message":"overloaded"}}\n\n', frozenset({"error"}), ERROR_PIECE),
-        ('data: {"error":null,"text":"fine"}\n\n', DELTA, EventContent(text="fine")),
+        ('data: {"error":null,"text":"fine"}\n\n', DELTA, EventContent(text=((0, "fine"),))),
         (": keepalive\n\n", frozenset({"other"}), NOTHING),
     ],
 )
@@ -87,7 +87,7 @@ def test_a_json_profile_recognises_a_first_event_by_its_object() -> None:
 @pytest.mark.parametrize(
     ("block", "kinds", "content"),
     [
-        ("event: part\ndata: {}\n\n", DELTA, EventContent(text="part")),
+        ("event: part\ndata: {}\n\n", DELTA, EventContent(text=((0, "part"),))),
         ('data: {"type":"end"}\n\n', STOP, TERMINAL_PIECE),  # no event: its JSON type
         ('event: end\ndata: {"type":"part"}\n\n', STOP, TERMINAL_PIECE),  # the event wins
         ("data: [DONE]\n\n", STOP, TERMINAL_PIECE),
