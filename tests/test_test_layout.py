@@ -175,7 +175,6 @@ UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
-    "chaosproxy/fleet/shared.py": ("fleet/test_journal.py",),
     "chaosproxy/server/exchange.py": (),  # imported by no test
 }
 
