@@ -2,10 +2,12 @@
 
 - A test module imports no other test module and no conftest.py: what two test modules
   share lives in tests/support/ (helpers) or tests/clients/ (client programs the tests
-  run as processes, which a test may also call in process). A test module imported
-  from another was imported twice (pytest imports it by its basename, the other
-  module as ``tests.room.test_x``), and its tests were one edit away from running
-  twice.
+  run as processes, which a test may also call in process). Under pytest's old
+  prepend import mode a test module imported from another was imported twice (pytest
+  imported it by its basename, the other module as ``tests.room.test_x``), and its
+  tests were one edit away from running twice; the suite now runs in importlib mode
+  (``pyproject.toml``: each test module is ``tests.room.test_x``, so two rooms may
+  each have their ``test_history.py``), and a test module still shares nothing.
 - Every Python file of tests/ is a test module (``test_*.py``), a conftest.py (fixtures
   and hooks), or lives in tests/support/ or tests/clients/.
 - Every module of chaosproxy/ with logic has its test file,
@@ -70,8 +72,10 @@ def _is_suite_module(dotted: str) -> bool:
 
 
 def _basenames() -> set[str]:
-    """The names a test module or conftest.py is importable by under pytest's prepend
-    import mode (its directory on sys.path): ``test_x``, ``conftest``."""
+    """The names a test module or conftest.py was importable by under pytest's prepend
+    import mode (its directory on sys.path): ``test_x``, ``conftest``; an import by
+    such a name is refused still (it would find nothing in importlib mode, or another
+    room's module of the same name)."""
     return {p.stem for p in suite_files() if p.stem.startswith("test_") or p.stem == "conftest"}
 
 
@@ -167,158 +171,21 @@ def test_the_checker_lets_shared_modules_and_the_rest_be_imported() -> None:
 #: with its test file, and an entry whose module got one (or went) fails until it is
 #: deleted.
 UNTESTED_BY_NAME: dict[str, tuple[str, ...]] = {
-    "chaosproxy/__init__.py": (
-        "control/test_api.py",
-        "control/test_summaries.py",
-        "e2e/test_content_live.py",
-    ),  # and 9 more
-    "chaosproxy/_build.py": ("container/test_image.py", "test_compiled.py", "test_examples.py"),
-    "chaosproxy/_pure.py": (),  # imported by no test
-    "chaosproxy/cli/main.py": (
-        "cli/test_cli.py",
-        "cli/test_settings_everywhere.py",
-        "cli/test_terminal.py",
-    ),  # and 6 more
-    "chaosproxy/control/changes.py": (),  # imported by no test
-    "chaosproxy/control/client.py": (
-        "control/test_admin.py",
-        "control/test_api.py",
-        "e2e/test_hostile_admin.py",
-    ),  # and 1 more
-    "chaosproxy/control/fleet_admin.py": (),  # imported by no test
-    "chaosproxy/control/process.py": ("control/test_healthcheck.py", "observe/test_looplag.py"),
-    "chaosproxy/core/actions.py": (
-        "core/test_contract_monitor.py",
-        "core/test_faults_event.py",
-        "core/test_faults_http.py",
-    ),  # and 13 more
     "chaosproxy/core/body.py": ("core/test_session_parts.py",),
-    "chaosproxy/core/events.py": (
-        "core/test_faults_event.py",
-        "core/test_faults_pipeline.py",
-        "core/test_faults_splice.py",
-    ),  # and 6 more
-    "chaosproxy/core/faults/__init__.py": (
-        "core/test_faults_event.py",
-        "core/test_faults_http.py",
-        "core/test_faults_pipeline.py",
-    ),  # and 7 more
-    "chaosproxy/core/faults/_rewrite.py": (),  # imported by no test
+    # the WebSocket faults' shared hooks, tested through each of them
     "chaosproxy/core/faults/_websocket.py": (
         "core/faults/test_fragment.py",
         "core/faults/test_pong.py",
         "core/faults/test_ws_close.py",
     ),
-    "chaosproxy/core/faults/anchor.py": (),  # imported by no test
-    "chaosproxy/core/framing/__init__.py": (
-        "control/test_recording.py",
-        "core/test_faults_event.py",
-        "core/test_faults_pipeline.py",
-    ),  # and 7 more
-    "chaosproxy/core/framing/base.py": (),  # imported by no test
-    "chaosproxy/core/framing/encode.py": ("core/test_faults_event.py",),
-    "chaosproxy/core/framing/ndjson.py": ("core/test_framing_ndjson.py", "core/test_providers.py"),
-    "chaosproxy/core/framing/raw.py": ("core/test_framing_raw.py",),
-    "chaosproxy/core/framing/sse.py": (
-        "core/test_faults_event.py",
-        "core/test_framing_sse.py",
-        "core/test_providers.py",
-    ),
-    "chaosproxy/core/framing/websocket.py": ("core/test_framing_websocket.py",),
     "chaosproxy/core/head.py": ("core/test_session_parts.py",),
     "chaosproxy/core/lifecycle.py": ("core/test_session_parts.py",),
-    "chaosproxy/core/providers/_wire.py": (),  # imported by no test
-    "chaosproxy/core/providers/base.py": ("core/test_answer.py", "core/test_providers.py"),
-    "chaosproxy/core/providers/generic_kinds.py": ("core/test_generic_kinds.py",),
-    "chaosproxy/core/regex.py": ("e2e/test_hostile_regex.py",),
-    "chaosproxy/core/seeds.py": ("tools/test_fault_space.py",),
-    "chaosproxy/core/slots.py": (),  # imported by no test
     "chaosproxy/core/summary.py": ("core/test_session_parts.py",),
-    "chaosproxy/fleet/changes.py": ("fleet/test_fleet_changes.py",),
-    "chaosproxy/fleet/history.py": ("fleet/test_fleet_history.py",),
-    "chaosproxy/fleet/journal.py": ("fleet/test_fleet_journal.py",),
-    "chaosproxy/fleet/shared.py": ("fleet/test_fleet_journal.py",),
-    "chaosproxy/mock/__init__.py": (
-        "e2e/test_library_providers.py",
-        "e2e/test_scenarios_e2e.py",
-        "mock/test_fixtures_live.py",
-    ),  # and 3 more
-    "chaosproxy/mock/anthropic.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_mock_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/app.py": ("server/test_config.py",),
-    "chaosproxy/mock/common.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_mock_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    # (tested by mock/test_mock_bedrock.py through the app: its own basename,
-    # test_bedrock.py, is the provider's, tests/core/providers/, as the other mocks')
-    "chaosproxy/mock/bedrock.py": (
-        "e2e/test_bedrock_boto3.py",
-        "e2e/test_library_providers.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/corpus.py": ("e2e/test_library_providers.py", "mock/test_mock.py"),
-    "chaosproxy/mock/fixtures.py": ("mock/test_fixtures_live.py", "mock/test_mock_fixtures.py"),
-    "chaosproxy/mock/gemini.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_mock_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/ollama.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_mock_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/mock/openai_chat.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_mock_fixtures.py",
-        "mock/test_transcript.py",
-    ),
     "chaosproxy/mock/openai_realtime.py": (
         "core/providers/test_openai_realtime.py",
         "e2e/test_realtime_ws.py",
     ),
-    "chaosproxy/mock/openai_responses.py": (
-        "e2e/test_library_providers.py",
-        "mock/test_mock_fixtures.py",
-        "mock/test_transcript.py",
-    ),
-    "chaosproxy/observe/metrics_collector.py": (),  # imported by no test
-    "chaosproxy/observe/trace.py": ("tools/test_trace_replay.py",),
-    "chaosproxy/scenario/errors.py": (),  # imported by no test
-    "chaosproxy/scenario/fixtures.py": (),  # imported by no test
-    "chaosproxy/scenario/model.py": (),  # imported by no test
     "chaosproxy/server/exchange.py": (),  # imported by no test
-    "chaosproxy/server/memory.py": ("e2e/test_hostile_memory.py",),
-    "chaosproxy/server/net.py": (
-        "control/test_recording.py",
-        "server/test_listen.py",
-        "upstream/test_upstream_tls.py",
-    ),  # and 1 more
-    "chaosproxy/server/resume.py": ("server/test_resume_readers.py",),
-    "chaosproxy/tools/explore_options.py": (),  # imported by no test
-    "chaosproxy/tools/pytest_plugin.py": (),  # imported by no test
-    "chaosproxy/tools/replay.py": ("tools/test_trace_replay.py",),
-    "chaosproxy/upstream/connection.py": ("upstream/test_upstream.py",),
-    "chaosproxy/upstream/errors.py": (),  # imported by no test
-    "chaosproxy/upstream/eyeballs.py": ("upstream/test_upstream_eyeballs.py",),
-    "chaosproxy/upstream/factory.py": ("upstream/test_upstream_tls.py",),
-    "chaosproxy/upstream/forward.py": ("upstream/test_upstream_forward.py",),
-    "chaosproxy/upstream/interface.py": ("upstream/test_upstream_double.py",),
-    "chaosproxy/upstream/pool.py": (),  # imported by no test
-    "chaosproxy/upstream/resolver.py": ("upstream/test_upstream_eyeballs.py",),
-    "chaosproxy/upstream/response.py": ("server/test_pump.py", "server/test_resume_readers.py"),
-    "chaosproxy/upstream/testing.py": ("upstream/test_upstream_double.py",),
-    "chaosproxy/upstream/tls.py": ("upstream/test_upstream_tls.py",),
-    "chaosproxy/workers/control.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/counters.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/handover.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/logfile.py": ("workers/test_workers.py",),
-    "chaosproxy/workers/worker.py": ("workers/test_workers.py",),
 }
 
 

@@ -1,5 +1,5 @@
 """The errors a newcomer makes get the hints the others have: a --scenario typo its
-did-you-mean, a tab in a scenario's YAML says so. (A port in use: tests/server/test_listen.py;
+did-you-mean, a tab in a scenario's YAML says so. (A port in use: tests/server/test_net.py;
 an unknown @pytest.mark.chaos name: tests/control/test_api.py.)"""
 
 from __future__ import annotations

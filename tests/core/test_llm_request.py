@@ -1,7 +1,7 @@
 """What a request asks (chaosproxy/core/llm_request.py): the reading that the journal and
 the mock's fixtures share, here where it must hold against a hostile body, and read from
 what the providers declare (each provider's own shape: tests/core/providers/; most of its
-cases are read through the mock's fixtures: tests/mock/test_mock_fixtures.py)."""
+cases are read through the mock's fixtures: tests/mock/test_fixtures.py)."""
 
 from __future__ import annotations
 

@@ -184,3 +184,27 @@ def test_what_it_counts_is_what_it_really_holds(frames: int) -> None:
     # (The count is the pure build's records; compiled ones take a third less, 1,503
     # bytes against 2,351 counted for a record of no line: an upper bound for both.)
     assert real <= store.held <= 1.6 * real, (real, store.held)
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def test_the_request_store_tells_flights_of_requests_and_ends_only() -> None:
+    store = RequestStore()
+    seen: list[str] = []
+
+    def told(line: Any) -> None:  # (a request's lines only: each has its request_id)
+        seen.append(f"{line['event']} {line['request_id']}")
+
+    store.flights = told
+    base: dict[str, Any] = {"request_id": "r-1", "scenario": None, "ts": "t"}
+    # (lines of the fields the store reads only)
+    request: Any = {**base, "event": "request", "seed": 1, "method": "POST", "path": "/"}
+    action: Any = {**base, "event": "action", "action": "cut"}
+    end: Any = {**base, "event": "response_end", "outcome": "completed"}
+    store(request)
+    store.frame_json(base, {"n": 1, "size": 3, "t_ms": 0.0}, b'{"n":1}\n')  # type: ignore[typeddict-item]
+    store(action)
+    store.reset()  # (its end is still told)
+    store(end)
+    assert seen == ["request r-1", "response_end r-1"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from chaosproxy.server.config import (
     from_environment,
     parse_duration,
     parse_duration_or_off,
+    parse_workers,
     show_duration_or_off,
 )
 from tests.support.cli import run_cli
@@ -228,3 +230,14 @@ def test_scenarios_poll_is_a_duration_or_off() -> None:
         ConfigError, match=r"^expected a duration with a unit \(250ms, 2s, 1m\) or off, got '5'$"
     ):
         parse_duration_or_off("5")
+
+
+# --------------------------------------------------------------------------- the flag
+
+
+def test_workers_is_a_number_or_auto() -> None:
+    assert parse_workers("2") == 2
+    assert parse_workers("auto") == len(os.sched_getaffinity(0))
+    for bad in ("0", "-1", "two", "", "1025"):
+        with pytest.raises(ConfigError, match="auto or a number of workers"):
+            parse_workers(bad)

@@ -1,14 +1,21 @@
 """The client guard's parts, each alone (server/guard.py): the held head of a hand-over
 (``HeldHead``) and the guard's verdicts on a connection (``ClientGuard``: refused over
-the limit, timed out, left). The guard at work, through real clients, is
+the limit, timed out, left); and through a live proxy, a head held for another worker's
+stream (a hand-over that cannot send it) served as ever, whole or byte by byte, kept
+alive. The guard at work, through real clients, is
 tests/e2e/test_hostile_client.py's and tests/e2e/test_hostile_limits.py's."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
+
+import orjson
 
 from chaosproxy.server.guard import HEAD_TIMEOUT, MAX_HELD_HEAD, TOO_MANY, ClientGuard, HeldHead
+from chaosproxy.server.net import CLIENT_GUARD
+from chaosproxy.server.proxy import STATE
 
 
 def make_guard(
@@ -131,3 +138,68 @@ async def test_a_connection_over_the_limit_is_answered_503_then_closed() -> None
         timer.cancel()
         transport.abort()
         theirs.close()
+
+
+# ------------------------------------------------- a head held for another worker
+
+
+class _Refusing:
+    """A handover that finds every id another worker's, and cannot send it."""
+
+    def __init__(self) -> None:
+        self.asked: list[bytes] = []
+
+    def owner(self, last_event_id: bytes) -> int | None:
+        self.asked.append(last_event_id)
+        return 1 if last_event_id.startswith(b"w1_") else None
+
+    def send(self, owner: int, transport: Any, data: bytes) -> bool:
+        return False
+
+
+async def _exchange(port: int, *requests: list[bytes]) -> bytes:
+    """Each request (in pieces, sent one by one) on one connection, the next once the
+    answer to the one before has ended."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    got = b""
+    for pieces in requests:
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0)
+        async with asyncio.timeout(10):
+            while not got.endswith(b"0\r\n\r\n"):
+                data = await reader.read(65536)
+                if not data:
+                    break
+                got += data
+        got += b"|"
+    writer.close()
+    return got
+
+
+async def test_a_held_head_is_served_as_ever_whole_byte_by_byte_and_kept_alive(
+    make_proxy: Any,
+) -> None:
+    proxy = await make_proxy(scenarios={"framed": "faults: []\n"})
+    runner = next(r for r in proxy.runners if STATE in getattr(r, "app", {}))
+    refusing = _Refusing()
+    runner.app[CLIENT_GUARD].handover = refusing
+    port = int(proxy.url.rsplit(":", 1)[1])
+    body = orjson.dumps(
+        {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    )
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        f"Last-Event-ID: w1_abc.3\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    whole = head + body
+    answered = await _exchange(port, [whole])
+    assert answered.startswith(b"HTTP/1.1 200") and b"data: [DONE]" in answered
+    one_by_one = await _exchange(port, [whole[i : i + 1] for i in range(len(whole))])
+    assert one_by_one.startswith(b"HTTP/1.1 200") and b"data: [DONE]" in one_by_one
+    # Two requests on one connection: the second head is held and looked at too.
+    both = await _exchange(port, [whole], [b"\r\n", whole[:7], whole[7:]])
+    assert both.count(b"HTTP/1.1 200") == 2
+    assert refusing.asked == [b"w1_abc.3"] * 4
+    assert runner.app[CLIENT_GUARD].handed_over == 0

@@ -3,7 +3,7 @@ the head timeout, the idle timeout mid-body, the head's clock stopped while the
 caller's body is awaited, a paused response not idle, each read after its pause; each
 at its exact time, over the in-memory double (the real pool, connections and
 responses). What only a socket shows (the errors' wording over TCP, a server that
-closes, keep-alive races) stays in test_upstream.py."""
+closes, keep-alive races) stays in test_connection.py."""
 
 from __future__ import annotations
 

@@ -1,18 +1,17 @@
 """chaosproxy.upstream.testing: the scripted upstream is the real client (pool, connection,
 response) over in-memory sockets: what a test scripts arrives as reads, ends as the
-connection ends, keeps the Reply contract as the pool over a socket does, and the real
-proxy runs on it."""
+connection ends, and the real proxy runs on it. The Reply contract it keeps as the pool
+over a socket does is test_interface.py's."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal
 
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 
 from chaosproxy.control.api import EMBEDDED
 from chaosproxy.control.start import RunningProxy, start_proxy
@@ -24,12 +23,11 @@ from chaosproxy.upstream import (
     UpstreamError,
     UpstreamHeadTimeout,
     UpstreamIdleTimeout,
-    UpstreamPool,
     UpstreamResponse,
     UpstreamTimeout,
 )
-from chaosproxy.upstream.interface import Reply, Upstream
 from chaosproxy.upstream.testing import Answer, MockUpstream, Request
+from tests.support.body_sink import SINKS, Sink, check_sinks
 from tests.support.markdown import python_block
 from tests.support.proxies import LogCapture
 from tests.support.scripted_upstream import until
@@ -37,47 +35,12 @@ from tests.support.scripted_upstream import until
 pytestmark = pytest.mark.timeout(20)
 
 
-SINKS: list[Sink] = []
-
-
 @pytest.fixture(autouse=True)
 def sinks_kept_the_contract() -> Iterator[None]:
     """A broken contract is seen in a loop callback, where an assert would be lost."""
     SINKS.clear()
     yield
-    for sink in SINKS:
-        assert sink.broken == [], sink.broken
-        assert len(sink.ends) <= 1, sink.ends
-
-
-class Sink:
-    """Records the calls; ``on_data`` runs inside each body_data (to pause or close)."""
-
-    def __init__(self, on_data: Callable[[Sink], None] | None = None) -> None:
-        self.calls: list[bytes] = []
-        self.times: list[float] = []
-        self.ends: list[UpstreamError | None] = []
-        self.broken: list[str] = []
-        self.on_data = on_data
-        SINKS.append(self)
-
-    def body_data(self, data: bytes) -> None:
-        if self.ends:
-            self.broken.append(f"body_data({data!r}) after body_end")
-        if not data:
-            self.broken.append("an empty body_data")
-        self.calls.append(data)
-        self.times.append(asyncio.get_running_loop().time())
-        if self.on_data is not None:
-            self.on_data(self)
-
-    def body_end(self, error: UpstreamError | None) -> None:
-        self.ends.append(error)
-
-    async def ended(self) -> UpstreamError | None:
-        await until(lambda: bool(self.ends))
-        assert len(self.ends) == 1
-        return self.ends[0]
+    check_sinks()
 
 
 def answering(answer: Answer) -> MockUpstream:
@@ -482,88 +445,3 @@ async def test_upstream_failures_through_the_proxy(
             assert await resp.content.readexactly(9) == b"data: 1\n\n"
         assert (await log_capture.wait_end(request_id))["outcome"] == "client_gone"
         await until(lambda: upstream.stats.active == 0)  # closed, not left streaming
-
-
-# ---------------------------------------------------------------------- the same as the pool
-
-PIECES = [b"a", b"b", b"c"]
-GAP = 0.03
-
-
-async def paced(request: web.Request) -> web.StreamResponse:
-    resp = web.StreamResponse()
-    await resp.prepare(request)
-    for i, piece in enumerate(PIECES):
-        if i:
-            await asyncio.sleep(GAP)
-        await resp.write(piece)
-    await resp.write_eof()
-    return resp
-
-
-@pytest.fixture(params=["pool", "mock"])
-async def reply_to(
-    request: pytest.FixtureRequest, aiohttp_server: Any
-) -> AsyncIterator[Callable[[], Awaitable[Reply]]]:
-    """Replies of the same paced body, from the real pool (over a socket) or the double."""
-    upstream: Upstream
-    if request.param == "pool":
-        app = web.Application()
-        app.router.add_get("/paced", paced)
-        server = await aiohttp_server(app)
-        upstream = UpstreamPool(f"http://127.0.0.1:{server.port}")
-    else:
-        upstream = answering(Answer(body=[PIECES[0], *(x for p in PIECES[1:] for x in (GAP, p))]))
-
-    async def get() -> Reply:
-        return await upstream.request("GET", "/paced", [])
-
-    yield get
-    await upstream.close()
-
-
-async def test_contract_pause_and_resume(reply_to: Callable[[], Awaitable[Reply]]) -> None:
-    def pause_after_first(sink: Sink) -> None:
-        if len(sink.calls) == 1:
-            reply.pause_reading()
-
-    reply = await reply_to()
-    sink = Sink(pause_after_first)
-    reply.start(sink)
-    await until(lambda: bool(sink.calls))
-    await asyncio.sleep(3 * GAP)
-    assert len(sink.calls) == 1 and sink.ends == []
-    reply.resume_reading()
-    assert len(sink.calls) == 1  # not from inside resume_reading()
-    assert await sink.ended() is None
-    assert b"".join(sink.calls) == b"".join(PIECES) and reply.complete
-
-
-async def test_contract_close_mid_body(reply_to: Callable[[], Awaitable[Reply]]) -> None:
-    reply = await reply_to()
-    sink = Sink()
-    reply.start(sink)
-    await until(lambda: sink.calls == [b"a"])
-    reply.close()
-    (end,) = sink.ends
-    assert isinstance(end, UpstreamClosed) and end.body_bytes == 1
-    reply.close()
-    await asyncio.sleep(3 * GAP)
-    assert sink.calls == [b"a"] and len(sink.ends) == 1 and not reply.complete
-
-
-async def test_contract_close_before_start_and_after_the_end(
-    reply_to: Callable[[], Awaitable[Reply]],
-) -> None:
-    reply = await reply_to()
-    reply.close()
-    sink = Sink()
-    reply.start(sink)
-    assert sink.calls == [] and isinstance(sink.ends[0], UpstreamClosed)
-
-    reply = await reply_to()
-    done = Sink()
-    reply.start(done)
-    assert await done.ended() is None
-    reply.close()
-    assert done.ends == [None] and reply.complete

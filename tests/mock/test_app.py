@@ -1,4 +1,5 @@
-"""The mock LLM upstream, through real sockets, as the official SDKs see it."""
+"""The mock LLM upstream (chaosproxy/mock/app.py), through real sockets, as the official
+SDKs see it."""
 
 from __future__ import annotations
 
@@ -22,8 +23,6 @@ from aiohttp import web
 from anthropic.types import Message, ToolParam
 from google import genai
 from google.genai import types
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionChunk
 
 from chaosproxy.mock import (
@@ -32,8 +31,7 @@ from chaosproxy.mock import (
     TOKENS_HEADER,
     create_mock_app,
 )
-from chaosproxy.mock.corpus import ANSWERS, take_tokens, tokenize
-from tests.support.properties import examples
+from chaosproxy.mock.corpus import ANSWERS, take_tokens
 
 TOKENS = 12
 INTERVAL = 0.001
@@ -523,27 +521,6 @@ async def test_deterministic_per_request(
     assert len(texts) == TOKENS
     assert "".join(texts) == text_for(first_body, TOKENS)
     assert "".join(delta_texts(path, other.content)) != "".join(texts)
-
-
-def test_corpus_tokens_are_word_pieces_with_multibyte_early() -> None:
-    for answer in ANSWERS:
-        tokens = tokenize(answer)
-        assert "".join(tokens) == answer
-        assert all(not token.endswith(" ") for token in tokens)  # spaces lead, never trail
-        assert sum(token.startswith(" ") for token in tokens) > len(tokens) // 2
-        head = "".join(tokens[:16])
-        assert len(head.encode()) > len(head), answer  # some character takes several bytes
-        head = "".join(tokens[:40])
-        assert any("\u3040" <= ch <= "\u9fff" for ch in head), answer  # some Japanese
-
-
-@given(st.text())
-@settings(max_examples=examples(300))
-def test_tokens_give_any_text_back(text: str) -> None:
-    # A fixture's text is streamed as these tokens: nothing of it may be lost (the
-    # underscore, \w but no letter, once was).
-    assert "".join(tokenize(text)) == text
-    assert tokenize("snake_case") == ["snake", "_", "case"]
 
 
 async def test_events_are_paced_not_burst(http: httpx.AsyncClient) -> None:

@@ -1,10 +1,12 @@
-"""Listening (chaosproxy.server.net.listen): a name binds the addresses it resolves to that the
-host has (``localhost`` in a container without IPv6 is 127.0.0.1 alone), and what stops
-a bind is one line that says what to change."""
+"""Listening (chaosproxy/server/net.py, ``listen``): a name binds the addresses it resolves
+to that the host has (``localhost`` in a container without IPv6 is 127.0.0.1 alone), and
+what stops a bind is one line that says what to change; and an address as a URL writes
+it (``hostport``)."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from chaosproxy.server.net import StartupError, listen, local_addresses
+from chaosproxy.server.net import StartupError, _bind_failure, hostport, listen, local_addresses
 from tests.support.cli import one_line_error, run_cli
 from tests.support.ports import busy_port
 
@@ -132,3 +134,24 @@ async def test_a_head_it_cannot_read_is_one_line_without_the_clients_bytes(
         "chaosproxy: warning: Error handling request from 127.0.0.1: LineTooLong"
     ]
     assert "s3cr3t" not in err
+
+
+def test_an_address_as_a_url_writes_it() -> None:
+    assert hostport("0.0.0.0", 8478) == "127.0.0.1:8478"  # a wildcard: reached on loopback
+    assert hostport("", 8478) == "127.0.0.1:8478"
+    assert hostport("0.0.0.0", 8478, wildcard=False) == "0.0.0.0:8478"
+    assert hostport("::1", 80) == "[::1]:80"
+    assert hostport("::", 80, wildcard=False) == "[::]:80"
+    assert hostport("proxy.test", 443) == "proxy.test:443"
+
+
+def test_why_a_bind_failed_says_what_to_change() -> None:
+    assert _bind_failure(OSError(errno.EACCES, "denied"), "--listen") == (
+        "permission denied: a port below 1024 needs privileges; choose another with --listen"
+    )
+    assert _bind_failure(OSError(errno.EADDRNOTAVAIL, "x"), "--admin") == (
+        "cannot assign requested address: this host has no such address; "
+        "--admin 0.0.0.0:PORT listens on all"
+    )
+    assert _bind_failure(OSError(errno.EINVAL, "x"), "--listen") == "invalid argument"
+    assert _bind_failure(OSError("no errno"), "--listen") == "no errno"

@@ -1,5 +1,8 @@
-"""``--upstream-max-connections`` (DESIGN section 9, Upstreams): at most N connections
-to an upstream; requests beyond wait for one and do not fail.
+"""The upstream pool (chaosproxy/upstream/pool.py): the request head it writes (the
+base URL's path and host, its own framing headers, credentials from the URL), which
+connections it keeps, and ``--upstream-max-connections`` (DESIGN section 9, Upstreams):
+at most N connections to an upstream; requests beyond wait for one and do not fail.
+Reads, timeouts and hostile upstreams through the pool are test_connection.py's.
 
 The upstream here is a raw asyncio HTTP/1.1 server that counts its open connections
 (keep-alive, a streamed chunked body per request), so the bound is checked where it
@@ -9,6 +12,8 @@ matters: on the server's side.
 from __future__ import annotations
 
 import asyncio
+import base64
+import re
 import socket
 from collections.abc import AsyncIterator
 
@@ -222,3 +227,144 @@ async def test_a_client_leaving_while_its_request_waits(
         async with asyncio.timeout(10):
             assert len(await _stream(client, proxy.url)) == server.events
     assert server.accepted == 1
+
+
+# --------------------------------------------------------------------- the head it writes
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.body = b""
+        self.ended = asyncio.get_running_loop().create_future()
+
+    def body_data(self, data: bytes) -> None:
+        self.body += data
+
+    def body_end(self, error: object) -> None:
+        self.ended.set_result(error)
+
+
+class HeadServer:
+    """Answers every request ``ok`` with a Content-Length (and ``Connection: close``
+    when the request asked for it), keeping each request head's bytes, per connection."""
+
+    def __init__(self) -> None:
+        self.heads: list[tuple[int, bytes]] = []
+        self.accepted = 0
+        self.url = ""
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def __aenter__(self) -> HeadServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._writers:  # (the pool's idle connections)
+            writer.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
+        number = self.accepted
+        self._writers.append(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = re.search(rb"(?i)\r\ncontent-length: (\d+)", head)
+                if length:
+                    await reader.readexactly(int(length.group(1)))
+                self.heads.append((number, head))
+                close = b"connection: close" in head.lower()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                    + (b"Connection: close\r\n" if close else b"")
+                    + b"\r\nok"
+                )
+                await writer.drain()
+                if close:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def _ask(
+    pool: UpstreamPool,
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    body: bytes | None = None,
+) -> bytes:
+    resp = await pool.request(method, target, headers, body)
+    sink = _Sink()
+    resp.start(sink)
+    assert await sink.ended is None
+    return sink.body
+
+
+async def test_the_head_is_the_base_urls_path_and_host_with_the_pools_own_framing() -> None:
+    async with HeadServer() as server:
+        port = server.url.rsplit(":", 1)[1]
+        pool = UpstreamPool(f"http://user:s3cret@127.0.0.1:{port}/base/")
+        try:
+            assert (
+                await _ask(
+                    pool,
+                    "POST",
+                    "/v1/x?q=1",
+                    [
+                        ("Host", "evil"),
+                        ("Content-Length", "99"),
+                        ("Transfer-Encoding", "gzip"),
+                        ("X-A", "1"),
+                    ],
+                )
+                == b"ok"
+            )
+            await _ask(pool, "GET", "/v1/models", [("authorization", "Bearer mine")])
+            await _ask(pool, "PUT", "/put", [], b"abc")
+        finally:
+            await pool.close()
+    basic = "Basic " + base64.b64encode(b"user:s3cret").decode()
+    assert server.heads == [
+        (
+            1,
+            f"POST /base/v1/x?q=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-A: 1\r\n"
+            f"Authorization: {basic}\r\nContent-Length: 0\r\n\r\n".encode(),
+        ),
+        # the caller's own credentials win; a GET without a body has no framing
+        (
+            1,
+            f"GET /base/v1/models HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            "authorization: Bearer mine\r\n\r\n".encode(),
+        ),
+        (
+            1,
+            f"PUT /base/put HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Authorization: {basic}\r\nContent-Length: 3\r\n\r\n".encode(),
+        ),
+    ]
+
+
+async def test_a_connection_asked_closed_is_not_kept() -> None:
+    async with HeadServer() as server:
+        pool = UpstreamPool(server.url)
+        try:
+            await _ask(pool, "GET", "/a", [])
+            await _ask(pool, "GET", "/b", [("Connection", "keep-alive, close")])
+            await until(lambda: pool.stats.active == 0)
+            await _ask(pool, "GET", "/c", [])
+            stats = pool.stats
+        finally:
+            await pool.close()
+    assert [(n, head.split(b" ")[1]) for n, head in server.heads] == [
+        (1, b"/a"),
+        (1, b"/b"),
+        (2, b"/c"),
+    ]
+    assert (stats.opened, stats.reused, stats.idle, stats.active, stats.waiting) == (2, 1, 1, 1, 0)

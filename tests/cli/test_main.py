@@ -1,4 +1,5 @@
-"""The command line as a user meets it: exit codes and one-line reasons."""
+"""The command line as a user meets it (chaosproxy/cli/main.py): exit codes and one-line
+reasons."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Happy Eyeballs (chaosproxy/upstream/eyeballs.py) and the resolver's short cache,
-against real loopback peers: an IPv6 upstream, and a name whose first address hangs
-(a loopback listener with a full accept queue) or refuses."""
+"""Happy Eyeballs (chaosproxy/upstream/eyeballs.py), against real loopback peers: an
+IPv6 upstream, and a name whose first address hangs (a loopback listener with a full
+accept queue) or refuses. The resolver's own cache is test_resolver.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from chaosproxy.upstream import resolver as resolver_mod
 from chaosproxy.upstream.eyeballs import connect_first, interleave
 from chaosproxy.upstream.resolver import Resolver
 from tests.support.proxies import ProxyFactory
@@ -123,34 +122,6 @@ async def test_every_address_failing_says_so() -> None:
         await connect_first(loop, [(V4, "127.0.0.1"), (V4, "127.0.0.3")], port)
     with hanging_listener("127.0.0.1") as hung, pytest.raises(OSError, match="timed out after"):
         await connect_first(loop, [(V4, "127.0.0.1")], hung, attempt_timeout=0.2)
-
-
-async def test_the_resolver_caches_briefly_and_forgets_a_failed_family(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    assert resolver_mod._DNS_TTL <= 10
-    calls = 0
-
-    async def fake_getaddrinfo(*_a: object, **_k: object) -> list[tuple[object, ...]]:
-        nonlocal calls
-        calls += 1
-        return [
-            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", 80, 0, 0)),
-            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80)),
-        ]
-
-    loop = asyncio.get_running_loop()
-    monkeypatch.setattr(loop, "getaddrinfo", fake_getaddrinfo)
-    res = Resolver("upstream.test", 80)
-    both = await asyncio.gather(*(res.resolve(loop) for _ in range(5)))
-    assert calls == 1  # one lookup for the burst
-    assert both[0] == [(V6, "::1"), (V4, "127.0.0.1")]
-    res.forget(V6)
-    assert await res.resolve(loop) == [(V4, "127.0.0.1")]
-    assert calls == 1
-    res.forget(V4)
-    assert await res.resolve(loop) == [(V6, "::1"), (V4, "127.0.0.1")]
-    assert calls == 2
 
 
 async def test_ipv6_loopback_upstream(make_proxy: ProxyFactory) -> None:

@@ -1,5 +1,7 @@
-"""chaosproxy.upstream through real sockets: an aiohttp server for well-behaved upstreams,
-small raw asyncio servers that send crafted bytes for everything else.
+"""The upstream connection (chaosproxy/upstream/connection.py: HTTP/1.1 over one socket,
+its heads, bodies, ends, pauses and timeouts), with the pool and the responses over it,
+through real sockets: an aiohttp server for well-behaved upstreams, small raw asyncio
+servers that send crafted bytes for everything else.
 
 The raw-server cases take no fixtures, so ``test_under_uvloop`` runs them again on the
 loop the proxy uses in production.
