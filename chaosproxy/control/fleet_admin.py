@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 Routes = dict[tuple[str, str], admin_api.WebHandler]
 
 
+def _away() -> tuple[type[BaseException], ...]:
+    """What a read of the journal raises when Redis is away: the socket's own errors,
+    and redis-py's ConnectionError and TimeoutError, which are not OSError (imported
+    here, when a fleet's admin answers: a proxy without a fleet never loads redis)."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return (OSError, TimeoutError, RedisConnectionError, RedisTimeoutError)
+
+
 def fleet_overrides(
     journal: FleetJournal, shared: SharedState, here: Routes | None = None
 ) -> Routes:
@@ -50,7 +60,7 @@ def fleet_overrides(
         try:
             cursor = None if page.cursor is None else int(page.cursor.partition(".")[0])
             found, after = await journal.page(limit, scenario, criteria, cursor, page.max_bytes)
-        except (OSError, TimeoutError):
+        except _away():
             return await own_list(request)
         return admin_api.page_json(found, None if after is None else str(after))
 
@@ -60,7 +70,7 @@ def fleet_overrides(
         request_id = request.match_info["id"]
         try:
             detail = await journal.detail(request_id)
-        except (OSError, TimeoutError):
+        except _away():
             return await own_get(request)
         record = request.app[admin_api.ADMIN].requests.get(request_id)
         if record is not None:  # its own: every frame, and the fleet's verdict
@@ -80,7 +90,7 @@ def fleet_overrides(
         request_id = request.match_info["id"]
         try:
             kept = await journal.summaries()
-        except (OSError, TimeoutError):
+        except _away():
             return await own_verdict(request)
         verdict = await admin_api.judge_kept(request, kept)
         if isinstance(verdict, web.Response):

@@ -180,11 +180,6 @@ async def test_a_replica_gone_local_answers_from_its_own_store(
         assert status == 404
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a refused connection to Redis raises redis-py's ConnectionError, not OSError: "
-    "GET /requests answers 500 until the fleet's state turns local",
-)
 async def test_with_redis_away_a_replica_answers_from_its_own_store(
     fleet: tuple[Replica, Replica], redis: RedisServer
 ) -> None:
