@@ -81,5 +81,6 @@ class UpstreamIdleTimeout(UpstreamClosed):
 
 def one_line(exc: BaseException) -> str:
     """``exc`` as one short line, for the messages above."""
-    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return (text.splitlines() or [type(exc).__name__])[0][:200]
+    text = getattr(exc, "strerror", None) or str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return (first or type(exc).__name__)[:200]

@@ -59,13 +59,8 @@ def test_a_closed_connection_tells_the_body_bytes_that_came() -> None:
         (ValueError(), "ValueError"),
         (TimeoutError(""), "TimeoutError"),
         (RuntimeError("x" * 300), "x" * 200),
-        pytest.param(
-            ValueError("\n"),
-            "ValueError",
-            marks=pytest.mark.xfail(
-                strict=True, reason="a message of line breaks only gives an empty line"
-            ),
-        ),
+        (ValueError("\n"), "ValueError"),
+        (OSError("\n  \nsecond line"), "second line"),
     ],
 )
 def test_any_exception_is_one_short_line(exc: BaseException, line: str) -> None:
