@@ -45,6 +45,10 @@ from chaosproxy.upstream.tls import tls_context
 
 if TYPE_CHECKING:
     from chaosproxy.core.actions import Action
+    from chaosproxy.core.session import Session
+    from chaosproxy.scenario.selection import Choice
+    from chaosproxy.server.routes import Target
+    from chaosproxy.server.state import ProxyState
 
 #: The head the session frames a WebSocket's server messages under: one event a line.
 WS_HEAD = [("Content-Type", "application/x-ndjson")]
@@ -71,8 +75,24 @@ def upstream_ws_url(base: str, path: str) -> str:
     return base.rstrip("/") + path
 
 
-class WebSocketExchange(Exchange):
-    """One WebSocket through the proxy, logged as an exchange is."""
+class WebSocketExchange:
+    """One WebSocket through the proxy, logged as an exchange is: an :class:`Exchange`
+    (its request line, holds, cuts, refusals, last words and end) that this relays
+    instead of forwarding a body. It holds one rather than subclassing it: Exchange is
+    compiled, and an interpreted class may not subclass a compiled one
+    (tests/test_compiled.py)."""
+
+    def __init__(
+        self,
+        request: web.Request,
+        state: ProxyState,
+        session: Session,
+        choice: Choice,
+        target: Target | None = None,
+    ) -> None:
+        self.ex = Exchange(request, state, session, choice, target)
+        self.request, self.state, self.session = request, state, session
+        self.choice, self.target, self.log = choice, target, self.ex.log
 
     async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
         session = self.session
@@ -84,20 +104,20 @@ class WebSocketExchange(Exchange):
             )
         try:
             if refusal is not None:
-                self._log_request()
+                self.ex._log_request()
                 return answer(session.refuse(status, refusal, self.state.clock()))
             for action in session.start(self.state.clock()):
-                self._log_request()
+                self.ex._log_request()
                 if isinstance(action, Sleep):
-                    await self.sleep(action.seconds, action.fault)
+                    await self.ex.sleep(action.seconds, action.fault)
                     if session.ended:
                         return web.Response(status=500)  # never sent: aborted
                 elif isinstance(action, Cut):
-                    await self.cut(action)
+                    await self.ex.cut(action)
                     return web.Response(status=500)  # never sent: cut
                 elif isinstance(action, Respond):  # (a held or cut request body: none)
-                    return await self._respond(action)
-            self._log_request()
+                    return await self.ex._respond(action)
+            self.ex._log_request()
             return await self._relay()
         except asyncio.CancelledError:
             if self.state.stopping:
@@ -106,14 +126,14 @@ class WebSocketExchange(Exchange):
                 session.client_gone()
             raise
         except ConnectionError as exc:
-            if not self._client_left():
-                return await self._bug(exc)
+            if not self.ex._client_left():
+                return await self.ex._bug(exc)
             session.client_gone()
-            return self._resp or web.Response(status=499)  # never sent: nobody to send to
+            return self.ex._resp or web.Response(status=499)  # never sent: nobody to send to
         except Exception as exc:
-            return await self._bug(exc)
+            return await self.ex._bug(exc)
         finally:
-            self._end()
+            self.ex._end()
 
     async def _relay(self) -> web.StreamResponse:
         session = self.session
@@ -175,7 +195,7 @@ class WebSocketExchange(Exchange):
             if name.lower().startswith("x-chaos-"):
                 ws.headers[name] = value
         await ws.prepare(self.request)
-        self._resp = ws
+        self.ex._resp = ws
         relay = _Relay(self, ws, upstream)
         down = asyncio.ensure_future(relay.downstream())
         up = asyncio.ensure_future(relay.upstream())
@@ -205,7 +225,7 @@ class WebSocketExchange(Exchange):
             line["opcode"] = OPCODE_NAMES[frames[0].opcode]
             if len(frames) > 1:
                 line["fragments"] = len(frames)
-        if self._content:
+        if self.ex._content:
             content = content_fields(payload)
             line["data"], line["raw"] = content["data"], content["raw"]
         self.log.frame(line)
@@ -298,7 +318,7 @@ class _Relay:
                 if await self._send(action):
                     return True
             elif isinstance(action, Sleep):
-                await self.exchange.sleep(action.seconds, action.fault)
+                await self.exchange.ex.sleep(action.seconds, action.fault)
                 if self.session.ended:
                     return True
             else:

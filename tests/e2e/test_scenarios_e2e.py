@@ -48,6 +48,7 @@ from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import Scenario, load_scenarios, validate_paths
 from tests.support.cli import chaosproxy_argv
 from tests.support.proxies import LogCapture
+from tests.support.realtime_clients import Seen, mock_text, with_websockets
 from tests.support.repo import LIBRARY
 from tests.support.resume import token_of
 from tests.support.resume_client import Run, resume_loop
@@ -1405,3 +1406,65 @@ async def check_bedrock_throttling_mid_stream(lab: Lab) -> None:
     # OpenAI chat: its own error event, then the same clean end.
     with pytest.raises(openai.APIError):
         await stream_chat(lab.openai(), "bedrock-throttling-mid-stream", ChatRun())
+
+
+# --------------------------------------------------------------------------- realtime
+
+
+async def realtime(lab: Lab, scenario: str, wait: float = 5.0) -> tuple[Seen, dict[str, Any]]:
+    """The ``websockets`` client through the proxy's WebSocket relay under ``scenario``
+    (tests/support/realtime_clients.py): what it saw, and the connection's end line."""
+    seen = await with_websockets(lab.url.replace("http://", "ws://"), scenario, wait)
+    ends = [e for e in await lab.settled() if e["scenario"] == scenario]
+    assert ends, f"no response_end for {scenario}"
+    return seen, ends[-1]
+
+
+@covers("realtime-fragmented-utf8")
+async def check_realtime_fragmented_utf8(lab: Lab) -> None:
+    seen, end = await realtime(lab, "realtime-fragmented-utf8")
+    assert (seen.raised, seen.done) == (None, True)
+    assert seen.text == "Café crème, 日本語, and 👍🏽 for the realtime stream."
+    assert (end["outcome"], end["integrity"]) == ("completed", "intact")
+    fragmented = [f for f in lab.log.frames(end["request_id"]) if "fragments" in f]
+    assert fragmented and end["faults_applied"] == {"fragment": len(fragmented)}
+
+
+@covers("realtime-close-1011-mid-response")
+async def check_realtime_close_1011_mid_response(lab: Lab) -> None:
+    seen, end = await realtime(lab, "realtime-close-1011-mid-response")
+    assert (seen.raised, seen.code, seen.reason, seen.done) == (
+        "ConnectionClosedError",
+        1011,
+        "internal server error",
+        False,
+    )
+    assert seen.types.count("response.output_text.delta") == 2
+    assert mock_text().startswith(seen.text)
+    assert (end["outcome"], end["integrity"]) == ("cut", "broken")
+
+
+@covers("realtime-no-close-frame")
+async def check_realtime_no_close_frame(lab: Lab) -> None:
+    seen, end = await realtime(lab, "realtime-no-close-frame")
+    assert (seen.raised, seen.code, seen.done) == ("ConnectionClosedError", 1006, False)
+    assert seen.text == mock_text()  # every delta came; response.done did not
+    assert (end["outcome"], end["integrity"]) == ("cut", "broken")
+
+
+@covers("realtime-duplicated-delta")
+async def check_realtime_duplicated_delta(lab: Lab) -> None:
+    seen, end = await realtime(lab, "realtime-duplicated-delta")
+    assert (seen.raised, seen.done) == (None, True)
+    assert seen.types.count("response.output_text.delta") == 5  # four tokens, one twice
+    assert len(seen.text) > len(mock_text())
+    assert (end["outcome"], end["integrity"]) == ("completed", "altered")
+
+
+@covers("realtime-missing-done")
+async def check_realtime_missing_done(lab: Lab) -> None:
+    seen, end = await realtime(lab, "realtime-missing-done", wait=1.0)
+    assert (seen.raised, seen.done) == ("TimeoutError", False)
+    assert seen.text == mock_text()
+    assert "response.done" not in seen.types
+    assert end["integrity"] != "intact"

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from chaosproxy.observe.metrics import SentCount
 from chaosproxy.observe.metrics_collector import GuardCollector, HistoryCollector, SentCollector
 
 
@@ -58,12 +59,18 @@ def test_the_history_is_its_bytes_and_its_evictions_by_reason() -> None:
     }
 
 
+def counted(frames: int, sent: int) -> SentCount:
+    count = SentCount()
+    count.frames, count.bytes = frames, sent
+    return count
+
+
 def test_frames_and_bytes_sent_per_scenario() -> None:
-    sent: dict[str, list[int]] = {}
+    sent: dict[str, SentCount] = {}
     collector = SentCollector(sent)
     assert scrape(collector) == {}
-    sent["dup"] = [3, 120]
-    sent["none"] = [1, 7]
+    sent["dup"] = counted(3, 120)
+    sent["none"] = counted(1, 7)
     assert scrape(collector) == {
         ("chaosproxy_frames_total", (("scenario", "dup"),)): 3,
         ("chaosproxy_frames_total", (("scenario", "none"),)): 1,
@@ -74,10 +81,10 @@ def test_frames_and_bytes_sent_per_scenario() -> None:
 
 def test_a_scenario_added_while_collecting_does_not_break_the_scrape() -> None:
     """The counts are a live dict the proxy writes to: the collector iterates a copy."""
-    sent: dict[str, list[int]] = {"a": [1, 1]}
+    sent: dict[str, SentCount] = {"a": counted(1, 1)}
     collector = SentCollector(sent)
     families = collector.collect()
     frames = next(families)
-    sent["b"] = [2, 2]  # (between the two families of one scrape)
+    sent["b"] = counted(2, 2)  # (between the two families of one scrape)
     assert [s.labels["scenario"] for s in frames.samples] == ["a"]
     assert [s.labels["scenario"] for s in next(families).samples] == ["a"]

@@ -87,7 +87,8 @@ def test_a_scenario_refuses_a_bad_name_and_an_unknown_provider() -> None:
         Scenario(name="a b", faults=())
     with pytest.raises(
         ValidationError,
-        match=r"must be one of: auto, openai-chat, openai-responses, anthropic, .*generic",
+        match=r"must be one of: auto, openai-chat, openai-responses, openai-realtime, anthropic, "
+        r".*generic",
     ):
         Scenario(name="x", provider="openai", faults=())
     assert Scenario(name="x", provider="anthropic", faults=()).provider == "anthropic"

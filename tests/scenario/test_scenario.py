@@ -181,6 +181,7 @@ def test_every_duration_field_of_every_fault_is_shown_with_a_unit() -> None:
         "delay.headers",
         "delay.jitter",
         "delay.per_event",
+        "pong.delay",
         "request_delay.duration",
         "stall.duration",
     ]

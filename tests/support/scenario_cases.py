@@ -70,10 +70,12 @@ ONE_PROBLEM: list[tuple[str, list[str]]] = [
         ["s.yaml:2: faults[0].rechunk.random: too few items (expected at least 2)"],
     ),
     ("provider: openai\nfaults: []", ["s.yaml:1: provider: must be one of: auto, "
-     "openai-chat, openai-responses, anthropic, gemini, ollama, bedrock, generic"]),
+     "openai-chat, openai-responses, openai-realtime, anthropic, gemini, ollama, bedrock, "
+     "generic"]),
     # A typo of a provider's name: the schema's enum (the registry's names) refuses it too.
     ("provider: anthropics\nfaults: []", ["s.yaml:1: provider: must be one of: auto, "
-     "openai-chat, openai-responses, anthropic, gemini, ollama, bedrock, generic"]),
+     "openai-chat, openai-responses, openai-realtime, anthropic, gemini, ollama, bedrock, "
+     "generic"]),
     ("faults:\n  - drop: {kind: text}", ["s.yaml:2: faults[0].drop.kind: unknown kind "
      "'text'; one of start, delta, tool_delta, usage, ping, error, terminal, other"]),
     ("name: none\nfaults: []", ["s.yaml:1: name: 'none' is reserved: it selects no scenario"]),
