@@ -36,8 +36,12 @@ TOKENS = 7
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
 DEADLINE_MS = 8000
 ACTIONS = {"converse": "converse-stream", "converse-tool": "converse-stream"}
-#: Faults beside the library's: the cuts (as in tests/e2e/test_bedrock_boto3.py).
+#: Faults beside the library's, as tests/e2e/test_bedrock_boto3.py has them.
 CUTS = {
+    "bad-prelude-crc": "corrupt: {kind: delta, nth: 3, mode: prelude_crc}",
+    "drop": "drop: {kind: delta, nth: 3}",
+    "duplicate": "duplicate: {kind: terminal}",
+    "hostile": "rechunk: {boundaries: hostile}",
     "close": "cut: {before: terminal, how: close}",
     "abort": "cut: {before: terminal, how: abort}",
     "truncated": "cut: {after_bytes: 130, how: close}",  # inside the 2nd message
@@ -217,6 +221,23 @@ async def test_what_the_js_sdk_does_under_each_bedrock_fault(
     assert bad["error"] == {"name": "Error", "message": message + str(true_crc ^ 0xFFFFFFFF)}
     assert without_error(bad) == (events[:three], joined(events[:three]), False, False)
     assert bad["fault"] is None
+    # The prelude's CRC inverted there: the same decoder, its prelude check.
+    prelude = seen["bad-prelude-crc"]
+    (true_prelude,) = struct.unpack(">I", raw[8:12])
+    message = (
+        f"The prelude checksum specified in the message ({true_prelude ^ 0xFFFFFFFF}) "
+        f"does not match the calculated CRC32 checksum ({true_prelude})"
+    )
+    assert prelude["error"] == {"name": "Error", "message": message}
+    assert without_error(prelude) == (events[:three], joined(events[:three]), False, False)
+    # The third text delta dropped, the terminal event twice, hostile reads: no error.
+    for name, edited in (
+        ("drop", events[:three] + events[three + 1 :]),
+        ("duplicate", [*events, events[-1]]),
+        ("hostile", events),
+    ):
+        clean(seen[name])
+        assert (seen[name]["events"], seen[name]["text"]) == (edited, joined(edited)), name
     # A throttlingException message after the third event: the modelled exception,
     # ThrottlingException, $fault "client", after the events before it.
     throttled = seen["bedrock-throttling-mid-stream"]
@@ -249,9 +270,10 @@ async def test_what_the_js_sdk_does_under_each_bedrock_fault(
 @pytest.mark.parametrize("operation", ["converse", "invoke"])
 def test_chaosproxy_matrix_judges_the_js_sdk_as_it_behaved(tmp_path: Path, operation: str) -> None:
     """Each verdict follows from what the SDK did (the test above): it threw on the bad
-    CRC, the exception, the abort and the truncated message (detected); it ended
-    normally with the right text but no terminal event after a clean cut (silent
-    corruption); split preludes changed nothing (tolerated)."""
+    CRCs, the exception, the abort and the truncated message (detected); it ended
+    normally with the right text but no terminal event after a clean cut, and with a
+    wrong text after a drop (silent corruption); split preludes, hostile reads and a
+    duplicated terminal event changed nothing it was sent (tolerated)."""
     library = write_cuts(tmp_path)
     for name in ("bedrock-split-prelude", "bedrock-bad-crc", "bedrock-throttling-mid-stream"):
         shutil.copy(LIBRARY / f"{name}.yaml", library)
@@ -260,14 +282,18 @@ def test_chaosproxy_matrix_judges_the_js_sdk_as_it_behaved(tmp_path: Path, opera
     verdicts = {r.scenario: r.verdict for r in matrix.results}
     assert verdicts == {
         "bedrock-split-prelude": "tolerated",
+        "hostile": "tolerated",
+        "duplicate": "tolerated",
         "bedrock-bad-crc": "detected",
+        "bad-prelude-crc": "detected",
         "bedrock-throttling-mid-stream": "detected",
         "abort": "detected",
         "truncated": "detected",
         "close": "silent_corruption",
+        "drop": "silent_corruption",
     }
     errors = {r.scenario: (r.error or "").split(":", 1)[0] for r in matrix.results}
-    assert errors["bedrock-bad-crc"] == "Error ($fault none)"
+    assert errors["bedrock-bad-crc"] == errors["bad-prelude-crc"] == "Error ($fault none)"
     assert errors["bedrock-throttling-mid-stream"] == "ThrottlingException ($fault client)"
     assert errors["abort"] == "Error ($fault none)"
     assert errors["truncated"] == "Error ($fault none)"
