@@ -16,24 +16,32 @@ import base64
 import json
 import shutil
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from botocore.credentials import Credentials
 from botocore.eventstream import EventStreamBuffer
 
-from chaosproxy.mock import bedrock
+from chaosproxy.mock import bedrock, create_mock_app
 from chaosproxy.mock.common import Knobs
 from chaosproxy.tools.matrix import run_matrix
 from tests.support.cli import port_in, start_serve, stop_serve
 from tests.support.node import NodeRunner
 from tests.support.repo import LIBRARY, REPO
+from tests.support.sigv4 import signature_holds
 
 NODE_DIR = REPO / "tests" / "node"
 PACKAGE = NODE_DIR / "node_modules" / "@aws-sdk" / "client-bedrock-runtime"
 TOKENS = 7
 MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
+#: bedrock.mjs's dummy credentials.
+ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 DEADLINE_MS = 8000
 ACTIONS = {"converse": "converse-stream", "converse-tool": "converse-stream"}
 #: Faults beside the library's, as tests/e2e/test_bedrock_boto3.py has them.
@@ -73,14 +81,15 @@ def write_cuts(tmp_path: Path) -> Path:
     return library
 
 
-@pytest.fixture
-async def proxy(tmp_path: Path) -> AsyncIterator[str]:
-    """``chaosproxy serve`` in front of the mock, with the library and the cuts."""
+@asynccontextmanager
+async def serving(tmp_path: Path, upstream: str, *args: str) -> AsyncIterator[str]:
+    """``chaosproxy serve`` in front of ``upstream``, with the library and the cuts:
+    its URL."""
     proc, line = await start_serve(
-        "--listen", "127.0.0.1:0", "--admin", "off", "--upstream", "mock",
+        "--listen", "127.0.0.1:0", "--admin", "off", "--upstream", upstream,
         "--mock-tokens", str(TOKENS), "--mock-interval-ms", "0",
         "--scenarios", str(LIBRARY), "--scenarios", str(write_cuts(tmp_path)),
-        "--log", str(tmp_path / "frames.jsonl"),
+        "--log", str(tmp_path / "frames.jsonl"), *args,
     )  # fmt: skip
     try:
         yield f"http://127.0.0.1:{port_in(line)}"
@@ -88,13 +97,21 @@ async def proxy(tmp_path: Path) -> AsyncIterator[str]:
         await stop_serve(proc)
 
 
-async def run(node: NodeRunner, url: str, op: str, scenario: str = "none") -> Run:
+@pytest.fixture
+async def proxy(tmp_path: Path) -> AsyncIterator[str]:
+    """``chaosproxy serve`` in front of the built-in mock."""
+    async with serving(tmp_path, "mock") as url:
+        yield url
+
+
+async def run(node: NodeRunner, url: str, op: str, scenario: str = "none", **more: str) -> Run:
     settings = {
         "CHAOS_URL": url,
         "CHAOS_SCENARIO": scenario,
         "CHAOS_BEDROCK_OP": op,
         "CHAOS_TIMEOUT_MS": str(DEADLINE_MS),
         "CHAOS_SDK_TIMEOUT_MS": str(DEADLINE_MS),
+        **more,
     }
     record: Run = await asyncio.to_thread(
         node.run, "bedrock", settings, timeout=DEADLINE_MS / 1000 + 30
@@ -297,3 +314,84 @@ def test_chaosproxy_matrix_judges_the_js_sdk_as_it_behaved(tmp_path: Path, opera
     assert errors["bedrock-throttling-mid-stream"] == "ThrottlingException ($fault client)"
     assert errors["abort"] == "Error ($fault none)"
     assert errors["truncated"] == "Error ($fault none)"
+
+
+# ------------------------------------------------------------------------ SigV4 and Host
+
+
+@dataclass
+class Received:
+    """What the upstream received: each request's raw path, headers and body."""
+
+    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
+
+
+@pytest.fixture
+async def recorded_upstream() -> AsyncIterator[tuple[str, Received]]:
+    """The mock as an upstream of our own, keeping each request as it arrived."""
+    received = Received()
+    app = create_mock_app(tokens=TOKENS, interval=0.0)
+
+    @web.middleware
+    async def keep(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        body = await request.read()
+        received.requests.append((request.raw_path, dict(request.headers), body))
+        return await handler(request)
+
+    app.middlewares.append(keep)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host, port = runner.addresses[0][:2]
+        yield f"http://{host}:{port}", received
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_js_sdks_signed_request_passes_untouched_and_no_credential_is_logged(
+    node_runner: NodeRunner, tmp_path: Path, recorded_upstream: tuple[str, Received]
+) -> None:
+    """The request reaches the upstream as the SDK signed it (path with %3A, body, the
+    signed headers), without X-Chaos-Scenario; its signature, for the proxy's Host,
+    no longer holds there; signed for the upstream and sent to the proxy
+    (CHAOS_BEDROCK_SIGN_FOR) it holds. A first request straight to the upstream shows the
+    check itself accepts what the SDK signs. Nothing secret reaches the frame log."""
+    url, received = recorded_upstream
+    credentials = Credentials(ACCESS_KEY, SECRET_KEY)
+    direct = await run(node_runner, url, "converse")
+    clean(direct)
+    async with serving(tmp_path, url, "--log-content", "--log-level", "frames") as proxy_url:
+        at_proxy = await run(node_runner, proxy_url, "converse", "bedrock-split-prelude")
+        for_upstream = await run(
+            node_runner, proxy_url, "converse", "bedrock-split-prelude",
+            CHAOS_BEDROCK_SIGN_FOR=url,
+        )  # fmt: skip
+    for record in (at_proxy, for_upstream):
+        clean(record)
+        assert (record["events"], record["text"]) == (direct["events"], direct["text"])
+    holds = [signature_holds(*request, credentials) for request in received.requests]
+    assert holds == [True, False, True]
+    for record, (path, headers, body) in zip(
+        (direct, at_proxy, for_upstream), received.requests, strict=True
+    ):
+        assert (path, body.decode()) == (record["path"], record["body"])
+        assert "%3A" in path
+        signed = record["headers"]["authorization"].split("SignedHeaders=")[1].split(",")[0]
+        assert "host" in signed.split(";")
+        lower = {k.lower(): v for k, v in headers.items()}
+        assert {k: lower[k] for k in signed.split(";") if k != "host"} == {
+            k: record["headers"][k] for k in signed.split(";") if k != "host"
+        }
+        assert ("x-chaos-scenario" in lower) == (record is direct)  # (none at the proxy)
+        assert lower["host"] == url.removeprefix("http://")  # the upstream's, always
+    assert at_proxy["headers"]["host"] == proxy_url.removeprefix("http://")
+    assert for_upstream["headers"]["host"] == url.removeprefix("http://")
+    log = (tmp_path / "frames.jsonl").read_text()
+    assert '"provider":"bedrock"' in log  # (framed, and logged with --log-content)
+    for record in (at_proxy, for_upstream):
+        signature = record["headers"]["authorization"].rsplit("Signature=", 1)[1]
+        for secret in (SECRET_KEY, ACCESS_KEY, signature, "AWS4-HMAC-SHA256"):
+            assert secret not in log

@@ -2,15 +2,19 @@
 // default; converse-tool asks for a tool call) or InvokeModelWithResponseStreamCommand
 // of an Anthropic model (invoke), with the endpoint at the proxy, dummy credentials and
 // region us-east-1; X-Chaos-Scenario is added after signing (the signature does not
-// cover it). The SDK reads over node:http, not fetch: each run gets an http.Agent of
-// its own, destroyed when the run ends. (The client's default handler is HTTP/2's.)
+// cover it); CHAOS_BEDROCK_SIGN_FOR=URL signs each request for that endpoint and sends
+// it to the proxy (CHAOS_URL) instead. The SDK reads over node:http, not fetch (its
+// default handler speaks HTTP/2): each run gets an http.Agent of its own, destroyed when
+// the run ends.
 //
-// The line, beyond lib.mjs's: op; body (the JSON request body the SDK sent, for the
-// mock's answer to be computed from); tools ([{id, name, input}], input the joined
-// fragments); stop (messageStop's stopReason, or Anthropic's message_delta stop_reason);
-// fault (the error's $fault: "client" or "server", or null). events: Converse's event
-// names ("text:…" for a text delta, "tool:…" for a toolUse input fragment,
-// "messageStop:end_turn"), or Invoke's chunk types ("text:…" for a text delta).
+// The line, beyond lib.mjs's: op; path, headers and body: the request as the SDK signed
+// it (its headers without X-Chaos-Scenario; the body, for the mock's answer to be
+// computed from); tools ([{id, name, input}], input the joined fragments); stop
+// (messageStop's stopReason, or Anthropic's message_delta stop_reason); fault (the
+// error's $fault: "client" or "server", or null). events: Converse's event names
+// ("text:…" a text delta, "tool:…" a toolUse input fragment, "toolUse:NAME" its
+// contentBlockStart, "messageStop:end_turn"), or Invoke's chunk types ("text:…" a text
+// delta).
 import { Agent } from "node:http";
 import {
   BedrockRuntimeClient,
@@ -37,11 +41,15 @@ export const TOOL = {
   },
 };
 
-/** A Bedrock runtime client at the proxy; `sent` receives each request body as sent. */
-export function bedrockClient(ctx, agent, headers, sent) {
+/**
+ * A Bedrock runtime client at the proxy; `sent` receives each request as signed. With
+ * `signFor` (a URL), each request is signed for that endpoint and then sent to the proxy
+ * instead (docs/providers.md, "SigV4 and Host").
+ */
+export function bedrockClient(ctx, agent, headers, sent, signFor = null) {
   const client = new BedrockRuntimeClient({
     region: "us-east-1",
-    endpoint: ctx.url,
+    endpoint: signFor ?? ctx.url,
     credentials: {
       accessKeyId: "AKIAIOSFODNN7EXAMPLE",
       secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
@@ -50,14 +58,22 @@ export function bedrockClient(ctx, agent, headers, sent) {
     // (the client's default handler speaks HTTP/2, which the proxy does not)
     requestHandler: new NodeHttpHandler({ httpAgent: agent, requestTimeout: ctx.sdkTimeoutMs }),
   });
-  client.middlewareStack.add(
+  client.middlewareStack.addRelativeTo(
     (next) => async (args) => {
+      const signed = { ...args.request.headers };
+      if (signFor) {
+        const proxy = new URL(ctx.url);
+        args.request.protocol = proxy.protocol;
+        args.request.hostname = proxy.hostname;
+        args.request.port = Number(proxy.port);
+      }
       Object.assign(args.request.headers, headers);
       const sentBody = args.request.body;
-      if (sent) sent.push(typeof sentBody === "string" ? sentBody : new TextDecoder().decode(sentBody));
+      const text = typeof sentBody === "string" ? sentBody : new TextDecoder().decode(sentBody);
+      if (sent) sent.push({ path: args.request.path, headers: signed, body: text });
       return next(args);
     },
-    { step: "finalizeRequest", name: "chaosHeaders", priority: "low" },
+    { name: "chaosHeaders", relation: "after", toMiddleware: "httpSigningMiddleware" },
   );
   return client;
 }
@@ -128,16 +144,16 @@ export async function read(op, reply, rec) {
 export async function body(rec, ctx) {
   const op = ctx.env.CHAOS_BEDROCK_OP || "converse";
   if (!OPS.includes(op)) throw new Error(`CHAOS_BEDROCK_OP: ${op} is not one of ${OPS}`);
-  Object.assign(rec, { op, body: null, tools: [], stop: null, fault: null });
+  Object.assign(rec, { op, path: null, headers: null, body: null, tools: [], stop: null, fault: null });
   const agent = new Agent({ keepAlive: true });
   const sent = [];
-  const client = bedrockClient(ctx, agent, ctx.headers, sent);
+  const client = bedrockClient(ctx, agent, ctx.headers, sent, ctx.env.CHAOS_BEDROCK_SIGN_FOR);
   try {
     const reply = await client.send(command(op));
-    rec.body = sent.at(-1) ?? null;
+    Object.assign(rec, sent.at(-1));
     await read(op, reply, rec);
   } catch (err) {
-    rec.body = sent.at(-1) ?? null;
+    Object.assign(rec, sent.at(-1) ?? {});
     rec.fault = err?.$fault ?? null;
     throw err;
   } finally {
