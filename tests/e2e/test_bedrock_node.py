@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import shutil
 import struct
@@ -395,3 +396,29 @@ async def test_the_js_sdks_signed_request_passes_untouched_and_no_credential_is_
         signature = record["headers"]["authorization"].rsplit("Signature=", 1)[1]
         for secret in (SECRET_KEY, ACCESS_KEY, signature, "AWS4-HMAC-SHA256"):
             assert secret not in log
+
+
+async def test_the_js_sdk_joins_tool_input_cut_inside_keys_and_escapes(
+    node_runner: NodeRunner, proxy: str
+) -> None:
+    """tool-args-fragmented (its own mock answer: a text, then get_weather): the SDK
+    hands each toolUse input fragment over as it came, cut inside keys and escapes;
+    joined, they are the arguments, exactly."""
+    record = await run(node_runner, proxy, "converse-tool", "tool-args-fragmented")
+    clean(record)
+    ((tool,),) = [record["tools"]]
+    assert (tool["name"], record["text"], record["stop"]) == (
+        "get_weather",
+        "Let me check.",
+        "tool_use",
+    )
+    assert json.loads(tool["input"]) == {"city": "São Paulo", "note": 'say "hi"\nthen wait'}
+    fragments = [e[5:] for e in record["events"] if e.startswith("tool:")]
+    assert "".join(fragments) == tool["input"]
+    cuts = set(itertools.accumulate(len(f) for f in fragments))
+    joined_input = tool["input"]
+    for key in ('"city"', '"note"'):  # a cut strictly inside each key
+        start = joined_input.index(key) + 1
+        assert cuts & set(range(start + 1, start + len(key) - 2)), (key, fragments)
+    for escape in ('\\"', "\\n"):  # and between each \ and what it escapes
+        assert joined_input.index(escape) + 1 in cuts, (escape, fragments)
