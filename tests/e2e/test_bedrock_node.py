@@ -2,8 +2,10 @@
 through ``chaosproxy serve`` in front of the built-in mock: ConverseStreamCommand (text,
 and a forced tool call) and InvokeModelWithResponseStreamCommand each assemble exactly
 the mock's answer to the body the SDK sent; under the Bedrock library scenarios and the
-cuts, what the SDK does, asserted exactly (docs/providers.md, "What the JS SDK does");
-and ``chaosproxy matrix`` judges it (tests/node/bedrock-matrix.mjs) as it behaved.
+cuts, what the SDK does, asserted exactly (docs/providers.md, "What boto3 and the JS SDK do");
+``chaosproxy matrix`` judges it (tests/node/bedrock-matrix.mjs) as it behaved; under
+tool-args-fragmented it joins the toolUse input; and its SigV4-signed request reaches
+the upstream as signed (docs/providers.md, "SigV4 and Host"), no credential logged.
 
 Skipped when ``node`` or the package is absent (``.ci/run`` installs it with ``npm ci
 --prefix tests/node``).
