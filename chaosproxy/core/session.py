@@ -495,6 +495,16 @@ class Session:
             return line
         return self.tally.write(len(send.data), now)
 
+    def wrote_plain(self, size: int, now: float) -> float:
+        """A write of ``size`` bytes that carries no events is about to happen:
+        account for it as :meth:`wrote` does; its ``t_ms`` (its ``seq`` and ``offset``
+        are the tally's: :meth:`~chaosproxy.core.summary.Tally.count`), for a ``frame``
+        line made without a dict of its fields."""
+        phase = self.life.phase
+        if phase in _NO_WRITES:
+            raise SessionError(f"a write is not allowed in phase {phase.name}")
+        return self.tally.count(size, now)
+
     def summary(self, now: float) -> ResponseEnd:
         """The fields of the ``response_end`` line (only once ended)."""
         if not self.ended:

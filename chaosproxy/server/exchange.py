@@ -378,6 +378,15 @@ class Exchange:
 
     def log_frame(self, send: Send, now: float) -> None:
         """The ``frame`` line of one write to the client."""
+        if not send.events and not self._content:
+            # A plain write (every write of a passthrough response): its line is
+            # made from the tally's numbers, without a dict of its fields (issue 34).
+            size = len(send.data)
+            session = self.session
+            t_ms = session.wrote_plain(size, now)
+            tally = session.tally
+            self.log.plain_frame(tally.frames - 1, tally.bytes - size, size, t_ms)
+            return
         line = self.session.wrote(send, now)
         kept = self._kept
         if kept is not None and send.events:
