@@ -13,12 +13,12 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.native import build_frameline
 
 from chaosproxy._build import build
 from chaosproxy.core.summary import round_ms
 from chaosproxy.observe import frameline
 from chaosproxy.observe.logs import json_prefix
+from tests.support.native import build_frameline
 
 CONTEXT = {"request_id": "r-1", "scenario": None}
 TS = b"2026-12-01T15:36:00.123Z"
@@ -90,11 +90,12 @@ def test_the_time_is_written_as_orjson_writes_it(
     ],
 )
 def test_what_it_does_not_render_is_none_from_both(
-    native: ModuleType, args: tuple[Any, ...]
+    native: ModuleType, args: tuple[Any, Any, Any, Any]
 ) -> None:
     prefix = json_prefix(CONTEXT)
     assert native.frame_line(prefix, *args, TS) is None
-    assert frameline.frame_line(prefix, *args, TS) is None
+    seq, offset, size, t_ms = args
+    assert frameline.frame_line(prefix, seq, offset, size, t_ms, TS) is None
 
 
 def test_a_long_stamp_or_other_types_are_none(native: ModuleType) -> None:

@@ -17,7 +17,10 @@ FRAMELINE_C = Path(__file__).resolve().parents[2] / "chaosproxy" / "observe" / "
 def build_frameline(directory: Path) -> ModuleType:
     """``frameline.c`` compiled into ``directory`` (a shared library loaded as the
     extension module ``chaosproxy.observe.frameline``, kept out of ``sys.modules``)."""
-    from setuptools._distutils import ccompiler, sysconfig
+    from setuptools._distutils import (  # type: ignore[import-untyped]
+        ccompiler,
+        sysconfig,
+    )
 
     compiler = ccompiler.new_compiler()
     sysconfig.customize_compiler(compiler)
