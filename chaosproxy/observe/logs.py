@@ -519,35 +519,6 @@ class FrameLog:
             else:
                 self._sink.msg(self._render(self._sink, "info", line))
 
-    def _plain_frame(
-        self,
-        context: dict[str, Any],
-        prefix: bytes,
-        seq: int,
-        offset: int,
-        size: int,
-        t_ms: float,
-    ) -> None:
-        # The frame line of a plain write (RequestLog.plain_frame): when only the
-        # compiled observers (the admin store, the metrics) take frame lines and the
-        # log writes JSON, its text is rendered from the numbers by one routine
-        # (observe/frameline.py, C where compiled) and handed to them with the write's
-        # size; no dict of its fields, no orjson. Otherwise, or where that routine
-        # leaves the line to orjson (None), the fields' dict and the general way.
-        if not (self._frame_dict or self._frame_calls or self.pretty) and context:
-            text = _frame_line(prefix, seq, offset, size, t_ms, self._stamp.now_bytes())
-            if text is not None:
-                for native in self._frame_natives:
-                    try:
-                        native.frame_plain(context, size, text)
-                    except Exception as exc:
-                        self._observer_failed(exc)
-                if self._frames_out:
-                    self._sink.msg(text)
-                return
-        fields: FrameFields = {"seq": seq, "offset": offset, "size": size, "t_ms": t_ms}
-        self._frame(context, fields, prefix)
-
     def _frames(self, context: dict[str, Any], fields: list[FrameFields], prefix: bytes) -> None:
         # What structlog's bound logger does for ``info("frame", **f)`` for each ``f`` of
         # ``fields`` with the processors above, without its generic steps (keyword
@@ -655,8 +626,28 @@ class RequestLog:
         """Log the ``frame`` line of a plain write (no events, no content, nothing but
         these fields): the same line as :meth:`frame` with ``{"seq": seq, "offset":
         offset, "size": size, "t_ms": t_ms}``, made without that dict where it can
-        (every write of a passthrough response)."""
-        self._log._plain_frame(self._context, self._prefix, seq, offset, size, t_ms)
+        (every write of a passthrough response, issue 34).
+
+        When only the compiled observers (:class:`FrameObserver`: the admin store, the
+        metrics) take frame lines and the log writes JSON, the line's text is rendered
+        from the numbers by one routine (observe/frameline.py, C where compiled) and
+        handed to them with the write's size. Otherwise, or where that routine leaves
+        the line to orjson (None), the fields' dict and the general way."""
+        log = self._log
+        context = self._context
+        if not (log._frame_dict or log._frame_calls or log.pretty) and context:
+            text = _frame_line(self._prefix, seq, offset, size, t_ms, log._stamp.now_bytes())
+            if text is not None:
+                for native in log._frame_natives:
+                    try:
+                        native.frame_plain(context, size, text)
+                    except Exception as exc:
+                        log._observer_failed(exc)
+                if log._frames_out:
+                    log._sink.msg(text)
+                return
+        fields: FrameFields = {"seq": seq, "offset": offset, "size": size, "t_ms": t_ms}
+        log._frame(context, fields, self._prefix)
 
     def frames(self, fields: list[FrameFields]) -> None:
         """Log the ``frame`` lines of several writes made together (one upstream read's
