@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import math
 from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chaosproxy._build import build
+from chaosproxy.control.start import start_proxy
 from chaosproxy.core.summary import round_ms
 from chaosproxy.observe import frameline
-from chaosproxy.observe.logs import json_prefix
+from chaosproxy.observe.logs import COPY_ENV, FrameLog, json_prefix
+from chaosproxy.server.config import Config
 from tests.support.native import build_frameline
+from tests.support.scripted_upstream import raw_upstream, until
 
 CONTEXT = {"request_id": "r-1", "scenario": None}
 TS = b"2026-12-01T15:36:00.123Z"
@@ -166,3 +171,40 @@ def test_the_build_runs_the_twin_it_should() -> None:
     origin = frameline.__file__ or ""
     assert origin.endswith(tuple(EXTENSION_SUFFIXES)) == compiled
     assert origin.endswith(".py") != compiled
+
+
+async def test_a_passthrough_response_is_logged_line_by_line_by_the_routine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through real sockets, as ``serve`` runs (a frame log to a file, the admin store
+    and the metrics, no other observer): every write of a passthrough response is
+    logged by the routine, the store keeps the very lines the file has, and the lines
+    account for the body exactly (seq, offset, size), as orjson writes them."""
+    monkeypatch.delenv(COPY_ENV, raising=False)  # (the test run's copy: a dict observer)
+    body = bytes(range(256)) * 1200  # 300 KiB: many reads, many writes
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    path = tmp_path / "frames.jsonl"
+    async with raw_upstream(answer) as upstream:
+        config = Config(upstream=(upstream,), listen=("127.0.0.1", 0), admin=None)
+        log = FrameLog.open(str(path))
+        proxy = await start_proxy(config, log=log)
+        try:
+            assert not log._frame_calls and not log._frame_dict and log._frame_natives
+            async with aiohttp.ClientSession() as client, client.get(proxy.url + "/x") as resp:
+                assert await resp.read() == body
+            await until(lambda: any(r.done for r in proxy.requests.records()))
+        finally:
+            await proxy.close()
+    written = path.read_bytes().splitlines(keepends=True)
+    frames = [line for line in written if b'"event":"frame"' in line]
+    (record,) = proxy.requests.records()
+    assert record.frames == frames
+    assert len(frames) >= 3 and (record.sent_frames, record.sent_bytes) == (len(frames), len(body))
+    parsed = [orjson.loads(line) for line in frames]
+    assert [f["seq"] for f in parsed] == list(range(len(frames)))
+    offsets = [f["offset"] for f in parsed]
+    sizes = [f["size"] for f in parsed]
+    assert offsets == [sum(sizes[:i]) for i in range(len(sizes))] and sum(sizes) == len(body)
+    for f, line in zip(parsed, frames, strict=True):
+        assert orjson.dumps(f, option=orjson.OPT_APPEND_NEWLINE) == line
+        assert list(f) == ["request_id", "scenario", "seq", "offset", "size", "t_ms", "event", "ts"]

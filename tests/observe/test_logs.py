@@ -213,9 +213,12 @@ def test_a_frame_observer_is_called_directly_with_the_lines_the_log_writes() -> 
 def _plain_run(plain: bool, observe: bool) -> tuple[list[bytes], Any, Any, list[Any]]:
     """One request of plain writes through a log with the store and the metrics (and,
     with ``observe``, an observer of every line's dict), each write logged through
-    ``plain_frame`` or as ``frame`` with its fields' dict; the clock fixed."""
+    ``plain_frame`` or as ``frame`` with its fields' dict; the clock fixed. (The test
+    run's copy of every line, an observer of dicts, is not added: the caller's
+    environment has no :data:`~chaosproxy.observe.logs.COPY_ENV`.)"""
     out = io.BytesIO()
     log = FrameLog(out)
+    assert not log._frame_calls and not log._frame_dict  # only the compiled observers
     log._stamp._clock = lambda: 1764603359.25  # (one millisecond: the same ts)
     store, metrics = RequestStore(), Metrics()
     log.add_observer(store)
@@ -236,11 +239,14 @@ def _plain_run(plain: bool, observe: bool) -> tuple[list[bytes], Any, Any, list[
 
 
 @pytest.mark.parametrize("observe", [False, True])
-def test_a_plain_write_is_logged_and_observed_as_its_fields_dict_would_be(observe: bool) -> None:
+def test_a_plain_write_is_logged_and_observed_as_its_fields_dict_would_be(
+    observe: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``plain_frame`` (a passthrough write's line, made from its numbers without a
     dict: observe/frameline.py) writes the same bytes and feeds the store and the
     metrics the same as ``frame`` with the fields' dict, whether or not an observer
     takes every line's dict (then the dict is made: the general way)."""
+    monkeypatch.delenv(logs.COPY_ENV, raising=False)
     lines, store, metrics, seen = _plain_run(plain=True, observe=observe)
     want, want_store, want_metrics, want_seen = _plain_run(plain=False, observe=observe)
     assert lines == want
@@ -257,7 +263,8 @@ def test_a_plain_write_is_logged_and_observed_as_its_fields_dict_would_be(observ
     assert len(seen) == (6 if observe else 0)
 
 
-def test_a_plain_write_past_the_stores_bound_is_omitted() -> None:
+def test_a_plain_write_past_the_stores_bound_is_omitted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(logs.COPY_ENV, raising=False)
     log = FrameLog(io.BytesIO())
     store = RequestStore(max_frames=2)
     log.add_observer(store)
