@@ -1,11 +1,12 @@
 """The package's C routines built for a test run: ``chaosproxy/observe/frameline.c``
 compiled here, as setup.py compiles it into the wheel, into a directory of the run's,
-and loaded apart from the package (so that both twins, the C one and the Python one,
-run in one process whatever build the run tests)."""
+and loaded apart from the package, out of ``sys.modules`` (so that both twins, the C
+one and the Python one, run in one process whatever build the run tests)."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -35,7 +36,14 @@ def build_frameline(directory: Path) -> ModuleType:
     compiler.link_shared_object(objects, library)
     spec = importlib.util.spec_from_file_location("chaosproxy.observe.frameline", library)
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    before = sys.modules.get(spec.name)
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:  # (loading it puts it in sys.modules: the package's own stays)
+        if before is None:
+            sys.modules.pop(spec.name, None)
+        else:
+            sys.modules[spec.name] = before
     assert module.KIND == "native"
     return module
