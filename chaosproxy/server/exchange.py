@@ -380,7 +380,8 @@ class Exchange:
     def log_frame(self, send: Send, now: float) -> None:
         """The ``frame`` line of one write to the client."""
         if not send.events and not self._content:  # a passthrough write's: no dict
-            self.log.plain_frame(*wrote_plain(self.session, len(send.data), now))
+            seq, offset, size, t_ms = wrote_plain(self.session, len(send.data), now)
+            self.log.plain_frame(seq, offset, size, t_ms)  # (no star-call: a generic one)
             return
         line = self.session.wrote(send, now)
         kept = self._kept
@@ -393,8 +394,7 @@ class Exchange:
         self.log.frame(line)
 
     def log_frames(self, sends: list[Send], now: float) -> None:
-        """The ``frame`` lines of writes to the client made together (the events of one
-        upstream read), each accounted by the session, in one write to the log."""
+        """The ``frame`` lines of writes made together (one read's events), in one log write."""
         lines = [self.session.wrote(send, now) for send in sends]
         kept = self._kept
         if kept is not None:
