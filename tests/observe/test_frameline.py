@@ -89,6 +89,9 @@ def test_the_time_is_written_as_orjson_writes_it(
         (0, 0, 1, math.inf),
         (0, 0, 1, 1e12),  # past the bound
         (0, 0, 1, 3),  # an int for the float
+        (0, 0, 1, "1.0"),
+        (0, 0, 1, None),
+        (0, 0, "1", 1.0),
         (True, 0, 1, 1.0),  # a bool for an int: orjson writes true
         (2**63, 0, 1, 1.0),  # past 64 bits
         (0, -(2**63) - 1, 1, 1.0),
