@@ -181,7 +181,12 @@ def native_extensions() -> list[Extension]:
     of the same name as its Python twin, which it shadows in a compiled install (the
     pure build and ``CHAOSPROXY_PURE=1`` run the twin)."""
     return [
-        Extension(name, [str(Path(_source(name)).with_suffix(".c"))], extra_compile_args=["-O2"])
+        Extension(
+            name,
+            [str(Path(_source(name)).with_suffix(".c"))],
+            extra_compile_args=["-O2"],
+            libraries=["m"],  # (nearbyint: named, not left to the interpreter's libm)
+        )
         for name in NATIVE
     ]
 

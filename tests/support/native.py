@@ -33,7 +33,7 @@ def build_frameline(directory: Path) -> ModuleType:
     )
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     library = str(directory / f"frameline{suffix}")
-    compiler.link_shared_object(objects, library)
+    compiler.link_shared_object(objects, library, libraries=["m"])  # (as setup.py)
     spec = importlib.util.spec_from_file_location("chaosproxy.observe.frameline", library)
     assert spec is not None and spec.loader is not None
     before = sys.modules.get(spec.name)
