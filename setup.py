@@ -12,7 +12,9 @@ checkout's ``scenarios/`` (next to the package's directory). The sdist carries
 
 **Compiled modules.** This adds the extension modules of ``chaosproxy/_build.py``'s
 ``COMPILED`` list (one shared library, ``chaosproxy.__compiled__mypyc``, and a small
-module per compiled one), next to their ``.py`` sources, which stay in the wheel. The
+module per compiled one), and the C routines of its ``NATIVE`` list (each its own
+extension module, built from the ``.c`` file next to its Python twin), next to their
+``.py`` sources, which stay in the wheel. The
 wheel is pure Python instead when:
 
 - ``CHAOSPROXY_PURE_BUILD=1`` (a pure wheel, for a platform without a compiler);
@@ -34,12 +36,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from setuptools import Distribution, setup
+from setuptools import Distribution, Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-COMPILED: tuple[str, ...] = runpy.run_path(str(HERE / "chaosproxy" / "_build.py"))["COMPILED"]
+_BUILD = runpy.run_path(str(HERE / "chaosproxy" / "_build.py"))
+COMPILED: tuple[str, ...] = _BUILD["COMPILED"]
+NATIVE: tuple[str, ...] = _BUILD["NATIVE"]
 #: What mypyc is told: the sources it compiles, and a type check that treats the
 #: dependencies as unknown (``Any``) whatever is installed, so the build needs only
 #: mypy, and gives the same code in any environment. ``mypy`` itself, strict and with
@@ -134,12 +138,15 @@ class BuildCompiled(build_ext):
                 "same features, about twice the CPU per event) in under a minute"
             )
             paths = [_source(name) for name in COMPILED]
-            self.distribution.ext_modules = mypycify(
-                [*MYPYC_OPTIONS, *paths],
-                opt_level="3",
-                group_name="chaosproxy.__compiled",
-                target_dir=str(Path(self.build_temp or "build") / "mypyc"),
-            )
+            self.distribution.ext_modules = [
+                *mypycify(
+                    [*MYPYC_OPTIONS, *paths],
+                    opt_level="3",
+                    group_name="chaosproxy.__compiled",
+                    target_dir=str(Path(self.build_temp or "build") / "mypyc"),
+                ),
+                *native_extensions(),
+            ]
         super().finalize_options()
 
     def run(self) -> None:
@@ -167,6 +174,21 @@ class BuildWithLibrary(build_py):
         self.mkpath(str(target))
         for path in files:
             self.copy_file(str(path), str(target / path.name))
+
+
+def native_extensions() -> list[Extension]:
+    """The C routines of ``chaosproxy/_build.py``'s ``NATIVE``: each an extension module
+    of the same name as its Python twin, which it shadows in a compiled install (the
+    pure build and ``CHAOSPROXY_PURE=1`` run the twin)."""
+    return [
+        Extension(
+            name,
+            [str(Path(_source(name)).with_suffix(".c"))],
+            extra_compile_args=["-O2"],
+            libraries=["m"],  # (nearbyint: named, not left to the interpreter's libm)
+        )
+        for name in NATIVE
+    ]
 
 
 def _source(module: str) -> str:

@@ -46,6 +46,12 @@ COMPILED: tuple[str, ...] = (
     "chaosproxy.upstream.response",
 )
 
+#: The C routines (docs/architecture.md, "Compiled modules"): each module here is a
+#: ``.py`` file, the Python twin, and a ``.c`` file beside it, the same routine in C,
+#: built into an extension module of the same name where the wheel is compiled (it
+#: then shadows the twin, as a compiled module its source). Not compiled by mypyc.
+NATIVE: tuple[str, ...] = ("chaosproxy.observe.frameline",)
+
 #: The package's version (``chaosproxy.__version__``), here so that a module of the
 #: package can say it without importing the package's ``__init__`` (an import cycle).
 __version__ = "0.1.0"

@@ -26,7 +26,7 @@ import pytest
 from pydantic import BaseModel
 
 import chaosproxy
-from chaosproxy._build import COMPILED, PURE_ENV, build, is_compiled
+from chaosproxy._build import COMPILED, NATIVE, PURE_ENV, build, is_compiled
 from chaosproxy.core.framing import FramingError, make_framer
 from chaosproxy.observe.logs import FrameLog
 from chaosproxy.scenario import ScenarioError, parse_scenario
@@ -76,6 +76,18 @@ def test_this_run_loads_the_modules_it_was_asked_for() -> None:
     else:
         assert os.environ.get(PURE_ENV, "") in ("", "0")
         assert compiled == list(COMPILED)
+
+
+def test_the_c_routines_run_where_the_package_runs_compiled() -> None:
+    """Each of ``NATIVE`` is its C routine (the extension module built beside the mypyc
+    ones) in a compiled run, and its Python twin in a pure one (a pure build,
+    ``CHAOSPROXY_PURE=1``); tests/observe/test_frameline.py checks the two agree."""
+    for name in NATIVE:
+        module = importlib.import_module(name)
+        origin = getattr(module, "__file__", None) or ""
+        assert origin.endswith(tuple(EXTENSION_SUFFIXES)) == (build() == "compiled"), origin
+        assert ("native" if build() == "compiled" else "python") == module.KIND
+        assert Path(origin).with_name(name.rsplit(".", 1)[1] + ".py").is_file()  # the twin
 
 
 def test_a_new_process_runs_the_same_way_and_says_so() -> None:

@@ -549,6 +549,19 @@ class Session:
         return "raw" if self.pipeline is None else self.pipeline.format
 
 
+def wrote_plain(session: Session, size: int, now: float) -> tuple[int, int, int, float]:
+    """A write of ``size`` bytes that carries no events is about to happen on
+    ``session``: account for it as :meth:`Session.wrote` does; its ``frame`` fields
+    ``seq``, ``offset``, ``size`` and ``t_ms``, for a line made without their dict
+    (:meth:`chaosproxy.observe.logs.RequestLog.plain_frame`, issue 34)."""
+    phase = session.life.phase
+    if phase in _NO_WRITES:
+        raise SessionError(f"a write is not allowed in phase {phase.name}")
+    tally = session.tally
+    t_ms = tally.count(size, now)
+    return tally.frames - 1, tally.bytes - size, size, t_ms
+
+
 __all__ = [
     "BENIGN",
     "HOP_BY_HOP",
@@ -563,4 +576,5 @@ __all__ = [
     "SessionEvent",
     "error_answer",
     "forwarded_request_headers",
+    "wrote_plain",
 ]

@@ -69,7 +69,7 @@ class Tally:
 
     def write(self, size: int, now: float) -> FrameFields:
         """A write of ``size`` bytes at ``now``: the start of its ``frame`` fields."""
-        t_ms = self._count(size, now)
+        t_ms = self.count(size, now)
         line: FrameFields = {
             "seq": self.frames - 1,
             "offset": self.bytes - size,
@@ -83,7 +83,7 @@ class Tally:
     ) -> FrameFields:
         """A write of events: its ``frame`` fields with the events' fields, made at
         once (a dict of seven keys built whole, not grown from four, issue 34)."""
-        t_ms = self._count(size, now)
+        t_ms = self.count(size, now)
         line: FrameFields = {
             "seq": self.frames - 1,
             "offset": self.bytes - size,
@@ -95,8 +95,11 @@ class Tally:
         }
         return line
 
-    def _count(self, size: int, now: float) -> float:
-        """Count a write of ``size`` bytes at ``now``; its ``t_ms``."""
+    def count(self, size: int, now: float) -> float:
+        """Count a write of ``size`` bytes at ``now``; its ``t_ms``. Its ``seq`` is
+        then ``frames - 1`` and its ``offset`` ``bytes - size``: a plain write's
+        ``frame`` fields, for a line made without their dict
+        (:meth:`chaosproxy.observe.logs.RequestLog.plain_frame`)."""
         started = self.started
         t_ms = round_ms(0.0 if started is None else (now - started) * 1000.0)
         last = self._last_write

@@ -40,6 +40,7 @@ from chaosproxy.core.redact import SECRET_PARAMS as SECRET_PARAMS
 from chaosproxy.core.redact import redact_path as redact_path
 from chaosproxy.core.redact import redact_text as redact_text
 from chaosproxy.core.redact import redact_url as redact_url
+from chaosproxy.observe.frameline import frame_line
 
 
 def describe(exc: BaseException) -> str:
@@ -193,6 +194,13 @@ class FrameObserver:
     ) -> None:
         raise NotImplementedError
 
+    def frame_plain(self, context: dict[str, Any], size: int, text: bytes) -> None:
+        """The frame line of a plain write (no events, no content: its fields are
+        ``seq``, ``offset``, ``size`` and ``t_ms`` only) of ``size`` bytes, given its
+        JSON text: the same as :meth:`frame_json` with those fields, which are not
+        made into a dict (:meth:`RequestLog.plain_frame`)."""
+        raise NotImplementedError
+
 
 def json_prefix(context: dict[str, Any]) -> bytes:
     """The start of the JSON text of a line carrying ``context`` first: the text of
@@ -213,6 +221,10 @@ def frame_text(prefix: bytes, fields: FrameFields, ts: bytes) -> bytes:
 #: ``orjson.dumps``, called once per frame line (a ``Final``: compiled code calls it
 #: without looking it up in the module ``orjson`` each time).
 _dumps: Final = orjson.dumps
+
+#: The frame line of a plain write from its numbers (observe/frameline.py; the C
+#: routine where the package is compiled), called through a ``Final`` as ``_dumps``.
+_frame_line: Final = frame_line
 
 
 class _Sink:
@@ -609,6 +621,33 @@ class RequestLog:
     def frame(self, fields: FrameFields) -> None:
         """Log the ``frame`` line of one write with these fields (not kept)."""
         self._log._frame(self._context, fields, self._prefix)
+
+    def plain_frame(self, seq: int, offset: int, size: int, t_ms: float) -> None:
+        """Log the ``frame`` line of a plain write (no events, no content, nothing but
+        these fields): the same line as :meth:`frame` with ``{"seq": seq, "offset":
+        offset, "size": size, "t_ms": t_ms}``, made without that dict where it can
+        (every write of a passthrough response, issue 34).
+
+        When only the compiled observers (:class:`FrameObserver`: the admin store, the
+        metrics) take frame lines and the log writes JSON, the line's text is rendered
+        from the numbers by one routine (observe/frameline.py, C where compiled) and
+        handed to them with the write's size. Otherwise, or where that routine leaves
+        the line to orjson (None), the fields' dict and the general way."""
+        log = self._log
+        context = self._context
+        if not (log._frame_dict or log._frame_calls or log.pretty) and context:
+            text = _frame_line(self._prefix, seq, offset, size, t_ms, log._stamp.now_bytes())
+            if text is not None:
+                for native in log._frame_natives:
+                    try:
+                        native.frame_plain(context, size, text)
+                    except Exception as exc:
+                        log._observer_failed(exc)
+                if log._frames_out:
+                    log._sink.msg(text)
+                return
+        fields: FrameFields = {"seq": seq, "offset": offset, "size": size, "t_ms": t_ms}
+        log._frame(context, fields, self._prefix)
 
     def frames(self, fields: list[FrameFields]) -> None:
         """Log the ``frame`` lines of several writes made together (one upstream read's

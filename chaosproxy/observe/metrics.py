@@ -145,6 +145,16 @@ class Metrics(FrameObserver):
         sent.frames += 1
         sent.bytes += fields["size"]
 
+    def frame_plain(self, context: dict[str, Any], size: int, text: bytes) -> None:
+        """The ``frame`` line of a plain write of ``size`` bytes (the frame log's hook:
+        no dict of its fields)."""
+        scenario = context.get("scenario") or NO_SCENARIO
+        sent = self._sent.get(scenario)
+        if sent is None:
+            sent = self._sent[scenario] = SentCount()
+        sent.frames += 1
+        sent.bytes += size
+
     def frames_json(
         self, context: dict[str, Any], fields: list[FrameFields], texts: list[bytes]
     ) -> None:

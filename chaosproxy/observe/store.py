@@ -274,6 +274,19 @@ class RequestStore(FrameObserver):
             record.sent_frames += 1
             self._frame(record, fields, text)
 
+    def frame_plain(self, context: dict[str, Any], size: int, text: bytes) -> None:
+        """The same as :meth:`frame_json` for the line of a plain write of ``size``
+        bytes (no content), given its JSON text and a newline (no dict of its fields
+        is made: :meth:`~chaosproxy.observe.logs.RequestLog.plain_frame`)."""
+        record = self._record_of(context)
+        if record is not None:
+            record.sent_frames += 1
+            record.sent_bytes += size
+            if len(record.frames) + len(record.actions) >= self.max_frames:
+                record.omitted += 1
+            else:
+                self._keep_text(record, text)
+
     def frames_json(
         self, context: dict[str, Any], fields: list[FrameFields], texts: list[bytes]
     ) -> None:
@@ -297,16 +310,20 @@ class RequestStore(FrameObserver):
         if len(record.frames) + len(record.actions) >= self.max_frames:
             record.omitted += 1
         elif "raw" not in fields:
-            size = len(text) + LINE_OVERHEAD
-            # (the budget's check inlined: this is every write of every stream)
-            if self.held + size <= self.max_bytes or self._fit(record, size):
-                record.frames.append(text)  # the usual line: kept as it is
-                record.held += size
-                self.held += size
-            else:
-                record.omitted += 1
+            self._keep_text(record, text)
         else:  # with content, which the store may have to leave out
             self._keep(record, record.frames, orjson.loads(text), text)
+
+    def _keep_text(self, record: RequestRecord, text: bytes) -> None:
+        """Keep a frame line without content, as the log wrote it, if it fits."""
+        size = len(text) + LINE_OVERHEAD
+        # (the budget's check inlined: this is every write of every stream)
+        if self.held + size <= self.max_bytes or self._fit(record, size):
+            record.frames.append(text)  # the usual line: kept as it is
+            record.held += size
+            self.held += size
+        else:
+            record.omitted += 1
 
     def _keep(
         self, record: RequestRecord, into: list[bytes], line: dict[str, Any], text: bytes = b""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -25,7 +25,8 @@ from multidict import CIMultiDict
 from chaosproxy.core.actions import Cut, CutRequest, HoldRequest, Respond, Send, Sleep
 from chaosproxy.core.frames import format_for_content_type
 from chaosproxy.core.history import Refuse, Resume, StreamHistory
-from chaosproxy.core.session import Session, forwarded_request_headers
+from chaosproxy.core.records import FrameFields
+from chaosproxy.core.session import Session, forwarded_request_headers, wrote_plain
 from chaosproxy.core.unavailable import unavailable
 from chaosproxy.observe.journal import RequestEntry
 from chaosproxy.observe.logs import content_fields, describe, redact_path, redact_url
@@ -378,6 +379,10 @@ class Exchange:
 
     def log_frame(self, send: Send, now: float) -> None:
         """The ``frame`` line of one write to the client."""
+        if not send.events and not self._content:  # a passthrough write's: no dict
+            seq, offset, size, t_ms = wrote_plain(self.session, len(send.data), now)
+            self.log.plain_frame(seq, offset, size, t_ms)  # (no star-call: a generic one)
+            return
         line = self.session.wrote(send, now)
         kept = self._kept
         if kept is not None and send.events:
@@ -385,15 +390,12 @@ class Exchange:
             if any(u is not None for u in upstream_ids):
                 line["upstream_ids"] = upstream_ids
         if self._content:
-            content = content_fields(send.data)
-            line["data"], line["raw"] = content["data"], content["raw"]
+            line.update(cast(FrameFields, content_fields(send.data)))
         self.log.frame(line)
 
     def log_frames(self, sends: list[Send], now: float) -> None:
-        """The ``frame`` lines of writes to the client made together (the events of one
-        upstream read), each accounted by the session, in one write to the log."""
-        wrote = self.session.wrote
-        lines = [wrote(send, now) for send in sends]
+        """The ``frame`` lines of writes made together (one read's events), in one log write."""
+        lines = [self.session.wrote(send, now) for send in sends]
         kept = self._kept
         if kept is not None:
             for send, line in zip(sends, lines, strict=True):
@@ -403,8 +405,7 @@ class Exchange:
                         line["upstream_ids"] = upstream_ids
         if self._content:
             for send, line in zip(sends, lines, strict=True):
-                content = content_fields(send.data)
-                line["data"], line["raw"] = content["data"], content["raw"]
+                line.update(cast(FrameFields, content_fields(send.data)))
         self.log.frames(lines)
 
     async def sleep(self, seconds: float, fault: str = "") -> None:

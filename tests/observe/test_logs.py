@@ -210,6 +210,79 @@ def test_a_frame_observer_is_called_directly_with_the_lines_the_log_writes() -> 
     assert order == ["plain request", *["plain frame"] * 4, "plain response_end"]
 
 
+def _plain_run(plain: bool, observe: bool) -> tuple[list[bytes], Any, Any, list[Any]]:
+    """One request of plain writes through a log with the store and the metrics (and,
+    with ``observe``, an observer of every line's dict), each write logged through
+    ``plain_frame`` or as ``frame`` with its fields' dict; the clock fixed. (The test
+    run's copy of every line, an observer of dicts, is not added: the caller's
+    environment has no :data:`~chaosproxy.observe.logs.COPY_ENV`.)"""
+    out = io.BytesIO()
+    log = FrameLog(out)
+    assert not log._frame_calls and not log._frame_dict  # only the compiled observers
+    log._stamp._clock = lambda: 1764603359.25  # (one millisecond: the same ts)
+    store, metrics = RequestStore(), Metrics()
+    log.add_observer(store)
+    log.add_observer(metrics)
+    seen: list[Any] = []
+    if observe:
+        log.add_observer(seen.append)
+    bound = log.for_request(request_id='r-"7\u2028', scenario="s\x01")
+    bound.info("request", **REQUEST)
+    writes = [(0, 0, 5, 0.0), (1, 5, 7, 1.5), (2, 12, 3, 1.0001), (3, 15, 2, 0.25)]
+    for seq, offset, size, t_ms in writes:  # (1.0001: left to orjson by the routine)
+        if plain:
+            bound.plain_frame(seq, offset, size, t_ms)
+        else:
+            bound.frame({"seq": seq, "offset": offset, "size": size, "t_ms": t_ms})
+    bound.info("response_end", **{**RESPONSE_END, "bytes": 17, "frames": 4})
+    return out.getvalue().splitlines(keepends=True), store, metrics, seen
+
+
+@pytest.mark.parametrize("observe", [False, True])
+def test_a_plain_write_is_logged_and_observed_as_its_fields_dict_would_be(
+    observe: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``plain_frame`` (a passthrough write's line, made from its numbers without a
+    dict: observe/frameline.py) writes the same bytes and feeds the store and the
+    metrics the same as ``frame`` with the fields' dict, whether or not an observer
+    takes every line's dict (then the dict is made: the general way)."""
+    monkeypatch.delenv(logs.COPY_ENV, raising=False)
+    lines, store, metrics, seen = _plain_run(plain=True, observe=observe)
+    want, want_store, want_metrics, want_seen = _plain_run(plain=False, observe=observe)
+    assert lines == want
+    assert lines[2] == (
+        b'{"request_id":"r-\\"7\xe2\x80\xa8","scenario":"s\\u0001","seq":1,"offset":5,"size":7,'
+        b'"t_ms":1.5,"event":"frame","ts":"2025-12-01T15:35:59.250Z"}\n'
+    )
+    record, want_record = store.get('r-"7\u2028'), want_store.get('r-"7\u2028')
+    assert record.frames == want_record.frames == lines[1:5]
+    assert (record.sent_frames, record.sent_bytes, store.held) == (4, 17, want_store.held)
+    assert {k: [v.frames, v.bytes] for k, v in metrics._sent.items()} == {"s\x01": [4, 17]}
+    assert {k: [v.frames, v.bytes] for k, v in want_metrics._sent.items()} == {"s\x01": [4, 17]}
+    assert seen == want_seen
+    assert len(seen) == (6 if observe else 0)
+
+
+def test_a_plain_write_past_the_stores_bound_is_omitted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(logs.COPY_ENV, raising=False)
+    log = FrameLog(io.BytesIO())
+    store = RequestStore(max_frames=2)
+    log.add_observer(store)
+    bound = log.for_request(request_id="r-8", scenario=None)
+    bound.info("request", **REQUEST)
+    for seq in range(3):
+        bound.plain_frame(seq, seq, 1, 0.5)
+    record = store.get("r-8")
+    assert record is not None
+    # two lines kept (max_frames), the third counted as omitted; all three sent
+    assert (len(record.frames), record.omitted, record.sent_frames, record.sent_bytes) == (
+        2,
+        1,
+        3,
+        3,
+    )
+
+
 def test_error_texts_are_redacted_before_observers_and_rendering() -> None:
     out = io.BytesIO()
     log = FrameLog(out)
