@@ -41,8 +41,9 @@ EXIT_USAGE = 2
 #: woke 0.05-0.12 s late (the GIL, from a main thread the scheduler runs a tenth of
 #: the time), the last words took up to 0.27 s where they were given 0.15 (each GIL
 #: hand-over back to the main thread another wait), and the kernel's teardown of the
-#: process (420 sockets with megabytes queued) up to 0.44 s from ``os._exit`` to the
-#: parent seeing the exit. At 0.5, that was 2.0-2.4 s from the signal for grace 1 s.
+#: process (420 sockets with megabytes queued) 0.38-0.78 s from ``os._exit`` to the
+#: parent seeing the exit. At 0.5, that was 2.14-2.78 s from the signal for grace 1 s;
+#: now (the GIL kept, the teardown handed over) 1.68-2.09 s, 8 runs of 9 within 2.0.
 EXIT_MARGIN = 0.3
 #: While the process exits, the GIL's switch interval: the thread exiting keeps the GIL
 #: until it blocks itself, instead of handing it back to the main thread every 5 ms
