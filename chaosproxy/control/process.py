@@ -43,7 +43,7 @@ EXIT_USAGE = 2
 #: hand-over back to the main thread another wait), and the kernel's teardown of the
 #: process (420 sockets with megabytes queued) 0.38-0.78 s from ``os._exit`` to the
 #: parent seeing the exit. At 0.5, that was 2.14-2.78 s from the signal for grace 1 s;
-#: now (the GIL kept, the teardown handed over) 1.68-2.09 s, 8 runs of 9 within 2.0.
+#: now (the GIL kept, the teardown handed over) 1.46-2.54 s, 15 runs of 19 within 2.0.
 EXIT_MARGIN = 0.3
 #: While the process exits, the GIL's switch interval: the thread exiting keeps the GIL
 #: until it blocks itself, instead of handing it back to the main thread every 5 ms
