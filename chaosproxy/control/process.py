@@ -35,12 +35,20 @@ EXIT_USAGE = 2
 #: After the signal, ``serve`` exits within ``grace + EXIT_MARGIN`` seconds whatever
 #: happens: the watchdog fires just after the stop's own deadline (``grace +
 #: CLOSE_MARGIN``), which reports what it abandoned. docs/operations.md, "Shutdown",
-#: promises ``grace + 1 s``: the rest is for the last words (the ends of requests a
-#: stuck loop never cut, LAST_WORDS at most) and for the kernel to tear down a process
-#: with hundreds of connections on a busy machine: 0.1 to 0.4 s measured beside two
-#: processes spinning the CPU, and 0.43 s once beside them and a whole test run with a
-#: container engine (when this was 0.6, which left 0.4).
-EXIT_MARGIN = 0.5
+#: promises ``grace + 1 s``: the rest is for what a busy machine makes of the exit's
+#: own steps. Measured at load 20 on two cores (20 processes spinning the CPU, 210
+#: streams flooding the proxy; docs/operations.md, "Shutdown"): the watchdog thread
+#: woke 0.05-0.12 s late (the GIL, from a main thread the scheduler runs a tenth of
+#: the time), the last words took up to 0.27 s where they were given 0.15 (each GIL
+#: hand-over back to the main thread another wait), and the kernel's teardown of the
+#: process (420 sockets with megabytes queued) 0.38-0.78 s from ``os._exit`` to the
+#: parent seeing the exit. At 0.5, that was 2.14-2.78 s from the signal for grace 1 s;
+#: now (the GIL kept, the teardown handed over) 1.46-2.54 s, 15 runs of 19 within 2.0.
+EXIT_MARGIN = 0.3
+#: While the process exits, the GIL's switch interval: the thread exiting keeps the GIL
+#: until it blocks itself, instead of handing it back to the main thread every 5 ms
+#: (Python's default), each hand-over a wait for the scheduler on a loaded machine.
+EXITING_SWITCH_INTERVAL = 1.0
 
 
 def _safe(text: str) -> str:
@@ -260,6 +268,7 @@ class _Stop:
     def exit_now(self, why: str | None = None) -> None:
         """Flush what can be flushed and end the process with 0, without waiting for
         anything (threads, tasks, the interpreter's own clean-up)."""
+        sys.setswitchinterval(EXITING_SWITCH_INTERVAL)
         if why is not None:
             with contextlib.suppress(Exception):  # (stderr busy in the code interrupted)
                 say("warning", why)
@@ -272,7 +281,36 @@ class _Stop:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        _hand_over_teardown()
         os._exit(0)
+
+
+def _hand_over_teardown() -> None:
+    """Leave the kernel's teardown of this process's sockets and memory to a child that
+    outlives it by a moment, so that the process itself ends at once.
+
+    The exit of a process with hundreds of connections (megabytes queued in each) is
+    work for the kernel, done before its parent sees it end: 0.13 s on an idle
+    two-core machine, up to 0.78 s beside 20 processes spinning the CPU. A child forked
+    here shares every socket and page with it (copy-on-write: no copy made), so the
+    process's own exit only drops its references, and the child, which does nothing
+    but wait for the end of a pipe only this process holds open, drops the last ones
+    when it follows (the connections end then, as they would have). No fork (no
+    memory, no process left): the process does the teardown itself, as before."""
+    try:
+        # (The child inherits this thread's mask: a SIGINT to the process group in its
+        # moment must not run the stop's handler there, which would write again.)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        done, alive = os.pipe()
+        child = os.fork()
+    except OSError:
+        return
+    if child == 0:
+        os.close(alive)
+        with contextlib.suppress(BaseException):
+            os.read(done, 1)  # end of file: the parent has exited
+        os._exit(0)
+    os.close(done)
 
 
 def _run(main: Callable[[], Coroutine[Any, Any, int]]) -> int:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 #: After the grace, what cutting the streams and cleaning up may take at most, so that
 #: :meth:`RunningProxy.close` returns within ``grace + CLOSE_MARGIN``. The CLI exits
 #: within ``grace + 1 s`` of the signal whatever happens (docs/operations.md, Shutdown).
-CLOSE_MARGIN = 0.4
+CLOSE_MARGIN = 0.25
 #: The longest the exit's watchdog spends writing the ends of requests still running.
 LAST_WORDS = 0.15
 #: After the cut, what the cancelled requests' tasks get at least to unwind, even when

@@ -86,7 +86,7 @@ START_LIMIT = 60.0
 #: The longest a worker may take to make an admin change or answer a read.
 ASK_LIMIT = 30.0
 #: After the signal, the supervisor exits within ``grace + EXIT_MARGIN`` whatever its
-#: workers do (each exits within grace + 0.5 s of its own signal, a moment later).
+#: workers do (each exits within grace + 0.3 s of its own signal, a moment later).
 EXIT_MARGIN = 0.85
 
 #: A worker that dies within this long of its start died *at once*: a replacement of

@@ -7,7 +7,13 @@ and notices (addresses as bound, no password, the state, who chooses the faults)
 from __future__ import annotations
 
 import gc
+import os
+import socket
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,6 +37,7 @@ from chaosproxy.control.process import (
 from chaosproxy.server.config import ConfigError
 from tests.support.admin import ADMIN
 from tests.support.proxies import ProxyFactory
+from tests.support.repo import REPO
 
 
 def test_a_failure_is_one_line_without_credentials(capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,3 +129,56 @@ def test_a_loopback_admin_beside_a_reachable_proxy_says_how_to_publish_it() -> N
     assert _startup_notices(with_token, proxy)[0].endswith("CHAOSPROXY_ADMIN=0.0.0.0:8479")
     assert _startup_notices(EMBEDDED.replace(admin=("127.0.0.1", 8479)), proxy) == []
     assert _startup_notices(reachable.replace(admin=None), proxy) == []
+
+
+#: A process that holds a connection, then leaves as the stop's exit does: hands the
+#: teardown over, then ``os._exit(0)``. A SIGTERM handler that would say so on stdout
+#: shows whether the child ever ran it.
+HAND_OVER = textwrap.dedent(
+    """
+    import os, signal, socket, sys
+    from chaosproxy.control.process import _hand_over_teardown
+
+    signal.signal(signal.SIGTERM, lambda *_: print("handler ran", flush=True))
+    held = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    print("connected", flush=True)
+    sys.stdin.readline()
+    _hand_over_teardown()
+    os.killpg(0, signal.SIGTERM)  # the child's moment: it must not run the handler
+    os._exit(0)
+    """
+)
+
+
+def test_the_exit_hands_its_sockets_teardown_to_a_child_that_ends_after_it(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "hand_over.py"
+    script.write_text(HAND_OVER)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(server.getsockname()[1])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            start_new_session=True,  # (its own group: the SIGTERM to it reaches no one else)
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            assert proc.stdout.readline() == b"connected\n"
+            peer, _ = server.accept()
+            proc.stdin.write(b"go\n")
+            proc.stdin.close()
+            assert proc.wait(10) == 0
+            # The connection outlives the process by the child's moment, then ends:
+            # end of file, as the process's own exit would have given.
+            peer.settimeout(10)
+            with peer:
+                assert peer.recv(1) == b""
+            # stdout's end comes with the child's; it printed nothing.
+            assert proc.stdout.read() == b""
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait()
