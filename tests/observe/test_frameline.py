@@ -184,7 +184,7 @@ async def test_a_passthrough_response_is_logged_line_by_line_by_the_routine(
     logged by the routine, the store keeps the very lines the file has, and the lines
     account for the body exactly (seq, offset, size), as orjson writes them."""
     monkeypatch.delenv(COPY_ENV, raising=False)  # (the test run's copy: a dict observer)
-    body = bytes(range(256)) * 1200  # 300 KiB: many reads, many writes
+    body = bytes(range(256)) * 1200  # 300 KiB: more than one read (how many, the sockets decide)
     answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     path = tmp_path / "frames.jsonl"
     async with raw_upstream(answer) as upstream:
@@ -202,7 +202,7 @@ async def test_a_passthrough_response_is_logged_line_by_line_by_the_routine(
     frames = [line for line in written if b'"event":"frame"' in line]
     (record,) = proxy.requests.records()
     assert record.frames == frames
-    assert len(frames) >= 3 and (record.sent_frames, record.sent_bytes) == (len(frames), len(body))
+    assert len(frames) >= 2 and (record.sent_frames, record.sent_bytes) == (len(frames), len(body))
     parsed = [orjson.loads(line) for line in frames]
     assert [f["seq"] for f in parsed] == list(range(len(frames)))
     offsets = [f["offset"] for f in parsed]
