@@ -224,16 +224,10 @@ class Exchange:
             await self._read_request()
             return await self._forward()
         except asyncio.CancelledError:
-            if self.state.stopping:
-                session.shutdown()
-            else:
-                session.client_gone()
+            cancelled(self)
             raise
         except ConnectionError as exc:
-            if not self._client_left():
-                return await self._bug(exc)
-            session.client_gone()
-            return self._resp or web.Response(status=499)  # never sent: nobody to send to
+            return await connection_lost(self, exc)
         except Exception as exc:
             return await self._bug(exc)
         finally:
@@ -519,3 +513,19 @@ class Exchange:
         line = self.session.watchdog_summary((self.state.clock() - self._began) * 1000.0)
         self.log.info("response_end", **line)
         return True
+
+
+def cancelled(ex: Exchange) -> None:
+    """The handler's task of ``ex`` was cancelled: the proxy stops, or the client left."""
+    if ex.state.stopping:
+        ex.session.shutdown()
+    else:
+        ex.session.client_gone()
+
+
+async def connection_lost(ex: Exchange, exc: ConnectionError) -> web.StreamResponse:
+    """The client's socket failed under ``ex``: it left, or (when it did not) a bug."""
+    if not ex._client_left():
+        return await ex._bug(exc)
+    ex.session.client_gone()
+    return ex._resp or web.Response(status=499)  # never sent: nobody to send to

@@ -185,7 +185,8 @@ async def _handle(request: web.Request) -> web.StreamResponse:
     if whose is not None:
         whose(session.request_id, tenant)
     if is_upgrade(request):  # a WebSocket: relayed message by message
-        return await WebSocketExchange(request, state, session, choice, target).run(refusal, status)
+        exchange = Exchange(request, state, session, choice, target)
+        return await WebSocketExchange(exchange).run(refusal, status)
     exchange = Exchange(request, state, session, choice, target, resume=resume)
     return await exchange.run(refusal, status)
 

@@ -39,16 +39,12 @@ from chaosproxy.core.records import CutHow
 from chaosproxy.core.session import forwarded_request_headers
 from chaosproxy.observe.logs import content_fields, describe, redact_url
 from chaosproxy.scenario.fixtures import SCENARIO_HEADER as MOCK_SCENARIO_HEADER
-from chaosproxy.server.exchange import Exchange, answer
+from chaosproxy.server.exchange import Exchange, answer, cancelled, connection_lost
 from chaosproxy.server.net import cut_connection
 from chaosproxy.upstream.tls import tls_context
 
 if TYPE_CHECKING:
     from chaosproxy.core.actions import Action
-    from chaosproxy.core.session import Session
-    from chaosproxy.scenario.selection import Choice
-    from chaosproxy.server.routes import Target
-    from chaosproxy.server.state import ProxyState
 
 #: The head the session frames a WebSocket's server messages under: one event a line.
 WS_HEAD = [("Content-Type", "application/x-ndjson")]
@@ -82,17 +78,10 @@ class WebSocketExchange:
     compiled, and an interpreted class may not subclass a compiled one
     (tests/test_compiled.py)."""
 
-    def __init__(
-        self,
-        request: web.Request,
-        state: ProxyState,
-        session: Session,
-        choice: Choice,
-        target: Target | None = None,
-    ) -> None:
-        self.ex = Exchange(request, state, session, choice, target)
-        self.request, self.state, self.session = request, state, session
-        self.choice, self.target, self.log = choice, target, self.ex.log
+    def __init__(self, ex: Exchange) -> None:
+        self.ex = ex
+        self.request, self.state, self.session = ex.request, ex.state, ex.session
+        self.choice, self.target, self.log = ex.choice, ex.target, ex.log
 
     async def run(self, refusal: str | None = None, status: int = 400) -> web.StreamResponse:
         session = self.session
@@ -120,16 +109,10 @@ class WebSocketExchange:
             self.ex._log_request()
             return await self._relay()
         except asyncio.CancelledError:
-            if self.state.stopping:
-                session.shutdown()
-            else:
-                session.client_gone()
+            cancelled(self.ex)
             raise
         except ConnectionError as exc:
-            if not self.ex._client_left():
-                return await self.ex._bug(exc)
-            session.client_gone()
-            return self.ex._resp or web.Response(status=499)  # never sent: nobody to send to
+            return await connection_lost(self.ex, exc)
         except Exception as exc:
             return await self.ex._bug(exc)
         finally:
