@@ -18,7 +18,7 @@ import contextlib
 import difflib
 import ipaddress
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -282,10 +282,7 @@ class RunningProxy:
             if problem is not None:
                 problems.append(problem)
         # Every response that could end has been logged by now: detach from the log.
-        for observer in self._observers:
-            self.log.remove_observer(observer)
-        if self.traces is not None:
-            self.traces.close()
+        _detach(self.log, self._observers, self.traces)
         if self._owns_log:
             self.log.close()
         else:
@@ -476,12 +473,17 @@ class _Observed:
 
     def undo(self) -> None:
         """A start that failed: the observers off the log, what was opened closed."""
-        for observer in self.observers:
-            self.log.remove_observer(observer)
-        if self.traces is not None:
-            self.traces.close()
+        _detach(self.log, self.observers, self.traces)
         if self.owns_log:
             self.log.close()
+
+
+def _detach(log: FrameLog, observers: Iterable[Observer], traces: TraceWriter | None) -> None:
+    """The ``observers`` off ``log``, and the ``traces`` (if any) closed."""
+    for observer in observers:
+        log.remove_observer(observer)
+    if traces is not None:
+        traces.close()
 
 
 def _observed(config: Config, log: FrameLog | None) -> _Observed:
