@@ -99,6 +99,19 @@ def uses_mock(config: Config) -> bool:
     return any(route.url == MOCK_UPSTREAM for route in config.routes)
 
 
+def scenario_set(config: Config, scenarios: Mapping[str, Scenario]) -> ScenarioSet:
+    """The scenario set ``config`` asks for over ``scenarios`` (the proxy's, and the
+    one a fleet's supervisor changes for its workers)."""
+    return ScenarioSet(
+        scenarios,
+        config.scenario,
+        config.seed,
+        trust_client=config.trust_client_scenarios,
+        # a shared request number makes the fleet's seeds its own
+        salt=None if config.shared else config.replica_id,
+    )
+
+
 def is_loopback(host: str) -> bool:
     """Whether binding ``host`` listens on loopback only (``localhost``, 127.0.0.0/8,
     ``::1``). Anything else, a wildcard or a name that must be resolved, is not."""
@@ -639,14 +652,7 @@ def _proxy_state(
     state = ProxyState(
         config=config,
         upstream_url=routes.first.url,
-        scenarios=ScenarioSet(
-            scenarios,
-            config.scenario,
-            config.seed,
-            trust_client=config.trust_client_scenarios,
-            # a shared request number makes the fleet's seeds its own
-            salt=None if config.shared else config.replica_id,
-        ),
+        scenarios=scenario_set(config, scenarios),
         log=observed.log,
         upstream_factory=upstream_factory,
         routes=routes,

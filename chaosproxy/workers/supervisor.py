@@ -999,15 +999,10 @@ def _obeyed(
 ) -> tuple[ScenarioSet, Any]:
     """What the admin API changes here and every worker follows: the scenario set, and
     the mock's fixtures when the upstream is the mock (else None)."""
+    from chaosproxy.control.start import scenario_set as scenario_set_of
     from chaosproxy.control.start import uses_mock
 
-    scenario_set = ScenarioSet(
-        library,
-        config.scenario,
-        config.seed,
-        trust_client=config.trust_client_scenarios,
-        salt=None if config.shared else config.replica_id,
-    )
+    scenario_set = scenario_set_of(config, library)
     mirror = None
     if uses_mock(config):
         from chaosproxy.mock.fixtures import MockFixtures
