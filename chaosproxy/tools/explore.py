@@ -77,6 +77,7 @@ from chaosproxy.tools.matrix import (
     estimate_left,
     fallbacks_of,
     run_one,
+    run_workers,
     show_left,
 )
 from chaosproxy.tools.shrink import MAX_TESTS, Candidate, Shrunk, faults_key, shrink
@@ -293,13 +294,7 @@ class CommandRunner:
                 if ended is not None:
                     ended(trial, outcome)
 
-        threads = [threading.Thread(target=worker, name=f"explore-{i}") for i in range(self._jobs)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if errors:
-            raise errors[0]
+        run_workers(worker, self._jobs, "explore", errors)
         return [results[i] for i in sorted(results)]
 
     def _one(self, proxy: ChaosProxy, trial: Trial) -> TrialResult:

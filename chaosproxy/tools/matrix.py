@@ -612,15 +612,23 @@ def run_matrix(
             with lock:
                 failures.append(exc)
 
-    threads = [threading.Thread(target=worker, name=f"matrix-{i}") for i in range(jobs)]
+    run_workers(worker, jobs, "matrix", failures)
+    ordered = [results[name] for name in names if name in results]
+    return Matrix(command, upstream, ordered, frozenset(fail_on), dict(known or {})), lines
+
+
+def run_workers(
+    worker: Callable[[], None], jobs: int, name: str, errors: Sequence[BaseException]
+) -> None:
+    """Run ``worker`` on ``jobs`` threads (``name-0``...) until all end; then raise the
+    first of the ``errors`` they recorded, if any."""
+    threads = [threading.Thread(target=worker, name=f"{name}-{i}") for i in range(jobs)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    if failures:
-        raise failures[0]
-    ordered = [results[name] for name in names if name in results]
-    return Matrix(command, upstream, ordered, frozenset(fail_on), dict(known or {})), lines
+    if errors:
+        raise errors[0]
 
 
 def run_one(

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -30,6 +31,7 @@ from chaosproxy.tools.matrix import (
     render_markdown,
     run_command,
     run_matrix,
+    run_workers,
     show_left,
     telling_line,
     write_outputs,
@@ -98,6 +100,27 @@ MATRIX = Matrix(
     ],
     fail_on=FAILING,
 )
+
+
+def test_run_workers_runs_every_thread_to_its_end_then_raises_the_first_error() -> None:
+    lock = threading.Lock()
+    names: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        name = threading.current_thread().name
+        with lock:
+            names.append(name)
+            if name == "t-2":
+                errors.append(ValueError(name))
+
+    with pytest.raises(ValueError, match=r"^t-2$"):
+        run_workers(worker, 3, "t", errors)
+    assert sorted(names) == ["t-0", "t-1", "t-2"]
+    names.clear()
+    errors.clear()
+    run_workers(lambda: names.append("ran"), 2, "t", errors)  # no error: returns
+    assert names == ["ran", "ran"]
 
 
 def test_the_json_shape() -> None:
