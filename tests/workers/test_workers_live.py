@@ -600,8 +600,11 @@ async def test_the_supervisors_admin_port_is_guarded_too(tmp_path: Path) -> None
         for _, w in opened:
             w.close()
         refused = [a for a in answers if a.startswith(b"HTTP/1.1 503 ")]
-        assert len(refused) == 1, answers
-        assert answers.count(b"") == 3  # the others: closed idle at the timeout
+        # One past the cap; two when the supervisor's start-up probe of its own /health
+        # (process._health_check_warning, run just after the listening line) still held
+        # a place as the four arrived (seen once under CI's load).
+        assert len(refused) in (1, 2), answers
+        assert answers.count(b"") == 4 - len(refused)  # the others: closed idle at the timeout
         assert time.monotonic() - started < 5
         async with aiohttp.ClientSession() as s, s.get(served.admin + "/health") as resp:
             assert resp.status == 200
